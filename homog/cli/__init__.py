@@ -1,0 +1,78 @@
+"""The ``homog`` command line: a thin Click layer over the library.
+
+Subcommands are imported lazily (``COMMANDS`` maps a name to ``module:attribute``), so
+``homog --help`` stays fast and importing the CLI does not pull torch in. Packages may add
+commands through the ``homog.commands`` entry-point group (the terminal UI does this, which
+keeps ``homog`` free of any import of ``tui`` or ``textual``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+
+import click
+
+from homog import __version__
+
+COMMANDS: dict[str, str] = {
+    "calibrate": "homog.cli.calibrate:calibrate",
+    "corpus": "homog.cli.corpus:corpus",
+    "synth": "homog.cli.corpus:synth",
+    "extract": "homog.cli.extract:extract",
+    "mauve": "homog.cli.pipeline:mauve",
+    "stats": "homog.cli.pipeline:stats",
+    "load": "homog.cli.pipeline:load",
+    "runs": "homog.cli.query:runs",
+    "compare": "homog.cli.query:compare",
+    "sql": "homog.cli.query:sql",
+    "export": "homog.cli.query:export",
+    "plot": "homog.cli.query:plot",
+    "posenc": "homog.cli.posenc:posenc",
+}
+
+
+def _plugin_commands() -> dict[str, str]:
+    return {ep.name: ep.value for ep in entry_points(group="homog.commands")}
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported only when listed or invoked."""
+
+    def _targets(self) -> dict[str, str]:
+        return {**_plugin_commands(), **COMMANDS}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(self._targets()))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = self._targets().get(cmd_name)
+        if target is None:
+            return super().get_command(ctx, cmd_name)
+        module_name, attr = target.split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            # A command whose module is missing is listed with the reason instead of crashing
+            # `homog --help` for every other command.
+            @click.command(cmd_name, help=f"(unavailable: {exc})")
+            def unavailable() -> None:
+                raise click.ClickException(f"'homog {cmd_name}' is unavailable: {exc}")
+
+            return unavailable
+        return getattr(module, attr)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="homog")
+def main() -> None:
+    """homog: how token representations homogenize layer by layer under positional bias.
+
+    \b
+    Pipeline stages (run by `dvc repro`, each reads params.yaml):
+      corpus, synth, extract, mauve, stats, load, posenc
+    Looking at results (read-only over data/homog.duckdb):
+      runs, compare, sql, export, plot, tui
+    Checks:
+      calibrate
+    """

@@ -1,0 +1,181 @@
+"""homog.metrics against an independent numpy computation, plus its edge cases."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from homog.metrics import (
+    METRIC_NAMES,
+    MetricInputError,
+    NonFiniteError,
+    alpha_fit,
+    dataset_spectra,
+    layer_metrics,
+    pool,
+    token_mask,
+)
+
+
+def reference(x: np.ndarray, center: bool = False) -> dict[str, float]:
+    """The DESIGN.md definitions, written directly with an SVD of X (float64)."""
+    norms = np.linalg.norm(x, axis=1)
+    r = np.linalg.norm((x / norms[:, None]).mean(0))
+    n = len(x)
+    cos = x @ x.T / np.outer(norms, norms)
+    mean_cos = (cos.sum() - n) / (n * (n - 1)) if n > 1 else math.nan
+    xs = x - x.mean(0) if center else x
+    s = np.linalg.svd(xs, compute_uv=False)
+    s = s[s > s[0] * 1e-7]  # drop rounding-level singular values
+    p = s / s.sum()
+    return {
+        "erank": float(np.exp(-(p * np.log(p)).sum())),
+        "mev": float(s[0] ** 2 / (s**2).sum()),
+        "schatten_1": float(s.sum() / np.sqrt((s**2).sum())),
+        "schatten_4": float((s**4).sum() ** 0.25 / np.sqrt((s**2).sum())),
+        "resultant_length": float(r),
+        "mean_cosine": float(mean_cos),
+        "norm_mean": float(norms.mean()),
+    }
+
+
+@pytest.mark.parametrize("center", [False, True])
+@pytest.mark.parametrize("n,d", [(9, 16), (20, 6)])  # both Gram orientations
+def test_matches_reference_on_padded_batch(center, n, d):
+    gen = torch.Generator().manual_seed(1)
+    b, layers = 4, 3
+    hidden = torch.randn(b, layers, n, d, generator=gen, dtype=torch.float64) + 0.2
+    lengths = [n, n - 2, 3, 1 + n // 2]
+    mask = torch.zeros(b, n, dtype=torch.bool)
+    for i, k in enumerate(lengths):
+        mask[i, :k] = True
+    hidden[~mask[:, None, :].expand(b, layers, n)] = 1e6  # padding garbage must not leak in
+    out = layer_metrics(hidden, mask[:, None, :], center=center)
+    for i, k in enumerate(lengths):
+        for layer in range(layers):
+            want = reference(hidden[i, layer, :k].numpy(), center=center)
+            for name in METRIC_NAMES:
+                got = out[name][i, layer].item()
+                assert got == pytest.approx(want[name], rel=1e-8, abs=1e-10), (name, i, layer)
+
+
+def test_output_dtype_shape_and_device():
+    hidden = torch.randn(2, 5, 7, 8, dtype=torch.float32)
+    out = layer_metrics(hidden, torch.ones(2, 1, 7, dtype=torch.bool))
+    assert set(out) == set(METRIC_NAMES)
+    for v in out.values():
+        assert v.dtype == torch.float64 and v.shape == (2, 5) and v.device == hidden.device
+
+
+def test_text_metrics_do_not_depend_on_batch_companions():
+    gen = torch.Generator().manual_seed(2)
+    a = torch.randn(6, 10, generator=gen)
+    alone = layer_metrics(a[None], torch.ones(1, 6, dtype=torch.bool))
+    batch = torch.randn(3, 12, 10, generator=gen)
+    batch[1, :6] = a
+    mask = torch.zeros(3, 12, dtype=torch.bool)
+    mask[0], mask[1, :6], mask[2, :9] = True, True, True
+    together = layer_metrics(batch, mask)
+    for name in METRIC_NAMES:
+        assert together[name][1].item() == pytest.approx(alone[name][0].item(), rel=1e-12)
+
+
+def test_token_mask_excludes_special_tokens():
+    attn = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]])
+    special = torch.tensor([[1, 0, 0, 0], [1, 0, 0, 1]])
+    assert token_mask(attn, special).tolist() == [
+        [False, True, True, False],
+        [False, True, True, False],
+    ]
+    assert token_mask(attn, special, exclude_special=False).tolist() == attn.bool().tolist()
+    with pytest.raises(MetricInputError, match="special_tokens_mask shape"):
+        token_mask(attn, special[:, :3])
+
+
+def test_empty_text_is_an_error():
+    mask = torch.tensor([[True, True], [False, False]])
+    with pytest.raises(MetricInputError, match=r"no tokens.*\(1,\)"):
+        layer_metrics(torch.randn(2, 2, 4), mask)
+
+
+def test_single_token_mean_cosine_is_nan_rest_defined():
+    out = layer_metrics(torch.randn(1, 3, 4), torch.tensor([[True, False, False]]))
+    assert math.isnan(out["mean_cosine"].item())
+    assert out["erank"].item() == pytest.approx(1.0)
+    assert out["mev"].item() == pytest.approx(1.0)
+    assert out["resultant_length"].item() == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_non_finite_values_are_reported_with_positions(bad):
+    hidden = torch.randn(2, 3, 5, 4)
+    hidden[1, 2, 0, 1] = bad
+    with pytest.raises(NonFiniteError) as info:
+        layer_metrics(hidden, torch.ones(2, 1, 5, dtype=torch.bool))
+    assert info.value.indices == [(1, 2)]
+    assert "float32" in str(info.value)
+
+
+def test_non_finite_in_padding_is_ignored():
+    hidden = torch.randn(1, 5, 4)
+    hidden[0, 4] = math.nan
+    out = layer_metrics(hidden, torch.tensor([[True, True, True, True, False]]))
+    assert all(math.isfinite(v.item()) for v in out.values())
+
+
+def test_mismatched_mask_is_an_error():
+    with pytest.raises(MetricInputError, match="does not match hidden states"):
+        layer_metrics(torch.randn(2, 5, 4), torch.ones(2, 6, dtype=torch.bool))
+
+
+def test_zero_token_gives_nan_direction_metrics():
+    hidden = torch.randn(1, 4, 3)
+    hidden[0, 2] = 0
+    out = layer_metrics(hidden, torch.ones(1, 4, dtype=torch.bool))
+    assert math.isnan(out["resultant_length"].item())
+    assert math.isnan(out["mean_cosine"].item())
+    assert math.isfinite(out["erank"].item())
+
+
+def test_pool_mean_and_last():
+    hidden = torch.arange(2 * 3 * 2, dtype=torch.float32).reshape(2, 3, 2)
+    mask = torch.tensor([[True, True, False], [True, True, True]])
+    assert pool(hidden, mask, "mean").tolist() == [[1.0, 2.0], [8.0, 9.0]]
+    assert pool(hidden, mask, "last").tolist() == [[2.0, 3.0], [10.0, 11.0]]
+    with pytest.raises(MetricInputError, match="unknown pooling"):
+        pool(hidden, mask, "max")
+
+
+def test_alpha_fit_recovers_a_power_law():
+    i = torch.arange(1, 201, dtype=torch.float64)
+    eig = torch.stack([i**-1.0, 3 * i**-2.5])
+    alpha, r2 = alpha_fit(eig)
+    assert alpha.tolist() == pytest.approx([1.0, 2.5], rel=1e-9)
+    assert r2.tolist() == pytest.approx([1.0, 1.0], rel=1e-9)
+
+
+def test_dataset_spectra_against_numpy():
+    gen = torch.Generator().manual_seed(3)
+    # layer 0: spread out, layer 1: nearly one direction
+    spread = torch.randn(40, 16, generator=gen, dtype=torch.float64)
+    one = torch.randn(40, 1, generator=gen, dtype=torch.float64) * torch.ones(1, 16) + 0.01 * spread
+    out = dataset_spectra(torch.stack([spread, one]))
+    for layer, x in enumerate([spread, one]):
+        s = np.linalg.svd(x.numpy(), compute_uv=False)
+        p = s / s.sum()
+        assert out["rankme"][layer].item() == pytest.approx(np.exp(-(p * np.log(p)).sum()))
+        lam = np.linalg.eigvalsh(np.cov(x.numpy().T))[::-1]
+        r = int((lam > lam[0] * 1e-12).sum())
+        k = np.arange(1, int(np.ceil(0.9 * r)) + 1)
+        w = 1 / k
+        slope = np.polyfit(np.log(k), np.log(lam[: len(k)]), 1, w=np.sqrt(w))[0]
+        assert out["alpha_req"][layer].item() == pytest.approx(-slope, rel=1e-6)
+    assert out["rankme"][0] > out["rankme"][1]
+
+
+def test_dataset_spectra_needs_two_texts():
+    with pytest.raises(MetricInputError, match="at least 2 texts"):
+        dataset_spectra(torch.randn(3, 1, 8))
