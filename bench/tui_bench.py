@@ -1,0 +1,104 @@
+"""Terminal UI latency on a large database: first paint, metric and variant redraws.
+
+Builds (or reuses, with --db) a demo database of 10 runs x 200 texts (about 2.2 million
+layer_metrics rows) with ``homog.query.make_demo_db`` and drives the app headless with the
+Pilot at 80x24:
+
+- first paint: from creating the app to the Runs table showing its rows (Textual start-up,
+  opening the database, the catalog query and one paint);
+- metric switch: ``m`` on the Compare screen (2 runs x 4 variants) until the new curves are
+  drawn and painted; first pass queries the database, second pass is served from the cache;
+- variant switch: deselecting / reselecting a variant until redrawn.
+
+Targets (issue 6): first paint < 1 s, metric/variant redraw < 200 ms.
+
+Usage: python bench/tui_bench.py [--db PATH] [--runs 10] [--texts 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+
+async def measure(db: Path) -> dict[str, list[float]]:
+    from textual.widgets import SelectionList
+
+    from tui.app import HomogApp
+    from tui.components.run_table import RunTable
+
+    out: dict[str, list[float]] = {"first_paint": [], "metric_query": [], "metric_cached": [],
+                                   "variant": []}
+    t0 = time.perf_counter()
+    app = HomogApp(db, watch_interval=3600)
+    async with app.run_test(size=(80, 24)) as pilot:
+        while not (app.screen.query(RunTable) and app.screen.query_one(RunTable).row_count):
+            await pilot.pause(0.005)
+        await pilot.pause()  # the paint
+        out["first_paint"].append(time.perf_counter() - t0)
+
+        await pilot.press("space", "down", "space", "enter")
+        while getattr(app.screen, "draws", 0) == 0:
+            await pilot.pause(0.005)
+        screen = app.screen
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+
+        async def redraw(action) -> float:
+            before = screen.draws
+            start = time.perf_counter()
+            await action()
+            while screen.draws == before:
+                await pilot.pause(0.002)
+            await pilot.pause()  # the paint
+            return time.perf_counter() - start
+
+        n_metrics = len(app.catalog.metrics)
+        for key in ("metric_query", "metric_cached"):
+            for _ in range(n_metrics):
+                out[key].append(await redraw(lambda: pilot.press("m")))
+        variants = screen.query_one("#pick-variants", SelectionList)
+        for v in ("front", "end", "control"):
+            async def drop(v=v):
+                variants.deselect(v)
+
+            async def add(v=v):
+                variants.select(v)
+
+            out["variant"].append(await redraw(drop))
+            out["variant"].append(await redraw(add))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", type=Path, default=None, help="existing database to use")
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--texts", type=int, default=200)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="tui-bench-") as tmp:
+        db = args.db
+        if db is None:
+            from homog.query import make_demo_db
+
+            db = Path(tmp) / "bench.duckdb"
+            start = time.perf_counter()
+            counts = make_demo_db(db, args.runs, args.texts)
+            print(f"built {db.name}: {counts['runs']} runs, {counts['layer_metrics']:,} "
+                  f"layer_metrics rows in {time.perf_counter() - start:.1f} s")
+        results = asyncio.run(measure(db))
+    print(f"{'measure':<16}{'n':>4}{'median ms':>12}{'max ms':>10}  target")
+    targets = {"first_paint": 1000, "metric_query": 200, "metric_cached": 200, "variant": 200}
+    for key, values in results.items():
+        ms = [v * 1000 for v in values]
+        verdict = "ok" if max(ms) < targets[key] else "SLOW"
+        print(f"{key:<16}{len(ms):>4}{statistics.median(ms):>12.1f}{max(ms):>10.1f}  "
+              f"< {targets[key]} ms {verdict}")
+
+
+if __name__ == "__main__":
+    main()

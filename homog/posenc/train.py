@@ -1,0 +1,244 @@
+"""Training the positional-encoding lab's encoders (stage ``posenc_train@<pe>``).
+
+Pure pieces (``make_splits``, ``build_model``, ``fit``, ``accuracy``) work on tensors; ``run_train``
+does the I/O: one checkpoint per (task, seed) under ``<out>/checkpoints/``, ``results.parquet``
+(posenc_results columns: pe, task, split, accuracy, n_params, epochs, seed) and
+``train_log.csv`` (one row per epoch: pe, task, seed, epoch, lr, loss, train_accuracy,
+test_accuracy, seconds).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.nn import functional as F
+
+from homog.io import HomogError, atomic_path
+from homog.posenc.model import ENCODINGS, Encoder, EncoderConfig
+from homog.posenc.presets import resolve
+from homog.posenc.tasks import TASKS, TaskData, make_task
+from homog.progress import progress
+
+
+def pick_device(device: str) -> torch.device:
+    """'cpu', 'cuda', 'cuda:N' or 'auto' (cuda when available) -> torch.device."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise HomogError(f"--device {device} asked for, but torch sees no CUDA device")
+    return torch.device(device)
+
+
+def use_threads(train: dict[str, Any], device: torch.device) -> None:
+    """Apply ``train.threads`` (0 = leave torch's default) when running on the CPU."""
+    threads = int(train.get("threads") or 0)
+    if device.type == "cpu" and threads > 0:
+        torch.set_num_threads(threads)
+
+
+def make_splits(task: str, config: dict[str, Any]) -> tuple[TaskData, TaskData]:
+    """The task's (train, test) data, generated and split with ``train.data_seed``."""
+    train = config["train"]
+    data = make_task(task, config[task], seed=int(train["data_seed"]))
+    return data.split(float(train["train_fraction"]), seed=int(train["data_seed"]))
+
+
+def build_model(pe: str, task: str, config: dict[str, Any], n_classes: int) -> Encoder:
+    """An untrained Encoder for ``pe`` sized for ``task`` (vocab, classes, padded length)."""
+    if pe not in ENCODINGS:
+        raise HomogError(f"unknown positional encoding {pe!r}; choose from {', '.join(ENCODINGS)}")
+    spec = config[task]
+    try:
+        cfg = EncoderConfig(
+            vocab_size=int(spec["vocab_size"]),
+            n_classes=n_classes,
+            block_size=int(spec["seq_len"]),
+            pe=pe,
+            **config["model"],
+        )
+    except (AssertionError, TypeError) as exc:
+        raise HomogError(f"posenc model config is invalid: {exc}") from exc
+    return Encoder(cfg)
+
+
+def cosine_with_warmup(step: int, total: int, warmup: float) -> float:
+    """LR multiplier: linear warm-up over the first ``warmup`` fraction, then cosine to 0."""
+    n_warm = max(1, int(round(warmup * total)))
+    if step < n_warm:
+        return (step + 1) / n_warm
+    return 0.5 * (1.0 + math.cos(math.pi * (step - n_warm) / max(1, total - n_warm)))
+
+
+@torch.no_grad()
+def predictions(model: Encoder, data: TaskData, batch_size: int, device: torch.device):
+    """Predicted classes [N] (on CPU), the model in eval mode."""
+    model.eval()
+    out = [
+        model(data.tokens[i : i + batch_size].to(device)).argmax(-1).cpu()
+        for i in range(0, len(data.labels), batch_size)
+    ]
+    return torch.cat(out)
+
+
+def accuracy(model: Encoder, data: TaskData, batch_size: int, device: torch.device) -> float:
+    """Fraction of ``data`` classified correctly."""
+    return (predictions(model, data, batch_size, device) == data.labels).float().mean().item()
+
+
+def fit(
+    model: Encoder,
+    train: TaskData,
+    test: TaskData,
+    config: dict[str, Any],
+    *,
+    seed: int,
+    device: torch.device,
+    on_step: Callable[[float], None] | None = None,
+) -> list[dict[str, float]]:
+    """Train ``model`` in place with AdamW and a warm-up + cosine schedule.
+
+    ``config`` is the preset's ``train`` section. Returns one log row per epoch (epoch, lr,
+    loss, train_accuracy, test_accuracy, seconds). ``on_step(loss)`` is called after every
+    optimizer step (the progress bar).
+    """
+    torch.manual_seed(seed)
+    model.to(device)
+    batch_size, epochs = int(config["batch_size"]), int(config["epochs"])
+    steps_per_epoch = math.ceil(len(train.labels) / batch_size)
+    total = steps_per_epoch * epochs
+    # no weight decay on norms, biases and embeddings' position/bias tables (1-D tensors)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW(
+        [
+            {"params": decay, "weight_decay": float(config["weight_decay"])},
+            {"params": no_decay, "weight_decay": 0.0},
+        ],
+        lr=float(config["lr"]),
+    )
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: cosine_with_warmup(s, total, float(config["warmup"]))
+    )
+    shuffle = torch.Generator().manual_seed(seed)
+    eval_bs = int(config["eval_batch_size"])
+    log = []
+    for epoch in range(1, epochs + 1):
+        model.train()
+        start, total_loss = time.perf_counter(), 0.0
+        for idx in torch.randperm(len(train.labels), generator=shuffle).split(batch_size):
+            x, y = train.tokens[idx].to(device), train.labels[idx].to(device)
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+            total_loss += loss.item() * len(idx)
+            if on_step is not None:
+                on_step(loss.item())
+        log.append(
+            {
+                "epoch": epoch,
+                "lr": sched.get_last_lr()[0],
+                "loss": total_loss / len(train.labels),
+                "train_accuracy": accuracy(model, train, eval_bs, device),
+                "test_accuracy": accuracy(model, test, eval_bs, device),
+                "seconds": time.perf_counter() - start,
+            }
+        )
+    return log
+
+
+def checkpoint_name(task: str, seed: int) -> str:
+    return f"{task}-seed{seed}.pt"
+
+
+def checkpoint_path(out_dir: Path, task: str, seed: int) -> Path:
+    """Where ``run_train`` leaves the checkpoint of (task, seed)."""
+    return out_dir / "checkpoints" / checkpoint_name(task, seed)
+
+
+def load_checkpoint(path: Path, device: torch.device) -> tuple[Encoder, dict[str, Any]]:
+    """The trained Encoder (eval mode, on ``device``) and the run config stored beside it.
+
+    Raises HomogError when the checkpoint is missing (run ``homog posenc train`` first).
+    """
+    if not path.exists():
+        raise HomogError(f"checkpoint {path} not found: run `homog posenc train` for it first")
+    ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    model = Encoder(EncoderConfig(**ckpt["model_config"]))
+    model.load_state_dict(ckpt["state_dict"])
+    return model.to(device).eval(), ckpt["config"]
+
+
+def run_train(
+    posenc: dict[str, Any],
+    pe: str,
+    out_dir: str | Path,
+    *,
+    preset: str | None = None,
+    device: str = "auto",
+):
+    """Train ``pe`` on every task in ``posenc['tasks']`` for every seed; write the outputs.
+
+    ``posenc`` is params.yaml's ``posenc:`` section. Writes ``out_dir/checkpoints/``,
+    ``results.parquet`` and ``train_log.csv`` atomically and returns the results DataFrame.
+    """
+    import pandas as pd
+
+    config = resolve(posenc, preset)
+    tasks = list(posenc.get("tasks", TASKS))
+    dev = pick_device(device)
+    use_threads(config["train"], dev)
+    if dev.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+    out_dir = Path(out_dir)
+    results, log_rows = [], []
+    with atomic_path(out_dir / "checkpoints", directory=True) as ckpt_dir, progress() as bar:
+        for task in tasks:
+            train, test = make_splits(task, config)
+            for seed in config["train"]["seeds"]:
+                torch.manual_seed(int(seed))
+                model = build_model(pe, task, config, train.n_classes)
+                steps = math.ceil(len(train.labels) / int(config["train"]["batch_size"]))
+                job = bar.add_task(
+                    f"posenc {pe}/{task} seed {seed}", total=steps * config["train"]["epochs"]
+                )
+                log = fit(
+                    model, train, test, config["train"], seed=int(seed), device=dev,
+                    on_step=lambda loss, job=job: bar.update(job, advance=1),
+                )  # fmt: skip
+                meta = {"pe": pe, "task": task, "seed": int(seed)}
+                log_rows += [{**meta, **row} for row in log]
+                for split in ("train", "test"):
+                    results.append(
+                        {
+                            "pe": pe,
+                            "task": task,
+                            "split": split,
+                            "accuracy": log[-1][f"{split}_accuracy"],
+                            "n_params": model.n_params(),
+                            "epochs": len(log),
+                            "seed": int(seed),
+                        }
+                    )
+                torch.save(
+                    {
+                        "model_config": asdict(model.config),
+                        "state_dict": {k: v.cpu() for k, v in model.state_dict().items()},
+                        "config": config,
+                        "meta": meta,
+                    },
+                    ckpt_dir / checkpoint_name(task, int(seed)),
+                )
+    frame = pd.DataFrame(results)
+    with atomic_path(out_dir / "results.parquet") as tmp:
+        frame.to_parquet(tmp, index=False)
+    with atomic_path(out_dir / "train_log.csv") as tmp:
+        pd.DataFrame(log_rows).to_csv(tmp, index=False)
+    return frame

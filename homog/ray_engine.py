@@ -1,0 +1,600 @@
+"""The ``extract.engine: ray`` engine: the extract stage on a Ray cluster (Ray Data).
+
+The same code runs on a laptop (a local Ray cluster started on the fly), on one multi-GPU
+node, or on a cluster that is already running (``ray.address`` or ``RAY_ADDRESS``, e.g. one
+started under Slurm or KubeRay). It reuses the local engine's pieces from ``homog.extract``,
+so both engines produce the same rows:
+
+1. On the driver (no model loaded, only its tokenizer): the texts are encoded, the MAUVE
+   sample is planned and the texts are cut into shards exactly as the local engine does.
+   Each (intervention, shard) pair not already on disk becomes one row of a Ray Dataset.
+2. ``map_batches`` runs a pool of ``ShardWorker`` actors, one per GPU (``num_gpus`` each;
+   ``num_gpus_per_actor: k`` with ``extract.device_map: auto`` spreads one model larger than
+   a GPU over k GPUs of a node), or CPU actors when the cluster has no GPU. An actor loads
+   the model once and turns a shard into the local engine's ``BatchResult`` (the same
+   batches, position ids and sampled token positions, so the same values).
+3. The driver writes each returned shard atomically into the local engine's work dir as it
+   arrives, then ``merge_shards`` writes the final Parquet/npz outputs. Workers never touch
+   the file system, so a cluster needs no shared storage.
+
+Fault tolerance: an actor that dies (killed, OOM, lost node) is restarted and its shard is
+retried (Ray's actor restarts and task retries, ``ray.max_retries`` times). A run that is
+interrupted resumes from the shard files already written: a shard file exists => that shard
+is done and is never computed or counted again; ``merge_shards`` checks that the shards
+cover every text exactly once. Shards are the local engine's files, so a run started with
+one engine can be resumed with the other.
+
+Importing this module does not import Ray (it is an optional extra: ``pip install
+'homog[ray]'``); neither does ``extract_runner`` for the local engine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import pickle
+import platform
+import shutil
+import time
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from homog.io import HomogError, atomic_path, write_json
+
+ENGINES: tuple[str, ...] = ("local", "ray")
+MODEL_FACTS = "model.json"  # written in each work dir, so a fully resumed run needs no actor
+
+
+# ---------------------------------------------------------------------------------------------
+# configuration
+
+
+@dataclass(frozen=True)
+class RayConfig:
+    """The ``ray:`` section of ``params.yaml``.
+
+    address: a cluster to connect to (``auto``, ``ray://host:10001``, ``host:6379``); None uses
+    ``RAY_ADDRESS`` when set, else starts a local cluster. num_gpus_per_actor: GPUs each
+    extraction actor holds (k > 1 with ``extract.device_map: auto`` for a model larger than one
+    GPU; fractions put several small models on one GPU). num_cpus_per_actor: CPUs per actor
+    (the torch threads of a CPU actor). actors: how many actors; None = as many as the
+    cluster's GPUs (or CPUs, without GPUs) allow, never more than there are shards to compute.
+    max_retries: restarts of a dead actor and retries of its shard before the run fails.
+    runtime_env: passed to ``ray.init`` (e.g. ``{pip: [...], env_vars: {...}}``) for cluster
+    nodes whose Python environment lacks homog.
+    """
+
+    address: str | None = None
+    num_gpus_per_actor: float = 1
+    num_cpus_per_actor: float = 1
+    actors: int | None = None
+    max_retries: int = 3
+    runtime_env: dict[str, Any] | None = None
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any], **overrides: Any) -> RayConfig:
+        """Build from a full params dict; raises HomogError naming a bad ``ray.*`` value."""
+        section = params.get("ray") or {}
+        if not isinstance(section, dict):
+            raise HomogError("params.yaml 'ray:' must be a mapping (see README: Ray engine)")
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(section) - known)
+        if unknown:
+            raise HomogError(
+                f"unknown key(s) in params.yaml ray: {', '.join(unknown)}; "
+                f"known: {', '.join(sorted(known))}"
+            )
+        values = {**section, **{k: v for k, v in overrides.items() if v is not None}}
+        config = cls(**values)
+        if config.num_gpus_per_actor < 0 or config.num_cpus_per_actor <= 0:
+            raise HomogError(
+                "ray.num_gpus_per_actor must be >= 0 and ray.num_cpus_per_actor > 0, got "
+                f"{config.num_gpus_per_actor} and {config.num_cpus_per_actor}"
+            )
+        if config.actors is not None and int(config.actors) < 1:
+            raise HomogError(f"ray.actors must be >= 1 or null (auto), got {config.actors}")
+        if int(config.max_retries) < 0:
+            raise HomogError(f"ray.max_retries must be >= 0, got {config.max_retries}")
+        return config
+
+
+def extract_runner(params: dict[str, Any], engine: str | None = None) -> Callable[..., Any]:
+    """The function that runs the extract stage for ``engine`` (default ``extract.engine``).
+
+    Both returned functions take ``(model, source, texts, config, interventions, out_dir, *,
+    show_progress, log)`` like ``homog.extract.run_extract`` and return the run records.
+    'local' imports nothing of Ray. Raises HomogError for an unknown engine.
+    """
+    name = engine or (params.get("extract") or {}).get("engine") or "local"
+    if name == "local":
+        from homog.extract import run_extract
+
+        return run_extract
+    if name == "ray":
+        return functools.partial(run_extract_ray, ray_config=RayConfig.from_params(params))
+    raise HomogError(f"unknown extract engine {name!r}: use one of {', '.join(ENGINES)}")
+
+
+def import_ray() -> Any:
+    """``import ray`` (with Ray Data), or HomogError saying how to install the extra."""
+    try:
+        import ray
+        import ray.data  # noqa: F401
+    except ImportError as exc:
+        raise HomogError(
+            "extract.engine: ray needs Ray Data: pip install 'homog[ray]' "
+            f"(or 'ray[data]>=2.30'), or use extract.engine: local ({exc})"
+        ) from exc
+    return ray
+
+
+# ---------------------------------------------------------------------------------------------
+# driver-side preparation (the tokenizer only; the model is loaded by the actors)
+
+
+def load_tokenizer(source: str) -> tuple[Any, int]:
+    """(tokenizer, max_context) of a model source without loading its weights.
+
+    The same tokenizer and context length that ``homog.models.load_model`` yields, so the
+    driver encodes texts exactly as the local engine does. Raises HomogError for an unknown
+    source or a missing path.
+    """
+    from transformers import AutoConfig, AutoTokenizer
+
+    from homog.models import embedded_dir, embedded_tokenizer, random_config
+
+    kind, _, rest = source.partition(":")
+    if kind not in ("embedded", "hf", "random"):
+        kind, rest = "hf", source
+    if kind == "random":
+        tokenizer = embedded_tokenizer()
+        cfg = random_config(rest, len(tokenizer))
+    else:
+        path = str(embedded_dir(rest)) if kind == "embedded" else _hf_path(rest, source)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(path)
+            cfg = AutoConfig.from_pretrained(path)
+        except OSError as exc:
+            raise HomogError(
+                f"could not load the tokenizer of {source!r}: not a local model directory and "
+                f"not in the HuggingFace cache (no hub access here?): {exc}"
+            ) from exc
+    cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    max_ctx = int(getattr(cfg, "max_position_embeddings", 0) or 0) or 10**9
+    return tokenizer, max_ctx
+
+
+def _hf_path(path: str, source: str) -> str:
+    # as homog.models.load_model resolves hf: sources (a local dir, or a hub id/cache entry)
+    looks_like_path = path.startswith(("/", ".", "~")) or Path(path).exists()
+    if looks_like_path and not Path(path).expanduser().exists():
+        raise HomogError(f"model path {path} does not exist (source {source!r})")
+    return str(Path(path).expanduser()) if looks_like_path else path
+
+
+def shard_path(work: Path, k: int) -> Path:
+    """The shard file name the local engine's ``run_shards`` uses (so resume crosses engines)."""
+    return work / f"shard_{k:05d}.npz"
+
+
+def compute_shard(
+    extractor: Any, shard: Sequence[Any], intervention: str, plan: Any, batch_tokens: int
+) -> Any:
+    """One shard -> its ``BatchResult``, batched exactly as the local ``run_shards`` does."""
+    from homog.extract import BatchResult, make_batches
+
+    parts = [
+        extractor.run_batch(batch, intervention, plan)
+        for batch in make_batches(shard, batch_tokens)
+    ]
+    return BatchResult.concat(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# the actor
+
+
+class ShardWorker:
+    """A Ray Data actor: loads the model once, then maps rows (one shard each) to results.
+
+    Input rows: intervention (str), shard (int), payload (bytes: pickled ``(texts,
+    tokens)``, the shard's ``EncodedText`` list and its part of the sample plan). Output
+    rows: intervention, shard, result (bytes: the pickled ``BatchResult``), facts (JSON: the
+    model's sizes, dtype, device and load time, for run.json).
+    """
+
+    def __init__(self, source: str, config: dict[str, Any], num_threads: int = 0):
+        import torch
+
+        from homog.extract import ExtractConfig, Extractor
+        from homog.models import load_model
+
+        if num_threads > 0:  # CPU actors: as many torch threads as CPUs reserved, no more
+            torch.set_num_threads(num_threads)
+        self.config = ExtractConfig(**config)
+        t0 = time.perf_counter()
+        loaded = load_model(
+            source,
+            dtype=self.config.dtype,
+            device=self.config.device,
+            device_map=self.config.device_map,
+            attention=self.config.attention,
+            seed=self.config.seed,
+        )
+        self.extractor = Extractor(loaded, self.config)
+        self.facts = json.dumps(
+            {
+                "n_layers": loaded.n_layers,
+                "d_model": loaded.d_model,
+                "n_heads": loaded.n_heads,
+                "dtype": loaded.dtype,
+                "device": loaded.device,
+                "info": loaded.info,
+                "load_s": round(time.perf_counter() - t0, 2),
+                "node": platform.node(),
+            },
+            default=str,
+        )
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        from homog.extract import SamplePlan
+
+        results = []
+        for iv, payload in zip(batch["intervention"], batch["payload"], strict=True):
+            texts, tokens = pickle.loads(payload)
+            result = compute_shard(
+                self.extractor,
+                texts,
+                str(iv),
+                SamplePlan(tokens=tokens),
+                self.config.batch_tokens,
+            )
+            results.append(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
+        n = len(results)
+        return {
+            "intervention": np.asarray(batch["intervention"]),
+            "shard": np.asarray(batch["shard"]),
+            "result": np.array(results, dtype=object),
+            "facts": np.array([self.facts] * n, dtype=object),
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# the driver
+
+
+@dataclass
+class ShardJob:
+    """What the driver prepared: shards, sample plan, and per intervention its work dir.
+
+    ``pending`` lists the (intervention, shard index) pairs whose shard file is missing.
+    """
+
+    source: str
+    config: Any  # homog.extract.ExtractConfig
+    shards: list[list[Any]]  # of homog.extract.EncodedText
+    plan: Any  # homog.extract.SamplePlan
+    works: dict[str, Path]
+    pending: list[tuple[str, int]]
+
+    def n_texts(self, pairs: Iterable[tuple[str, int]]) -> int:
+        return sum(len(self.shards[k]) for _, k in pairs)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One Ray Dataset row per pending shard, carrying its texts and sampled positions."""
+        rows = []
+        for iv, k in self.pending:
+            texts = self.shards[k]
+            tokens = {
+                t.index: self.plan.tokens[t.index] for t in texts if t.index in self.plan.tokens
+            }
+            payload = pickle.dumps((texts, tokens), protocol=pickle.HIGHEST_PROTOCOL)
+            rows.append({"intervention": iv, "shard": k, "payload": payload})
+        return rows
+
+    def save(self, iv: str, k: int, result: Any, facts: str) -> None:
+        """Write one returned shard atomically (and the model facts once per work dir).
+
+        Raises HomogError when the result is not the shard's own texts (never written).
+        """
+        expected = sorted(t.index for t in self.shards[k])
+        if sorted(result.indices.tolist()) != expected:
+            raise HomogError(
+                f"shard {k} of {iv} came back with other texts than its own "
+                f"({result.indices[:5].tolist()}... vs {expected[:5]}...): not written"
+            )
+        work = self.works[iv]
+        with atomic_path(shard_path(work, k)) as tmp:
+            result.save(tmp)
+        if not (work / MODEL_FACTS).exists():
+            write_json(work / MODEL_FACTS, json.loads(facts))
+
+
+def actor_resources(
+    config: Any, ray_config: RayConfig, cluster: dict[str, float], n_todo: int
+) -> dict[str, Any]:
+    """How many actors to start and what each holds (pure: from the cluster's resources).
+
+    GPU actors when the cluster has GPUs and ``extract.device`` is not 'cpu'; CPU actors
+    otherwise. Never more actors than shards to compute. Raises HomogError when
+    ``extract.device: cuda`` is asked of a cluster without GPUs (unless ``ray.actors`` is
+    set, e.g. for an autoscaling cluster that adds GPU nodes on demand).
+    Returns dict(actors, num_gpus, num_cpus, num_threads) (num_threads 0: torch's default).
+    """
+    gpus = float(cluster.get("GPU", 0))
+    cpus = float(cluster.get("CPU", 1))
+    per_cpu = float(ray_config.num_cpus_per_actor)
+    use_gpu = config.device != "cpu" and (gpus > 0 or config.device.startswith("cuda"))
+    if use_gpu:
+        per_gpu = float(ray_config.num_gpus_per_actor) or 1.0
+        capacity = int(gpus // per_gpu)
+        if capacity < 1 and ray_config.actors is None:
+            raise HomogError(
+                f"extract.device {config.device!r} needs GPUs but the Ray cluster has "
+                f"{gpus:g} GPU(s) for actors of ray.num_gpus_per_actor={per_gpu:g}: use "
+                "extract.device: cpu, or set ray.actors for an autoscaling cluster"
+            )
+        resources = {"num_gpus": per_gpu, "num_cpus": per_cpu, "num_threads": 0}
+    else:
+        capacity = max(1, int(cpus // per_cpu))
+        resources = {"num_gpus": 0.0, "num_cpus": per_cpu, "num_threads": max(1, int(per_cpu))}
+    actors = int(ray_config.actors) if ray_config.actors is not None else capacity
+    return {"actors": max(1, min(actors, n_todo)), **resources}
+
+
+def _homog_cause(exc: BaseException) -> HomogError | None:
+    """The HomogError raised inside an actor, found along Ray's exception wrapping."""
+    seen: set[int] = set()
+    stack: list[BaseException | None] = [exc]
+    while stack:
+        e = stack.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, HomogError):
+            return e
+        stack += [e.__cause__, e.__context__, getattr(e, "cause", None)]
+    return None
+
+
+def run_extract_ray(
+    model: str,
+    source: str,
+    texts: Any,
+    config: Any,
+    interventions: Iterable[str],
+    out_dir: str | Path,
+    *,
+    show_progress: bool = True,
+    log: Callable[[str], None] = print,
+    ray_config: RayConfig | None = None,
+    worker: type = ShardWorker,
+) -> list[dict[str, Any]]:
+    """``homog.extract.run_extract`` on Ray: same arguments, same outputs, same records.
+
+    texts: a DataFrame (variant, sample_id, text) or a Parquet path; config: an
+    ``ExtractConfig``. Writes ``out_dir/<intervention>/`` for each intervention (renamed into
+    place when complete) and returns the run records; their ``engine`` field says how the
+    work was spread. Resumes from shard files left by an interrupted run of either engine.
+    worker: the actor class (a ``ShardWorker`` subclass; tests inject failures with it).
+    Raises HomogError on bad input, when Ray is not installed, or when an actor raised one
+    (the shards written until then are kept, so a re-run resumes).
+    """
+    from homog.extract import (
+        INTERVENTIONS,
+        RunSpec,
+        encode_texts,
+        make_shards,
+        merge_shards,
+        plan_samples,
+        read_texts,
+        run_record,
+        texts_hash,
+        work_dir_for,
+    )
+
+    ray_config = ray_config or RayConfig()
+    interventions = list(interventions)
+    for iv in interventions:
+        if iv not in INTERVENTIONS:
+            raise HomogError(f"unknown intervention {iv!r}: use one of {', '.join(INTERVENTIONS)}")
+    if isinstance(texts, str | Path):
+        df = read_texts(texts)
+    else:
+        df = texts.sort_values(["variant", "sample_id"], kind="stable").reset_index(drop=True)
+    if len(df) == 0:
+        raise HomogError("no texts to extract (the texts table is empty)")
+    ray = import_ray()  # before any work: a missing extra fails at once
+    out_dir = Path(out_dir)
+
+    # the local engine's preparation, with the tokenizer alone (the actors load the model)
+    tokenizer, max_context = load_tokenizer(source)
+    max_tokens = min(config.max_tokens, max_context)
+    encoded = encode_texts(tokenizer, df, max_tokens)
+    truncated = [t.name for t in encoded if t.truncated]
+    if truncated:
+        log(
+            f"{len(truncated)} of {len(encoded)} texts truncated to {max_tokens} tokens "
+            f"(e.g. {', '.join(truncated[:5])})"
+        )
+    plan = plan_samples(
+        encoded, config.sample_tokens, config.pooled_texts, config.seed, config.exclude_special
+    )
+    shards = make_shards(encoded, config.shard_texts)
+    thash = texts_hash(df)
+    specs = {iv: RunSpec(model, source, iv, config, thash) for iv in interventions}
+    works = {iv: work_dir_for(out_dir, specs[iv]) for iv in interventions}
+    pending = [
+        (iv, k)
+        for iv in interventions
+        for k in range(len(shards))
+        if not shard_path(works[iv], k).exists()
+    ]
+    for iv in interventions:
+        done = len(shards) - sum(p[0] == iv for p in pending)
+        if done:
+            log(f"{model}/{iv}: resuming, {done} of {len(shards)} shards already done")
+    job = ShardJob(source, config, shards, plan, works, pending)
+
+    t1 = time.perf_counter()
+    engine = run_job(ray, job, ray_config, worker, show_progress, f"{model} (ray)")
+    extract_s = time.perf_counter() - t1
+
+    records = []
+    for iv in interventions:
+        spec, work = specs[iv], works[iv]
+        facts = json.loads((work / MODEL_FACTS).read_text())
+        record = run_record(SimpleNamespace(**facts), spec, len(truncated), truncated)
+        record["timings"] = {"load_s": facts["load_s"], "extract_s": round(extract_s, 2)}
+        computed = sum(p[0] == iv for p in pending)
+        record["engine"] = {**engine, "shards": len(shards), "shards_computed": computed}
+        t2 = time.perf_counter()
+        paths = [shard_path(work, k) for k in range(len(shards))]
+        record = merge_shards(paths, encoded, spec, plan, out_dir / iv, record)
+        record["timings"]["merge_s"] = round(time.perf_counter() - t2, 2)
+        write_json(out_dir / iv / "run.json", record)
+        shutil.rmtree(work, ignore_errors=True)
+        if work.parent.exists() and not any(work.parent.iterdir()):
+            work.parent.rmdir()
+        records.append(record)
+    return records
+
+
+def run_job(
+    ray: Any,
+    job: ShardJob,
+    ray_config: RayConfig,
+    worker: type = ShardWorker,
+    show_progress: bool = False,
+    label: str = "extract (ray)",
+) -> dict[str, Any]:
+    """Compute a job's pending shards on Ray, writing each one as soon as it arrives.
+
+    Connects to ``ray_config.address`` (or RAY_ADDRESS) or starts a local cluster unless
+    Ray is already initialised (then that cluster is used and left running). Also makes sure
+    every work dir holds the model facts for run.json: when all shards were already on disk
+    but the facts were not (shards of the local engine), one short task loads the model to
+    read them. Returns what run.json records about the engine.
+    """
+    for work in job.works.values():
+        work.mkdir(parents=True, exist_ok=True)
+    no_facts = [iv for iv, w in job.works.items() if not (w / MODEL_FACTS).exists()]
+    info: dict[str, Any] = {"name": "ray", "actors": 0}
+    if not job.pending and not no_facts:
+        return info
+    started = not ray.is_initialized()
+    if started:
+        ray.init(
+            address=ray_config.address,
+            runtime_env=ray_config.runtime_env,
+            include_dashboard=False,
+        )
+    try:
+        cluster = ray.cluster_resources()
+        res = actor_resources(job.config, ray_config, cluster, max(1, len(job.pending)))
+        info.update(
+            ray_version=ray.__version__,
+            actors=res["actors"] if job.pending else 0,
+            num_gpus_per_actor=res["num_gpus"],
+            num_cpus_per_actor=res["num_cpus"],
+            cluster={k: cluster.get(k, 0.0) for k in ("CPU", "GPU")},
+        )
+        kwargs = {
+            "source": job.source,
+            "config": asdict(job.config),
+            "num_threads": res["num_threads"],
+        }
+        facts = None
+        with _text_progress(show_progress, label, job) as advance:
+            for row in _map_shards(ray, job, worker, kwargs, res, ray_config):
+                iv, k, facts = str(row["intervention"]), int(row["shard"]), str(row["facts"])
+                job.save(iv, k, pickle.loads(row["result"]), facts)
+                advance(len(job.shards[k]))
+        no_facts = [iv for iv, w in job.works.items() if not (w / MODEL_FACTS).exists()]
+        if no_facts:
+            remote = {"num_cpus": res["num_cpus"], "num_gpus": res["num_gpus"]}
+            facts = facts or ray.get(ray.remote(**remote)(_facts).remote(worker, kwargs))
+            for iv in no_facts:
+                write_json(job.works[iv] / MODEL_FACTS, json.loads(facts))
+    finally:
+        if started:
+            ray.shutdown()
+    return info
+
+
+def _facts(worker: type, kwargs: dict[str, Any]) -> str:
+    return worker(**kwargs).facts
+
+
+def _map_shards(
+    ray: Any,
+    job: ShardJob,
+    worker: type,
+    kwargs: dict[str, Any],
+    res: dict[str, Any],
+    ray_config: RayConfig,
+) -> Iterator[dict[str, Any]]:
+    """Result rows of the job's pending shards, mapped by a fixed pool of actors (streamed)."""
+    if not job.pending:
+        return
+    rows = job.rows()
+    ray.data.DataContext.get_current().enable_progress_bars = False  # homog's bar counts texts
+    # one block per shard, so each shard is scheduled (and retried) on its own
+    ds = ray.data.from_items(rows, override_num_blocks=len(rows))
+    remote: dict[str, Any] = {"num_cpus": res["num_cpus"]}
+    if res["num_gpus"]:
+        remote["num_gpus"] = res["num_gpus"]
+    with warnings.catch_warnings():
+        # Ray >= 2.5x deprecates passing actor options as keyword arguments but has no named
+        # parameter for them yet; without them a shard that always kills its actor (e.g. an
+        # out-of-memory) would be retried forever (Ray Data's default is -1, unlimited).
+        warnings.filterwarnings("ignore", message=".*ray_remote_args.*deprecated")
+        ds = ds.map_batches(
+            worker,
+            batch_size=1,
+            batch_format="numpy",
+            fn_constructor_kwargs=kwargs,
+            compute=ray.data.ActorPoolStrategy(size=res["actors"]),
+            max_restarts=int(ray_config.max_retries),
+            max_task_retries=int(ray_config.max_retries),
+            **remote,
+        )
+    try:
+        yield from ds.iter_rows()
+    except Exception as exc:
+        cause = _homog_cause(exc)
+        if cause is not None:
+            raise HomogError(f"{cause} (shards written so far are kept: re-run to resume)") from exc
+        raise
+
+
+@contextlib.contextmanager
+def _text_progress(show: bool, label: str, job: ShardJob) -> Iterator[Callable[[int], None]]:
+    """Yield ``advance(n_texts)``: a rich bar over all texts of the job (shards already on
+    disk counted as done) with the rate of the texts computed now; a no-op when not shown."""
+    if not show:
+        yield lambda n: None
+        return
+    from rich.progress import TextColumn
+
+    from homog.progress import progress
+
+    total = len(job.works) * sum(len(s) for s in job.shards)
+    bar = progress(TextColumn("{task.fields[rate]}"))
+    start, count = time.perf_counter(), [0]
+    with bar:
+        task = bar.add_task(label, total=total, completed=total - job.n_texts(job.pending), rate="")
+
+        def advance(n: int) -> None:
+            count[0] += n
+            rate = count[0] / max(time.perf_counter() - start, 1e-9)
+            bar.update(task, advance=n, rate=f"{rate:.1f} texts/s")
+
+        yield advance

@@ -1,0 +1,394 @@
+"""Paired statistics between variants and between intervention runs (the ``stats`` stage).
+
+For each run, metric and layer, and each variant pair (front, end, control vs original; front,
+end vs control) the texts are paired by ``sample_id`` and the difference ``a - b`` is summarised
+by its mean, a seeded percentile-bootstrap CI (vectorised: one multinomial weight matrix for all
+layers), a Wilcoxon signed-rank p-value (scipy) and Holm's correction across the layers of the
+(run, metric, pair) family. Depth bands (first 25 %, middle 50 %, last 25 % of a metric's
+layers; the per-text mean over the band's layers) get the same treatment, Holm across the three
+bands. An intervention run (``zero_pos``, ``shuffle_pos``) is compared with the unchanged
+(``none``) run of the same model, variant by variant (``baseline_run_id`` set).
+
+All-zero differences (a variant against itself, or a metric that does not move) have no
+Wilcoxon statistic; they get ``p_value = 1.0`` and a CI of ``[0, 0]`` instead of NaN and a
+warning. Pairs with a non-finite value on either side are dropped and the remaining count is
+reported in ``n``; a group with fewer than 2 pairs gets NaN p-values and CIs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from homog.io import HomogError, atomic_path, write_json
+
+VARIANT_PAIRS: tuple[tuple[str, str], ...] = (
+    ("front", "original"),
+    ("end", "original"),
+    ("control", "original"),
+    ("front", "control"),
+    ("end", "control"),
+)
+BANDS = ("early", "middle", "late")
+CONTRAST_COLUMNS = [
+    "run_id", "variant_a", "variant_b", "layer", "metric", "mean_diff", "ci_low", "ci_high",
+    "p_value", "p_holm", "band", "baseline_run_id", "n",
+]
+
+
+def holm(p: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Holm-Bonferroni step-down adjusted p-values (same order as ``p``).
+
+    p_holm[(i)] = max_{j <= i} min(1, (m - j + 1) p_(j)) over the sorted p-values. NaN entries
+    are not counted as tests (m = number of finite p-values) and stay NaN.
+    """
+    p = np.asarray(p, dtype=float)
+    out = np.full(p.shape, np.nan)
+    ok = np.flatnonzero(np.isfinite(p))
+    m = ok.size
+    if m == 0:
+        return out
+    order = ok[np.argsort(p[ok], kind="stable")]
+    stepped = np.minimum(1.0, (m - np.arange(m)) * p[order])
+    out[order] = np.maximum.accumulate(stepped)
+    return out
+
+
+def bootstrap_ci(
+    diffs: np.ndarray, *, n_boot: int = 2000, ci: float = 0.95, seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile bootstrap CI of the mean of each row of ``diffs`` [G, n].
+
+    Vectorised: one [n_boot, n] multinomial count matrix is drawn (seeded) and shared by all
+    rows, so the G means of a resample come from one matrix product. Returns (low, high), each
+    [G]. Rows must be complete (no NaN); n >= 1.
+    """
+    diffs = np.asarray(diffs, dtype=float)
+    g, n = diffs.shape
+    rng = np.random.default_rng(seed)
+    counts = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(float)  # [B, n]
+    means = diffs @ counts.T / n  # [G, B]
+    alpha = (1.0 - ci) / 2.0
+    low, high = np.quantile(means, [alpha, 1.0 - alpha], axis=1)
+    return low, high
+
+
+def wilcoxon_p(diffs: np.ndarray) -> float:
+    """Two-sided Wilcoxon signed-rank p-value of paired differences ``diffs`` [n].
+
+    All-zero differences -> 1.0 (no evidence of a difference); fewer than 2 pairs -> NaN.
+    Zeros are dropped (Wilcoxon's convention) before the test. Exact p-values for n <= 50
+    without zeros or ties, the normal approximation (with tie correction) otherwise.
+    """
+    from scipy.stats import wilcoxon
+
+    d = np.asarray(diffs, dtype=float)
+    if d.size < 2:
+        return math.nan
+    if not np.any(d != 0):
+        return 1.0
+    nonzero = d[d != 0]
+    ties = np.unique(np.abs(nonzero)).size < nonzero.size
+    # The exact null distribution where it is valid (no zeros or ties, n <= 50), else the
+    # normal approximation: scipy's 'auto' would pick a permutation test for small samples with
+    # ties, 100x slower and not needed at these sample sizes.
+    method = "exact" if nonzero.size == d.size and not ties and d.size <= 50 else "approx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scipy's small-sample notes; the choice is ours above
+        return float(wilcoxon(d, zero_method="wilcox", alternative="two-sided",
+                              method=method).pvalue)
+
+
+def paired_contrasts(
+    wide_a: pd.DataFrame, wide_b: pd.DataFrame, *, n_boot: int, ci: float, seed: int,
+) -> pd.DataFrame:
+    """Contrasts a - b for aligned tables [layer x sample_id] (one per side) of one metric.
+
+    Returns one row per layer: layer, n, mean_diff, ci_low, ci_high, p_value, p_holm (Holm
+    across the layers given). Samples missing or non-finite on either side are dropped per layer.
+    """
+    a, b = wide_a.align(wide_b, join="inner")
+    d = (a - b).to_numpy(dtype=float)  # [G, n]
+    rows = []
+    for i, layer in enumerate(a.index):
+        di = d[i][np.isfinite(d[i])]
+        row = {"layer": layer, "n": int(di.size), "mean_diff": math.nan, "ci_low": math.nan,
+               "ci_high": math.nan, "p_value": math.nan}
+        if di.size >= 1:
+            row["mean_diff"] = float(di.mean())
+        if di.size >= 2:
+            row["p_value"] = wilcoxon_p(di)
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    if out.empty:
+        return out
+    complete = np.isfinite(d).all(axis=1) & (d.shape[1] >= 2)
+    if complete.any():
+        low, high = bootstrap_ci(d[complete], n_boot=n_boot, ci=ci, seed=seed)
+        out.loc[complete, "ci_low"] = low
+        out.loc[complete, "ci_high"] = high
+    for i in np.flatnonzero(~complete):  # ragged rows (missing values): one at a time
+        di = d[i][np.isfinite(d[i])]
+        if di.size >= 2:
+            low, high = bootstrap_ci(di[None, :], n_boot=n_boot, ci=ci, seed=seed)
+            out.loc[i, ["ci_low", "ci_high"]] = [low[0], high[0]]
+    # Exact zeros everywhere: the bootstrap already gives [0, 0]; p_value is 1.0 (wilcoxon_p).
+    out["p_holm"] = holm(out["p_value"].to_numpy())
+    return out
+
+
+def band_of_layers(layers: Sequence[int]) -> dict[str, list[int]]:
+    """Split sorted ``layers`` into early (first 25 %), middle (50 %) and late (last 25 %).
+
+    Band sizes are round(n/4) (at least 1 when n >= 3); fewer than 3 layers gives no bands.
+    """
+    layers = sorted(layers)
+    n = len(layers)
+    if n < 3:
+        return {}
+    q = max(1, round(n / 4))
+    return {"early": layers[:q], "middle": layers[q:n - q], "late": layers[n - q:]}
+
+
+def _pivot(frame: pd.DataFrame) -> dict[tuple[str, str], pd.DataFrame]:
+    """(variant, metric) -> [layer x sample_id] table of values."""
+    out = {}
+    for (variant, metric), g in frame.groupby(["variant", "metric"], sort=True):
+        wide = g.pivot_table(index="layer", columns="sample_id", values="value",
+                             aggfunc="first", dropna=False)
+        out[(variant, metric)] = wide.sort_index()
+    return out
+
+
+def _band_tables(wide: pd.DataFrame, bands: dict[str, list[int]]) -> pd.DataFrame:
+    """[band x sample_id] per-text means over each band's layers (NaN if any layer missing)."""
+    return pd.DataFrame(
+        {band: wide.loc[ls].mean(axis=0, skipna=False) for band, ls in bands.items()}).T
+
+
+def _contrast_rows(
+    side_a: pd.DataFrame, side_b: pd.DataFrame, meta: dict[str, Any], *, n_boot: int,
+    ci: float, seed: int,
+) -> list[pd.DataFrame]:
+    layer_rows = paired_contrasts(side_a, side_b, n_boot=n_boot, ci=ci, seed=seed)
+    parts = []
+    if not layer_rows.empty:
+        parts.append(layer_rows.assign(band=None, **meta))
+    bands = band_of_layers(list(side_a.index.intersection(side_b.index)))
+    if bands:
+        band_rows = paired_contrasts(_band_tables(side_a, bands), _band_tables(side_b, bands),
+                                     n_boot=n_boot, ci=ci, seed=seed)
+        band_rows = band_rows.rename(columns={"layer": "band"}).assign(layer=None, **meta)
+        parts.append(band_rows)
+    return parts
+
+
+def run_contrasts(
+    frame: pd.DataFrame, run_id: str, *, n_boot: int = 2000, ci: float = 0.95, seed: int = 0,
+    pairs: Sequence[tuple[str, str]] = VARIANT_PAIRS,
+) -> pd.DataFrame:
+    """Contrasts between variants of one run.
+
+    ``frame``: layer_metrics rows of the run (variant, sample_id, layer, metric, value).
+    Pairs whose variants are absent are skipped. Returns CONTRAST_COLUMNS rows.
+    """
+    tables = _pivot(frame)
+    metrics_ = sorted({m for _, m in tables})
+    parts: list[pd.DataFrame] = []
+    for metric in metrics_:
+        for va, vb in pairs:
+            if (va, metric) not in tables or (vb, metric) not in tables:
+                continue
+            meta = {"run_id": run_id, "variant_a": va, "variant_b": vb, "metric": metric,
+                    "baseline_run_id": None}
+            parts += _contrast_rows(tables[(va, metric)], tables[(vb, metric)], meta,
+                                    n_boot=n_boot, ci=ci, seed=seed)
+    return _finish(parts)
+
+
+def intervention_contrasts(
+    frame: pd.DataFrame, baseline: pd.DataFrame, run_id: str, baseline_run_id: str, *,
+    n_boot: int = 2000, ci: float = 0.95, seed: int = 0,
+) -> pd.DataFrame:
+    """Contrasts of an intervention run against its unchanged run, variant by variant.
+
+    ``mean_diff`` = intervention - unchanged over the same texts; variant_a = variant_b.
+    """
+    mine, base = _pivot(frame), _pivot(baseline)
+    parts: list[pd.DataFrame] = []
+    for key in sorted(set(mine) & set(base)):
+        variant, metric = key
+        meta = {"run_id": run_id, "variant_a": variant, "variant_b": variant, "metric": metric,
+                "baseline_run_id": baseline_run_id}
+        parts += _contrast_rows(mine[key], base[key], meta, n_boot=n_boot, ci=ci, seed=seed)
+    return _finish(parts)
+
+
+def _finish(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    if not parts:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in CONTRAST_COLUMNS})
+    out = pd.concat(parts, ignore_index=True)[CONTRAST_COLUMNS]
+    out["layer"] = out["layer"].astype("Int64")
+    out["n"] = out["n"].astype("int64")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The stage: files in, files out
+
+
+def find_runs(params: dict[str, Any], root: Path) -> list[tuple[dict[str, Any], Path]]:
+    """(run.json dict, run directory) for every run of every model in ``params['models']``."""
+    runs = []
+    for key in params.get("models") or {}:
+        for run_json in sorted((root / "data" / "extract" / str(key)).glob("*/run.json")):
+            run = json.loads(run_json.read_text())
+            run.setdefault("model", str(key))
+            runs.append((run, run_json.parent))
+    return runs
+
+
+def _read_metrics(run_dir: Path) -> pd.DataFrame:
+    path = run_dir / "layer_metrics.parquet"
+    if not path.exists():
+        raise HomogError(f"{path} is missing; rerun `dvc repro` (extract stage)")
+    return pd.read_parquet(path, columns=["variant", "sample_id", "layer", "metric", "value"])
+
+
+def compute_all(params: dict[str, Any], root: str | Path = ".") -> pd.DataFrame:
+    """All contrasts of all runs named by params (variant pairs and intervention vs none)."""
+    from homog.progress import progress
+
+    root = Path(root)
+    st = params.get("stats") or {}
+    opts = {"n_boot": int(st.get("n_boot", 2000)), "ci": float(st.get("ci", 0.95)),
+            "seed": int(params.get("seed", 0))}
+    runs = find_runs(params, root)
+    if not runs:
+        raise HomogError(
+            "no extracted runs under data/extract/<model>/ for the models in params.yaml; "
+            "run `dvc repro` (or `homog extract --model KEY`) first")
+    frames = {r["run_id"]: _read_metrics(d) for r, d in runs}
+    parts = []
+    with progress() as bar:
+        task = bar.add_task("stats", total=len(runs))
+        for run, _ in runs:
+            parts.append(run_contrasts(frames[run["run_id"]], run["run_id"], **opts))
+            if run.get("intervention", "none") != "none":
+                base = [r for r, _ in runs if r["model"] == run["model"]
+                        and r.get("intervention", "none") == "none"]
+                if base:
+                    parts.append(intervention_contrasts(
+                        frames[run["run_id"]], frames[base[0]["run_id"]], run["run_id"],
+                        base[0]["run_id"], **opts))
+            bar.advance(task)
+    return _finish([p for p in parts if not p.empty])
+
+
+def headline(contrasts: pd.DataFrame, runs: list[dict[str, Any]],
+             summaries: pd.DataFrame, mauve: pd.DataFrame | None = None,
+             alpha: float = 0.05) -> dict[str, Any]:
+    """Headline numbers for ``dvc metrics show`` (nested dict, one entry per model run).
+
+    Per unchanged run (intervention none) of each model: erank and mev at the last layer per
+    variant, the late-band erank differences front/end/control vs original with Holm p, the
+    number of layers where front vs original is significant at ``alpha``, and mean MAUVE per
+    variant. Intervention runs add their late-band erank difference vs the unchanged run.
+    """
+    out: dict[str, Any] = {}
+    by_id = {r["run_id"]: r for r in runs}
+    for run_id, run in by_id.items():
+        key = run["model"] if run.get("intervention", "none") == "none" else \
+            f"{run['model']}:{run['intervention']}"
+        entry: dict[str, Any] = {}
+        s = summaries[summaries["run_id"] == run_id]
+        for metric in ("erank", "mev"):
+            sm = s[s["metric"] == metric]
+            if not sm.empty:
+                last = sm[sm["layer"] == sm["layer"].max()]
+                entry[f"{metric}_last"] = {v: round(float(m), 6)
+                                           for v, m in zip(last["variant"], last["mean"],
+                                                           strict=True)}
+        c = contrasts[(contrasts["run_id"] == run_id) & (contrasts["metric"] == "erank")]
+        late = c[(c["band"] == "late") & c["baseline_run_id"].isna()]
+        for _, row in late.iterrows():
+            entry[f"erank_late_{row['variant_a']}_vs_{row['variant_b']}"] = {
+                "mean_diff": _r(row["mean_diff"]), "p_holm": _r(row["p_holm"])}
+        fo = c[(c["variant_a"] == "front") & (c["variant_b"] == "original") & c["band"].isna()
+               & c["baseline_run_id"].isna()]
+        if not fo.empty:
+            entry["erank_front_vs_original_sig_layers"] = int((fo["p_holm"] < alpha).sum())
+        iv = c[(c["band"] == "late") & c["baseline_run_id"].notna()]
+        for _, row in iv.iterrows():
+            entry[f"erank_late_{row['variant_a']}_vs_unchanged"] = {
+                "mean_diff": _r(row["mean_diff"]), "p_holm": _r(row["p_holm"])}
+        if mauve is not None and not mauve.empty:
+            mv = mauve[mauve["run_id"] == run_id]
+            if not mv.empty:
+                entry["mauve_mean"] = {v: _r(m) for v, m in
+                                       mv.groupby("variant")["mauve"].mean().items()}
+        out[key] = entry
+    return out
+
+
+def _r(x: Any) -> float | None:
+    x = float(x)
+    return round(x, 6) if math.isfinite(x) else None
+
+
+def summarise(frame: pd.DataFrame, run_id: str) -> pd.DataFrame:
+    """Per (variant, metric, layer) mean over texts, with run_id."""
+    g = frame[np.isfinite(frame["value"])].groupby(["variant", "metric", "layer"])["value"]
+    return g.mean().rename("mean").reset_index().assign(run_id=run_id)
+
+
+PLOT_METRICS = ("erank", "mev", "resultant_length", "attn_first")
+
+
+def stats_stage(params: dict[str, Any], root: str | Path = ".",
+                out_dir: str | Path | None = None) -> dict[str, int]:
+    """The ``stats`` stage: writes ``data/stats/`` (contrasts.parquet, metrics.json, plots/).
+
+    ``plots/<metric>__<model>.csv``: the unchanged run's layer curve of ``metric`` (PLOT_METRICS),
+    columns layer, rel_depth and one per variant (DVC plots). Returns counts.
+    The whole directory is replaced atomically.
+    """
+    root = Path(root)
+    out_dir = Path(out_dir) if out_dir is not None else root / "data" / "stats"
+    st = params.get("stats") or {}
+    contrasts = compute_all(params, root)
+    runs = [r for r, _ in find_runs(params, root)]
+    summaries = pd.concat(
+        [summarise(_read_metrics(d), r["run_id"]) for r, d in find_runs(params, root)],
+        ignore_index=True)
+    mauve_parts = [pd.read_parquet(p) for key in params.get("models") or {}
+                   if (p := root / "data" / "mauve" / f"{key}.parquet").exists()]
+    mauve = pd.concat(mauve_parts, ignore_index=True) if mauve_parts else None
+    with atomic_path(out_dir, directory=True) as tmp:
+        contrasts.to_parquet(tmp / "contrasts.parquet", index=False)
+        write_json(tmp / "metrics.json",
+                   headline(contrasts, runs, summaries, mauve, float(st.get("alpha", 0.05))))
+        (tmp / "plots").mkdir()
+        meta = pd.DataFrame([{"run_id": r["run_id"], "model": r["model"],
+                              "n_layers": r.get("n_layers"),
+                              "intervention": r.get("intervention", "none")} for r in runs])
+        curves = summaries.merge(meta, on="run_id")
+        curves = curves[curves["intervention"] == "none"]
+        for (model, metric), cm in curves.groupby(["model", "metric"]):
+            if metric not in PLOT_METRICS:
+                continue
+            wide = cm.pivot_table(index=["layer", "n_layers"], columns="variant",
+                                  values="mean").reset_index()
+            wide["rel_depth"] = wide["layer"] / wide["n_layers"]
+            cols = ["layer", "rel_depth"] + [
+                v for v in ("original", "front", "end", "control") if v in wide.columns]
+            wide[cols].to_csv(tmp / "plots" / f"{metric}__{model}.csv", index=False,
+                              float_format="%.6g")
+    return {"contrasts": len(contrasts), "runs": len(runs)}

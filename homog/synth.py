@@ -1,0 +1,332 @@
+"""The synth stage: positional variants of every corpus text, validated with BERTScore.
+
+For each text: split it into sentences; give each sentence a key phrase (the extractor's
+ranked candidates, the rephraser picks one); rewrite every such sentence three times:
+``front`` (phrase first), ``end`` (phrase last), ``control`` (same kind of rewrite, phrase kept
+at its relative position). A variant text is the original with those sentences replaced in
+place. ``keyphrase`` = the sentences' key phrases in order, joined with " | ".
+
+A text is kept when it has a key phrase, when front or end rewrote at least one of its
+sentences (``synth.require_rewrite``, see ``select``) and when every variant's BERTScore F1
+against the original is >= ``synth.bertscore.threshold``.
+
+Output: ``texts.parquet`` (the ``texts`` table: dataset, variant, sample_id, text, label,
+keyphrase, bertscore_f1; only texts kept in all variants) and ``report.json`` (counts,
+rewrite rates, mean F1 and mean key-phrase relative position per variant; the position as in
+``homog.keyphrase``, averaged over a text's key-phrase sentences, then over texts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from homog.io import HomogError, atomic_path, write_json
+from homog.keyphrase import KeyphraseExtractor, relative_position, split_sentences
+from homog.rephrase import TARGETS, Rephraser, Rewrite
+
+VARIANTS = ("original", *TARGETS)
+TEXT_COLUMNS = ["dataset", "variant", "sample_id", "text", "label", "keyphrase", "bertscore_f1"]
+PHRASE_SEP = " | "
+DEFAULT_OUT = Path("data/synth")
+
+
+@dataclass
+class Sentences:
+    """A text's sentences: spans, key phrase (None when there is none) per sentence."""
+
+    text: str
+    spans: list[tuple[int, int]]
+    phrases: list[str | None]
+
+    def sentence(self, i: int) -> str:
+        a, b = self.spans[i]
+        return self.text[a:b]
+
+    @property
+    def keyed(self) -> list[int]:
+        return [i for i, p in enumerate(self.phrases) if p]
+
+
+@dataclass
+class Variants:
+    """Every variant of the corpus (long DataFrame) plus sentence counts per status."""
+
+    table: pd.DataFrame
+    sentences: int
+    keyed_sentences: int
+    status: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+def key_sentences(
+    text: str, extractor: KeyphraseExtractor, rephraser: Rephraser, candidates: int
+) -> Sentences:
+    """Split ``text`` and choose each sentence's key phrase (None where none is extracted)."""
+    spans = split_sentences(text)
+    phrases: list[str | None] = []
+    for a, b in spans:
+        options = extractor.extract(text[a:b], candidates)
+        phrases.append(rephraser.select_phrase(text[a:b], options, text) if options else None)
+    return Sentences(text, spans, phrases)
+
+
+def assemble(doc: Sentences, rewrites: dict[int, str]) -> str:
+    """The text with sentence i replaced by ``rewrites[i]``; everything between kept (pure)."""
+    out, last = [], 0
+    for i, (a, b) in enumerate(doc.spans):
+        out.append(doc.text[last:a])
+        out.append(rewrites.get(i, doc.text[a:b]))
+        last = b
+    out.append(doc.text[last:])
+    return "".join(out)
+
+
+def mean_position(doc: Sentences, rewrites: dict[int, str]) -> float:
+    """Mean relative position of the key phrases over the text's keyed sentences (NaN if none)."""
+    pos = [
+        relative_position(rewrites.get(i, doc.sentence(i)), doc.phrases[i] or "") for i in doc.keyed
+    ]
+    vals = [p for p in pos if p is not None]
+    return float(np.mean(vals)) if vals else float("nan")
+
+
+def build_variants(
+    corpus: pd.DataFrame,
+    extractor: KeyphraseExtractor,
+    rephraser: Rephraser,
+    *,
+    candidates: int = 3,
+    show_progress: bool = True,
+) -> Variants:
+    """All four variants of every corpus text (texts without a key phrase included, marked).
+
+    Returns a long table: dataset, variant, sample_id, text, label, keyphrase, position
+    (mean relative position), n_keyed (sentences with a key phrase), n_rewritten.
+    """
+    from homog.progress import progress
+
+    docs: list[Sentences] = []
+    with progress(transient=True) as bar:
+        task = bar.add_task("key phrases", total=len(corpus), visible=show_progress)
+        for text in corpus["text"]:
+            docs.append(key_sentences(text, extractor, rephraser, candidates))
+            bar.advance(task)
+    items = [(d, i) for d in docs for i in d.keyed]
+    requests = [(d.sentence(i), d.phrases[i] or "", d.text) for d, i in items]
+    per_target: dict[str, list[Rewrite]] = {}
+    with progress(transient=True) as bar:
+        for target in TARGETS:
+            task = bar.add_task(f"rewrite {target}", total=len(requests), visible=show_progress)
+            per_target[target] = rephraser.rewrite_many(
+                requests, target, on_done=lambda k, t=task: bar.advance(t, k)
+            )
+    status: dict[str, dict[str, int]] = {}
+    rewrites: dict[str, dict[int, dict[int, str]]] = {t: {} for t in TARGETS}
+    for target, results in per_target.items():
+        counts: dict[str, int] = {}
+        for (doc, i), r in zip(items, results, strict=True):
+            counts[r.status] = counts.get(r.status, 0) + 1
+            if r.status == "rewritten":
+                rewrites[target].setdefault(id(doc), {})[i] = r.text
+        status[target] = counts
+    rows = []
+    for doc, row in zip(docs, corpus.itertuples(index=False), strict=True):
+        keyphrase = PHRASE_SEP.join(p for p in doc.phrases if p)
+        for variant in VARIANTS:
+            done = {} if variant == "original" else rewrites[variant].get(id(doc), {})
+            rows.append(
+                {
+                    "dataset": row.dataset,
+                    "variant": variant,
+                    "sample_id": row.sample_id,
+                    "text": assemble(doc, done),
+                    "label": row.label,
+                    "keyphrase": keyphrase,
+                    "position": mean_position(doc, done),
+                    "n_keyed": len(doc.keyed),
+                    "n_rewritten": len(done),
+                }
+            )
+    return Variants(
+        table=pd.DataFrame(rows),
+        sentences=sum(len(d.spans) for d in docs),
+        keyed_sentences=len(items),
+        status=status,
+    )
+
+
+def score_variants(table: pd.DataFrame, scorer: Any) -> pd.Series:
+    """BERTScore F1 of every row against its original (1.0 for the originals themselves)."""
+    originals = table[table["variant"] == "original"].set_index("sample_id")["text"]
+    f1 = pd.Series(1.0, index=table.index)
+    mask = (table["variant"] != "original").to_numpy()
+    rows = table[mask]
+    if len(rows):
+        refs = originals.loc[rows["sample_id"]].tolist()
+        f1[mask] = scorer.f1(rows["text"].tolist(), refs)
+    return f1
+
+
+REQUIRE_REWRITE = ("none", "any", "all")
+
+
+def select(
+    table: pd.DataFrame, threshold: float, *, require_rewrite: str = "any"
+) -> tuple[pd.Series, dict[str, Any]]:
+    """Which sample_ids are kept, and why the others were not (pure).
+
+    ``table`` needs columns variant, sample_id, n_keyed, n_rewritten, bertscore_f1. A text is
+    kept when it has a key phrase, when it was rewritten (``require_rewrite``: ``any`` = at
+    least one sentence in front or end, since a text neither variant could change tells
+    nothing about position; ``all`` = at least one sentence in every non-original variant;
+    ``none`` = no condition) and when every variant's F1 >= threshold. Returns (boolean Series
+    over sample_ids, counts dict; ``no_rewrite`` counts texts a variant left unchanged).
+    """
+    if require_rewrite not in REQUIRE_REWRITE:
+        raise HomogError(
+            f"synth.require_rewrite must be one of {REQUIRE_REWRITE} (got {require_rewrite!r})"
+        )
+    wide_f1 = table.pivot(index="sample_id", columns="variant", values="bertscore_f1")
+    wide_rw = table.pivot(index="sample_id", columns="variant", values="n_rewritten")
+    keyed = table[table["variant"] == "original"].set_index("sample_id")["n_keyed"] > 0
+    targets = [v for v in VARIANTS if v != "original" and v in wide_f1.columns]
+    changed = wide_rw[targets] > 0
+    if require_rewrite == "all":
+        has_rewrite = changed.all(axis=1)
+    elif require_rewrite == "any":
+        has_rewrite = changed[[v for v in ("front", "end") if v in targets]].any(axis=1)
+    else:
+        has_rewrite = pd.Series(True, index=wide_rw.index)
+    above = wide_f1[targets] >= threshold
+    keep = keyed & has_rewrite & above.all(axis=1)
+    counts = {
+        "no_keyphrase": int((~keyed).sum()),
+        "not_rewritten": int((keyed & ~has_rewrite).sum()),
+        "unchanged_per_variant": {v: int((keyed & ~changed[v]).sum()) for v in targets},
+        "below_threshold": {v: int((keyed & has_rewrite & ~above[v]).sum()) for v in targets},
+        "pass_per_variant": {v: int((keyed & has_rewrite & above[v]).sum()) for v in targets},
+    }
+    return keep.reindex(wide_f1.index).fillna(False).astype(bool), counts
+
+
+def _mean(values: pd.Series) -> float | None:
+    v = values.dropna()
+    return round(float(v.mean()), 4) if len(v) else None
+
+
+def make_report(
+    variants: Variants, keep: pd.Series, counts: dict[str, Any], meta: dict[str, Any]
+) -> dict[str, Any]:
+    """The report.json dict (pure): counts, rewrite rates, mean F1 and positions."""
+    table = variants.table
+    kept = table[table["sample_id"].isin(keep[keep].index)]
+    rate = {
+        t: round(variants.status[t].get("rewritten", 0) / max(variants.keyed_sentences, 1), 4)
+        for t in TARGETS
+    }
+    by_variant = {v: kept[kept["variant"] == v] for v in VARIANTS}
+    all_by_variant = {v: table[table["variant"] == v] for v in VARIANTS}
+    return {
+        **meta,
+        "texts_in": int(table["sample_id"].nunique()),
+        "texts_kept": int(keep.sum()),
+        "kept_per_variant": counts["pass_per_variant"],
+        "dropped": {
+            "no_keyphrase": counts["no_keyphrase"],
+            "not_rewritten": counts["not_rewritten"],
+            "below_threshold": counts["below_threshold"],
+        },
+        "unchanged_per_variant": counts["unchanged_per_variant"],
+        "sentences": variants.sentences,
+        "keyphrase_sentences": variants.keyed_sentences,
+        "sentence_status": variants.status,
+        "rewrite_rate": rate,
+        "bertscore_f1": {v: _mean(by_variant[v]["bertscore_f1"]) for v in TARGETS},
+        "bertscore_f1_all": {v: _mean(all_by_variant[v]["bertscore_f1"]) for v in TARGETS},
+        "keyphrase_position": {v: _mean(by_variant[v]["position"]) for v in VARIANTS},
+    }
+
+
+def build_synth(
+    params: dict[str, Any],
+    *,
+    corpus_path: Path = Path("data/corpus/corpus.parquet"),
+    out_dir: Path = DEFAULT_OUT,
+    scorer: Any = None,
+    show_progress: bool = True,
+) -> dict[str, Any]:
+    """Run the synth stage; write ``out_dir/texts.parquet`` and ``out_dir/report.json``.
+
+    Reads ``params['synth']`` (keyphrase, rephraser, llm options, bertscore) and
+    ``params['models']`` (for the llm rephraser). ``scorer`` overrides the BERTScore model
+    (tests). Returns the report. Raises HomogError for a missing corpus, unknown extractor or
+    rephraser, or when no text survives (the message gives the counts).
+    """
+    from homog.bertscore import make_scorer
+    from homog.corpus import read_corpus
+    from homog.keyphrase import make_extractor
+    from homog.rephrase import make_rephraser
+
+    cfg = params.get("synth") or {}
+    kcfg = cfg.get("keyphrase") or {}
+    bcfg = cfg.get("bertscore") or {}
+    corpus = read_corpus(corpus_path)
+    if corpus.empty:
+        raise HomogError(f"corpus {corpus_path} holds no texts: re-run `homog corpus`")
+    extractor = make_extractor(str(kcfg.get("extractor", "yake")), ngram=int(kcfg.get("ngram", 3)))
+    name = str(cfg.get("rephraser", "rule"))
+    tolerance = float(cfg.get("control_tolerance", 0.15))
+    if name == "llm":
+        from homog.models import resolve_source
+
+        llm = cfg.get("llm") or {}
+        source = resolve_source(
+            str(cfg.get("llm_model", "smollm2-135m")), params.get("models") or {}
+        )
+        rephraser = make_rephraser(
+            "llm",
+            source=source,
+            control_tolerance=tolerance,
+            seed=int(params.get("seed", 0)),
+            **llm,
+        )
+    else:
+        rephraser = make_rephraser(name, control_tolerance=tolerance)
+    variants = build_variants(
+        corpus,
+        extractor,
+        rephraser,
+        candidates=int(kcfg.get("candidates", 3)),
+        show_progress=show_progress,
+    )
+    scorer = scorer or make_scorer(bcfg)
+    table = variants.table
+    table["bertscore_f1"] = score_variants(table, scorer)
+    threshold = float(bcfg.get("threshold", 0.9))
+    keep, counts = select(table, threshold, require_rewrite=str(cfg.get("require_rewrite", "any")))
+    meta = {
+        "rephraser": name,
+        "extractor": extractor.name,
+        "backbone": getattr(scorer, "backbone", "custom"),
+        "threshold": threshold,
+    }
+    report = make_report(variants, keep, counts, meta)
+    if report["texts_kept"] == 0:
+        raise HomogError(
+            f"no text survived synth: {report['texts_in']} in, dropped {report['dropped']}. "
+            "Lower synth.bertscore.threshold, set synth.require_rewrite: none, or use the "
+            "rule rephraser"
+        )
+    out = table[table["sample_id"].isin(keep[keep].index)][TEXT_COLUMNS]
+    order = {v: i for i, v in enumerate(VARIANTS)}
+    out = out.sort_values(
+        ["variant", "sample_id"], key=lambda s: s.map(order) if s.name == "variant" else s
+    ).reset_index(drop=True)
+    with atomic_path(out_dir / "texts.parquet") as tmp:
+        out.to_parquet(tmp, index=False)
+    write_json(out_dir / "report.json", report)
+    return report

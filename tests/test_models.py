@@ -1,0 +1,86 @@
+"""The model registry: key resolution, random presets, device and path errors, the cache."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from homog.io import HomogError
+from homog.models import (
+    RANDOM_PRESETS,
+    count_params,
+    embedded_tokenizer,
+    load_model,
+    random_config,
+    resolve_device,
+    resolve_source,
+)
+
+MODELS = {"smollm2-135m": {"source": "embedded:smollm2-135m"}, "plain": "hf:some/model"}
+
+
+def test_resolve_source():
+    assert resolve_source("smollm2-135m", MODELS) == "embedded:smollm2-135m"
+    assert resolve_source("plain", MODELS) == "hf:some/model"
+    assert resolve_source("random:tiny-llama", MODELS) == "random:tiny-llama"
+    with pytest.raises(HomogError, match=r"unknown model key 'gpt5'.*plain, smollm2-135m"):
+        resolve_source("gpt5", MODELS)
+    with pytest.raises(HomogError, match="needs a 'source:'"):
+        resolve_source("broken", {"broken": {"path": "x"}})
+
+
+def test_resolve_device():
+    assert resolve_device("cpu") == "cpu"
+    assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(HomogError, match="unknown device"):
+        resolve_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(HomogError, match="CUDA is not available"):
+            resolve_device("cuda")
+
+
+@pytest.mark.parametrize("preset", ["tiny-llama", "tiny-gemma", "tiny-qwen"])
+def test_tiny_presets_load_with_eager_attention(preset):
+    lm = load_model(f"random:{preset}", device="cpu", attention=True)
+    spec = RANDOM_PRESETS[preset]
+    assert lm.n_layers == spec["num_hidden_layers"] == len(lm.layers) == len(lm.attn_modules)
+    assert lm.d_model == spec["hidden_size"] and lm.n_heads == spec["num_attention_heads"]
+    assert lm.model.config._attn_implementation == "eager"
+    assert lm.tokenizer.padding_side == "right"
+    # the same seed gives the same weights; SDPA is used without attention statistics
+    again = load_model(f"random:{preset}", device="cpu", attention=False)
+    assert again.model.config._attn_implementation == "sdpa"
+    assert torch.equal(lm.embed.weight, again.embed.weight)
+
+
+def test_real_size_presets():
+    vocab = len(embedded_tokenizer())
+    n = count_params(random_config("llama-8b", vocab))
+    assert 7.9e9 < n < 8.1e9  # Meta-Llama-3-8B has 8.03B parameters
+    with pytest.raises(HomogError, match="needs a GPU"):
+        load_model("random:llama-8b", device="cpu")
+    meta = load_model("random:llama-8b", device="meta")  # shapes only, no memory
+    assert (meta.n_layers, meta.d_model, meta.n_heads) == (32, 4096, 32)
+    with pytest.raises(HomogError, match="unknown random preset 'huge'.*tiny-llama"):
+        load_model("random:huge", device="cpu")
+
+
+def test_missing_path_and_unknown_embedded(tmp_path):
+    with pytest.raises(HomogError, match="does not exist"):
+        load_model(str(tmp_path / "nope"), device="cpu")
+    with pytest.raises(HomogError, match="unknown embedded model"):
+        load_model("embedded:gpt2", device="cpu")
+    with pytest.raises(HomogError, match="unknown dtype"):
+        load_model("random:tiny-llama", device="cpu", dtype="int8")
+
+
+def test_embedded_cache_is_reused(tmp_path, monkeypatch):
+    """A converted model is loaded from the cache dir ($HOMOG_CACHE), not re-converted."""
+    from homog import models
+
+    first = models.embedded_dir("smollm2-135m")  # converts once (or reuses the user cache)
+    assert (first / "model.safetensors").exists() and (first / "tokenizer.json").exists()
+    monkeypatch.setattr(models, "_embedded_gguf", lambda name: pytest.fail("re-converted"))
+    assert models.embedded_dir("smollm2-135m") == first
+    monkeypatch.setenv("HOMOG_CACHE", str(tmp_path))
+    assert models.cache_dir() == tmp_path

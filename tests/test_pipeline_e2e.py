@@ -1,0 +1,122 @@
+"""The whole pipeline through `dvc repro` in a temporary copy: tiny random model, a few texts.
+
+Checks the DuckDB tables and the query commands after the first run, that a second `dvc repro`
+runs nothing, and that changing one param reruns only the stages that depend on it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from homog import query as q
+
+ROOT = Path(__file__).resolve().parents[1]
+NEEDED = ["homog/extract.py", "homog/synth.py", "homog/corpus.py", "homog/cli/posenc.py"]
+pytestmark = pytest.mark.skipif(
+    shutil.which("dvc", path=str(Path(sys.executable).parent)) is None
+    or not all((ROOT / p).exists() for p in NEEDED),
+    reason="needs dvc and every pipeline stage")
+
+
+def tiny_params() -> dict:
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["corpus"]["n"] = 6
+    params["models"] = {"tiny": {"source": "random:tiny-llama"}}
+    params["extract"].update(device="cpu", dtype="float32", interventions=["none", "zero_pos"],
+                             sample_tokens=48, max_tokens=64)
+    params["mauve"].update(max_points=48, path="torch")
+    params["stats"]["n_boot"] = 200
+    params["posenc"].update(preset="tiny", encodings=["rope"])
+    return params
+
+
+def run(cmd: list[str], cwd: Path) -> str:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "DVC_NO_ANALYTICS": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{out[-4000:]}"
+    return out
+
+
+def ran_stages(output: str) -> set[str]:
+    return set(re.findall(r"Running stage '([^']+)'", output))
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("pipeline")
+    for name in ("dvc.yaml", ".dvcignore"):
+        shutil.copy(ROOT / name, root / name)
+    # Stage deps name homog/*.py and data/demo; the commands run the installed homog.
+    shutil.copytree(ROOT / "homog", root / "homog",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "data" / "demo", root / "data" / "demo")
+    (root / "params.yaml").write_text(yaml.safe_dump(tiny_params(), sort_keys=False))
+    run(["git", "init", "-q"], root)
+    run(["dvc", "init", "-q"], root)
+    root.joinpath("first_repro.log").write_text(run(["dvc", "repro"], root))
+    return root
+
+
+def test_first_repro_fills_every_table(project):
+    assert ran_stages((project / "first_repro.log").read_text()) >= {
+        "corpus", "synth", "extract@tiny", "mauve@tiny", "stats", "posenc_train@rope",
+        "posenc_ablate@rope", "load"}
+    con = q.connect(project / "data" / "homog.duckdb")
+    runs = q.list_runs(con)
+    assert sorted(r["intervention"] for r in runs) == ["none", "zero_pos"]
+    assert {r["model"] for r in runs} == {"tiny"}
+    assert q.variants(con) == ["original", "front", "end", "control"]
+    n_layers = runs[0]["n_layers"]
+    count = lambda sql: con.execute(sql).fetchone()[0]  # noqa: E731
+    n_texts = count("SELECT count(DISTINCT sample_id) FROM layer_metrics")
+    assert n_texts >= 2
+    # Every (run, variant, text, layer) has the 7 hidden-state metrics.
+    assert count("SELECT count(*) FROM layer_metrics WHERE metric = 'erank'") == \
+        2 * 4 * n_texts * (n_layers + 1)
+    assert count("SELECT count(*) FROM mauve_scores") == 2 * 4 * n_layers
+    assert count("SELECT count(*) FROM contrasts WHERE band = 'late'") > 0
+    assert count("SELECT count(*) FROM contrasts WHERE baseline_run_id IS NOT NULL") > 0
+    assert count("SELECT count(*) FROM texts") == 4 * n_texts
+    assert count("SELECT count(*) FROM posenc_results WHERE pe = 'rope'") > 0
+    assert count("SELECT count(*) FROM attention_profile") > 0
+    curves = q.layer_curves(con, "erank")
+    assert len(curves) == 2 * 4 * (n_layers + 1)
+    assert all(r["mean"] > 0 for r in curves)
+
+
+def test_cli_shows_real_numbers(project):
+    db = str(project / "data" / "homog.duckdb")
+    out = run(["homog", "runs", "--db", db], project)
+    assert "tiny" in out and "zero_pos" in out
+    out = run(["homog", "compare", "--metric", "erank", "--db", db], project)
+    assert "control p" in out
+    out = run(["homog", "sql", "SELECT count(*) AS n FROM layer_metrics", "--db", db,
+               "--format", "csv"], project)
+    assert int(out.split()[-1]) > 0
+
+
+def test_second_repro_does_nothing_and_params_rerun_dependents(project):
+    db = project / "data" / "homog.duckdb"
+    con = q.connect(db)
+    before = con.execute("SELECT count(*) FROM layer_metrics").fetchone()[0]
+    con.close()
+    assert ran_stages(run(["dvc", "repro"], project)) == set()
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["stats"]["n_boot"] = 150
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    assert ran_stages(run(["dvc", "repro"], project)) == {"stats", "load"}
+    con = q.connect(db)
+    # The reload replaced the same runs: no duplicated rows.
+    assert con.execute("SELECT count(*) FROM layer_metrics").fetchone()[0] == before
+    assert "Data and pipelines are up to date" in run(["dvc", "status"], project)

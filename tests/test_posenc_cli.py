@@ -1,0 +1,93 @@
+"""`homog posenc train|ablate` end to end on the tiny preset, and training itself."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+import yaml
+from click.testing import CliRunner
+
+from homog.cli import main
+from homog.posenc.presets import resolve
+from homog.posenc.train import build_model, cosine_with_warmup, fit, make_splits
+
+POSENC_RESULTS = ["pe", "task", "split", "accuracy", "n_params", "epochs", "seed"]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models run faster on one thread, and the suite shares two cores."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def params(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump({"posenc": {
+        "preset": "tiny", "tasks": ["distance", "count"], "device": "cpu",
+        "encodings": ["mla"], "decompose_samples": 16, "train": {"seeds": [0, 1]},
+    }}))  # fmt: skip
+    return path
+
+
+def test_train_then_ablate(params, tmp_path):
+    out = tmp_path / "mla"
+    runner = CliRunner()
+    res = runner.invoke(main, ["posenc", "train", "--pe", "mla", "--params", str(params),
+                               "--out", str(out)])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    results = pd.read_parquet(out / "results.parquet")
+    assert list(results.columns) == POSENC_RESULTS
+    assert len(results) == 2 * 2 * 2  # tasks x seeds x splits
+    assert set(results["split"]) == {"train", "test"} and (results["epochs"] == 2).all()
+    assert results["accuracy"].between(0, 1).all() and (results["n_params"] > 0).all()
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == [
+        "count-seed0.pt", "count-seed1.pt", "distance-seed0.pt", "distance-seed1.pt"]  # fmt: skip
+    log = pd.read_csv(out / "train_log.csv")
+    assert len(log) == 2 * 2 * 2 and {"loss", "lr", "test_accuracy"} <= set(log.columns)
+
+    res = runner.invoke(main, ["posenc", "ablate", "--pe", "mla", "--params", str(params),
+                               "--out", str(out)])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    heads = pd.read_parquet(out / "head_ablation.parquet")
+    assert list(heads.columns) == ["pe", "task", "layer", "head", "accuracy", "drop"]
+    assert len(heads) == 2 * 2 * 2  # tasks x layers x heads (seeds averaged)
+    terms = pd.read_parquet(out / "logit_decomposition.parquet")
+    assert list(terms.columns) == ["source", "layer", "head", "term", "share"]
+    assert set(terms["source"]) == {"posenc:mla:distance", "posenc:mla:count"}
+    assert set(terms["term"]) == {"unrotated", "rotation"}
+    total = terms.groupby(["source", "layer", "head"])["share"].sum()
+    assert total.to_numpy() == pytest.approx(1.0)
+
+
+def test_errors_exit_nonzero(params, tmp_path):
+    runner = CliRunner()
+    res = runner.invoke(main, ["posenc", "ablate", "--pe", "rope", "--params", str(params),
+                               "--out", str(tmp_path / "none")])  # fmt: skip
+    assert res.exit_code == 1 and "homog posenc train" in res.output
+    res = runner.invoke(main, ["posenc", "train", "--pe", "rope", "--params", str(params),
+                               "--device", "cuda:7"])  # fmt: skip
+    assert res.exit_code == 1 and ("CUDA" in res.output or "cuda" in res.output)
+    res = runner.invoke(main, ["posenc", "train", "--pe", "fourier", "--params", str(params)])
+    assert res.exit_code == 2
+
+
+def test_training_learns_the_count_task():
+    config = resolve({"preset": "tiny", "train": {"epochs": 12}})
+    train, test = make_splits("count", config)
+    torch.manual_seed(0)
+    model = build_model("nope", "count", config, train.n_classes)
+    log = fit(model, train, test, config["train"], seed=0, device=torch.device("cpu"))
+    assert log[-1]["loss"] < 0.7 * log[0]["loss"]
+    assert log[-1]["train_accuracy"] > 2.5 / train.n_classes  # well above chance
+
+
+def test_cosine_schedule():
+    values = [cosine_with_warmup(s, 100, 0.1) for s in range(100)]
+    assert values[0] == pytest.approx(0.1) and values[9] == pytest.approx(1.0)
+    assert values[10] == pytest.approx(1.0) and values[55] == pytest.approx(0.5)
+    assert all(a >= b for a, b in zip(values[10:], values[11:], strict=False))

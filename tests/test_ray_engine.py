@@ -1,0 +1,273 @@
+"""The Ray engine: same outputs as the local engine, a killed actor, resume, errors, and no
+Ray import on the local path. The Ray tests start one local cluster on 2 CPUs (module
+fixture) and skip when Ray is not installed (`pip install 'homog[ray]'`)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from homog.extract import (
+    ExtractConfig,
+    Extractor,
+    RunSpec,
+    encode_texts,
+    make_shards,
+    plan_samples,
+    run_extract,
+    run_shards,
+    texts_hash,
+    work_dir_for,
+)
+from homog.io import HomogError
+from homog.ray_engine import (
+    RayConfig,
+    ShardWorker,
+    actor_resources,
+    extract_runner,
+    run_extract_ray,
+    shard_path,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+HAS_RAY = importlib.util.find_spec("ray") is not None
+needs_ray = pytest.mark.skipif(not HAS_RAY, reason="Ray is not installed: pip install 'homog[ray]'")
+TINY = "random:tiny-llama"
+OUTPUT_TABLES = ("layer_metrics", "attention_profile", "attention_heads", "dataset_spectra")
+
+
+def demo_texts(n: int) -> pd.DataFrame:
+    """n demo reviews in two variants (the second one a cheap stand-in for a rephrasing)."""
+    rows = []
+    lines = (ROOT / "data/demo/reviews.jsonl").read_text().splitlines()[:n]
+    for line in lines:
+        r = json.loads(line)
+        for variant, text in (("original", r["text"]), ("front", "Honestly, " + r["text"])):
+            rows.append({"variant": variant, "sample_id": r["id"], "text": text})
+    return pd.DataFrame(rows)
+
+
+def config(**kw) -> ExtractConfig:
+    base = dict(device="cpu", max_tokens=40, sample_tokens=24, pooled_texts=3, shard_texts=2)
+    return ExtractConfig(**{**base, **kw})
+
+
+def assert_same_outputs(a: Path, b: Path, rtol: float = 1e-5, atol: float = 1e-6) -> None:
+    """Same rows (keys equal, same order) and values within float tolerance, in every
+    output file of two extract runs; same run_id, sizes and conventions in run.json."""
+    for name in OUTPUT_TABLES:
+        x, y = pd.read_parquet(a / f"{name}.parquet"), pd.read_parquet(b / f"{name}.parquet")
+        assert list(x.columns) == list(y.columns), name
+        assert len(x) == len(y), name
+        value_cols = [c for c in ("value", "mass", "mean", "std") if c in x.columns]
+        keys = [c for c in x.columns if c not in value_cols]
+        pd.testing.assert_frame_equal(x[keys], y[keys], obj=name)
+        for c in value_cols:
+            np.testing.assert_allclose(x[c], y[c], rtol=rtol, atol=atol, err_msg=f"{name}.{c}")
+    with np.load(a / "vectors.npz") as va, np.load(b / "vectors.npz") as vb:
+        assert sorted(va.files) == sorted(vb.files)
+        for key in va.files:
+            if va[key].dtype.kind in "fc":  # float16 vectors: a rounding step of slack
+                np.testing.assert_allclose(va[key], vb[key], rtol=2e-3, atol=2e-3, err_msg=key)
+            else:
+                np.testing.assert_array_equal(va[key], vb[key], err_msg=key)
+    ra, rb = (json.loads((d / "run.json").read_text()) for d in (a, b))
+    for key in ("run_id", "n_texts", "n_tokens", "n_sampled_tokens", "n_layers", "d_model",
+                "n_heads", "dtype", "device", "intervention", "config_json"):
+        assert ra[key] == rb[key], key
+
+
+def dies_once(marker: Path, shard: int) -> type:
+    """An actor class whose process exits (like a killed worker) on its first call for
+    `shard`; the marker file makes it fail only once across restarts."""
+
+    class DiesOnce(ShardWorker):
+        def __call__(self, batch):
+            if int(batch["shard"][0]) == shard and not marker.exists():
+                marker.touch()
+                os._exit(1)
+            return super().__call__(batch)
+
+    return DiesOnce
+
+
+def raises_on(shard: int | None = None, done: frozenset[int] = frozenset()) -> type:
+    """An actor class that raises HomogError on `shard`, or on any shard already in `done`
+    (so a resumed run that recomputed a finished shard fails)."""
+
+    class Raises(ShardWorker):
+        def __call__(self, batch):
+            k = int(batch["shard"][0])
+            if k == shard or k in done:
+                raise HomogError(f"test actor refuses shard {k}")
+            return super().__call__(batch)
+
+    return Raises
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    import ray
+
+    # address="local": a fresh cluster even where RAY_ADDRESS points at another one
+    ray.init(
+        address="local", num_cpus=2, include_dashboard=False,
+        object_store_memory=150 * 2**20, log_to_driver=False,
+    )
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def tiny_local(tmp_path_factory):
+    """The local engine's output for the tiny model (reference for the fault tests)."""
+    out = tmp_path_factory.mktemp("tiny_local")
+    run_extract("tiny", TINY, demo_texts(4), config(), ["none"], out, show_progress=False)
+    return out / "none"
+
+
+# --- Ray on a local 2-CPU cluster ------------------------------------------------------------
+
+
+@needs_ray
+def test_ray_matches_local_smollm2(ray_cluster, tmp_path):
+    texts = demo_texts(3)
+    cfg = config()
+    ivs = ["none", "shuffle_pos"]
+    local = run_extract("smollm2-135m", "embedded:smollm2-135m", texts, cfg, ivs,
+                        tmp_path / "local", show_progress=False)
+    remote = run_extract_ray("smollm2-135m", "embedded:smollm2-135m", texts, cfg, ivs,
+                             tmp_path / "ray", show_progress=False)
+    assert [r["run_id"] for r in remote] == [r["run_id"] for r in local]
+    engine = remote[0]["engine"]
+    assert engine["name"] == "ray" and engine["actors"] == 2  # both CPUs used
+    assert engine["shards"] == engine["shards_computed"] == 3
+    for iv in ivs:
+        lm = pd.read_parquet(tmp_path / "ray" / iv / "layer_metrics.parquet")
+        assert len(lm) == 6 * 31 * 7 + 6 * 30 * 3  # texts x layers x metrics (+ attention)
+        assert_same_outputs(tmp_path / "ray" / iv, tmp_path / "local" / iv)
+    assert not any(p.name.endswith(".work") for p in tmp_path.iterdir())  # work dirs removed
+
+
+@needs_ray
+def test_killed_actor_is_retried_and_output_complete(ray_cluster, tmp_path, tiny_local):
+    marker = tmp_path / "killed"
+    records = run_extract_ray("tiny", TINY, demo_texts(4), config(), ["none"],
+                              tmp_path / "out", show_progress=False,
+                              worker=dies_once(marker, shard=1))
+    assert marker.exists()  # the actor really died mid-run
+    assert records[0]["engine"]["shards_computed"] == 4
+    assert_same_outputs(tmp_path / "out" / "none", tiny_local)
+
+
+@needs_ray
+def test_actor_error_fails_the_run_and_keeps_finished_shards(ray_cluster, tmp_path):
+    texts, cfg = demo_texts(4), config()
+    with pytest.raises(HomogError, match="refuses shard 2.*re-run to resume"):
+        run_extract_ray("tiny", TINY, texts, cfg, ["none"], tmp_path / "out",
+                        show_progress=False, worker=raises_on(shard=2),
+                        ray_config=RayConfig(actors=1))
+    assert not (tmp_path / "out").exists()  # no partial output where stages would read it
+    spec = RunSpec("tiny", TINY, "none", cfg, texts_hash(sorted_texts(texts)))
+    work = work_dir_for(tmp_path / "out", spec)
+    assert not shard_path(work, 2).exists()
+
+
+def sorted_texts(df: pd.DataFrame) -> pd.DataFrame:
+    return df.sort_values(["variant", "sample_id"], kind="stable").reset_index(drop=True)
+
+
+@needs_ray
+def test_resume_computes_only_missing_shards(ray_cluster, tmp_path, tiny_local):
+    """Shards 0-1 written by an interrupted *local* run; the Ray run computes the other two
+    (its actors refuse finished ones) and the merged output equals an uninterrupted run."""
+    from homog.models import load_model
+
+    texts, cfg = sorted_texts(demo_texts(4)), config()
+    loaded = load_model(TINY, device="cpu", attention=True)
+    encoded = encode_texts(loaded.tokenizer, texts, cfg.max_tokens)
+    plan = plan_samples(encoded, cfg.sample_tokens, cfg.pooled_texts, cfg.seed, True)
+    shards = make_shards(encoded, cfg.shard_texts)
+    spec = RunSpec("tiny", TINY, "none", cfg, texts_hash(texts))
+    work = work_dir_for(tmp_path / "out", spec)
+    run_shards(Extractor(loaded, cfg), shards[:2], spec, plan, work)
+    assert sorted(p.name for p in work.glob("shard_*")) == ["shard_00000.npz", "shard_00001.npz"]
+
+    messages = []
+    records = run_extract_ray("tiny", TINY, texts, cfg, ["none"], tmp_path / "out",
+                              show_progress=False, log=messages.append,
+                              worker=raises_on(done=frozenset({0, 1})))
+    assert any("resuming, 2 of 4 shards" in m for m in messages)
+    assert records[0]["engine"]["shards_computed"] == 2
+    assert_same_outputs(tmp_path / "out" / "none", tiny_local)
+
+
+# --- pure parts and the optional-extra boundary (no cluster) ---------------------------------
+
+
+def test_actor_resources():
+    cpu, auto = config(), config(device="auto")
+    gpu_node = {"CPU": 64.0, "GPU": 8.0}
+    assert actor_resources(auto, RayConfig(), gpu_node, 100)["actors"] == 8
+    big = actor_resources(auto, RayConfig(num_gpus_per_actor=4), gpu_node, 100)
+    assert (big["actors"], big["num_gpus"]) == (2, 4.0)  # a 70B model over 4 GPUs, twice
+    assert actor_resources(auto, RayConfig(), gpu_node, 3)["actors"] == 3  # never > shards
+    on_cpu = actor_resources(cpu, RayConfig(num_cpus_per_actor=8), gpu_node, 100)
+    assert (on_cpu["actors"], on_cpu["num_gpus"], on_cpu["num_threads"]) == (8, 0.0, 8)
+    assert actor_resources(auto, RayConfig(), {"CPU": 2.0}, 100)["actors"] == 2
+    with pytest.raises(HomogError, match="needs GPUs"):
+        actor_resources(config(device="cuda"), RayConfig(), {"CPU": 2.0}, 10)
+    assert actor_resources(config(device="cuda"), RayConfig(actors=2), {"CPU": 2.0}, 10)[
+        "actors"] == 2  # an autoscaling cluster adds GPU nodes on demand
+
+
+def test_ray_config_and_engine_choice():
+    assert RayConfig.from_params({"ray": {"address": "auto", "actors": 3}}).actors == 3
+    with pytest.raises(HomogError, match="unknown key.*gpus"):
+        RayConfig.from_params({"ray": {"gpus": 2}})
+    with pytest.raises(HomogError, match="ray.actors"):
+        RayConfig.from_params({"ray": {"actors": 0}})
+    assert extract_runner({"extract": {"engine": "local"}}) is run_extract
+    assert extract_runner({}).__name__ == "run_extract"  # local is the default
+    assert extract_runner({"extract": {"engine": "local"}}, "ray").func is run_extract_ray
+    with pytest.raises(HomogError, match="unknown extract engine 'spark'"):
+        extract_runner({"extract": {"engine": "spark"}})
+
+
+def test_missing_ray_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now raises ImportError
+    with pytest.raises(HomogError, match=r"pip install 'homog\[ray\]'"):
+        run_extract_ray("tiny", TINY, demo_texts(1), config(), ["none"], tmp_path)
+
+
+def test_local_engine_imports_no_ray(tmp_path):
+    code = textwrap.dedent(
+        f"""
+        import sys
+        import homog.extract, homog.ray_engine
+        from homog.extract import ExtractConfig
+        from homog.io import load_params
+        import pandas as pd
+        run = homog.ray_engine.extract_runner(load_params({str(ROOT / "params.yaml")!r}))
+        df = pd.DataFrame({{"variant": ["original"], "sample_id": ["a"],
+                           "text": ["a short review of a film"]}})
+        run("tiny", {TINY!r}, df, ExtractConfig(device="cpu"), ["none"], {str(tmp_path)!r},
+            show_progress=False)
+        leaked = sorted(m for m in sys.modules if m == "ray" or m.startswith("ray."))
+        print("RAY_MODULES", leaked)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=False, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "RAY_MODULES []" in out.stdout
+    assert (tmp_path / "none" / "layer_metrics.parquet").exists()

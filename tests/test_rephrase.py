@@ -1,0 +1,226 @@
+"""Key phrases, sentence splitting, relative positions and the rule rephraser on hand-written
+sentences (including ones it must leave alone)."""
+
+from __future__ import annotations
+
+import pytest
+
+from homog.io import HomogError
+from homog.keyphrase import (
+    YakeExtractor,
+    make_extractor,
+    phrase_span,
+    relative_position,
+    split_sentences,
+)
+from homog.rephrase import (
+    RuleRephraser,
+    candidates,
+    choose,
+    clean_generation,
+    make_rephraser,
+    parse_sentence,
+    position_ok,
+)
+
+RULE = RuleRephraser()
+
+
+def rewrite(sentence: str, phrase: str, target: str) -> tuple[str, str]:
+    r = RULE.rewrite(sentence, phrase, target, context=sentence)
+    return r.text, r.status
+
+
+def test_relative_position_definition():
+    # 6 words, phrase of 2 words at word i: position i / (6 - 2).
+    s = "alpha beta gamma delta epsilon zeta."
+    assert relative_position(s, "alpha beta") == 0.0
+    assert relative_position(s, "epsilon zeta") == 1.0
+    assert relative_position(s, "gamma delta") == 0.5
+    assert relative_position(s, "Beta Gamma") == 0.25  # case-insensitive
+    assert relative_position(s, "omega") is None
+    assert relative_position("Great film.", "great film") is None  # whole sentence
+    assert phrase_span("It's a don't-miss film", "don't miss") == (2, 2, 5)
+
+
+def test_split_sentences_keeps_abbreviations_and_gaps():
+    text = "Mr. Smith liked it. So did Dr. J. Jones!  Really? yes, really."
+    spans = split_sentences(text)
+    got = [text[a:b] for a, b in spans]
+    assert got == ["Mr. Smith liked it.", "So did Dr. J. Jones!", "Really? yes, really."]
+
+
+def test_yake_extractor_returns_phrases_found_in_text():
+    ex = make_extractor("yake", ngram=2)
+    phrases = ex.extract("The lighthouse keeper plays chess with a stubborn ghost.", 3)
+    assert 1 <= len(phrases) <= 3
+    for p in phrases:
+        assert phrase_span("The lighthouse keeper plays chess with a stubborn ghost.", p)
+        assert len(p.split()) <= 2
+    assert YakeExtractor().extract("!!! ...", 3) == []
+    with pytest.raises(HomogError, match="unknown key-phrase extractor"):
+        make_extractor("keybert")
+
+
+@pytest.mark.parametrize(
+    ("sentence", "phrase", "target", "expected"),
+    [
+        # swap two coordinated clauses; capitalisation and the final "!" are fixed
+        (
+            "The plot is thin, but the songs are wonderful!",
+            "songs are wonderful",
+            "front",
+            "The songs are wonderful, but the plot is thin!",
+        ),
+        (
+            "The plot is thin, but the songs are wonderful.",
+            "plot is thin",
+            "end",
+            "The songs are wonderful, but the plot is thin.",
+        ),
+        # "A, so B" keeps its causal meaning as "B, because A"
+        (
+            "The voice cast is warm, so the arguments feel real.",
+            "arguments feel real",
+            "front",
+            "The arguments feel real, because the voice cast is warm.",
+        ),
+        # an intro clause goes behind its main clause
+        (
+            "Although the story slows in the middle, the payoff is worth the wait.",
+            "story slows",
+            "end",
+            "The payoff is worth the wait, although the story slows in the middle.",
+        ),
+        # a trailing adjunct goes in front
+        (
+            "The script is sharp, with dialogue that snaps like a whip.",
+            "dialogue that snaps",
+            "front",
+            "With dialogue that snaps like a whip, the script is sharp.",
+        ),
+        # a clause-final prepositional phrase is fronted; the name keeps its capital
+        (
+            "Mara Voss plays the keeper with remarkable restraint.",
+            "remarkable restraint",
+            "front",
+            "With remarkable restraint, Mara Voss plays the keeper.",
+        ),
+        # semicolons and dashes join clauses too
+        (
+            "The sound is superb; the silence of space becomes a character.",
+            "silence of space",
+            "front",
+            "The silence of space becomes a character; the sound is superb.",
+        ),
+        (
+            "The cinematography is superb - the storms look like paintings.",
+            "cinematography",
+            "end",
+            "The storms look like paintings - the cinematography is superb.",
+        ),
+    ],
+)
+def test_rule_rewrites(sentence, phrase, target, expected):
+    text, status = rewrite(sentence, phrase, target)
+    assert (text, status) == (expected, "rewritten")
+    before, after = relative_position(sentence, phrase), relative_position(text, phrase)
+    assert (after < before) if target == "front" else (after > before)
+
+
+@pytest.mark.parametrize(
+    ("sentence", "phrase", "target", "status"),
+    [
+        ("I really enjoyed this movie.", "enjoyed this movie", "front", "left_alone"),
+        ("I really enjoyed this movie.", "enjoyed this movie", "end", "at_target"),
+        # quotes and brackets are never touched
+        (
+            'He said "the film is great, and the cast is superb" to me.',
+            "cast is superb",
+            "front",
+            "left_alone",
+        ),
+        (
+            "The cast (and the crew) is great, but the plot is thin.",
+            "plot is thin",
+            "front",
+            "left_alone",
+        ),
+        # a parenthetical is not a clause boundary; "of ..." is never fronted
+        (
+            "The captain, played by Tom Ashgrove, is a fascinating mix of courage and doubt.",
+            "courage and doubt",
+            "front",
+            "left_alone",
+        ),
+        # a prepositional phrase that runs on into a clause is not fronted
+        (
+            "Apparently this is trying to be clever but in actual fact it isn't.",
+            "actual fact",
+            "front",
+            "left_alone",
+        ),
+        # "in love" is too short to front
+        ("The two of them fell in love.", "love", "front", "left_alone"),
+    ],
+)
+def test_rule_leaves_unsafe_sentences_alone(sentence, phrase, target, status):
+    text, got = rewrite(sentence, phrase, target)
+    assert (text, got) == (sentence, status)
+
+
+def test_lists_are_not_split_at_their_final_and():
+    parsed = parse_sentence(
+        "The world is rich, with cities, languages, and politics that feel real."
+    )
+    assert parsed is not None and len(parsed.units) == 1
+    parsed = parse_sentence("Sadly, the plot is thin, and the songs are wonderful.")
+    assert parsed is not None and len(parsed.units) == 2
+
+
+def test_candidates_change_word_order():
+    # fronting then un-fronting the same phrase only moves a comma: not a rewrite
+    for text, _moves in candidates("Steel Horizon is a loud film with no real story at all."):
+        assert text.rstrip(".") != "Steel Horizon is a loud film, with no real story at all"
+
+
+def test_control_keeps_phrase_position():
+    sentence = "Sadly, the plot is thin, and the songs are wonderful."
+    text, status = rewrite(sentence, "songs are wonderful", "control")
+    assert status == "rewritten" and text != sentence
+    assert relative_position(text, "songs are wonderful") == pytest.approx(
+        relative_position(sentence, "songs are wonderful")
+    )
+    # every move shifts the phrase by more than the tolerance: left alone
+    text, status = rewrite(
+        "The plot is thin, but the songs are wonderful.", "plot is thin", "control"
+    )
+    assert status == "left_alone"
+
+
+def test_select_phrase_prefers_movable_candidates():
+    sentence = "Paper Moons is lovely, and the colours glow like stained glass."
+    # "Paper Moons" can only move to the end; "stained glass" both ways? it can move to front
+    chosen = RULE.select_phrase(sentence, ["lovely", "stained glass"], sentence)
+    assert chosen in ("lovely", "stained glass")
+    assert RULE.select_phrase("I liked it a lot.", ["liked"], "I liked it a lot.") == "liked"
+
+
+def test_choose_rejects_unknown_target_and_rephraser():
+    with pytest.raises(HomogError, match="unknown rephrase target"):
+        choose("A b c d.", "b", "middle", [])
+    with pytest.raises(HomogError, match="unknown rephraser"):
+        make_rephraser("t5")
+
+
+def test_position_ok_checks_llm_output():
+    s = "The film is slow, but the ending is pure magic."
+    assert position_ok(s, "Pure magic is the ending, but the film is slow.", "pure magic", "front")
+    assert not position_ok(s, s, "pure magic", "front")
+    assert position_ok(s, s, "pure magic", "end")
+    assert not position_ok(s, "The ending is magic.", "pure magic", "end")  # phrase lost
+    assert not position_ok(s, s, "film is slow", "control")  # unchanged is no control
+    assert position_ok(
+        s, "The film is slow, yet the ending is pure magic.", "film is slow", "control"
+    )
+    assert clean_generation('Sentence: "Pure magic ends it."\nmore') == "Pure magic ends it."

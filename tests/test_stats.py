@@ -1,0 +1,134 @@
+"""Paired statistics: Holm, bootstrap, Wilcoxon, bands, contrasts against hand computations."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import wilcoxon
+
+from homog.stats import (
+    band_of_layers,
+    bootstrap_ci,
+    holm,
+    intervention_contrasts,
+    paired_contrasts,
+    run_contrasts,
+    wilcoxon_p,
+)
+
+
+def test_holm_matches_hand_computation():
+    # m = 4; sorted p: 0.01, 0.02, 0.03, 0.04 -> 0.04, 0.06, 0.06 (monotone), 0.06 (max w/ 0.04)
+    p = [0.03, 0.01, 0.04, 0.02]
+    assert holm(p) == pytest.approx([0.06, 0.04, 0.06, 0.06])
+    # Capped at 1, NaN not counted as a test: m = 2 here.
+    assert np.allclose(holm([0.6, np.nan, 0.01]), [0.6, np.nan, 0.02], equal_nan=True)
+    assert holm([0.9, 0.8]) == pytest.approx([1.0, 1.0])  # 2 x 0.8 capped at 1, then max
+    assert np.isnan(holm([np.nan])).all()
+
+
+def test_bootstrap_ci_equals_loop_and_has_normal_width():
+    rng = np.random.default_rng(1)
+    d = rng.normal(0.5, 2.0, size=(3, 200))
+    low, high = bootstrap_ci(d, n_boot=1000, ci=0.9, seed=7)
+    # Independent loop over resamples with the same seeded draws.
+    counts = np.random.default_rng(7).multinomial(200, np.full(200, 1 / 200), size=1000)
+    for g in range(3):
+        means = np.array([np.repeat(d[g], c).mean() for c in counts])
+        assert low[g] == pytest.approx(np.quantile(means, 0.05))
+        assert high[g] == pytest.approx(np.quantile(means, 0.95))
+        se = d[g].std(ddof=1) / np.sqrt(200)
+        assert (high[g] - low[g]) == pytest.approx(2 * 1.645 * se, rel=0.15)
+
+
+def test_wilcoxon_matches_scipy_and_handles_zeros():
+    rng = np.random.default_rng(2)
+    d = rng.normal(0.3, 1, 40)
+    assert wilcoxon_p(d) == pytest.approx(wilcoxon(d).pvalue)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert wilcoxon_p(np.zeros(10)) == 1.0
+    assert np.isnan(wilcoxon_p(np.array([1.0])))
+
+
+def test_band_split():
+    assert band_of_layers(range(8)) == {"early": [0, 1], "middle": [2, 3, 4, 5],
+                                        "late": [6, 7]}
+    b = band_of_layers(range(31))
+    assert len(b["early"]) == len(b["late"]) == 8 and len(b["middle"]) == 15
+    assert band_of_layers([0, 1]) == {}
+
+
+def frame(shift: dict[str, float], n_texts=30, n_layers=8, seed=0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    base = rng.normal(size=(n_texts, n_layers + 1))  # per-text values shared by variants
+    rows = []
+    for v, s in shift.items():
+        noise = rng.normal(scale=0.1, size=base.shape)
+        for t in range(n_texts):
+            for layer in range(n_layers + 1):
+                value = base[t, layer] + s * layer + noise[t, layer]
+                rows.append((v, f"s{t}", layer, "erank", value))
+    return pd.DataFrame(rows, columns=["variant", "sample_id", "layer", "metric", "value"])
+
+
+def test_run_contrasts_against_pandas():
+    f = frame({"original": 0.0, "front": -0.2, "end": -0.1, "control": 0.0})
+    out = run_contrasts(f, "r1", n_boot=500, seed=0)
+    layers = out[out["band"].isna()]
+    assert set(zip(layers["variant_a"], layers["variant_b"], strict=True)) == {
+        ("front", "original"), ("end", "original"), ("control", "original"),
+        ("front", "control"), ("end", "control")}
+    fo = layers[(layers["variant_a"] == "front") & (layers["variant_b"] == "original")]
+    wide = f.pivot_table(index=["sample_id", "layer"], columns="variant", values="value")
+    diff = (wide["front"] - wide["original"]).groupby("layer")
+    assert fo["mean_diff"].to_numpy() == pytest.approx(diff.mean().to_numpy())
+    want_p = [wilcoxon(g.to_numpy()).pvalue for _, g in diff]
+    assert fo["p_value"].to_numpy() == pytest.approx(want_p)
+    assert fo["p_holm"].to_numpy() == pytest.approx(holm(want_p))
+    assert (fo["ci_low"] <= fo["mean_diff"]).all() and (fo["mean_diff"] <= fo["ci_high"]).all()
+    assert (fo[fo["layer"] >= 4]["p_holm"] < 0.01).all()  # a real shift is found
+    bands = out[out["band"].notna() & (out["variant_a"] == "front")
+                & (out["variant_b"] == "original")].set_index("band")
+    late = diff.mean().loc[[7, 8]].mean()  # 9 layers -> late band = last round(9/4) = 2
+    assert bands.loc["late", "mean_diff"] == pytest.approx(late)
+    assert bands["layer"].isna().all() and len(bands) == 3
+
+
+def test_identical_variants_give_p_one_without_warnings():
+    f = frame({"original": 0.0})
+    g = pd.concat([f, f.assign(variant="front")])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = run_contrasts(g, "r1", n_boot=200, pairs=[("front", "original")])
+    assert (out["mean_diff"] == 0).all() and (out["p_value"] == 1.0).all()
+    assert (out["ci_low"] == 0).all() and (out["ci_high"] == 0).all()
+    assert (out["p_holm"] == 1.0).all()
+
+
+def test_missing_pairs_are_dropped_and_counted():
+    f = frame({"original": 0.0, "front": -0.5}, n_texts=12)
+    f = f[~((f["variant"] == "front") & (f["sample_id"] == "s0"))]
+    out = run_contrasts(f, "r1", n_boot=200, pairs=[("front", "original")])
+    assert (out["n"] == 11).all() and out["ci_low"].notna().all()
+
+
+def test_intervention_contrasts_pair_same_variant():
+    a = frame({"original": 0.0, "front": 0.0}, seed=3)
+    b = a.assign(value=a["value"] + 0.25)
+    out = intervention_contrasts(b, a, "iv", "base", n_boot=200)
+    assert (out["baseline_run_id"] == "base").all()
+    assert (out["variant_a"] == out["variant_b"]).all()
+    assert out["mean_diff"].to_numpy() == pytest.approx(0.25)
+
+
+def test_paired_contrasts_ragged_rows():
+    a = pd.DataFrame([[1.0, 2.0, np.nan], [1.0, 2.0, 3.0]], index=[0, 1],
+                     columns=["x", "y", "z"])
+    b = a * 0
+    out = paired_contrasts(a, b, n_boot=100, ci=0.95, seed=0)
+    assert list(out["n"]) == [2, 3]
+    assert out.loc[0, "mean_diff"] == pytest.approx(1.5)

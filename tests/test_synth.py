@@ -1,0 +1,296 @@
+"""The synth stage: variants, BERTScore (checked against an independent computation), the
+threshold filter, the report, bad input, the IMDB acceptance run and the llm rephraser."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from homog.bertscore import Scorer, passes, resolve_backbone, separation
+from homog.cli import main
+from homog.corpus import build_corpus
+from homog.io import HomogError
+from homog.keyphrase import split_sentences
+from homog.synth import TEXT_COLUMNS, VARIANTS, Sentences, assemble, build_synth, select
+
+ROOT = Path(__file__).resolve().parents[1]
+IMDB = ROOT.parent / "shared/data/imdb"
+
+
+@pytest.fixture(scope="module")
+def scorer() -> Scorer:
+    return Scorer("embedded:all-minilm-l6-v2", num_layers=6)
+
+
+def params_for(tmp_path: Path, corpus: dict | None = None, synth: dict | None = None) -> dict:
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["corpus"].update(corpus or {})
+    for key, value in (synth or {}).items():
+        if isinstance(value, dict):
+            params["synth"].setdefault(key, {}).update(value)
+        else:
+            params["synth"][key] = value
+    return params
+
+
+def run_stage(tmp_path: Path, params: dict, scorer=None) -> tuple[dict, pd.DataFrame]:
+    build_corpus(params, out=tmp_path / "corpus.parquet")
+    report = build_synth(
+        params,
+        corpus_path=tmp_path / "corpus.parquet",
+        out_dir=tmp_path / "synth",
+        scorer=scorer,
+        show_progress=False,
+    )
+    return report, pd.read_parquet(tmp_path / "synth" / "texts.parquet")
+
+
+def test_assemble_replaces_sentences_in_place():
+    text = "One two three.  Four five six! Seven."
+    doc = Sentences(text, split_sentences(text), ["two", None, "seven"])
+    assert assemble(doc, {0: "Three two one."}) == "Three two one.  Four five six! Seven."
+    assert assemble(doc, {}) == text
+    assert doc.keyed == [0, 2]
+
+
+def test_bertscore_matches_independent_computation(scorer):
+    """F1 from bert-score equals greedy cosine matching of MiniLM layer-6 token vectors."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    cand, ref = (
+        "The songs are wonderful, but the plot is thin.",
+        "The plot is thin, but the songs are wonderful.",
+    )
+    path, layers = resolve_backbone("embedded:all-minilm-l6-v2")
+    tok, model = AutoTokenizer.from_pretrained(path), AutoModel.from_pretrained(path)
+
+    def vectors(text: str) -> torch.Tensor:
+        enc = tok(text, return_tensors="pt")
+        with torch.no_grad():
+            hidden = model(**enc, output_hidden_states=True).hidden_states[layers][0]
+        hidden = hidden / hidden.norm(dim=-1, keepdim=True)
+        return hidden, enc["input_ids"][0]
+
+    (c, cid), (r, rid) = vectors(cand), vectors(ref)
+    sim = c @ r.T
+    special = {tok.cls_token_id, tok.sep_token_id}
+    wc = torch.tensor([0.0 if int(i) in special else 1.0 for i in cid])
+    wr = torch.tensor([0.0 if int(i) in special else 1.0 for i in rid])
+    p = (sim.max(dim=1).values * wc).sum() / wc.sum()
+    r_ = (sim.max(dim=0).values * wr).sum() / wr.sum()
+    expected = float(2 * p * r_ / (p + r_))
+    got = scorer.f1([cand, "An unrelated sentence about cooking pasta."], [ref, ref])
+    assert got[0] == pytest.approx(expected, abs=1e-5)
+    assert got[1] < got[0] - 0.1
+
+
+def test_threshold_filter_and_counts():
+    rows = []
+    # sample a: all pass; b: control below threshold; c: end unchanged; d: no key phrase
+    spec = {
+        "a": (
+            {"front": 0.95, "end": 0.93, "control": 0.97},
+            {"front": 1, "end": 2, "control": 1},
+            3,
+        ),
+        "b": (
+            {"front": 0.95, "end": 0.93, "control": 0.80},
+            {"front": 1, "end": 1, "control": 1},
+            2,
+        ),
+        "c": ({"front": 0.99, "end": 1.0, "control": 1.0}, {"front": 1, "end": 0, "control": 0}, 2),
+        "d": ({"front": 1.0, "end": 1.0, "control": 1.0}, {"front": 0, "end": 0, "control": 0}, 0),
+    }
+    for sid, (f1, rewritten, keyed) in spec.items():
+        rows.append(
+            {
+                "sample_id": sid,
+                "variant": "original",
+                "bertscore_f1": 1.0,
+                "n_rewritten": 0,
+                "n_keyed": keyed,
+            }
+        )
+        for v in ("front", "end", "control"):
+            rows.append(
+                {
+                    "sample_id": sid,
+                    "variant": v,
+                    "bertscore_f1": f1[v],
+                    "n_rewritten": rewritten[v],
+                    "n_keyed": keyed,
+                }
+            )
+    table = pd.DataFrame(rows)
+    keep, counts = select(table, 0.9, require_rewrite="any")
+    assert keep[keep].index.tolist() == ["a", "c"]
+    assert counts["no_keyphrase"] == 1 and counts["below_threshold"]["control"] == 1
+    assert counts["unchanged_per_variant"] == {"front": 0, "end": 1, "control": 1}
+    keep, counts = select(table, 0.9, require_rewrite="all")
+    assert keep[keep].index.tolist() == ["a"] and counts["not_rewritten"] == 1
+    keep, _ = select(table, 0.79, require_rewrite="all")
+    assert keep[keep].index.tolist() == ["a", "b"]
+    with pytest.raises(HomogError, match="require_rewrite"):
+        select(table, 0.9, require_rewrite="some")
+    mask = passes({"front": np.array([0.95, 0.5]), "end": np.array([0.91, 0.99])}, 0.9)
+    assert mask.tolist() == [True, False]
+    sep = separation(np.array([0.95, 0.97, 0.99]), np.array([0.6, 0.65, 0.7]))
+    assert sep["unrelated_p99"] < sep["midpoint"] < sep["rewrite_p01"]
+
+
+def test_demo_synth_end_to_end(tmp_path, scorer):
+    params = params_for(tmp_path, corpus={"n": 30})
+    report, texts = run_stage(tmp_path, params, scorer)
+    assert list(texts.columns) == TEXT_COLUMNS
+    kept = texts["sample_id"].unique()
+    assert report["texts_in"] == 30 and report["texts_kept"] == len(kept) >= 20
+    assert (
+        texts.groupby("sample_id")["variant"].apply(lambda v: sorted(v) == sorted(VARIANTS)).all()
+    )
+    originals = texts[texts["variant"] == "original"]
+    assert (originals["bertscore_f1"] == 1.0).all()
+    assert (texts["bertscore_f1"] >= report["threshold"]).all()
+    # the variants are rewrites of their original: same words, other order (the rule
+    # rephraser only rewords "so" as "because")
+    wide = texts.pivot(index="sample_id", columns="variant", values="text")
+    changed = (wide["front"] != wide["original"]) | (wide["end"] != wide["original"])
+    assert changed.all()
+    pos = report["keyphrase_position"]
+    assert pos["front"] < pos["original"] - 0.1 < pos["end"] - 0.2
+    assert abs(pos["control"] - pos["original"]) < 0.05
+    assert set(report["rewrite_rate"]) == {"front", "end", "control"}
+    saved = json.loads((tmp_path / "synth" / "report.json").read_text())
+    assert saved["texts_kept"] == report["texts_kept"]
+    assert all(" | " in k or k for k in originals["keyphrase"])
+
+
+def test_texts_without_key_phrase_are_counted(tmp_path, scorer):
+    demo = pd.read_json(ROOT / "data/demo/reviews.jsonl", lines=True).head(4)
+    blank = "and the of it is was to in that for on with as at by " * 3
+    rows = pd.concat(
+        [
+            demo,
+            pd.DataFrame(
+                {"id": ["x1", "x2"], "text": [blank, blank + "a"], "label": ["pos", "neg"]}
+            ),
+        ]
+    )
+    rows.to_json(tmp_path / "mixed.jsonl", orient="records", lines=True)
+    params = params_for(tmp_path, corpus={"source": f"file:{tmp_path / 'mixed.jsonl'}", "n": 6})
+    report, texts = run_stage(tmp_path, params, scorer)
+    assert report["dropped"]["no_keyphrase"] == 2
+    assert set(texts["sample_id"]) <= set(demo["id"])
+    assert (
+        report["texts_kept"]
+        + sum(v if isinstance(v, int) else max(v.values()) for v in report["dropped"].values())
+        >= report["texts_in"]
+    )
+
+
+def test_no_survivors_and_missing_corpus_fail(tmp_path, scorer):
+    params = params_for(tmp_path, corpus={"n": 4}, synth={"bertscore": {"threshold": 1.01}})
+    with pytest.raises(HomogError, match="no text survived synth"):
+        run_stage(tmp_path, params, scorer)
+    assert not (tmp_path / "synth" / "texts.parquet").exists()
+    with pytest.raises(HomogError, match="run `homog corpus` first"):
+        build_synth(params, corpus_path=tmp_path / "missing.parquet", scorer=scorer)
+    with pytest.raises(HomogError, match="unknown rephraser"):
+        build_synth(
+            params_for(tmp_path, synth={"rephraser": "magic"}),
+            corpus_path=tmp_path / "corpus.parquet",
+            scorer=scorer,
+        )
+    with pytest.raises(HomogError, match="unknown embedded BERTScore backbone"):
+        resolve_backbone("embedded:nope")
+    with pytest.raises(HomogError, match="baseline"):
+        Scorer("embedded:all-minilm-l6-v2", rescale_with_baseline=True)
+
+
+def test_cli_synth(tmp_path):
+    params = params_for(tmp_path, corpus={"n": 6})
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params))
+    runner = CliRunner()
+    res = runner.invoke(
+        main,
+        [
+            "synth",
+            "--params",
+            str(path),
+            "--corpus",
+            str(tmp_path / "none.parquet"),
+            "--out",
+            str(tmp_path / "s"),
+        ],
+    )
+    assert res.exit_code == 1 and "homog corpus" in res.output
+    corpus = tmp_path / "c.parquet"
+    assert (
+        runner.invoke(main, ["corpus", "--params", str(path), "--out", str(corpus)]).exit_code == 0
+    )
+    res = runner.invoke(
+        main,
+        ["synth", "--params", str(path), "--corpus", str(corpus), "--out", str(tmp_path / "s")],
+    )
+    assert res.exit_code == 0, res.output
+    assert "mean key-phrase position" in res.output
+    assert (tmp_path / "s" / "report.json").exists()
+
+
+@pytest.mark.skipif(not (IMDB / "imdb_sample.jsonl").exists(), reason="no shared IMDB sample")
+def test_imdb_rule_synth_moves_key_phrases(tmp_path, scorer):
+    """Acceptance: on real reviews the rule rephraser keeps most texts and moves the phrases."""
+    params = params_for(tmp_path, corpus={"source": f"file:{IMDB / 'imdb_sample.jsonl'}", "n": 40})
+    report, texts = run_stage(tmp_path, params, scorer)
+    assert report["texts_kept"] >= 0.75 * report["texts_in"]
+    pos = report["keyphrase_position"]
+    assert pos["front"] < pos["original"] - 0.05
+    assert pos["end"] > pos["original"] + 0.05
+    assert abs(pos["control"] - pos["original"]) < 0.03
+    for v in ("front", "end", "control"):
+        assert report["bertscore_f1"][v] > 0.95
+    assert not texts["text"].str.contains("<br").any()
+
+
+def test_llm_rephraser_end_to_end_with_smollm2(tmp_path, scorer):
+    """The llm rephraser runs the whole stage with the embedded SmolLM2 on two short texts."""
+    from homog.rephrase import position_ok
+
+    demo = pd.read_json(ROOT / "data/demo/reviews.jsonl", lines=True)
+    short = demo.assign(n=demo["text"].str.split().map(len)).nsmallest(2, "n")
+    short[["id", "text", "label"]].to_json(tmp_path / "two.jsonl", orient="records", lines=True)
+    params = params_for(
+        tmp_path,
+        corpus={"source": f"file:{tmp_path / 'two.jsonl'}", "n": 2, "label_column": None},
+        synth={
+            "rephraser": "llm",
+            "require_rewrite": "none",
+            "llm": {"device": "cpu", "max_new_tokens": 32, "retries": 1, "batch_size": 16},
+            "bertscore": {"threshold": 0.0},
+        },
+    )
+    report, texts = run_stage(tmp_path, params, scorer)
+    assert report["rephraser"] == "llm" and report["texts_kept"] == 2
+    status = report["sentence_status"]
+    for target in ("front", "end", "control"):
+        assert sum(status[target].values()) == report["keyphrase_sentences"]
+        assert set(status[target]) <= {"rewritten", "rejected"}
+    # every accepted rewrite really has the phrase at the asked place
+    wide = texts.pivot(index="sample_id", columns="variant", values="text")
+    for sid, row in wide.iterrows():
+        phrases = texts.loc[texts["sample_id"] == sid, "keyphrase"].iloc[0].split(" | ")
+        orig = [row["original"][a:b] for a, b in split_sentences(row["original"])]
+        for target in ("front", "end"):
+            new = [row[target][a:b] for a, b in split_sentences(row[target])]
+            if len(new) != len(orig):  # a reply may add a full stop: compare whole texts then
+                continue
+            for o, n in zip(orig, new, strict=True):
+                if o != n:
+                    assert any(position_ok(o, n, p, target) for p in phrases)

@@ -1,0 +1,138 @@
+"""The Textual app: five screens over one read-only connection, and the database watch.
+
+Screens live in ``tui/screens`` (one per file) and read through :mod:`homog.query` in
+workers; this module only opens the database, holds what the screens share (the catalog
+and the selected runs) and notices when ``homog load`` replaced the file.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from textual.app import App
+from textual.binding import Binding
+from textual.reactive import reactive
+
+from tui.core import Catalog, Database, fingerprint, load_catalog, open_database
+from tui.messages import QueryDone, QueryFailed
+from tui.screens.attention import AttentionScreen
+from tui.screens.compare import CompareScreen
+from tui.screens.help import HelpScreen
+from tui.screens.pelab import PeLabScreen
+from tui.screens.problem import DbProblemScreen
+from tui.screens.runs import RunsScreen
+from tui.screens.sql import SqlScreen
+from tui.workers import run_query
+
+
+class HomogApp(App[None]):
+    """``HomogApp(db_path).run()``. ``watch_interval`` (seconds) is how often the file is
+    checked for a rebuild; tests pass a large value and call :meth:`check_file`."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "homog"
+    MODES = {
+        "runs": RunsScreen,
+        "compare": CompareScreen,
+        "attention": AttentionScreen,
+        "pe": PeLabScreen,
+        "sql": SqlScreen,
+    }
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+    BINDINGS = [
+        *(Binding(str(i), f"goto('{mode}')", mode, show=False)
+          for i, mode in enumerate(MODES, start=1)),
+        Binding("question_mark", "help", "Help"),
+        Binding("q", "quit", "Quit"),
+        Binding("r", "reload", "Reload"),
+    ]
+
+    catalog: reactive[Catalog | None] = reactive(None, always_update=True)
+    selected_runs: reactive[tuple[str, ...]] = reactive(())
+    db_note: reactive[str] = reactive("")
+
+    def __init__(self, db_path: str | os.PathLike[str], *, watch_interval: float = 1.0) -> None:
+        super().__init__()
+        self.db_path = Path(db_path)
+        self.db: Database | None = None
+        self.db_changed = False  # the file on disk is newer than what we show
+        self.watch_interval = watch_interval
+
+    # -- database --------------------------------------------------------------------------
+    def on_mount(self) -> None:
+        self.switch_mode("runs")
+        self.open_db()
+        self.set_interval(self.watch_interval, self.check_file)
+
+    def open_db(self) -> bool:
+        """(Re)open the file; the screens keep what they show until new data arrives."""
+        # DuckDB reuses an open database instance for the same path within a process, so
+        # the old connection must be closed first or the rebuilt file would not be read.
+        if self.db is not None:
+            self.db.close()
+        new = self.db = open_database(self.db_path)
+        if not new.ok:
+            self._show_problem(new.error or "")
+            self.db_note = "cannot open " + str(self.db_path)
+            return False
+        self.db_changed = False
+        self.db_note = str(self.db_path)
+        if isinstance(self.screen, DbProblemScreen):
+            self.pop_screen()
+        self.refresh_bindings()
+        run_query(self, "catalog", load_catalog)
+        return True
+
+    def on_unmount(self) -> None:
+        if self.db is not None:
+            self.db.close()
+
+    def _show_problem(self, message: str) -> None:
+        if isinstance(self.screen, DbProblemScreen):
+            self.screen.update(message)
+        else:
+            self.push_screen(DbProblemScreen(message))
+
+    def on_query_done(self, message: QueryDone) -> None:
+        if message.key == "catalog":
+            self.catalog = message.value
+
+    def on_query_failed(self, message: QueryFailed) -> None:
+        if message.key == "catalog":
+            self._show_problem(f"The database opened but could not be read: {message.error}")
+
+    def check_file(self) -> None:
+        """Notice a rebuilt (renamed-over) or newly created database file."""
+        stamp = fingerprint(self.db_path)
+        if self.db is None or stamp == self.db.stamp:
+            return
+        if not self.db.ok:
+            if stamp is not None:
+                self.open_db()  # the file appeared or changed: try it
+            return
+        if not self.db_changed:
+            self.db_changed = True
+            self.db_note = "database rebuilt on disk · r reloads"
+            self.refresh_bindings()
+            self.notify("The database file changed (homog load?). Showing the old data; "
+                        "press r to reload.", title="Database rebuilt", timeout=10)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "reload":
+            return self.db_changed or (self.db is not None and not self.db.ok)
+        return True
+
+    def action_reload(self) -> None:
+        self.open_db()
+
+    # -- navigation ------------------------------------------------------------------------
+    def action_goto(self, mode: str) -> None:
+        if self.db is None or not self.db.ok:
+            return  # the problem screen stays until the database opens
+        if self.current_mode != mode:
+            self.switch_mode(mode)
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())

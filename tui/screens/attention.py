@@ -1,0 +1,169 @@
+"""Attention: where attention goes, by layer and relative position, and the sink curve."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Select, Static
+
+from tui.components.curve_plot import CurvePlot
+from tui.components.heatmap import Heatmap
+from tui.core import Catalog, Row, as_rows, grid
+from tui.screens.base import HomogScreen
+
+N_BINS_DEFAULT = 20
+MEAN_OF_HEADS = -1  # the head Select's value for "heads averaged"
+
+
+def fetch_profile(con: Any, run_id: str, variant: str, head: int | None
+                  ) -> tuple[tuple[str, str, int | None], list[Row]]:
+    from homog import query
+
+    rows = as_rows(query.attention_profile(con, run_id, variant, head=head))
+    return (run_id, variant, head), rows
+
+
+def fetch_attn_first(con: Any, run_id: str) -> tuple[str, list[Row]]:
+    from homog import query
+
+    return run_id, as_rows(query.attn_first_curves(con, run_id))
+
+
+def bin_range(b: int, n_bins: int) -> str:
+    """'0.10–0.15': the relative positions j/n that fall in bin ``b``."""
+    return f"{b / n_bins:.2f}–{(b + 1) / n_bins:.2f}"
+
+
+class AttentionScreen(HomogScreen):
+    """The position profile heatmap (layer x relative-position bin, column mass averaged
+    over texts) for one run and variant, heads averaged or one head; beside it attn_first
+    (the mass on the first token) over layers, one line per variant."""
+
+    MODE = "attention"
+
+    def compose_body(self) -> ComposeResult:
+        with Horizontal(id="attn-top"):
+            yield Select([], id="attn-run", prompt="run", compact=True)
+            yield Select([], id="attn-variant", prompt="variant", compact=True)
+            yield Select([], id="attn-head", prompt="head", compact=True)
+        with Horizontal(id="attn-body"):
+            with Vertical(id="attn-map-box"):
+                yield Static("mass by layer ↓ and relative position →",
+                             id="attn-map-title", classes="pane-title")
+                yield Heatmap(id="attn-map")
+            yield CurvePlot(id="attn-first")
+
+    def catalog_changed(self, catalog: Catalog) -> None:
+        labels = catalog.labels
+        run = self.query_one("#attn-run", Select)
+        current = run.value
+        ids = [r["run_id"] for r in catalog.runs]
+        run.set_options([(labels[r], r) for r in ids])
+        chosen = [r for r in self.app.selected_runs if r in ids]
+        if ids:
+            run.value = current if current in ids else (chosen[0] if chosen else ids[0])
+        variant = self.query_one("#attn-variant", Select)
+        v_current = variant.value
+        variant.set_options([(v, v) for v in catalog.variants])
+        if catalog.variants:
+            variant.value = v_current if v_current in catalog.variants else catalog.variants[0]
+        self._set_heads()
+        self.reload()
+
+    def _set_heads(self) -> None:
+        catalog = self.catalog
+        run_id = self.query_one("#attn-run", Select).value
+        row = catalog.run(run_id) if catalog and isinstance(run_id, str) else None
+        n_heads = int(row.get("n_heads") or 0) if row else 0
+        head = self.query_one("#attn-head", Select)
+        current = head.value
+        options = [("heads averaged", MEAN_OF_HEADS)] + [(f"head {h}", h) for h in range(n_heads)]
+        head.set_options(options)
+        head.value = current if current in [v for _, v in options] else MEAN_OF_HEADS
+
+    def _choice(self) -> tuple[str, str, int | None] | None:
+        run = self.query_one("#attn-run", Select).value
+        variant = self.query_one("#attn-variant", Select).value
+        head = self.query_one("#attn-head", Select).value
+        if not isinstance(run, str) or not isinstance(variant, str):
+            return None
+        # Select.BLANK is False, which equals head 0: test the type, not membership.
+        one_head = isinstance(head, int) and not isinstance(head, bool) and head >= 0
+        return run, variant, (int(head) if one_head else None)
+
+    def reload(self, first_curve: bool = True) -> None:
+        choice = self._choice()
+        if choice is None:
+            return
+        run, variant, head = choice
+        self.query_one("#attn-map").loading = True
+        self.query_db("profile", fetch_profile, run, variant, head)
+        if first_curve:
+            self.query_one("#attn-first").loading = True
+            self.query_db("attn_first", fetch_attn_first, run)
+
+    @on(Select.Changed, "#attn-run")
+    def _run_changed(self) -> None:
+        self._set_heads()
+        self.reload()
+
+    @on(Select.Changed, "#attn-variant")
+    @on(Select.Changed, "#attn-head")
+    def _view_changed(self) -> None:
+        self.reload(first_curve=False)
+
+    def show_profile(self, value: tuple[tuple[str, str, int | None], list[Row]]) -> None:
+        choice, rows = value
+        if choice != self._choice():
+            return  # an answer to an earlier choice; the current one is on its way
+        heatmap = self.query_one(Heatmap)
+        heatmap.loading = False
+        layers, bins, matrix = grid(rows, "layer", "bin", "mass")
+        n_bins = max(len(bins), N_BINS_DEFAULT) if bins else N_BINS_DEFAULT
+        col_labels = ["" for _ in bins]
+        for i, b in enumerate(bins):
+            if b % 5 == 0:
+                col_labels[i] = f"{b / n_bins:.2g}"
+        head = "heads averaged" if choice[2] is None else f"head {choice[2]}"
+        self.query_one("#attn-map-title", Static).update(
+            f"attention mass: layer ↓ × relative position → ({head})"
+        )
+        heatmap.set_data(
+            matrix,
+            [str(layer) for layer in layers],
+            col_labels,
+            row_name="layer",
+            col_name="pos",
+            value_name="mass",
+            describe_col=lambda c: bin_range(bins[c], n_bins),
+            empty_text="no attention profile for this run and variant "
+                       "(extract ran without attention?)",
+        )
+
+    def show_attn_first(self, value: tuple[str, list[Row]]) -> None:
+        run_id, rows = value
+        choice = self._choice()
+        if choice is None or choice[0] != run_id:
+            return
+        plot = self.query_one("#attn-first", CurvePlot)
+        plot.loading = False
+        series: dict[str, tuple[list[float], list[float]]] = {}
+        for r in rows:
+            if r.get("mean") is None:
+                continue
+            xs, ys = series.setdefault(str(r["variant"]), ([], []))
+            xs.append(float(r["layer"]))
+            ys.append(float(r["mean"]))
+        plot.show(series, title="attn_first (mass on token 0)", xlabel="layer",
+                  empty_text="no attn_first metric for this run")
+
+    def failed_profile(self, error: str) -> None:
+        self.query_one(Heatmap).loading = False
+        self.notify(error, title="Attention profile failed", severity="error")
+
+    def failed_attn_first(self, error: str) -> None:
+        self.query_one("#attn-first").loading = False
+        self.notify(error, title="attn_first failed", severity="error")

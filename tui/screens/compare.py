@@ -1,0 +1,217 @@
+"""Compare: a metric over layers, one line per (run, variant), with the numbers beside it."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Container, Vertical
+from textual.widgets import Checkbox, Label, Select, SelectionList, Static
+from textual.widgets.selection_list import Selection
+
+from tui.components.curve_plot import CurvePlot
+from tui.components.curve_table import CurveTable
+from tui.core import ALPHA, Catalog, Row, as_rows, curve_series
+from tui.screens.base import HomogScreen
+
+DEFAULT_METRIC = "erank"
+CurveKey = tuple[str, tuple[str, ...], tuple[str, ...]]
+
+
+def fetch_curves(con: Any, key: CurveKey) -> tuple[CurveKey, list[Row]]:
+    """Worker body: the layer curves for (metric, run_ids, variants)."""
+    from homog import query
+
+    metric, run_ids, variants = key
+    rows = query.layer_curves(con, metric, run_ids=list(run_ids), variants=list(variants))
+    return key, as_rows(rows)
+
+
+class CompareScreen(HomogScreen):
+    """Pick a metric, runs and variants; see the curves and a table of mean, CI and the
+    Holm-corrected p-value against the original variant (``*`` when below 0.05).
+
+    Results are cached per (metric, runs, variants), so going back to a choice redraws
+    without a query.
+    """
+
+    MODE = "compare"
+    BINDINGS = [
+        Binding("m", "cycle_metric(1)", "Next metric"),
+        Binding("M", "cycle_metric(-1)", "Prev metric", show=False),
+        Binding("d", "toggle_depth", "Rel. depth"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._cache: dict[CurveKey, list[Row]] = {}
+        self._syncing = False
+        self.draws = 0  # how many times curves were drawn (the benchmark waits on it)
+        self.last_draw_s = 0.0
+
+    def compose_body(self) -> ComposeResult:
+        with Container(id="compare-body"):
+            with Vertical(id="compare-side"):
+                yield Label("Metric (m)", classes="side-title")
+                yield Select([], id="metric", prompt="metric", compact=True)
+                yield Label("Runs", classes="side-title")
+                yield SelectionList[str](id="pick-runs", compact=True)
+                yield Label("Variants", classes="side-title")
+                yield SelectionList[str](id="pick-variants", compact=True)
+                yield Checkbox("relative depth (d)", id="rel-depth", compact=True)
+            with Container(id="compare-main"):
+                yield CurvePlot(id="curve-plot")
+                yield CurveTable(id="curve-table")
+        yield Static("", id="compare-status", classes="status")
+
+    # -- choices ---------------------------------------------------------------------------
+    def catalog_changed(self, catalog: Catalog) -> None:
+        self._cache.clear()
+        self._syncing = True
+        try:
+            metric = self.query_one("#metric", Select)
+            current = metric.value
+            metric.set_options([(m, m) for m in catalog.metrics])
+            if catalog.metrics:
+                metric.value = (current if current in catalog.metrics
+                                else DEFAULT_METRIC if DEFAULT_METRIC in catalog.metrics
+                                else catalog.metrics[0])
+            labels = catalog.labels
+            chosen = self._initial_runs(catalog)
+            runs = self.query_one("#pick-runs", SelectionList)
+            runs.clear_options()
+            runs.add_options([Selection(labels[r["run_id"]], r["run_id"], r["run_id"] in chosen)
+                              for r in catalog.runs])
+            variants = self.query_one("#pick-variants", SelectionList)
+            keep = set(variants.selected) & set(catalog.variants)
+            variants.clear_options()
+            variants.add_options([Selection(v, v, not keep or v in keep)
+                                  for v in catalog.variants])
+            self._auto_depth()
+        finally:
+            self._syncing = False
+        self.refresh_curves()
+
+    def _initial_runs(self, catalog: Catalog) -> list[str]:
+        ids = [r["run_id"] for r in catalog.runs]
+        chosen = [r for r in self.app.selected_runs if r in ids]
+        return chosen or ids[:1]
+
+    def on_screen_resume(self) -> None:
+        """Coming back from the Runs screen: follow its selection."""
+        catalog = self.catalog
+        if catalog is None or not self.app.selected_runs:
+            return
+        runs = self.query_one("#pick-runs", SelectionList)
+        wanted = self._initial_runs(catalog)
+        if sorted(runs.selected) != sorted(wanted):
+            self._syncing = True
+            try:
+                runs.deselect_all()
+                for rid in wanted:
+                    runs.select(rid)
+                self._auto_depth()
+            finally:
+                self._syncing = False
+            self.refresh_curves()
+
+    def _auto_depth(self) -> None:
+        """Different depths among the chosen runs: put relative depth on x."""
+        catalog = self.catalog
+        if catalog is None:
+            return
+        chosen = set(self.query_one("#pick-runs", SelectionList).selected)
+        depths = {r.get("n_layers") for r in catalog.runs if r["run_id"] in chosen}
+        if len(depths) > 1:
+            self.query_one("#rel-depth", Checkbox).value = True
+
+    def key(self) -> CurveKey | None:
+        metric = self.query_one("#metric", Select).value
+        if not isinstance(metric, str):
+            return None
+        runs = tuple(self.query_one("#pick-runs", SelectionList).selected)
+        variants = tuple(self.query_one("#pick-variants", SelectionList).selected)
+        return (metric, runs, variants)
+
+    # -- events ----------------------------------------------------------------------------
+    @on(Select.Changed, "#metric")
+    @on(SelectionList.SelectedChanged, "#pick-variants")
+    def _choice_changed(self) -> None:
+        if not self._syncing:
+            self.refresh_curves()
+
+    @on(SelectionList.SelectedChanged, "#pick-runs")
+    def _runs_changed(self) -> None:
+        if self._syncing:
+            return
+        self.app.selected_runs = tuple(self.query_one("#pick-runs", SelectionList).selected)
+        self._auto_depth()
+        self.refresh_curves()
+
+    @on(Checkbox.Changed, "#rel-depth")
+    def _depth_changed(self) -> None:
+        if not self._syncing:
+            self.draw()
+
+    def action_cycle_metric(self, step: int) -> None:
+        catalog = self.catalog
+        select = self.query_one("#metric", Select)
+        if catalog is None or not catalog.metrics:
+            return
+        i = catalog.metrics.index(select.value) if select.value in catalog.metrics else -step
+        select.value = catalog.metrics[(i + step) % len(catalog.metrics)]
+
+    def action_toggle_depth(self) -> None:
+        box = self.query_one("#rel-depth", Checkbox)
+        box.value = not box.value
+
+    # -- data ------------------------------------------------------------------------------
+    def refresh_curves(self) -> None:
+        """Draw from the cache, or ask a worker for the curves of the current choice."""
+        key = self.key()
+        if key is None:
+            return
+        if not key[1] or not key[2] or key in self._cache:
+            self.draw()
+            return
+        self.query_one("#compare-main").loading = True
+        self.query_db("curves", fetch_curves, key)
+
+    def show_curves(self, value: tuple[CurveKey, list[Row]]) -> None:
+        key, rows = value
+        self._cache[key] = rows
+        if key == self.key():
+            self.draw()
+
+    def failed_curves(self, error: str) -> None:
+        self.query_one("#compare-main").loading = False
+        self.query_one("#compare-status", Static).update(
+            Text.assemble(("query failed: ", "bold red"), error))
+
+    def draw(self) -> None:
+        """Plot and tabulate the cached rows of the current choice."""
+        self.query_one("#compare-main").loading = False
+        key = self.key()
+        catalog = self.catalog
+        if key is None or catalog is None:
+            return
+        metric, runs, variants = key
+        rows = self._cache.get(key, []) if runs and variants else []
+        relative = self.query_one("#rel-depth", Checkbox).value
+        labels = catalog.labels
+        plot = self.query_one(CurvePlot)
+        empty = ("choose at least one run and one variant" if not (runs and variants)
+                 else f"no {metric} rows for this choice")
+        plot.show(curve_series(rows, labels, relative=relative), title=metric,
+                  xlabel="relative depth" if relative else "layer", empty_text=empty)
+        n_sig = self.query_one(CurveTable).show(rows, labels)
+        self.query_one("#compare-status", Static).update(
+            f"{metric} · {len(runs)} run(s) × {len(variants)} variant(s) · {len(rows)} points"
+            f" · [b yellow]*[/] {n_sig} differ from original (Holm p < {ALPHA})"
+        )
+        self.draws += 1
+        self.last_draw_s = time.perf_counter()

@@ -1,0 +1,51 @@
+"""The key reference, over whatever screen is open (? to open, esc / ? / q to close)."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+HELP = """[b]homog[/b] · results database, read-only             esc closes this help
+[b]Everywhere[/b]
+  1-5      Runs · Compare · Attention · PE lab · SQL (or click the bar)
+  tab      next control (shift+tab: previous)     ?  help    q  quit
+  r        reload after `homog load` rebuilt the database file
+[b]1 Runs[/b]
+  /        filter (every word must match)       space  mark a run
+  a        mark all shown / none                enter  compare marked runs
+[b]2 Compare[/b]
+  m / M    next / previous metric               d  relative-depth x axis
+  space    in the lists: toggle a run or a variant
+  table    mean, 95% CI, Holm p vs original;  *  = p < 0.05
+[b]3 Attention[/b]
+  top      run, variant, head (or heads averaged)
+  arrows   move over the map; the line under it reads the cell
+  s        colour scale: square root / linear
+[b]4 PE lab[/b]
+  enter    on an encoding: show its ablation grid   ◆  deposit head
+[b]5 SQL[/b]
+  ctrl+r   run (also ctrl+j)                    esc  cancel / leave editor
+  e        back to the editor                   n / p  next / previous page
+  Only reading statements run (SELECT, SHOW, DESCRIBE, EXPLAIN, ...).
+  Tables: runs, layer_metrics, layer_summary (view), contrasts, texts,
+  attention_profile, attention_heads, dataset_spectra, mauve_scores,
+  posenc_results, head_ablation, logit_decomposition.
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    """Keys of every screen."""
+
+    BINDINGS = [
+        Binding("escape,question_mark,q", "dismiss", "Close"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="help-box"):
+            yield Static(HELP, id="help-text")
+
+    def action_dismiss(self, result: None = None) -> None:  # type: ignore[override]
+        self.dismiss(None)

@@ -1,0 +1,142 @@
+"""PE lab: accuracy per positional encoding and task, and the per-head ablation grid."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Container, Horizontal, Vertical
+from textual.widgets import DataTable, Select, Static
+
+from tui.components.heatmap import Heatmap
+from tui.core import Catalog, Row, as_rows, deposit_head, grid, pivot_accuracy
+from tui.screens.base import HomogScreen
+
+NO_DATA = (
+    "No positional-encoding results in this database.\n\n"
+    "Train and ablate the small models, then load them:\n"
+    "  homog posenc train --pe rope\n"
+    "  homog posenc ablate --pe rope\n"
+    "  homog load\n"
+    "(or `dvc repro` for every encoding in params.yaml)."
+)
+
+
+def fetch_results(con: Any) -> list[Row]:
+    from homog import query
+
+    return as_rows(query.posenc_results(con))
+
+
+def fetch_ablation(con: Any, pe: str, task: str) -> tuple[str, str, list[Row]]:
+    from homog import query
+
+    return pe, task, as_rows(query.head_ablation(con, pe, task))
+
+
+class PeLabScreen(HomogScreen):
+    """Accuracy table (encodings x tasks) and the layer x head ablation grid of one
+    encoding and task; the head whose removal costs most (the deposit head) is marked ◆."""
+
+    MODE = "pe"
+
+    def compose_body(self) -> ComposeResult:
+        yield Static(NO_DATA, id="pe-empty")
+        with Container(id="pe-body"):
+            with Vertical(id="pe-left"):
+                yield Static("Accuracy (test split, mean over seeds)", classes="pane-title")
+                yield DataTable(id="pe-acc", cursor_type="row", zebra_stripes=True)
+            with Vertical(id="pe-right"):
+                with Horizontal(id="pe-top"):
+                    yield Select([], id="pe-pe", prompt="encoding", compact=True)
+                    yield Select([], id="pe-task", prompt="task", compact=True)
+                yield Static("", id="pe-deposit", classes="pane-title")
+                yield Heatmap(id="pe-grid", sqrt_scale=False)
+
+    def catalog_changed(self, catalog: Catalog) -> None:
+        has = catalog.n_posenc > 0
+        self.query_one("#pe-empty").display = not has
+        self.query_one("#pe-body").display = has
+        if has:
+            self.query_one("#pe-acc").loading = True
+            self.query_db("results", fetch_results)
+
+    def show_results(self, rows: list[Row]) -> None:
+        table = self.query_one("#pe-acc", DataTable)
+        table.loading = False
+        columns, body = pivot_accuracy(rows)
+        table.clear(columns=True)
+        table.add_columns(*columns)
+        for cells in body:
+            table.add_row(
+                cells[0],
+                *(Text("" if v is None else f"{100 * v:.1f}%", justify="right")
+                  for v in cells[1:-1]),
+                Text("" if cells[-1] is None else f"{int(cells[-1]):,}", justify="right"),
+            )
+        pes = [c[0] for c in body]
+        tasks = columns[1:-1]
+        pe, task = self.query_one("#pe-pe", Select), self.query_one("#pe-task", Select)
+        pe_cur, task_cur = pe.value, task.value
+        pe.set_options([(p, p) for p in pes])
+        task.set_options([(t, t) for t in tasks])
+        if pes:
+            pe.value = pe_cur if pe_cur in pes else ("rope" if "rope" in pes else pes[0])
+        if tasks:
+            task.value = task_cur if task_cur in tasks else tasks[0]
+        self.reload_grid()
+
+    @on(Select.Changed, "#pe-pe")
+    @on(Select.Changed, "#pe-task")
+    def _choice_changed(self) -> None:
+        self.reload_grid()
+
+    @on(DataTable.RowSelected, "#pe-acc")
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        # Enter (or a click) on a row of the accuracy table shows that encoding's grid.
+        row = event.data_table.get_row_at(event.cursor_row)
+        pe = self.query_one("#pe-pe", Select)
+        if row and row[0] != pe.value:
+            pe.value = row[0]
+
+    def reload_grid(self) -> None:
+        pe = self.query_one("#pe-pe", Select).value
+        task = self.query_one("#pe-task", Select).value
+        if not isinstance(pe, str) or not isinstance(task, str):
+            return
+        if self.catalog is None or self.catalog.n_ablation == 0:
+            self.query_one(Heatmap).set_data([], [], [], empty_text=(
+                "no head ablation rows: run `homog posenc ablate --pe NAME` then `homog load`"))
+            return
+        self.query_one(Heatmap).loading = True
+        self.query_db("ablation", fetch_ablation, pe, task)
+
+    def show_ablation(self, value: tuple[str, str, list[Row]]) -> None:
+        pe, task, rows = value
+        if (pe, task) != (self.query_one("#pe-pe", Select).value,
+                          self.query_one("#pe-task", Select).value):
+            return  # an answer to an earlier choice
+        heatmap = self.query_one(Heatmap)
+        heatmap.loading = False
+        layers, heads, matrix = grid(rows, "layer", "head", "drop")
+        best = deposit_head(rows)
+        highlight = None
+        if best is not None:
+            highlight = (layers.index(int(best["layer"])), heads.index(int(best["head"])))
+            self.query_one("#pe-deposit", Static).update(
+                f"accuracy drop when one head is zeroed · ◆ deposit: layer {best['layer']} "
+                f"head {best['head']} −{100 * best['drop']:.1f} pts"
+            )
+        heatmap.set_data(
+            matrix, [str(x) for x in layers], [str(h) for h in heads],
+            row_name="layer", col_name="head", value_name="drop",
+            highlight=highlight,
+            empty_text=f"no ablation rows for {pe} / {task}",
+        )
+
+    def failed_ablation(self, error: str) -> None:
+        heatmap = self.query_one(Heatmap)
+        heatmap.loading = False
+        heatmap.set_data([], [], [], empty_text=error)
