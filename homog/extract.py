@@ -64,8 +64,8 @@ class ExtractConfig:
     attention: bool = True
     center: bool = False
     exclude_special: bool = True
-    sample_tokens: int = 128
-    pooled_texts: int = 128
+    sample_tokens: int = 100
+    pooled_texts: int = 32
     shard_texts: int = 64
     seed: int = 0
 
@@ -105,27 +105,32 @@ class EncodedText:
         return f"{self.variant}/{self.sample_id}"
 
 
-def read_texts(path: str | Path) -> Any:
-    """Read a texts table (columns variant, sample_id, text), sorted by (variant, sample_id).
+def read_texts(texts: Any) -> Any:
+    """A texts table (columns variant, sample_id, text) sorted by (variant, sample_id).
 
-    Raises HomogError when the file or a column is missing or (variant, sample_id) repeats.
+    texts: a DataFrame or the path of a Parquet file. Raises HomogError when the file or a
+    column is missing or a (variant, sample_id) pair repeats.
     """
     import pandas as pd
 
-    path = Path(path)
-    if not path.exists():
-        raise HomogError(
-            f"texts file {path} not found: run `homog synth` first or pass --texts PATH"
-        )
-    df = pd.read_parquet(path)
-    missing = [c for c in ("variant", "sample_id", "text") if c not in df.columns]
+    where = "texts table"
+    if isinstance(texts, str | Path):
+        path = Path(texts)
+        if not path.exists():
+            raise HomogError(
+                f"texts file {path} not found: run `homog synth` first or pass --texts PATH"
+            )
+        texts, where = pd.read_parquet(path), f"texts file {path}"
+    missing = [c for c in ("variant", "sample_id", "text") if c not in texts.columns]
     if missing:
-        raise HomogError(f"texts file {path} lacks column(s) {', '.join(missing)}")
-    df = df.astype({"variant": str, "sample_id": str})
+        raise HomogError(f"{where} lacks column(s) {', '.join(missing)}")
+    df = texts.astype({"variant": str, "sample_id": str})
     dup = df.duplicated(["variant", "sample_id"])
     if dup.any():
         first = df.loc[dup, ["variant", "sample_id"]].head(5).to_records(index=False).tolist()
-        raise HomogError(f"texts file {path} repeats (variant, sample_id) pairs: {first}")
+        raise HomogError(f"{where} repeats (variant, sample_id) pairs: {first}")
+    if len(df) == 0:
+        raise HomogError(f"{where} is empty: no texts to extract")
     return df.sort_values(["variant", "sample_id"], kind="stable").reset_index(drop=True)
 
 
@@ -202,7 +207,10 @@ def metric_positions(text: EncodedText, exclude_special: bool) -> np.ndarray:
 
 
 def plan_samples(
-    encoded: Sequence[EncodedText], sample_tokens: int, pooled_texts: int, seed: int,
+    encoded: Sequence[EncodedText],
+    sample_tokens: int,
+    pooled_texts: int,
+    seed: int,
     exclude_special: bool,
 ) -> SamplePlan:
     """Choose, per variant and with a fixed seed, up to ``sample_tokens`` token positions
@@ -366,14 +374,12 @@ class Extractor:
         return hook
 
     def _summarise_hidden(self, layer: int, hidden: Any) -> None:
-        from homog.metrics import MetricInputError, NonFiniteError, layer_metrics, pool
+        from homog.metrics import MetricInputError, NonFiniteError, layer_metrics
 
         st = self._state
         mask = st["mask"].to(hidden.device)
         try:
             values = layer_metrics(hidden, mask, center=self.config.center)
-            mean = pool(hidden, mask, "mean")
-            last = pool(hidden, mask, "last")
         except NonFiniteError as exc:
             names = sorted({st["names"][i[0]] for i in exc.indices})
             raise HomogError(
@@ -382,14 +388,19 @@ class Extractor:
             ) from exc
         except MetricInputError as exc:
             raise HomogError(f"layer {layer}: {exc} (texts {', '.join(st['names'][:10])})") from exc
-        dev = st["device"]
+        dev, vec = st["device"], st["vec_dtype"]
         st["metrics"][layer] = torch.stack([values[m] for m in self.metric_names], -1).to(dev)
-        st["pooled_mean"][layer] = mean.to(dev, st["vec_dtype"])
-        st["pooled_last"][layer] = last.to(dev, st["vec_dtype"])
+        # Pooled vectors in float32 on the device: layer_metrics has already checked that the
+        # metric tokens are finite, and they are stored as float16 anyway (homog.metrics.pool
+        # would copy the layer to float64 and re-check it twice, as costly as the metrics).
+        h = hidden.float()
+        m = mask.unsqueeze(-1)
+        mean = torch.where(m, h, 0.0).sum(-2) / mask.sum(-1, keepdim=True)
+        last = h[torch.arange(h.shape[0], device=h.device), st["last_pos"].to(h.device)]
+        st["pooled_mean"][layer] = mean.to(dev, vec)
+        st["pooled_last"][layer] = last.to(dev, vec)
         b, p = st["sample_b"], st["sample_p"]
-        st["tokens"][layer] = hidden[b.to(hidden.device), p.to(hidden.device)].to(
-            dev, st["vec_dtype"]
-        )
+        st["tokens"][layer] = hidden[b.to(hidden.device), p.to(hidden.device)].to(dev, vec)
 
     def _summarise_attention(self, index: int, weights: Any) -> None:
         from homog.attention import attention_stats
@@ -435,6 +446,8 @@ class Extractor:
             "names": [t.name for t in texts],
             "mask": mask.to(dev),
             "lengths": attn_t.sum(1).to(dev),
+            # last metric token of each text (for 'last' pooling)
+            "last_pos": torch.where(mask, torch.arange(n_pad), -1).amax(1),
             "sample_b": torch.tensor(sample_b, dtype=torch.long),
             "sample_p": torch.tensor(sample_p, dtype=torch.long),
             "device": dev,
@@ -522,6 +535,11 @@ def work_dir_for(out_dir: Path, spec: RunSpec) -> Path:
     return out_dir.parent / f".{out_dir.name}{WORK_SUFFIX}" / f"{spec.intervention}-{spec.work_key}"
 
 
+def shard_path(work: Path, k: int) -> Path:
+    """The file of shard k in a work dir (one name for every engine, so resume crosses them)."""
+    return work / f"shard_{k:05d}.npz"
+
+
 def run_shards(
     extractor: Extractor,
     shards: Sequence[Sequence[EncodedText]],
@@ -538,7 +556,7 @@ def run_shards(
     work.mkdir(parents=True, exist_ok=True)
     paths = []
     for k, shard in enumerate(shards):
-        path = work / f"shard_{k:05d}.npz"
+        path = shard_path(work, k)
         paths.append(path)
         if path.exists():
             if on_batch:
@@ -609,8 +627,13 @@ def merge_shards(
             li, hi, bi = np.meshgrid(*(np.arange(s) for s in mass.shape), indexing="ij")
             profile_rows.append(
                 pd.DataFrame(
-                    {"variant": variant, "layer": li.ravel() + 1, "head": hi.ravel(),
-                     "bin": bi.ravel(), "mass": mass.ravel()}
+                    {
+                        "variant": variant,
+                        "layer": li.ravel() + 1,
+                        "head": hi.ravel(),
+                        "bin": bi.ravel(),
+                        "mass": mass.ravel(),
+                    }
                 )
             )
             h = heads[sel]  # (n, L, H, 3)
@@ -618,9 +641,15 @@ def merge_shards(
             li, hi, mi = np.meshgrid(*(np.arange(s) for s in mean.shape), indexing="ij")
             head_rows.append(
                 pd.DataFrame(
-                    {"variant": variant, "layer": li.ravel() + 1, "head": hi.ravel(),
-                     "metric": np.array(HEAD_METRICS)[mi.ravel()], "mean": mean.ravel(),
-                     "std": std.ravel(), "n": len(sel)}
+                    {
+                        "variant": variant,
+                        "layer": li.ravel() + 1,
+                        "head": hi.ravel(),
+                        "metric": np.array(HEAD_METRICS)[mi.ravel()],
+                        "mean": mean.ravel(),
+                        "std": std.ravel(),
+                        "n": len(sel),
+                    }
                 )
             )
         for pooling, pooled in (("mean", res.pooled_mean), ("last", res.pooled_last)):
@@ -629,16 +658,23 @@ def merge_shards(
                 spectra = dataset_spectra(torch.from_numpy(vecs.transpose(1, 0, 2).copy()))
                 values = {k: v.numpy() for k, v in spectra.items()}
             else:  # one text: no dataset spectrum; written as NaN and noted in run.json
-                values = {k: np.full(n_layers + 1, np.nan) for k in
-                          ("rankme", "alpha_req", "alpha_req_r2")}
+                values = {
+                    k: np.full(n_layers + 1, np.nan)
+                    for k in ("rankme", "alpha_req", "alpha_req_r2")
+                }
                 record.setdefault("warnings", []).append(
                     f"variant {variant}: 1 text, dataset spectra are NaN"
                 )
             for metric, value in values.items():
                 spectra_rows.append(
                     pd.DataFrame(
-                        {"variant": variant, "layer": np.arange(n_layers + 1),
-                         "pooling": pooling, "metric": metric, "value": value}
+                        {
+                            "variant": variant,
+                            "layer": np.arange(n_layers + 1),
+                            "pooling": pooling,
+                            "metric": metric,
+                            "value": value,
+                        }
                     )
                 )
         keep = np.array([i for i in sel if i in plan.pooled], dtype=np.int64)
@@ -678,7 +714,10 @@ def merge_shards(
 
 
 def _long_frame(
-    values: np.ndarray, names: list[str], variants: np.ndarray, sample_ids: np.ndarray,
+    values: np.ndarray,
+    names: list[str],
+    variants: np.ndarray,
+    sample_ids: np.ndarray,
     first_layer: int,
 ) -> Any:
     """(N, layers, M) per-text values -> long rows (variant, sample_id, layer, metric, value)."""
@@ -779,17 +818,17 @@ def run_extract(
     for iv in interventions:
         if iv not in INTERVENTIONS:
             raise HomogError(f"unknown intervention {iv!r}: use one of {', '.join(INTERVENTIONS)}")
-    df = read_texts(texts) if isinstance(texts, str | Path) else texts.sort_values(
-        ["variant", "sample_id"], kind="stable"
-    ).reset_index(drop=True)
-    if len(df) == 0:
-        raise HomogError("no texts to extract (the texts table is empty)")
+    df = read_texts(texts)
     out_dir = Path(out_dir)
     t0 = time.perf_counter()
     if loaded is None:
         loaded = load_model(
-            source, dtype=config.dtype, device=config.device, device_map=config.device_map,
-            attention=config.attention, seed=config.seed,
+            source,
+            dtype=config.dtype,
+            device=config.device,
+            device_map=config.device_map,
+            attention=config.attention,
+            seed=config.seed,
         )
     load_s = time.perf_counter() - t0
     max_tokens = min(config.max_tokens, loaded.max_context)
@@ -839,8 +878,13 @@ def _remove_if_empty(path: Path) -> None:
 
 
 def _run_with_progress(
-    extractor: Extractor, shards: Sequence[Sequence[EncodedText]], spec: RunSpec,
-    plan: SamplePlan, work: Path, show: bool, label: str,
+    extractor: Extractor,
+    shards: Sequence[Sequence[EncodedText]],
+    spec: RunSpec,
+    plan: SamplePlan,
+    work: Path,
+    show: bool,
+    label: str,
 ) -> list[Path]:
     from rich.progress import TextColumn
 

@@ -71,6 +71,10 @@ def atomic_path(target: str | os.PathLike[str], *, directory: bool = False) -> I
     target.parent.mkdir(parents=True, exist_ok=True)
     if directory:
         tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+        # mkdtemp makes 0700; outputs should get the usual permissions (umask applies)
+        umask = os.umask(0)
+        os.umask(umask)
+        tmp.chmod(0o777 & ~umask)
     else:
         fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         os.close(fd)

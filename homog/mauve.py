@@ -7,7 +7,7 @@ both sets) to ``pca_variance`` of the variance, k-means with k = max(2, round(n 
 ``kmeans_max_clusters``, histograms of the cluster labels, divergence curve over
 ``n_mixtures`` mixture weights with scaling ``scaling``; MAUVE = area under that curve.
 
-Two paths quantize the points:
+Two paths quantize the points (``mauve.path``; ``auto`` = torch on a CUDA device, else faiss):
 
 - ``faiss``: :func:`mauve.compute_mauve` itself (faiss k-means on the CPU): the reference.
 - ``torch``: PCA and k-means (k-means++ init, Lloyd, best of ``kmeans_num_redo``) in torch on
@@ -20,7 +20,7 @@ Two paths quantize the points:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ from homog.io import HomogError, atomic_path
 class MauveConfig:
     """MAUVE settings (params.yaml ``mauve:``)."""
 
-    path: str = "torch"
+    path: str = "auto"
     max_points: int = 256
     pca_variance: float = 0.9
     kmeans_max_clusters: int = 50
@@ -53,8 +53,8 @@ class MauveConfig:
         if unknown:
             raise HomogError(f"unknown mauve params {unknown}; valid: {sorted(known - {'seed'})}")
         cfg = cls(**{**section, "seed": int(params.get("seed", 0))})
-        if cfg.path not in ("faiss", "torch"):
-            raise HomogError(f"mauve.path must be 'faiss' or 'torch', not {cfg.path!r}")
+        if cfg.path not in ("auto", "faiss", "torch"):
+            raise HomogError(f"mauve.path must be auto, faiss or torch, not {cfg.path!r}")
         if not 0 < cfg.pca_variance < 1:
             raise HomogError("mauve.pca_variance must lie in (0, 1)")
         return cfg
@@ -64,8 +64,9 @@ class MauveConfig:
         return max(2, min(self.kmeans_max_clusters, int(round(n_points / 10))))
 
 
-def mauve_from_histograms(p_hist: np.ndarray, q_hist: np.ndarray, *, scaling: float = 5.0,
-                          n_mixtures: int = 25) -> float:
+def mauve_from_histograms(
+    p_hist: np.ndarray, q_hist: np.ndarray, *, scaling: float = 5.0, n_mixtures: int = 25
+) -> float:
     """MAUVE of two histograms over the same clusters, exactly as mauve-text computes it.
 
     Uses ``mauve.compute_mauve.get_divergence_curve_for_multinomials`` and the symmetric area
@@ -95,11 +96,16 @@ def mauve_faiss(p: np.ndarray, q: np.ndarray, cfg: MauveConfig) -> float:
     import mauve
 
     out = mauve.compute_mauve(
-        p_features=np.asarray(p, dtype=np.float32), q_features=np.asarray(q, dtype=np.float32),
-        num_buckets=cfg.n_clusters(min(len(p), len(q))), kmeans_explained_var=cfg.pca_variance,
-        kmeans_num_redo=cfg.kmeans_num_redo, kmeans_max_iter=cfg.kmeans_max_iter,
+        p_features=np.asarray(p, dtype=np.float32),
+        q_features=np.asarray(q, dtype=np.float32),
+        num_buckets=cfg.n_clusters(min(len(p), len(q))),
+        kmeans_explained_var=cfg.pca_variance,
+        kmeans_num_redo=cfg.kmeans_num_redo,
+        kmeans_max_iter=cfg.kmeans_max_iter,
         divergence_curve_discretization_size=cfg.n_mixtures,
-        mauve_scaling_factor=cfg.scaling, seed=cfg.seed, verbose=False,
+        mauve_scaling_factor=cfg.scaling,
+        seed=cfg.seed,
+        verbose=False,
     )
     return float(out.mauve)
 
@@ -154,17 +160,24 @@ def kmeans_torch(x, k: int, *, n_redo: int = 5, max_iter: int = 500, seed: int =
             centers.append(x[rows, pick])
             d2 = torch.minimum(d2, ((x - centers[-1][:, None]) ** 2).sum(-1))
         c = torch.stack(centers, dim=1)  # [B, k, D]
-        labels = None
+        labels = torch.cdist(x, c).argmin(-1)
+        active = torch.arange(b, device=x.device)  # problems still moving
         for _ in range(max_iter):
-            new = torch.cdist(x, c).argmin(-1)
-            if labels is not None and torch.equal(new, labels):
+            xa, la = x[active], labels[active]
+            onehot = torch.nn.functional.one_hot(la, k).to(x.dtype)  # [A, N, k]
+            counts = onehot.sum(1)  # [A, k]
+            sums = onehot.transpose(1, 2) @ xa  # [A, k, D]
+            # An emptied cluster keeps its old centre (no NaN).
+            c[active] = torch.where(
+                counts[..., None] > 0, sums / counts.clamp_min(1)[..., None], c[active]
+            )
+            new = torch.cdist(xa, c[active]).argmin(-1)
+            moved = (new != la).any(-1)
+            labels[active] = new
+            # Converged problems drop out of the batch, so the cost follows the slowest few.
+            active = active[moved]
+            if active.numel() == 0:
                 break
-            labels = new
-            onehot = torch.nn.functional.one_hot(labels, k).to(x.dtype)  # [B, N, k]
-            counts = onehot.sum(1)  # [B, k]
-            sums = onehot.transpose(1, 2) @ x  # [B, k, D]
-            # An emptied cluster keeps its old centre (as faiss does, roughly): no NaN.
-            c = torch.where(counts[..., None] > 0, sums / counts.clamp_min(1)[..., None], c)
         inertia = ((x - c.gather(1, labels[..., None].expand_as(x))) ** 2).sum((1, 2))
         better = inertia < best_inertia
         best_inertia = torch.where(better, inertia, best_inertia)
@@ -181,15 +194,23 @@ def mauve_torch_batch(p, q, cfg: MauveConfig, device: str = "cpu") -> list[float
     # mauve-text stacks [q; p] before PCA and k-means; keep its order.
     x = _pca_batch(torch.cat([q_t, p_t], dim=1), cfg.pca_variance)
     k = cfg.n_clusters(min(p_t.shape[1], q_t.shape[1]))
-    labels = kmeans_torch(x, k, n_redo=cfg.kmeans_num_redo, max_iter=cfg.kmeans_max_iter,
-                          seed=cfg.seed + 2).cpu().numpy()
+    labels = (
+        kmeans_torch(
+            x, k, n_redo=cfg.kmeans_num_redo, max_iter=cfg.kmeans_max_iter, seed=cfg.seed + 2
+        )
+        .cpu()
+        .numpy()
+    )
     nq = q_t.shape[1]
-    return [mauve_from_labels(lab[nq:], lab[:nq], k, scaling=cfg.scaling,
-                              n_mixtures=cfg.n_mixtures) for lab in labels]
+    return [
+        mauve_from_labels(lab[nq:], lab[:nq], k, scaling=cfg.scaling, n_mixtures=cfg.n_mixtures)
+        for lab in labels
+    ]
 
 
-def consecutive_layer_mauve(tokens: np.ndarray, cfg: MauveConfig,
-                            device: str = "cpu") -> np.ndarray:
+def consecutive_layer_mauve(
+    tokens: np.ndarray, cfg: MauveConfig, device: str = "cpu"
+) -> np.ndarray:
     """MAUVE(layer l, layer l+1) for l = 0..L-1 of one variant's tokens [L+1, S, d].
 
     Points are capped at ``cfg.max_points`` (the same seeded subset at every layer).
@@ -198,20 +219,24 @@ def consecutive_layer_mauve(tokens: np.ndarray, cfg: MauveConfig,
     if tokens.ndim != 3 or tokens.shape[0] < 2 or tokens.shape[1] < 4:
         raise HomogError(
             f"token vectors of shape {tokens.shape} are too small for MAUVE "
-            "(need [L+1 >= 2, S >= 4, d]); raise extract.sample_tokens")
+            "(need [L+1 >= 2, S >= 4, d]); raise extract.sample_tokens"
+        )
     if tokens.shape[1] > cfg.max_points:
-        idx = np.sort(np.random.default_rng(cfg.seed).choice(
-            tokens.shape[1], cfg.max_points, replace=False))
+        idx = np.sort(
+            np.random.default_rng(cfg.seed).choice(tokens.shape[1], cfg.max_points, replace=False)
+        )
         tokens = tokens[:, idx]
     if cfg.path == "faiss":
-        return np.array([mauve_faiss(tokens[l], tokens[l + 1], cfg)
-                         for l in range(tokens.shape[0] - 1)])  # noqa: E741
+        return np.array(
+            [mauve_faiss(tokens[i], tokens[i + 1], cfg) for i in range(tokens.shape[0] - 1)]
+        )
     return np.array(mauve_torch_batch(tokens[:-1], tokens[1:], cfg, device))
 
 
 def _device(cfg: MauveConfig, params: dict[str, Any]) -> str:
-    want = cfg.device if cfg.device != "auto" else (params.get("extract") or {}).get(
-        "device", "auto")
+    want = (
+        cfg.device if cfg.device != "auto" else (params.get("extract") or {}).get("device", "auto")
+    )
     if want in (None, "auto"):
         import torch
 
@@ -219,8 +244,9 @@ def _device(cfg: MauveConfig, params: dict[str, Any]) -> str:
     return str(want)
 
 
-def mauve_stage(params: dict[str, Any], model: str, root: str | Path = ".",
-                out: str | Path | None = None) -> pd.DataFrame:
+def mauve_stage(
+    params: dict[str, Any], model: str, root: str | Path = ".", out: str | Path | None = None
+) -> pd.DataFrame:
     """The ``mauve`` stage for one model key: writes ``data/mauve/<model>.parquet``.
 
     Reads every ``data/extract/<model>/<intervention>/`` (run.json + vectors.npz). Rows: run_id,
@@ -234,10 +260,14 @@ def mauve_stage(params: dict[str, Any], model: str, root: str | Path = ".",
     root = Path(root)
     cfg = MauveConfig.from_params(params)
     device = _device(cfg, params)
+    if cfg.path == "auto":
+        # torch's batched k-means pays off on a GPU; on a CPU faiss is faster (README).
+        cfg = replace(cfg, path="torch" if device.startswith("cuda") else "faiss")
     run_dirs = sorted(p.parent for p in (root / "data" / "extract" / model).glob("*/run.json"))
     if not run_dirs:
         raise HomogError(
-            f"no runs under data/extract/{model}/: run `homog extract --model {model}` first")
+            f"no runs under data/extract/{model}/: run `homog extract --model {model}` first"
+        )
     jobs = []
     for run_dir in run_dirs:
         run_id = json.loads((run_dir / "run.json").read_text())["run_id"]
@@ -252,8 +282,16 @@ def mauve_stage(params: dict[str, Any], model: str, root: str | Path = ".",
         task = bar.add_task(f"mauve {model} ({cfg.path})", total=len(jobs))
         for run_id, variant, tokens in jobs:
             scores = consecutive_layer_mauve(tokens, cfg, device)
-            rows += [{"run_id": run_id, "variant": variant, "layer": layer,
-                      "mauve": float(s), "path": cfg.path} for layer, s in enumerate(scores)]
+            rows += [
+                {
+                    "run_id": run_id,
+                    "variant": variant,
+                    "layer": layer,
+                    "mauve": float(s),
+                    "path": cfg.path,
+                }
+                for layer, s in enumerate(scores)
+            ]
             bar.advance(task)
     frame = pd.DataFrame(rows, columns=["run_id", "variant", "layer", "mauve", "path"])
     target = Path(out) if out is not None else root / "data" / "mauve" / f"{model}.parquet"

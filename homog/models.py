@@ -53,36 +53,68 @@ CPU_MAX_RANDOM_PARAMS = 2_000_000_000
 # depend on weight values, so these stand in for models that cannot be downloaded here).
 RANDOM_PRESETS: dict[str, dict[str, Any]] = {
     "tiny-llama": {
-        "model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
-        "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "model_type": "llama",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 3,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
         "max_position_embeddings": 512,
     },
     "tiny-gemma": {
-        "model_type": "gemma3_text", "hidden_size": 64, "intermediate_size": 128,
-        "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 1,
-        "head_dim": 16, "max_position_embeddings": 512, "sliding_window": 64,
+        "model_type": "gemma3_text",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 3,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 1,
+        "head_dim": 16,
+        "max_position_embeddings": 512,
+        "sliding_window": 64,
         "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
     },
     "tiny-qwen": {
-        "model_type": "qwen2", "hidden_size": 64, "intermediate_size": 128,
-        "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "model_type": "qwen2",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 3,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
         "max_position_embeddings": 512,
     },
     "llama-8b": {  # Meta-Llama-3-8B
-        "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
-        "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-        "max_position_embeddings": 8192, "rope_theta": 500000.0, "vocab_size": 128256,
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 8192,
+        "rope_theta": 500000.0,
+        "vocab_size": 128256,
         "tie_word_embeddings": False,
     },
     "gemma-7b": {  # google/gemma-7b
-        "model_type": "gemma", "hidden_size": 3072, "intermediate_size": 24576,
-        "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 16,
-        "head_dim": 256, "max_position_embeddings": 8192, "vocab_size": 256000,
+        "model_type": "gemma",
+        "hidden_size": 3072,
+        "intermediate_size": 24576,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 16,
+        "head_dim": 256,
+        "max_position_embeddings": 8192,
+        "vocab_size": 256000,
     },
     "qwen2.5-7b": {  # Qwen/Qwen2.5-7B
-        "model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944,
-        "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
-        "max_position_embeddings": 32768, "rope_theta": 1000000.0, "vocab_size": 152064,
+        "model_type": "qwen2",
+        "hidden_size": 3584,
+        "intermediate_size": 18944,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 28,
+        "num_key_value_heads": 4,
+        "max_position_embeddings": 32768,
+        "rope_theta": 1000000.0,
+        "vocab_size": 152064,
         "tie_word_embeddings": False,
     },
 }
@@ -284,8 +316,10 @@ def _build_random(
 
     config = random_config(preset, len(tokenizer))
     n_params = count_params(config)
-    if device == "cpu" and n_params > CPU_MAX_RANDOM_PARAMS and not os.environ.get(
-        "HOMOG_ALLOW_BIG_CPU"
+    if (
+        device == "cpu"
+        and n_params > CPU_MAX_RANDOM_PARAMS
+        and not os.environ.get("HOMOG_ALLOW_BIG_CPU")
     ):
         raise HomogError(
             f"random:{preset} has {n_params / 1e9:.1f}B parameters: it needs a GPU "
@@ -385,8 +419,10 @@ def load_model(
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     decoder, embed, layers, norm = _decoder_parts(model)
-    cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else (
-        model.config
+    cfg = (
+        model.config.get_text_config()
+        if hasattr(model.config, "get_text_config")
+        else (model.config)
     )
     max_ctx = int(getattr(cfg, "max_position_embeddings", 0) or 0) or 10**9
     return LoadedModel(

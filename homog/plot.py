@@ -39,10 +39,19 @@ METRIC_LABELS = {
 
 def _style() -> dict[str, Any]:
     return {
-        "font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsize": 8,
-        "xtick.labelsize": 8, "ytick.labelsize": 8, "axes.spines.top": False,
-        "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.25,
-        "grid.linewidth": 0.5, "savefig.dpi": 200, "figure.dpi": 100,
+        "font.size": 9,
+        "axes.titlesize": 10,
+        "axes.labelsize": 9,
+        "legend.fontsize": 8,
+        "xtick.labelsize": 8,
+        "ytick.labelsize": 8,
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+        "axes.grid": True,
+        "grid.alpha": 0.25,
+        "grid.linewidth": 0.5,
+        "savefig.dpi": 200,
+        "figure.dpi": 100,
     }
 
 
@@ -55,9 +64,14 @@ def _save(fig, out: str | os.PathLike[str]) -> Path:
     return out
 
 
-def layer_curves_figure(rows: Sequence[dict[str, Any]], metric: str,
-                        out: str | os.PathLike[str], *, x: str = "layer",
-                        significance: float | None = 0.05) -> Path:
+def layer_curves_figure(
+    rows: Sequence[dict[str, Any]],
+    metric: str,
+    out: str | os.PathLike[str],
+    *,
+    x: str = "layer",
+    significance: float | None = 0.05,
+) -> Path:
     """Plot ``query.layer_curves`` rows: one panel per model, one line per variant.
 
     Shaded bands are the 95 % CIs; intervention runs are dashed/dotted; with ``significance``
@@ -76,16 +90,18 @@ def layer_curves_figure(rows: Sequence[dict[str, Any]], metric: str,
     ncols = min(3, len(models))
     nrows = int(np.ceil(len(models) / ncols))
     with plt.rc_context(_style()):
-        fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 2.7 * nrows),
-                                 squeeze=False, sharey=False)
+        fig, axes = plt.subplots(
+            nrows, ncols, figsize=(max(4.2, 3.4 * ncols), 2.8 * nrows), squeeze=False, sharey=False
+        )
         extra = iter(EXTRA_COLORS * 4)
         colors = dict(VARIANT_COLORS)
         for ax, model in zip(axes.flat, models, strict=False):
             mrows = [r for r in rows if r["model"] == model]
             series: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
             for r in mrows:
-                series.setdefault((r["run_id"], r.get("intervention") or "none", r["variant"]),
-                                  []).append(r)
+                series.setdefault(
+                    (r["run_id"], r.get("intervention") or "none", r["variant"]), []
+                ).append(r)
             y_min = min(r["mean"] for r in mrows if r["mean"] is not None)
             y_max = max(r["mean"] for r in mrows if r["mean"] is not None)
             mark_y = y_min - 0.06 * (y_max - y_min or 1.0)
@@ -99,14 +115,22 @@ def layer_curves_figure(rows: Sequence[dict[str, Any]], metric: str,
                 style = INTERVENTION_STYLES.get(intervention, "-.")
                 label = variant if intervention == "none" else f"{variant} ({intervention})"
                 ax.plot(xs, mean, style, color=color, lw=1.4, label=label)
-                ax.fill_between(xs, lo, hi, color=color, alpha=0.15, lw=0)
+                if intervention == "none":  # bands for interventions too would be unreadable
+                    ax.fill_between(xs, lo, hi, color=color, alpha=0.12, lw=0)
                 if significance is not None and variant != "original":
-                    p = np.array([np.nan if r.get("p_holm_vs_original") is None
-                                  else r["p_holm_vs_original"] for r in pts])
+                    p = np.array(
+                        [
+                            np.nan
+                            if r.get("p_holm_vs_original") is None
+                            else r["p_holm_vs_original"]
+                            for r in pts
+                        ]
+                    )
                     sig = p < significance
                     if sig.any() and intervention == "none":
-                        ax.plot(xs[sig], np.full(sig.sum(), mark_y), "|", color=color, ms=4,
-                                mew=1.0)
+                        ax.plot(
+                            xs[sig], np.full(sig.sum(), mark_y), "|", color=color, ms=4, mew=1.0
+                        )
                         mark_y -= 0.035 * (y_max - y_min or 1.0)
             ax.set_title(model)
             if x == "layer":
@@ -115,17 +139,23 @@ def layer_curves_figure(rows: Sequence[dict[str, Any]], metric: str,
                 ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.set_xlabel("layer" if x == "layer" else "relative depth")
             ax.set_ylabel(METRIC_LABELS.get(metric, metric))
-        for ax in list(axes.flat)[len(models):]:
+        for ax in list(axes.flat)[len(models) :]:
             ax.set_visible(False)
         handles, labels = axes.flat[0].get_legend_handles_labels()
-        for ax in list(axes.flat)[1:len(models)]:
+        for ax in list(axes.flat)[1 : len(models)]:
             for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
                 if lab not in labels:
                     handles.append(h)
                     labels.append(lab)
-        fig.legend(handles, labels, loc="lower center", ncol=min(6, len(labels)),
-                   frameon=False, bbox_to_anchor=(0.5, -0.02))
-        note = "shaded: 95% CI over texts"
+        fig.legend(
+            handles,
+            labels,
+            loc="lower center",
+            ncol=min(4 if ncols == 1 else 6, len(labels)),
+            frameon=False,
+            bbox_to_anchor=(0.5, -0.02),
+        )
+        note = "shaded: 95% CI over texts (unchanged runs)"
         if significance is not None:
             note += f"; ticks: Holm p < {significance:g} vs original"
         fig.text(0.99, 1.0, note, ha="right", va="bottom", fontsize=7, color="0.4")
@@ -136,8 +166,9 @@ def layer_curves_figure(rows: Sequence[dict[str, Any]], metric: str,
             plt.close(fig)
 
 
-def attention_heatmap_figure(rows: Sequence[dict[str, Any]], out: str | os.PathLike[str], *,
-                             title: str = "") -> Path:
+def attention_heatmap_figure(
+    rows: Sequence[dict[str, Any]], out: str | os.PathLike[str], *, title: str = ""
+) -> Path:
     """Plot ``query.attention_profile`` rows (layer, bin, mass) as a layer x position heatmap.
 
     Colour is the attention column mass per relative-position bin (log scale, so the sink at
@@ -162,10 +193,15 @@ def attention_heatmap_figure(rows: Sequence[dict[str, Any]], out: str | os.PathL
     vmin = max(float(positive.min()) if positive.size else 1e-4, 1e-4)
     with plt.rc_context({**_style(), "axes.grid": False}):
         fig, ax = plt.subplots(figsize=(4.2, 0.16 * len(layers) + 1.2))
-        im = ax.imshow(np.clip(grid, vmin, None), aspect="auto", origin="lower",
-                       cmap="magma", norm=LogNorm(vmin=vmin, vmax=float(np.nanmax(grid))),
-                       extent=(0, 1, layers[0] - 0.5, layers[-1] + 0.5),
-                       interpolation="nearest")
+        im = ax.imshow(
+            np.clip(grid, vmin, None),
+            aspect="auto",
+            origin="lower",
+            cmap="magma",
+            norm=LogNorm(vmin=vmin, vmax=float(np.nanmax(grid))),
+            extent=(0, 1, layers[0] - 0.5, layers[-1] + 0.5),
+            interpolation="nearest",
+        )
         ax.set_xlabel("relative key position")
         ax.set_ylabel("layer")
         if title:

@@ -70,16 +70,20 @@ def list_runs(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     Keys: run_id, model, model_source, n_layers, d_model, n_heads, dtype, device,
     intervention, n_texts, created_at (a datetime or None).
     """
-    return _dicts(con.execute(
-        "SELECT run_id, model, model_source, n_layers, d_model, n_heads, dtype, device, "
-        "intervention, n_texts, created_at FROM runs ORDER BY model, intervention, created_at"
-    ))
+    return _dicts(
+        con.execute(
+            "SELECT run_id, model, model_source, n_layers, d_model, n_heads, dtype, device, "
+            "intervention, n_texts, created_at FROM runs ORDER BY model, intervention, created_at"
+        )
+    )
 
 
 def metrics(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Metric names present in ``layer_metrics``, sorted."""
-    return [r[0] for r in con.execute(
-        "SELECT DISTINCT metric FROM layer_metrics ORDER BY metric").fetchall()]
+    return [
+        r[0]
+        for r in con.execute("SELECT DISTINCT metric FROM layer_metrics ORDER BY metric").fetchall()
+    ]
 
 
 def variants(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -168,14 +172,21 @@ def contrasts(
     args: list[Any] = [metric]
     where = "c.metric = ? AND c.band IS " + ("NOT NULL" if bands else "NULL")
     where += _in("c.run_id", run_ids, args)
-    return _dicts(con.execute(
-        f"SELECT r.model, c.* FROM contrasts AS c JOIN runs AS r USING (run_id) WHERE {where} "
-        "ORDER BY r.model, c.run_id, c.baseline_run_id NULLS FIRST, c.variant_a, c.variant_b, "
-        "c.band, c.layer", args))
+    return _dicts(
+        con.execute(
+            f"SELECT r.model, c.* FROM contrasts AS c JOIN runs AS r USING (run_id) WHERE {where} "
+            "ORDER BY r.model, c.run_id, c.baseline_run_id NULLS FIRST, c.variant_a, c.variant_b, "
+            "c.band, c.layer",
+            args,
+        )
+    )
 
 
 def attention_profile(
-    con: duckdb.DuckDBPyConnection, run_id: str, variant: str, head: int | None = None,
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    variant: str,
+    head: int | None = None,
 ) -> list[dict[str, Any]]:
     """Attention column mass by relative-position bin for one run and variant.
 
@@ -189,10 +200,13 @@ def attention_profile(
     if head is not None:
         head_sql = " AND head = ?"
         args.append(int(head))
-    return _dicts(con.execute(
-        "SELECT layer, bin, avg(mass) AS mass FROM attention_profile "
-        f"WHERE run_id = ? AND variant = ?{head_sql} GROUP BY layer, bin ORDER BY layer, bin",
-        args))
+    return _dicts(
+        con.execute(
+            "SELECT layer, bin, avg(mass) AS mass FROM attention_profile "
+            f"WHERE run_id = ? AND variant = ?{head_sql} GROUP BY layer, bin ORDER BY layer, bin",
+            args,
+        )
+    )
 
 
 def attn_first_curves(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, Any]]:
@@ -202,17 +216,24 @@ def attn_first_curves(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[
     Raises HomogError for an unknown run.
     """
     check_names("run", [run_id], run_ids(con))
-    return [
-        {k: r[k] for k in ("variant", "layer", "n", "mean", "ci_low", "ci_high")}
-        for r in layer_curves(con, "attn_first", run_ids=[run_id])
-    ] if "attn_first" in metrics(con) else []
+    return (
+        [
+            {k: r[k] for k in ("variant", "layer", "n", "mean", "ci_low", "ci_high")}
+            for r in layer_curves(con, "attn_first", run_ids=[run_id])
+        ]
+        if "attn_first" in metrics(con)
+        else []
+    )
 
 
 def posenc_results(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """All rows of ``posenc_results`` (pe, task, split, accuracy, n_params, epochs, seed)."""
-    return _dicts(con.execute(
-        "SELECT pe, task, split, accuracy, n_params, epochs, seed FROM posenc_results "
-        "ORDER BY pe, task, split, seed"))
+    return _dicts(
+        con.execute(
+            "SELECT pe, task, split, accuracy, n_params, epochs, seed FROM posenc_results "
+            "ORDER BY pe, task, split, seed"
+        )
+    )
 
 
 def head_ablation(con: duckdb.DuckDBPyConnection, pe: str, task: str) -> list[dict[str, Any]]:
@@ -220,15 +241,22 @@ def head_ablation(con: duckdb.DuckDBPyConnection, pe: str, task: str) -> list[di
 
     Raises HomogError for an unknown encoding or task.
     """
-    pes = [r[0] for r in con.execute(
-        "SELECT DISTINCT pe FROM head_ablation ORDER BY 1").fetchall()]
+    pes = [r[0] for r in con.execute("SELECT DISTINCT pe FROM head_ablation ORDER BY 1").fetchall()]
     check_names("positional encoding", [pe], pes)
-    tasks = [r[0] for r in con.execute(
-        "SELECT DISTINCT task FROM head_ablation WHERE pe = ? ORDER BY 1", [pe]).fetchall()]
+    tasks = [
+        r[0]
+        for r in con.execute(
+            "SELECT DISTINCT task FROM head_ablation WHERE pe = ? ORDER BY 1", [pe]
+        ).fetchall()
+    ]
     check_names("task", [task], tasks)
-    return _dicts(con.execute(
-        "SELECT layer, head, accuracy, drop FROM head_ablation WHERE pe = ? AND task = ? "
-        "ORDER BY layer, head", [pe, task]))
+    return _dicts(
+        con.execute(
+            "SELECT layer, head, accuracy, drop FROM head_ablation WHERE pe = ? AND task = ? "
+            "ORDER BY layer, head",
+            [pe, task],
+        )
+    )
 
 
 def check_read_only(con: duckdb.DuckDBPyConnection, sql: str) -> None:
@@ -279,9 +307,13 @@ def relation(con: duckdb.DuckDBPyConnection, table_or_sql: str) -> duckdb.DuckDB
     DuckDB error.
     """
     text = table_or_sql.strip().rstrip(";")
-    names = [r[0] for r in con.execute(
-        "SELECT table_name FROM duckdb_tables() UNION SELECT view_name FROM duckdb_views() "
-        "WHERE NOT internal ORDER BY 1").fetchall()]
+    names = [
+        r[0]
+        for r in con.execute(
+            "SELECT table_name FROM duckdb_tables() UNION SELECT view_name FROM duckdb_views() "
+            "WHERE NOT internal ORDER BY 1"
+        ).fetchall()
+    ]
     if text.replace("_", "").isalnum():
         check_names("table", [text], names)
         return con.table(text)
@@ -293,7 +325,9 @@ def relation(con: duckdb.DuckDBPyConnection, table_or_sql: str) -> duckdb.DuckDB
 
 
 def export(
-    con: duckdb.DuckDBPyConnection, table_or_sql: str, out: str | os.PathLike[str],
+    con: duckdb.DuckDBPyConnection,
+    table_or_sql: str,
+    out: str | os.PathLike[str],
     fmt: str | None = None,
 ) -> int:
     """Write a table or a read-only query to Parquet or CSV atomically; return the row count.
@@ -344,7 +378,11 @@ DEMO_METRICS = {
 
 
 def make_demo_db(
-    path: str | os.PathLike[str], n_runs: int = 10, n_texts: int = 200, *, seed: int = 0,
+    path: str | os.PathLike[str],
+    n_runs: int = 10,
+    n_texts: int = 200,
+    *,
+    seed: int = 0,
     n_bins: int = 20,
 ) -> dict[str, int]:
     """Write a synthetic, schema-valid homog database to ``path``; return row counts.
@@ -377,28 +415,47 @@ def make_demo_db(
             key, source, n_layers, d_model, n_heads = DEMO_MODELS[i % len(DEMO_MODELS)]
             intervention = DEMO_INTERVENTIONS[(i // len(DEMO_MODELS)) % len(DEMO_INTERVENTIONS)]
             run_id = f"demo{seed:02d}{i:04d}"
-            runs.append((run_id, key, source, n_layers, d_model, n_heads, "float32", "cpu",
-                         intervention, f'{{"demo": true, "index": {i}}}', "demo",
-                         f"2025-01-{1 + i % 28:02d} 12:00:00", n_texts, 0, "{}"))
+            runs.append(
+                (
+                    run_id,
+                    key,
+                    source,
+                    n_layers,
+                    d_model,
+                    n_heads,
+                    "float32",
+                    "cpu",
+                    intervention,
+                    f'{{"demo": true, "index": {i}}}',
+                    "demo",
+                    f"2025-01-{1 + i % 28:02d} 12:00:00",
+                    n_texts,
+                    0,
+                    "{}",
+                )
+            )
         con.executemany(
-            "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", runs)
+            "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", runs
+        )
         con.execute(
             "CREATE TEMP TABLE v AS SELECT * FROM (VALUES ('original', 0.0), ('front', 1.0), "
-            "('end', 0.8), ('control', 0.2)) t(variant, bias)")
+            "('end', 0.8), ('control', 0.2)) t(variant, bias)"
+        )
         con.execute(
             "CREATE TEMP TABLE m AS SELECT * FROM (VALUES "
             + ", ".join(f"('{k}', {a}, {b}, {s}, {e})" for k, (a, b, s, e) in DEMO_METRICS.items())
-            + ") t(metric, v0, v1, sd, shift)")
+            + ") t(metric, v0, v1, sd, shift)"
+        )
         con.execute(
             "CREATE TEMP TABLE l AS SELECT run_id, n_layers, intervention, n_heads, "
-            "unnest(range(n_layers + 1)) AS layer FROM runs")
+            "unnest(range(n_layers + 1)) AS layer FROM runs"
+        )
         # u(x): a deterministic uniform(-0.5, 0.5) from a hash; sums of two approximate a bell.
         u = "((hash({}, {seed}) % 1000003) / 1000003.0 - 0.5)"
 
         def noise(*parts: str) -> str:
             key = ", ".join(parts)
-            return (f"({u.format(key, seed=seed)} + "
-                    f"{u.format(key + ', 7', seed=seed)})")
+            return f"({u.format(key, seed=seed)} + {u.format(key + ', 7', seed=seed)})"
 
         con.execute(f"""
             INSERT INTO texts
@@ -415,9 +472,10 @@ def make_demo_db(
                    m.v0 + (m.v1 - m.v0) * (l.layer / l.n_layers)
                    + m.shift * v.bias * (l.layer / l.n_layers)
                      * CASE l.intervention WHEN 'none' THEN 1.0 ELSE 0.5 END
-                   + m.sd * 2.0 * {noise('t.i', 'm.metric', 'l.run_id')}
-                   + 0.5 * m.sd * 2.0 * {noise('t.i', 'm.metric', 'l.run_id', 'v.variant',
-                                               'l.layer')}
+                   + m.sd * 2.0 * {noise("t.i", "m.metric", "l.run_id")}
+                   + 0.5 * m.sd * 2.0 * {
+            noise("t.i", "m.metric", "l.run_id", "v.variant", "l.layer")
+        }
             FROM l, v, range({n_texts}) t(i), m
             WHERE l.layer > 0 OR m.metric NOT LIKE 'attn_%'
             ORDER BY l.run_id, m.metric, v.variant, l.layer
@@ -430,8 +488,9 @@ def make_demo_db(
                 SELECT l.run_id, v.variant, l.layer, h.head, b.bin,
                        exp(-b.bin * (0.2 + 0.3 * l.layer / l.n_layers))
                        + 0.3 * (b.bin = {n_bins - 1})::INT
-                       + 0.05 + 0.04 * {noise('l.run_id', 'v.variant', 'l.layer', 'h.head',
-                                              'b.bin')} AS w
+                       + 0.05 + 0.04 * {
+            noise("l.run_id", "v.variant", "l.layer", "h.head", "b.bin")
+        } AS w
                 FROM l, v, range(l.n_heads) h(head), range({n_bins}) b(bin)
                 WHERE l.layer > 0
             )
@@ -440,8 +499,7 @@ def make_demo_db(
             INSERT INTO attention_heads
             SELECT l.run_id, v.variant, l.layer, h.head, m.metric,
                    m.v0 + (m.v1 - m.v0) * (l.layer / l.n_layers)
-                   + m.sd * 4.0 * {noise('l.run_id', 'v.variant', 'l.layer', 'h.head',
-                                         'm.metric')},
+                   + m.sd * 4.0 * {noise("l.run_id", "v.variant", "l.layer", "h.head", "m.metric")},
                    m.sd, {n_texts}
             FROM l, v, range(l.n_heads) h(head), m
             WHERE l.layer > 0 AND m.metric LIKE 'attn_%'
@@ -453,7 +511,7 @@ def make_demo_db(
                      WHEN 'rankme' THEN 80.0 * (1.0 - 0.6 * l.layer / l.n_layers) - 8 * v.bias
                      WHEN 'alpha_req' THEN 0.8 + 0.6 * l.layer / l.n_layers + 0.1 * v.bias
                      ELSE 0.95 END
-                   + 0.02 * {noise('l.run_id', 'v.variant', 'l.layer', 'p.pooling', 's.metric')}
+                   + 0.02 * {noise("l.run_id", "v.variant", "l.layer", "p.pooling", "s.metric")}
             FROM l, v, (VALUES ('mean'), ('last')) p(pooling),
                  (VALUES ('rankme'), ('alpha_req'), ('alpha_req_r2')) s(metric)
         """)
@@ -461,7 +519,7 @@ def make_demo_db(
             INSERT INTO mauve_scores
             SELECT l.run_id, v.variant, l.layer,
                    least(1.0, greatest(0.004, 0.6 + 0.35 * l.layer / l.n_layers - 0.1 * v.bias
-                         + 0.1 * {noise('l.run_id', 'v.variant', 'l.layer')}))
+                         + 0.1 * {noise("l.run_id", "v.variant", "l.layer")}))
             FROM l, v WHERE l.layer < l.n_layers
         """)
         # Contrasts: paired differences vs original from the synthetic rows themselves, with
@@ -509,8 +567,9 @@ def make_demo_db(
                 SELECT p.pe, p.task, l.layer, h.head, p.accuracy,
                        CASE WHEN p.pe = 'rope' AND p.task = 'distance' AND l.layer = 1
                                  AND h.head = 3 THEN 0.6
-                            ELSE greatest(0.0, 0.01 + 0.02 * {noise('p.pe', 'p.task', 'l.layer',
-                                                                  'h.head')}) END AS drop
+                            ELSE greatest(0.0, 0.01 + 0.02 * {
+            noise("p.pe", "p.task", "l.layer", "h.head")
+        }) END AS drop
                 FROM posenc_results p, range(6) l(layer), range(16) h(head)
                 WHERE p.split = 'test'
             )
@@ -519,14 +578,26 @@ def make_demo_db(
             INSERT INTO logit_decomposition
             SELECT p.pe, l.layer, h.head, t.term,
                    CASE t.term WHEN 'content' THEN 0.6 WHEN 'position' THEN 0.3 ELSE 0.1 END
-                   + 0.05 * {noise('p.pe', 'l.layer', 'h.head', 't.term')}
+                   + 0.05 * {noise("p.pe", "l.layer", "h.head", "t.term")}
             FROM (SELECT DISTINCT pe FROM posenc_results) p, range(6) l(layer),
                  range(16) h(head), (VALUES ('content'), ('position'), ('mixed')) t(term)
         """)
-        counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                  for t in ("runs", "texts", "layer_metrics", "attention_profile",
-                            "attention_heads", "dataset_spectra", "mauve_scores", "contrasts",
-                            "posenc_results", "head_ablation", "logit_decomposition")}
+        counts = {
+            t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            for t in (
+                "runs",
+                "texts",
+                "layer_metrics",
+                "attention_profile",
+                "attention_heads",
+                "dataset_spectra",
+                "mauve_scores",
+                "contrasts",
+                "posenc_results",
+                "head_ablation",
+                "logit_decomposition",
+            )
+        }
         con.execute("CHECKPOINT")
     except BaseException:
         con.close()

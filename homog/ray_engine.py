@@ -33,13 +33,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 import pickle
 import platform
 import shutil
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -204,10 +205,14 @@ def compute_shard(
 class ShardWorker:
     """A Ray Data actor: loads the model once, then maps rows (one shard each) to results.
 
-    Input rows: intervention (str), shard (int), payload (bytes: pickled ``(texts,
+    Input rows: intervention (str), shard (int), payload (bytes: the pickled ``(texts,
     tokens)``, the shard's ``EncodedText`` list and its part of the sample plan). Output
     rows: intervention, shard, result (bytes: the pickled ``BatchResult``), facts (JSON: the
-    model's sizes, dtype, device and load time, for run.json).
+    model's sizes, dtype, device and load time, for run.json), error (str, '' when none),
+    compute_s (the shard's time inside the actor: throughput without Ray's overheads).
+    A HomogError (bad input, NaN, CUDA missing on the node) comes back as the row's error
+    rather than as an exception, because Ray does not carry an exception's cause across
+    processes and the user would lose the message; the driver raises it.
     """
 
     def __init__(self, source: str, config: dict[str, Any], num_threads: int = 0):
@@ -219,15 +224,21 @@ class ShardWorker:
         if num_threads > 0:  # CPU actors: as many torch threads as CPUs reserved, no more
             torch.set_num_threads(num_threads)
         self.config = ExtractConfig(**config)
+        self.error = ""
+        self.facts = "{}"
         t0 = time.perf_counter()
-        loaded = load_model(
-            source,
-            dtype=self.config.dtype,
-            device=self.config.device,
-            device_map=self.config.device_map,
-            attention=self.config.attention,
-            seed=self.config.seed,
-        )
+        try:
+            loaded = load_model(
+                source,
+                dtype=self.config.dtype,
+                device=self.config.device,
+                device_map=self.config.device_map,
+                attention=self.config.attention,
+                seed=self.config.seed,
+            )
+        except HomogError as exc:
+            self.error = f"{platform.node()}: {exc}"
+            return
         self.extractor = Extractor(loaded, self.config)
         self.facts = json.dumps(
             {
@@ -243,26 +254,35 @@ class ShardWorker:
             default=str,
         )
 
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def compute(self, intervention: str, shard: int, texts: list[Any], tokens: dict) -> Any:
+        """One shard's ``BatchResult`` (``tokens``: the shard's part of ``SamplePlan.tokens``)."""
         from homog.extract import SamplePlan
 
-        results = []
-        for iv, payload in zip(batch["intervention"], batch["payload"], strict=True):
-            texts, tokens = pickle.loads(payload)
-            result = compute_shard(
-                self.extractor,
-                texts,
-                str(iv),
-                SamplePlan(tokens=tokens),
-                self.config.batch_tokens,
-            )
-            results.append(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
-        n = len(results)
+        if self.error:
+            raise HomogError(self.error)
+        plan = SamplePlan(tokens=tokens)
+        return compute_shard(self.extractor, texts, intervention, plan, self.config.batch_tokens)
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        results, errors, seconds = [], [], []
+        rows = zip(batch["intervention"], batch["shard"], batch["payload"], strict=True)
+        for iv, k, payload in rows:
+            t0 = time.perf_counter()
+            try:
+                result = self.compute(str(iv), int(k), *pickle.loads(payload))
+                results.append(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
+                errors.append("")
+            except HomogError as exc:
+                results.append(b"")
+                errors.append(str(exc))
+            seconds.append(time.perf_counter() - t0)
         return {
             "intervention": np.asarray(batch["intervention"]),
             "shard": np.asarray(batch["shard"]),
             "result": np.array(results, dtype=object),
-            "facts": np.array([self.facts] * n, dtype=object),
+            "facts": np.array([self.facts] * len(results), dtype=object),
+            "error": np.array(errors, dtype=object),
+            "compute_s": np.array(seconds, dtype=np.float64),
         }
 
 
@@ -283,6 +303,8 @@ class ShardJob:
     plan: Any  # homog.extract.SamplePlan
     works: dict[str, Path]
     pending: list[tuple[str, int]]
+    # per intervention, the shards' summed time inside the actors (what an actor sustains)
+    compute_s: dict[str, float] = field(default_factory=dict)
 
     def n_texts(self, pairs: Iterable[tuple[str, int]]) -> int:
         return sum(len(self.shards[k]) for _, k in pairs)
@@ -318,50 +340,37 @@ class ShardJob:
 
 
 def actor_resources(
-    config: Any, ray_config: RayConfig, cluster: dict[str, float], n_todo: int
+    config: Any, ray_config: RayConfig, nodes: Sequence[dict[str, float]], n_todo: int
 ) -> dict[str, Any]:
-    """How many actors to start and what each holds (pure: from the cluster's resources).
+    """How many actors to start and what each holds (pure: from the nodes' resources).
 
-    GPU actors when the cluster has GPUs and ``extract.device`` is not 'cpu'; CPU actors
-    otherwise. Never more actors than shards to compute. Raises HomogError when
-    ``extract.device: cuda`` is asked of a cluster without GPUs (unless ``ray.actors`` is
-    set, e.g. for an autoscaling cluster that adds GPU nodes on demand).
+    nodes: the resources of each live node (``{"CPU": 64, "GPU": 8}``); an actor must fit on
+    one node, so capacity is counted per node. GPU actors when a node has GPUs and
+    ``extract.device`` is not 'cpu'; CPU actors otherwise. Never more actors than shards to
+    compute. Raises HomogError when no node can hold one GPU actor (``extract.device: cuda``
+    on a CPU cluster, or ``ray.num_gpus_per_actor`` above any node's GPUs; Ray would wait for
+    ever) unless ``ray.actors`` is set, e.g. for an autoscaling cluster that adds GPU nodes.
     Returns dict(actors, num_gpus, num_cpus, num_threads) (num_threads 0: torch's default).
     """
-    gpus = float(cluster.get("GPU", 0))
-    cpus = float(cluster.get("CPU", 1))
     per_cpu = float(ray_config.num_cpus_per_actor)
-    use_gpu = config.device != "cpu" and (gpus > 0 or config.device.startswith("cuda"))
+    gpus = [float(n.get("GPU", 0)) for n in nodes]
+    use_gpu = config.device != "cpu" and (any(gpus) or config.device.startswith("cuda"))
     if use_gpu:
         per_gpu = float(ray_config.num_gpus_per_actor) or 1.0
-        capacity = int(gpus // per_gpu)
+        capacity = sum(int(g // per_gpu) for g in gpus)
         if capacity < 1 and ray_config.actors is None:
             raise HomogError(
-                f"extract.device {config.device!r} needs GPUs but the Ray cluster has "
-                f"{gpus:g} GPU(s) for actors of ray.num_gpus_per_actor={per_gpu:g}: use "
-                "extract.device: cpu, or set ray.actors for an autoscaling cluster"
+                f"extract.device {config.device!r} needs GPUs but no node of the Ray cluster "
+                f"has ray.num_gpus_per_actor={per_gpu:g} GPU(s) (GPUs per node: "
+                f"{[int(g) for g in gpus]}): lower ray.num_gpus_per_actor, use extract.device: "
+                "cpu, or set ray.actors for an autoscaling cluster"
             )
         resources = {"num_gpus": per_gpu, "num_cpus": per_cpu, "num_threads": 0}
     else:
-        capacity = max(1, int(cpus // per_cpu))
+        capacity = max(1, sum(int(float(n.get("CPU", 0)) // per_cpu) for n in nodes))
         resources = {"num_gpus": 0.0, "num_cpus": per_cpu, "num_threads": max(1, int(per_cpu))}
     actors = int(ray_config.actors) if ray_config.actors is not None else capacity
     return {"actors": max(1, min(actors, n_todo)), **resources}
-
-
-def _homog_cause(exc: BaseException) -> HomogError | None:
-    """The HomogError raised inside an actor, found along Ray's exception wrapping."""
-    seen: set[int] = set()
-    stack: list[BaseException | None] = [exc]
-    while stack:
-        e = stack.pop()
-        if e is None or id(e) in seen:
-            continue
-        seen.add(id(e))
-        if isinstance(e, HomogError):
-            return e
-        stack += [e.__cause__, e.__context__, getattr(e, "cause", None)]
-    return None
 
 
 def run_extract_ray(
@@ -413,6 +422,11 @@ def run_extract_ray(
         raise HomogError("no texts to extract (the texts table is empty)")
     ray = import_ray()  # before any work: a missing extra fails at once
     out_dir = Path(out_dir)
+    if ray_config.num_gpus_per_actor > 1 and not config.device_map and config.device != "cpu":
+        log(
+            f"ray.num_gpus_per_actor={ray_config.num_gpus_per_actor:g} without "
+            "extract.device_map: auto: each actor's model sits on one GPU and the others idle"
+        )
 
     # the local engine's preparation, with the tokenizer alone (the actors load the model)
     tokenizer, max_context = load_tokenizer(source)
@@ -454,7 +468,12 @@ def run_extract_ray(
         record = run_record(SimpleNamespace(**facts), spec, len(truncated), truncated)
         record["timings"] = {"load_s": facts["load_s"], "extract_s": round(extract_s, 2)}
         computed = sum(p[0] == iv for p in pending)
-        record["engine"] = {**engine, "shards": len(shards), "shards_computed": computed}
+        record["engine"] = {
+            **engine,
+            "shards": len(shards),
+            "shards_computed": computed,
+            "actor_compute_s": round(job.compute_s.get(iv, 0.0), 3),
+        }
         t2 = time.perf_counter()
         paths = [shard_path(work, k) for k in range(len(shards))]
         record = merge_shards(paths, encoded, spec, plan, out_dir / iv, record)
@@ -491,14 +510,14 @@ def run_job(
         return info
     started = not ray.is_initialized()
     if started:
-        ray.init(
-            address=ray_config.address,
-            runtime_env=ray_config.runtime_env,
-            include_dashboard=False,
-        )
+        address = ray_config.address or os.environ.get("RAY_ADDRESS") or None
+        # a private local cluster needs no dashboard server; an existing one keeps its own
+        extra = {} if address else {"include_dashboard": False}
+        ray.init(address=address, runtime_env=ray_config.runtime_env, **extra)
     try:
         cluster = ray.cluster_resources()
-        res = actor_resources(job.config, ray_config, cluster, max(1, len(job.pending)))
+        nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+        res = actor_resources(job.config, ray_config, nodes, max(1, len(job.pending)))
         info.update(
             ray_version=ray.__version__,
             actors=res["actors"] if job.pending else 0,
@@ -514,9 +533,16 @@ def run_job(
         facts = None
         with _text_progress(show_progress, label, job) as advance:
             for row in _map_shards(ray, job, worker, kwargs, res, ray_config):
-                iv, k, facts = str(row["intervention"]), int(row["shard"]), str(row["facts"])
+                iv, k = str(row["intervention"]), int(row["shard"])
+                if row["error"]:
+                    raise HomogError(
+                        f"{row['error']} ({iv} shard {k}; the shards written so far are kept: "
+                        "re-run to resume)"
+                    )
+                facts = str(row["facts"])
                 job.save(iv, k, pickle.loads(row["result"]), facts)
                 advance(len(job.shards[k]))
+                job.compute_s[iv] = job.compute_s.get(iv, 0.0) + float(row["compute_s"])
         no_facts = [iv for iv, w in job.works.items() if not (w / MODEL_FACTS).exists()]
         if no_facts:
             remote = {"num_cpus": res["num_cpus"], "num_gpus": res["num_gpus"]}
@@ -544,10 +570,10 @@ def _map_shards(
     """Result rows of the job's pending shards, mapped by a fixed pool of actors (streamed)."""
     if not job.pending:
         return
-    rows = job.rows()
     ray.data.DataContext.get_current().enable_progress_bars = False  # homog's bar counts texts
-    # one block per shard, so each shard is scheduled (and retried) on its own
-    ds = ray.data.from_items(rows, override_num_blocks=len(rows))
+    # one block per shard, so each shard is scheduled (and retried) on its own; the rows
+    # are not kept here (they live in the object store until their shard is done)
+    ds = ray.data.from_items(job.rows(), override_num_blocks=len(job.pending))
     remote: dict[str, Any] = {"num_cpus": res["num_cpus"]}
     if res["num_gpus"]:
         remote["num_gpus"] = res["num_gpus"]
@@ -566,13 +592,7 @@ def _map_shards(
             max_task_retries=int(ray_config.max_retries),
             **remote,
         )
-    try:
-        yield from ds.iter_rows()
-    except Exception as exc:
-        cause = _homog_cause(exc)
-        if cause is not None:
-            raise HomogError(f"{cause} (shards written so far are kept: re-run to resume)") from exc
-        raise
+    yield from ds.iter_rows()
 
 
 @contextlib.contextmanager

@@ -38,8 +38,19 @@ VARIANT_PAIRS: tuple[tuple[str, str], ...] = (
 )
 BANDS = ("early", "middle", "late")
 CONTRAST_COLUMNS = [
-    "run_id", "variant_a", "variant_b", "layer", "metric", "mean_diff", "ci_low", "ci_high",
-    "p_value", "p_holm", "band", "baseline_run_id", "n",
+    "run_id",
+    "variant_a",
+    "variant_b",
+    "layer",
+    "metric",
+    "mean_diff",
+    "ci_low",
+    "ci_high",
+    "p_value",
+    "p_holm",
+    "band",
+    "baseline_run_id",
+    "n",
 ]
 
 
@@ -62,7 +73,11 @@ def holm(p: Sequence[float] | np.ndarray) -> np.ndarray:
 
 
 def bootstrap_ci(
-    diffs: np.ndarray, *, n_boot: int = 2000, ci: float = 0.95, seed: int = 0,
+    diffs: np.ndarray,
+    *,
+    n_boot: int = 2000,
+    ci: float = 0.95,
+    seed: int = 0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Percentile bootstrap CI of the mean of each row of ``diffs`` [G, n].
 
@@ -102,12 +117,18 @@ def wilcoxon_p(diffs: np.ndarray) -> float:
     method = "exact" if nonzero.size == d.size and not ties and d.size <= 50 else "approx"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # scipy's small-sample notes; the choice is ours above
-        return float(wilcoxon(d, zero_method="wilcox", alternative="two-sided",
-                              method=method).pvalue)
+        return float(
+            wilcoxon(d, zero_method="wilcox", alternative="two-sided", method=method).pvalue
+        )
 
 
 def paired_contrasts(
-    wide_a: pd.DataFrame, wide_b: pd.DataFrame, *, n_boot: int, ci: float, seed: int,
+    wide_a: pd.DataFrame,
+    wide_b: pd.DataFrame,
+    *,
+    n_boot: int,
+    ci: float,
+    seed: int,
 ) -> pd.DataFrame:
     """Contrasts a - b for aligned tables [layer x sample_id] (one per side) of one metric.
 
@@ -119,8 +140,14 @@ def paired_contrasts(
     rows = []
     for i, layer in enumerate(a.index):
         di = d[i][np.isfinite(d[i])]
-        row = {"layer": layer, "n": int(di.size), "mean_diff": math.nan, "ci_low": math.nan,
-               "ci_high": math.nan, "p_value": math.nan}
+        row = {
+            "layer": layer,
+            "n": int(di.size),
+            "mean_diff": math.nan,
+            "ci_low": math.nan,
+            "ci_high": math.nan,
+            "p_value": math.nan,
+        }
         if di.size >= 1:
             row["mean_diff"] = float(di.mean())
         if di.size >= 2:
@@ -154,15 +181,16 @@ def band_of_layers(layers: Sequence[int]) -> dict[str, list[int]]:
     if n < 3:
         return {}
     q = max(1, round(n / 4))
-    return {"early": layers[:q], "middle": layers[q:n - q], "late": layers[n - q:]}
+    return {"early": layers[:q], "middle": layers[q : n - q], "late": layers[n - q :]}
 
 
 def _pivot(frame: pd.DataFrame) -> dict[tuple[str, str], pd.DataFrame]:
     """(variant, metric) -> [layer x sample_id] table of values."""
     out = {}
     for (variant, metric), g in frame.groupby(["variant", "metric"], sort=True):
-        wide = g.pivot_table(index="layer", columns="sample_id", values="value",
-                             aggfunc="first", dropna=False)
+        wide = g.pivot_table(
+            index="layer", columns="sample_id", values="value", aggfunc="first", dropna=False
+        )
         out[(variant, metric)] = wide.sort_index()
     return out
 
@@ -170,12 +198,18 @@ def _pivot(frame: pd.DataFrame) -> dict[tuple[str, str], pd.DataFrame]:
 def _band_tables(wide: pd.DataFrame, bands: dict[str, list[int]]) -> pd.DataFrame:
     """[band x sample_id] per-text means over each band's layers (NaN if any layer missing)."""
     return pd.DataFrame(
-        {band: wide.loc[ls].mean(axis=0, skipna=False) for band, ls in bands.items()}).T
+        {band: wide.loc[ls].mean(axis=0, skipna=False) for band, ls in bands.items()}
+    ).T
 
 
 def _contrast_rows(
-    side_a: pd.DataFrame, side_b: pd.DataFrame, meta: dict[str, Any], *, n_boot: int,
-    ci: float, seed: int,
+    side_a: pd.DataFrame,
+    side_b: pd.DataFrame,
+    meta: dict[str, Any],
+    *,
+    n_boot: int,
+    ci: float,
+    seed: int,
 ) -> list[pd.DataFrame]:
     layer_rows = paired_contrasts(side_a, side_b, n_boot=n_boot, ci=ci, seed=seed)
     parts = []
@@ -183,15 +217,25 @@ def _contrast_rows(
         parts.append(layer_rows.assign(band=None, **meta))
     bands = band_of_layers(list(side_a.index.intersection(side_b.index)))
     if bands:
-        band_rows = paired_contrasts(_band_tables(side_a, bands), _band_tables(side_b, bands),
-                                     n_boot=n_boot, ci=ci, seed=seed)
+        band_rows = paired_contrasts(
+            _band_tables(side_a, bands),
+            _band_tables(side_b, bands),
+            n_boot=n_boot,
+            ci=ci,
+            seed=seed,
+        )
         band_rows = band_rows.rename(columns={"layer": "band"}).assign(layer=None, **meta)
         parts.append(band_rows)
     return parts
 
 
 def run_contrasts(
-    frame: pd.DataFrame, run_id: str, *, n_boot: int = 2000, ci: float = 0.95, seed: int = 0,
+    frame: pd.DataFrame,
+    run_id: str,
+    *,
+    n_boot: int = 2000,
+    ci: float = 0.95,
+    seed: int = 0,
     pairs: Sequence[tuple[str, str]] = VARIANT_PAIRS,
 ) -> pd.DataFrame:
     """Contrasts between variants of one run.
@@ -206,16 +250,28 @@ def run_contrasts(
         for va, vb in pairs:
             if (va, metric) not in tables or (vb, metric) not in tables:
                 continue
-            meta = {"run_id": run_id, "variant_a": va, "variant_b": vb, "metric": metric,
-                    "baseline_run_id": None}
-            parts += _contrast_rows(tables[(va, metric)], tables[(vb, metric)], meta,
-                                    n_boot=n_boot, ci=ci, seed=seed)
+            meta = {
+                "run_id": run_id,
+                "variant_a": va,
+                "variant_b": vb,
+                "metric": metric,
+                "baseline_run_id": None,
+            }
+            parts += _contrast_rows(
+                tables[(va, metric)], tables[(vb, metric)], meta, n_boot=n_boot, ci=ci, seed=seed
+            )
     return _finish(parts)
 
 
 def intervention_contrasts(
-    frame: pd.DataFrame, baseline: pd.DataFrame, run_id: str, baseline_run_id: str, *,
-    n_boot: int = 2000, ci: float = 0.95, seed: int = 0,
+    frame: pd.DataFrame,
+    baseline: pd.DataFrame,
+    run_id: str,
+    baseline_run_id: str,
+    *,
+    n_boot: int = 2000,
+    ci: float = 0.95,
+    seed: int = 0,
 ) -> pd.DataFrame:
     """Contrasts of an intervention run against its unchanged run, variant by variant.
 
@@ -225,8 +281,13 @@ def intervention_contrasts(
     parts: list[pd.DataFrame] = []
     for key in sorted(set(mine) & set(base)):
         variant, metric = key
-        meta = {"run_id": run_id, "variant_a": variant, "variant_b": variant, "metric": metric,
-                "baseline_run_id": baseline_run_id}
+        meta = {
+            "run_id": run_id,
+            "variant_a": variant,
+            "variant_b": variant,
+            "metric": metric,
+            "baseline_run_id": baseline_run_id,
+        }
         parts += _contrast_rows(mine[key], base[key], meta, n_boot=n_boot, ci=ci, seed=seed)
     return _finish(parts)
 
@@ -268,13 +329,17 @@ def compute_all(params: dict[str, Any], root: str | Path = ".") -> pd.DataFrame:
 
     root = Path(root)
     st = params.get("stats") or {}
-    opts = {"n_boot": int(st.get("n_boot", 2000)), "ci": float(st.get("ci", 0.95)),
-            "seed": int(params.get("seed", 0))}
+    opts = {
+        "n_boot": int(st.get("n_boot", 2000)),
+        "ci": float(st.get("ci", 0.95)),
+        "seed": int(params.get("seed", 0)),
+    }
     runs = find_runs(params, root)
     if not runs:
         raise HomogError(
             "no extracted runs under data/extract/<model>/ for the models in params.yaml; "
-            "run `dvc repro` (or `homog extract --model KEY`) first")
+            "run `dvc repro` (or `homog extract --model KEY`) first"
+        )
     frames = {r["run_id"]: _read_metrics(d) for r, d in runs}
     parts = []
     with progress() as bar:
@@ -282,19 +347,32 @@ def compute_all(params: dict[str, Any], root: str | Path = ".") -> pd.DataFrame:
         for run, _ in runs:
             parts.append(run_contrasts(frames[run["run_id"]], run["run_id"], **opts))
             if run.get("intervention", "none") != "none":
-                base = [r for r, _ in runs if r["model"] == run["model"]
-                        and r.get("intervention", "none") == "none"]
+                base = [
+                    r
+                    for r, _ in runs
+                    if r["model"] == run["model"] and r.get("intervention", "none") == "none"
+                ]
                 if base:
-                    parts.append(intervention_contrasts(
-                        frames[run["run_id"]], frames[base[0]["run_id"]], run["run_id"],
-                        base[0]["run_id"], **opts))
+                    parts.append(
+                        intervention_contrasts(
+                            frames[run["run_id"]],
+                            frames[base[0]["run_id"]],
+                            run["run_id"],
+                            base[0]["run_id"],
+                            **opts,
+                        )
+                    )
             bar.advance(task)
     return _finish([p for p in parts if not p.empty])
 
 
-def headline(contrasts: pd.DataFrame, runs: list[dict[str, Any]],
-             summaries: pd.DataFrame, mauve: pd.DataFrame | None = None,
-             alpha: float = 0.05) -> dict[str, Any]:
+def headline(
+    contrasts: pd.DataFrame,
+    runs: list[dict[str, Any]],
+    summaries: pd.DataFrame,
+    mauve: pd.DataFrame | None = None,
+    alpha: float = 0.05,
+) -> dict[str, Any]:
     """Headline numbers for ``dvc metrics show`` (nested dict, one entry per model run).
 
     Per unchanged run (intervention none) of each model: erank and mev at the last layer per
@@ -305,35 +383,48 @@ def headline(contrasts: pd.DataFrame, runs: list[dict[str, Any]],
     out: dict[str, Any] = {}
     by_id = {r["run_id"]: r for r in runs}
     for run_id, run in by_id.items():
-        key = run["model"] if run.get("intervention", "none") == "none" else \
-            f"{run['model']}:{run['intervention']}"
+        key = (
+            run["model"]
+            if run.get("intervention", "none") == "none"
+            else f"{run['model']}:{run['intervention']}"
+        )
         entry: dict[str, Any] = {}
         s = summaries[summaries["run_id"] == run_id]
         for metric in ("erank", "mev"):
             sm = s[s["metric"] == metric]
             if not sm.empty:
                 last = sm[sm["layer"] == sm["layer"].max()]
-                entry[f"{metric}_last"] = {v: round(float(m), 6)
-                                           for v, m in zip(last["variant"], last["mean"],
-                                                           strict=True)}
+                entry[f"{metric}_last"] = {
+                    v: round(float(m), 6)
+                    for v, m in zip(last["variant"], last["mean"], strict=True)
+                }
         c = contrasts[(contrasts["run_id"] == run_id) & (contrasts["metric"] == "erank")]
         late = c[(c["band"] == "late") & c["baseline_run_id"].isna()]
         for _, row in late.iterrows():
             entry[f"erank_late_{row['variant_a']}_vs_{row['variant_b']}"] = {
-                "mean_diff": _r(row["mean_diff"]), "p_holm": _r(row["p_holm"])}
-        fo = c[(c["variant_a"] == "front") & (c["variant_b"] == "original") & c["band"].isna()
-               & c["baseline_run_id"].isna()]
+                "mean_diff": _r(row["mean_diff"]),
+                "p_holm": _r(row["p_holm"]),
+            }
+        fo = c[
+            (c["variant_a"] == "front")
+            & (c["variant_b"] == "original")
+            & c["band"].isna()
+            & c["baseline_run_id"].isna()
+        ]
         if not fo.empty:
             entry["erank_front_vs_original_sig_layers"] = int((fo["p_holm"] < alpha).sum())
         iv = c[(c["band"] == "late") & c["baseline_run_id"].notna()]
         for _, row in iv.iterrows():
             entry[f"erank_late_{row['variant_a']}_vs_unchanged"] = {
-                "mean_diff": _r(row["mean_diff"]), "p_holm": _r(row["p_holm"])}
+                "mean_diff": _r(row["mean_diff"]),
+                "p_holm": _r(row["p_holm"]),
+            }
         if mauve is not None and not mauve.empty:
             mv = mauve[mauve["run_id"] == run_id]
             if not mv.empty:
-                entry["mauve_mean"] = {v: _r(m) for v, m in
-                                       mv.groupby("variant")["mauve"].mean().items()}
+                entry["mauve_mean"] = {
+                    v: _r(m) for v, m in mv.groupby("variant")["mauve"].mean().items()
+                }
         out[key] = entry
     return out
 
@@ -352,8 +443,9 @@ def summarise(frame: pd.DataFrame, run_id: str) -> pd.DataFrame:
 PLOT_METRICS = ("erank", "mev", "resultant_length", "attn_first")
 
 
-def stats_stage(params: dict[str, Any], root: str | Path = ".",
-                out_dir: str | Path | None = None) -> dict[str, int]:
+def stats_stage(
+    params: dict[str, Any], root: str | Path = ".", out_dir: str | Path | None = None
+) -> dict[str, int]:
     """The ``stats`` stage: writes ``data/stats/`` (contrasts.parquet, metrics.json, plots/).
 
     ``plots/<metric>__<model>.csv``: the unchanged run's layer curve of ``metric`` (PLOT_METRICS),
@@ -367,28 +459,45 @@ def stats_stage(params: dict[str, Any], root: str | Path = ".",
     runs = [r for r, _ in find_runs(params, root)]
     summaries = pd.concat(
         [summarise(_read_metrics(d), r["run_id"]) for r, d in find_runs(params, root)],
-        ignore_index=True)
-    mauve_parts = [pd.read_parquet(p) for key in params.get("models") or {}
-                   if (p := root / "data" / "mauve" / f"{key}.parquet").exists()]
+        ignore_index=True,
+    )
+    mauve_parts = [
+        pd.read_parquet(p)
+        for key in params.get("models") or {}
+        if (p := root / "data" / "mauve" / f"{key}.parquet").exists()
+    ]
     mauve = pd.concat(mauve_parts, ignore_index=True) if mauve_parts else None
     with atomic_path(out_dir, directory=True) as tmp:
         contrasts.to_parquet(tmp / "contrasts.parquet", index=False)
-        write_json(tmp / "metrics.json",
-                   headline(contrasts, runs, summaries, mauve, float(st.get("alpha", 0.05))))
+        write_json(
+            tmp / "metrics.json",
+            headline(contrasts, runs, summaries, mauve, float(st.get("alpha", 0.05))),
+        )
         (tmp / "plots").mkdir()
-        meta = pd.DataFrame([{"run_id": r["run_id"], "model": r["model"],
-                              "n_layers": r.get("n_layers"),
-                              "intervention": r.get("intervention", "none")} for r in runs])
+        meta = pd.DataFrame(
+            [
+                {
+                    "run_id": r["run_id"],
+                    "model": r["model"],
+                    "n_layers": r.get("n_layers"),
+                    "intervention": r.get("intervention", "none"),
+                }
+                for r in runs
+            ]
+        )
         curves = summaries.merge(meta, on="run_id")
         curves = curves[curves["intervention"] == "none"]
         for (model, metric), cm in curves.groupby(["model", "metric"]):
             if metric not in PLOT_METRICS:
                 continue
-            wide = cm.pivot_table(index=["layer", "n_layers"], columns="variant",
-                                  values="mean").reset_index()
+            wide = cm.pivot_table(
+                index=["layer", "n_layers"], columns="variant", values="mean"
+            ).reset_index()
             wide["rel_depth"] = wide["layer"] / wide["n_layers"]
             cols = ["layer", "rel_depth"] + [
-                v for v in ("original", "front", "end", "control") if v in wide.columns]
-            wide[cols].to_csv(tmp / "plots" / f"{metric}__{model}.csv", index=False,
-                              float_format="%.6g")
+                v for v in ("original", "front", "end", "control") if v in wide.columns
+            ]
+            wide[cols].to_csv(
+                tmp / "plots" / f"{metric}__{model}.csv", index=False, float_format="%.6g"
+            )
     return {"contrasts": len(contrasts), "runs": len(runs)}

@@ -82,50 +82,89 @@ TABLES: dict[str, Table] = {
     for t in [
         Table(
             "texts",
-            (("dataset", V), ("variant", V), ("sample_id", V), ("text", V), ("label", V),
-             ("keyphrase", V), ("bertscore_f1", D)),
+            (
+                ("dataset", V),
+                ("variant", V),
+                ("sample_id", V),
+                ("text", V),
+                ("label", V),
+                ("keyphrase", V),
+                ("bertscore_f1", D),
+            ),
             scope=("dataset", "variant", "sample_id"),
             order_by=("dataset", "sample_id", "variant"),
             required=("dataset", "variant", "sample_id", "text"),
         ),
         Table(
             "runs",
-            (("run_id", V), ("model", V), ("model_source", V), ("n_layers", I), ("d_model", I),
-             ("n_heads", I), ("dtype", V), ("device", V), ("intervention", V),
-             ("config_json", V), ("homog_version", V), ("created_at", "TIMESTAMP"),
-             ("n_texts", I), ("n_truncated", I), ("timings_json", V)),
+            (
+                ("run_id", V),
+                ("model", V),
+                ("model_source", V),
+                ("n_layers", I),
+                ("d_model", I),
+                ("n_heads", I),
+                ("dtype", V),
+                ("device", V),
+                ("intervention", V),
+                ("config_json", V),
+                ("homog_version", V),
+                ("created_at", "TIMESTAMP"),
+                ("n_texts", I),
+                ("n_truncated", I),
+                ("timings_json", V),
+            ),
             scope="run",
             order_by=("model", "intervention", "run_id"),
             required=("run_id", "model", "n_layers"),
         ),
         Table(
             "layer_metrics",
-            (("run_id", V), ("variant", V), ("sample_id", V), ("layer", I), ("metric", V),
-             ("value", D)),
+            (
+                ("run_id", V),
+                ("variant", V),
+                ("sample_id", V),
+                ("layer", I),
+                ("metric", V),
+                ("value", D),
+            ),
             scope="run",
             order_by=("run_id", "metric", "variant", "layer", "sample_id"),
             required=("run_id", "variant", "sample_id", "layer", "metric", "value"),
         ),
         Table(
             "attention_profile",
-            (("run_id", V), ("variant", V), ("layer", I), ("head", I), ("bin", I),
-             ("mass", D)),
+            (("run_id", V), ("variant", V), ("layer", I), ("head", I), ("bin", I), ("mass", D)),
             scope="run",
             order_by=("run_id", "variant", "layer", "head", "bin"),
             required=("run_id", "variant", "layer", "head", "bin", "mass"),
         ),
         Table(
             "attention_heads",
-            (("run_id", V), ("variant", V), ("layer", I), ("head", I), ("metric", V),
-             ("mean", D), ("std", D), ("n", I)),
+            (
+                ("run_id", V),
+                ("variant", V),
+                ("layer", I),
+                ("head", I),
+                ("metric", V),
+                ("mean", D),
+                ("std", D),
+                ("n", I),
+            ),
             scope="run",
             order_by=("run_id", "metric", "variant", "layer", "head"),
             required=("run_id", "variant", "layer", "head", "metric", "mean"),
         ),
         Table(
             "dataset_spectra",
-            (("run_id", V), ("variant", V), ("layer", I), ("pooling", V), ("metric", V),
-             ("value", D)),
+            (
+                ("run_id", V),
+                ("variant", V),
+                ("layer", I),
+                ("pooling", V),
+                ("metric", V),
+                ("value", D),
+            ),
             scope="run",
             order_by=("run_id", "metric", "pooling", "variant", "layer"),
             required=("run_id", "variant", "layer", "pooling", "metric", "value"),
@@ -139,17 +178,36 @@ TABLES: dict[str, Table] = {
         ),
         Table(
             "contrasts",
-            (("run_id", V), ("variant_a", V), ("variant_b", V), ("layer", I), ("metric", V),
-             ("mean_diff", D), ("ci_low", D), ("ci_high", D), ("p_value", D), ("p_holm", D),
-             ("band", V), ("baseline_run_id", V), ("n", I)),
+            (
+                ("run_id", V),
+                ("variant_a", V),
+                ("variant_b", V),
+                ("layer", I),
+                ("metric", V),
+                ("mean_diff", D),
+                ("ci_low", D),
+                ("ci_high", D),
+                ("p_value", D),
+                ("p_holm", D),
+                ("band", V),
+                ("baseline_run_id", V),
+                ("n", I),
+            ),
             scope="run",
             order_by=("run_id", "metric", "variant_a", "variant_b", "band", "layer"),
             required=("run_id", "variant_a", "variant_b", "layer", "metric", "mean_diff"),
         ),
         Table(
             "posenc_results",
-            (("pe", V), ("task", V), ("split", V), ("accuracy", D), ("n_params", "BIGINT"),
-             ("epochs", I), ("seed", I)),
+            (
+                ("pe", V),
+                ("task", V),
+                ("split", V),
+                ("accuracy", D),
+                ("n_params", "BIGINT"),
+                ("epochs", I),
+                ("seed", I),
+            ),
             scope="pe",
             order_by=("pe", "task", "split", "seed"),
             required=("pe", "task", "split", "accuracy"),
@@ -254,7 +312,8 @@ def collect_sources(params: dict[str, Any], root: str | os.PathLike[str] = ".") 
 
     Reads the models of ``models:`` (``data/extract/<key>/<intervention>/``, every intervention
     directory with a ``run.json``), ``data/mauve/<key>.parquet``, ``data/synth/texts.parquet``,
-    ``data/stats/contrasts.parquet`` and ``data/posenc/<pe>/`` for ``posenc.encodings``.
+    ``data/stats/contrasts.parquet``, ``data/posenc/<pe>/`` for ``posenc.encodings`` and
+    ``data/posenc/pretrained/<key>/logit_decomposition.parquet`` when present.
     Outputs of models no longer in params are not read (their runs stay in the database from
     earlier loads). Raises HomogError for an unreadable ``run.json``.
     """
@@ -262,7 +321,7 @@ def collect_sources(params: dict[str, Any], root: str | os.PathLike[str] = ".") 
     data = root / "data"
     src = Sources()
     src.add("texts", data / "synth" / "texts.parquet")
-    for key in (params.get("models") or {}):
+    for key in params.get("models") or {}:
         model_dir = data / "extract" / str(key)
         for run_json in sorted(model_dir.glob("*/run.json")):
             try:
@@ -276,6 +335,11 @@ def collect_sources(params: dict[str, Any], root: str | os.PathLike[str] = ".") 
             for table, name in RUN_TABLE_FILES.items():
                 src.add(table, run_json.parent / name)
         src.add("mauve_scores", data / "mauve" / f"{key}.parquet")
+        # `homog posenc decompose --model KEY` (optional, outside dvc.yaml's default stages).
+        src.add(
+            "logit_decomposition",
+            data / "posenc" / "pretrained" / str(key) / "logit_decomposition.parquet",
+        )
     src.add("contrasts", data / "stats" / "contrasts.parquet")
     posenc = params.get("posenc") or {}
     for pe in posenc.get("encodings") or []:
@@ -330,8 +394,12 @@ def _new_rows_sql(con: duckdb.DuckDBPyConnection, table: Table, files: Sequence[
     """
     for path in files:
         try:
-            have = {r[0] for r in con.execute(
-                f"DESCRIBE SELECT * FROM read_parquet({_quote_list([path])})").fetchall()}
+            have = {
+                r[0]
+                for r in con.execute(
+                    f"DESCRIBE SELECT * FROM read_parquet({_quote_list([path])})"
+                ).fetchall()
+            }
         except duckdb.Error as exc:
             raise HomogError(f"cannot read {path}: {exc}; rerun the stage that writes it") from exc
         missing = [c for c in table.required if c not in have]
@@ -340,9 +408,12 @@ def _new_rows_sql(con: duckdb.DuckDBPyConnection, table: Table, files: Sequence[
                 f"{path} lacks column(s) {', '.join(missing)} needed for table {table.name}; "
                 "rerun the stage that writes it (`dvc repro`)"
             )
-    have_all = {r[0] for r in con.execute(
-        f"DESCRIBE SELECT * FROM read_parquet({_quote_list(files)}, union_by_name = true)"
-    ).fetchall()}
+    have_all = {
+        r[0]
+        for r in con.execute(
+            f"DESCRIBE SELECT * FROM read_parquet({_quote_list(files)}, union_by_name = true)"
+        ).fetchall()
+    }
     cols = ", ".join(
         f'CAST("{c}" AS {t}) AS "{c}"' if c in have_all else f'CAST(NULL AS {t}) AS "{c}"'
         for c, t in table.columns
@@ -378,8 +449,12 @@ def _build(con: duckdb.DuckDBPyConnection, sources: Sources, previous: Path | No
                 f"the existing database {previous} cannot be read ({exc}); move it away and "
                 "run `homog load` again to rebuild it from the stage outputs"
             ) from exc
-        prev_tables = {r[0] for r in con.execute(
-            "SELECT table_name FROM duckdb_tables() WHERE database_name = 'prev'").fetchall()}
+        prev_tables = {
+            r[0]
+            for r in con.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE database_name = 'prev'"
+            ).fetchall()
+        }
     else:
         prev_tables = set()
 
@@ -399,9 +474,14 @@ def _build(con: duckdb.DuckDBPyConnection, sources: Sources, previous: Path | No
         if new_sql is not None:
             parts.append(f"SELECT * FROM new_{table.name}")
         if table.name in prev_tables:
-            prev_cols = {r[0] for r in con.execute(
-                "SELECT column_name FROM duckdb_columns() "
-                "WHERE database_name = 'prev' AND table_name = ?", [table.name]).fetchall()}
+            prev_cols = {
+                r[0]
+                for r in con.execute(
+                    "SELECT column_name FROM duckdb_columns() "
+                    "WHERE database_name = 'prev' AND table_name = ?",
+                    [table.name],
+                ).fetchall()
+            }
             cols = ", ".join(
                 f'p."{c}"' if c in prev_cols else f'CAST(NULL AS {t}) AS "{c}"'
                 for c, t in table.columns
@@ -411,8 +491,7 @@ def _build(con: duckdb.DuckDBPyConnection, sources: Sources, previous: Path | No
             elif table.scope == "pe":
                 keep = "pe NOT IN (SELECT pe FROM new_pes)"
             elif new_sql is not None:
-                same = " AND ".join(
-                    f'n."{c}" IS NOT DISTINCT FROM p."{c}"' for c in table.scope)
+                same = " AND ".join(f'n."{c}" IS NOT DISTINCT FROM p."{c}"' for c in table.scope)
                 keep = f"NOT EXISTS (SELECT 1 FROM new_{table.name} AS n WHERE {same})"
             else:
                 keep = "TRUE"
@@ -422,8 +501,7 @@ def _build(con: duckdb.DuckDBPyConnection, sources: Sources, previous: Path | No
             continue
         order = ", ".join(f'"{c}"' for c in table.order_by)
         con.execute(
-            f"INSERT INTO {table.name} SELECT * FROM ({' UNION ALL '.join(parts)}) "
-            f"ORDER BY {order}"
+            f"INSERT INTO {table.name} SELECT * FROM ({' UNION ALL '.join(parts)}) ORDER BY {order}"
         )
         counts[table.name] = con.execute(f"SELECT count(*) FROM {table.name}").fetchone()[0]
     con.execute("INSERT INTO homog_meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
@@ -446,7 +524,9 @@ def _remove_db_files(path: Path) -> None:
 
 
 def load_database(
-    sources: Sources, db_path: str | os.PathLike[str] = DEFAULT_DB, *,
+    sources: Sources,
+    db_path: str | os.PathLike[str] = DEFAULT_DB,
+    *,
     lock_timeout: float = LOCK_TIMEOUT_S,
 ) -> dict[str, int]:
     """Build ``db_path`` from ``sources`` atomically; return row counts per table.
@@ -492,8 +572,11 @@ def load_database(
     return counts
 
 
-def load(params: dict[str, Any], db_path: str | os.PathLike[str] | None = None,
-         root: str | os.PathLike[str] = ".") -> dict[str, int]:
+def load(
+    params: dict[str, Any],
+    db_path: str | os.PathLike[str] | None = None,
+    root: str | os.PathLike[str] = ".",
+) -> dict[str, int]:
     """The ``load`` stage: every output named by ``params`` into the DuckDB file.
 
     ``db_path`` defaults to ``params['db']`` (or ``data/homog.duckdb``), relative to ``root``.

@@ -16,8 +16,8 @@ from click.testing import CliRunner
 
 from homog.cli import main
 from homog.extract import (
-    Extractor,
     ExtractConfig,
+    Extractor,
     encode_texts,
     make_batches,
     plan_samples,
@@ -42,8 +42,17 @@ def make_texts(n: int = 6, variants=("original", "front"), seed: int = 0) -> pd.
         base = " ".join(rng.choice(WORDS, size=int(rng.integers(4, 40))))
         for v in variants:
             text = base if v == "original" else f"{v} {base}"
-            rows.append({"dataset": "t", "variant": v, "sample_id": f"s{i:02d}", "text": text,
-                         "label": "pos", "keyphrase": "great", "bertscore_f1": 1.0})
+            rows.append(
+                {
+                    "dataset": "t",
+                    "variant": v,
+                    "sample_id": f"s{i:02d}",
+                    "text": text,
+                    "label": "pos",
+                    "keyphrase": "great",
+                    "bertscore_f1": 1.0,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -58,8 +67,10 @@ def config(**kw) -> ExtractConfig:
 
 
 def read_outputs(path: Path) -> dict:
-    out = {f: pd.read_parquet(path / f"{f}.parquet") for f in
-           ("layer_metrics", "attention_profile", "attention_heads", "dataset_spectra")}
+    out = {
+        f: pd.read_parquet(path / f"{f}.parquet")
+        for f in ("layer_metrics", "attention_profile", "attention_heads", "dataset_spectra")
+    }
     with np.load(path / "vectors.npz") as z:
         out["vectors"] = {k: z[k] for k in z.files}
     return out
@@ -91,10 +102,23 @@ def test_cli_matches_output_hidden_states(key, tmp_path):
     params_path = tmp_path / "params.yaml"
     params_path.write_text(yaml.safe_dump(params))
     out = tmp_path / "out"
-    result = CliRunner().invoke(main, [
-        "extract", "--model", key, "--params", str(params_path), "--texts", str(texts_path),
-        "--out", str(out), "--intervention", "none", "--no-progress",
-    ])
+    result = CliRunner().invoke(
+        main,
+        [
+            "extract",
+            "--model",
+            key,
+            "--params",
+            str(params_path),
+            "--texts",
+            str(texts_path),
+            "--out",
+            str(out),
+            "--intervention",
+            "none",
+            "--no-progress",
+        ],
+    )
     assert result.exit_code == 0, result.output
     got = pd.read_parquet(out / "none" / "layer_metrics.parquet")
     got = got.set_index(["sample_id", "layer", "metric"])["value"]
@@ -112,14 +136,18 @@ def test_cli_matches_output_hidden_states(key, tmp_path):
             x = h[0].double().numpy()[~special]
             for metric, value in svd_reference(x).items():
                 assert got[(sid, layer, metric)] == pytest.approx(value, rel=1e-6, abs=1e-9), (
-                    sid, layer, metric
+                    sid,
+                    layer,
+                    metric,
                 )
         for layer, a in enumerate(hf.attentions, start=1):
             column = a[0].double().mean(1)  # (H, n): mean over query rows
             assert got[(sid, layer, "attn_first")] == pytest.approx(
-                column[:, 0].mean().item(), rel=1e-5)
+                column[:, 0].mean().item(), rel=1e-5
+            )
             assert got[(sid, layer, "attn_last")] == pytest.approx(
-                column[:, -1].mean().item(), rel=1e-5, abs=1e-9)
+                column[:, -1].mean().item(), rel=1e-5, abs=1e-9
+            )
 
 
 # --- batching ------------------------------------------------------------------------------
@@ -140,11 +168,20 @@ def test_metrics_do_not_depend_on_batch(tiny):
             np.testing.assert_allclose(alone.heads[0], together.heads[i], rtol=1e-4, atol=1e-6)
             np.testing.assert_allclose(alone.profile[0], together.profile[i], atol=1e-6)
             np.testing.assert_allclose(
-                alone.pooled_mean[0].astype(float), together.pooled_mean[i].astype(float),
-                atol=2e-3)
+                alone.pooled_mean[0].astype(float), together.pooled_mean[i].astype(float), atol=2e-3
+            )
             rows = together.token_index == t.index
             np.testing.assert_allclose(
-                alone.tokens.astype(float), together.tokens[:, rows].astype(float), atol=2e-3)
+                alone.tokens.astype(float), together.tokens[:, rows].astype(float), atol=2e-3
+            )
+            # every token was sampled: the pooled vectors are their mean and the last one
+            toks = together.tokens[:, rows].astype(float)
+            np.testing.assert_allclose(
+                together.pooled_mean[i].astype(float), toks.mean(1), atol=2e-3
+            )
+            np.testing.assert_allclose(
+                together.pooled_last[i].astype(float), toks[:, -1], atol=2e-3
+            )
     finally:
         ex.close()
     # hooks removed: the model runs as before
@@ -186,13 +223,23 @@ def test_position_ids():
 
 def test_interventions_change_positions_only(tiny, tmp_path):
     texts = make_texts(4)
-    recs = run_extract("tiny", "random:tiny-llama", texts, config(),
-                       ["none", "zero_pos", "shuffle_pos"], tmp_path, loaded=tiny,
-                       show_progress=False)
+    recs = run_extract(
+        "tiny",
+        "random:tiny-llama",
+        texts,
+        config(),
+        ["none", "zero_pos", "shuffle_pos"],
+        tmp_path,
+        loaded=tiny,
+        show_progress=False,
+    )
     assert len({r["run_id"] for r in recs}) == 3
-    lm = {iv: read_outputs(tmp_path / iv)["layer_metrics"].set_index(
-        ["variant", "sample_id", "layer", "metric"])["value"] for iv in ("none", "zero_pos",
-                                                                         "shuffle_pos")}
+    lm = {
+        iv: read_outputs(tmp_path / iv)["layer_metrics"].set_index(
+            ["variant", "sample_id", "layer", "metric"]
+        )["value"]
+        for iv in ("none", "zero_pos", "shuffle_pos")
+    }
     # the embedding layer does not see positions (RoPE acts inside attention)
     for iv in ("zero_pos", "shuffle_pos"):
         np.testing.assert_allclose(lm[iv].xs(0, level="layer"), lm["none"].xs(0, level="layer"))
@@ -208,8 +255,12 @@ def test_interventions_change_positions_only(tiny, tmp_path):
     t = encode_texts(tiny.tokenizer, texts.iloc[:1], 64)[0]
     ids = torch.tensor(t.input_ids)[None]
     with torch.no_grad():
-        hf = tiny.model(input_ids=ids, position_ids=torch.zeros_like(ids),
-                        attention_mask=torch.ones_like(ids), output_hidden_states=True)
+        hf = tiny.model(
+            input_ids=ids,
+            position_ids=torch.zeros_like(ids),
+            attention_mask=torch.ones_like(ids),
+            output_hidden_states=True,
+        )
     x = hf.hidden_states[2][0].double().numpy()
     ref = svd_reference(x)
     assert lm["zero_pos"][(t.variant, t.sample_id, 2, "erank")] == pytest.approx(ref["erank"])
@@ -218,8 +269,13 @@ def test_interventions_change_positions_only(tiny, tmp_path):
 def test_zero_pos_keeps_the_causal_mask(tiny):
     """Under zero_pos a token still sees only its prefix: extending a text leaves the
     vectors of its first tokens unchanged at every layer."""
-    texts = pd.DataFrame({"variant": ["a", "b"], "sample_id": ["x", "x"],
-                          "text": ["the movie was great", "the movie was great and long"]})
+    texts = pd.DataFrame(
+        {
+            "variant": ["a", "b"],
+            "sample_id": ["x", "x"],
+            "text": ["the movie was great", "the movie was great and long"],
+        }
+    )
     enc = encode_texts(tiny.tokenizer, texts, 64)
     plan = plan_samples(enc, 1000, 10, 0, True)
     ex = Extractor(tiny, config())
@@ -242,8 +298,16 @@ def test_zero_pos_keeps_the_causal_mask(tiny):
 def test_resume_after_interruption_gives_identical_output(tiny, tmp_path, monkeypatch):
     texts = make_texts(7)
     cfg = config(shard_texts=3, batch_tokens=60)
-    run_extract("tiny", "random:tiny-llama", texts, cfg, ["shuffle_pos"], tmp_path / "a",
-                loaded=tiny, show_progress=False)
+    run_extract(
+        "tiny",
+        "random:tiny-llama",
+        texts,
+        cfg,
+        ["shuffle_pos"],
+        tmp_path / "a",
+        loaded=tiny,
+        show_progress=False,
+    )
 
     calls = {"n": 0}
     original = Extractor.run_batch
@@ -256,8 +320,16 @@ def test_resume_after_interruption_gives_identical_output(tiny, tmp_path, monkey
 
     monkeypatch.setattr(Extractor, "run_batch", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        run_extract("tiny", "random:tiny-llama", texts, cfg, ["shuffle_pos"], tmp_path / "b",
-                    loaded=tiny, show_progress=False)
+        run_extract(
+            "tiny",
+            "random:tiny-llama",
+            texts,
+            cfg,
+            ["shuffle_pos"],
+            tmp_path / "b",
+            loaded=tiny,
+            show_progress=False,
+        )
     assert not (tmp_path / "b" / "shuffle_pos").exists()  # nothing a next stage could read
     work = list((tmp_path / ".b.work").iterdir())
     assert len(work) == 1 and list(work[0].glob("shard_*.npz"))
@@ -265,8 +337,17 @@ def test_resume_after_interruption_gives_identical_output(tiny, tmp_path, monkey
     monkeypatch.setattr(Extractor, "run_batch", original)
     done = len(list(work[0].glob("shard_*.npz")))
     logs = []
-    run_extract("tiny", "random:tiny-llama", texts, cfg, ["shuffle_pos"], tmp_path / "b",
-                loaded=tiny, show_progress=False, log=logs.append)
+    run_extract(
+        "tiny",
+        "random:tiny-llama",
+        texts,
+        cfg,
+        ["shuffle_pos"],
+        tmp_path / "b",
+        loaded=tiny,
+        show_progress=False,
+        log=logs.append,
+    )
     assert any(f"{done} of" in m for m in logs)
     assert not (tmp_path / ".b.work").exists()  # work dir cleaned up
     a, b = read_outputs(tmp_path / "a/shuffle_pos"), read_outputs(tmp_path / "b/shuffle_pos")
@@ -283,13 +364,35 @@ def test_resume_after_interruption_gives_identical_output(tiny, tmp_path, monkey
 def test_output_contract(tiny, tmp_path):
     texts = make_texts(6, variants=("original", "front", "end", "control"))
     cfg = config(sample_tokens=25, pooled_texts=4)
-    (rec,) = run_extract("tiny", "random:tiny-llama", texts, cfg, ["none"], tmp_path,
-                         loaded=tiny, show_progress=False)
+    (rec,) = run_extract(
+        "tiny",
+        "random:tiny-llama",
+        texts,
+        cfg,
+        ["none"],
+        tmp_path,
+        loaded=tiny,
+        show_progress=False,
+    )
     out = read_outputs(tmp_path / "none")
     run = json.loads((tmp_path / "none" / "run.json").read_text())
-    for key in ("run_id", "model", "model_source", "n_layers", "d_model", "n_heads", "dtype",
-                "device", "intervention", "config_json", "homog_version", "created_at",
-                "n_texts", "n_truncated", "timings"):
+    for key in (
+        "run_id",
+        "model",
+        "model_source",
+        "n_layers",
+        "d_model",
+        "n_heads",
+        "dtype",
+        "device",
+        "intervention",
+        "config_json",
+        "homog_version",
+        "created_at",
+        "n_texts",
+        "n_truncated",
+        "timings",
+    ):
         assert key in run
     assert json.loads(run["config_json"])["extract"]["max_tokens"] == 64
     L, H = tiny.n_layers, tiny.n_heads
@@ -324,15 +427,43 @@ def test_empty_text_is_named(tiny, tmp_path, bad):
     texts.loc[2, "text"] = bad
     name = f"{texts.loc[2, 'variant']}/{texts.loc[2, 'sample_id']}"
     with pytest.raises(HomogError, match=name):
-        run_extract("tiny", "random:tiny-llama", texts, config(), ["none"], tmp_path,
-                    loaded=tiny, show_progress=False)
+        run_extract(
+            "tiny",
+            "random:tiny-llama",
+            texts,
+            config(),
+            ["none"],
+            tmp_path,
+            loaded=tiny,
+            show_progress=False,
+        )
+
+
+def test_bad_tables(tmp_path):
+    from homog.extract import read_texts
+
+    with pytest.raises(HomogError, match="lacks column"):
+        read_texts(make_texts(2).drop(columns="sample_id"))
+    with pytest.raises(HomogError, match="repeats"):
+        read_texts(pd.concat([make_texts(2), make_texts(2)]))
+    with pytest.raises(HomogError, match="empty"):
+        read_texts(make_texts(2).iloc[:0])
 
 
 def test_truncation_counted(tiny, tmp_path):
     texts = make_texts(4)
     logs = []
-    (rec,) = run_extract("tiny", "random:tiny-llama", texts, config(max_tokens=8), ["none"],
-                         tmp_path, loaded=tiny, show_progress=False, log=logs.append)
+    (rec,) = run_extract(
+        "tiny",
+        "random:tiny-llama",
+        texts,
+        config(max_tokens=8),
+        ["none"],
+        tmp_path,
+        loaded=tiny,
+        show_progress=False,
+        log=logs.append,
+    )
     n_long = sum(len(tiny.tokenizer(t)["input_ids"]) > 8 for t in texts["text"])
     assert rec["n_truncated"] == n_long > 0
     assert any(f"{n_long} of 8 texts truncated" in m for m in logs)
@@ -348,8 +479,16 @@ def test_nan_in_hidden_states_names_the_text(tmp_path):
     with torch.no_grad():
         lm.embed.weight[token] = float("inf")
     with pytest.raises(HomogError, match=f"{victim['variant']}/{victim['sample_id']}"):
-        run_extract("tiny", "random:tiny-llama", texts, config(), ["none"], tmp_path,
-                    loaded=lm, show_progress=False)
+        run_extract(
+            "tiny",
+            "random:tiny-llama",
+            texts,
+            config(),
+            ["none"],
+            tmp_path,
+            loaded=lm,
+            show_progress=False,
+        )
     assert not (tmp_path / "none").exists()
 
 
@@ -367,11 +506,14 @@ def test_cli_unknown_key_lists_valid_keys(tmp_path):
 def test_cli_missing_path_and_texts(tmp_path):
     texts = tmp_path / "t.parquet"
     make_texts(2).to_parquet(texts)
-    result = cli(["--model", "hf:/no/such/model", "--texts", str(texts), "--out",
-                  str(tmp_path / "o")], tmp_path)
+    result = cli(
+        ["--model", "hf:/no/such/model", "--texts", str(texts), "--out", str(tmp_path / "o")],
+        tmp_path,
+    )
     assert result.exit_code == 1 and "/no/such/model does not exist" in result.output
-    result = cli(["--model", "random:tiny-llama", "--texts", str(tmp_path / "none.parquet")],
-                 tmp_path)
+    result = cli(
+        ["--model", "random:tiny-llama", "--texts", str(tmp_path / "none.parquet")], tmp_path
+    )
     assert result.exit_code == 1 and "none.parquet not found" in result.output
 
 
@@ -379,17 +521,41 @@ def test_cli_missing_path_and_texts(tmp_path):
 def test_cli_cuda_absent(tmp_path):
     texts = tmp_path / "t.parquet"
     make_texts(2).to_parquet(texts)
-    result = cli(["--model", "random:tiny-llama", "--device", "cuda", "--texts", str(texts),
-                  "--out", str(tmp_path / "o")], tmp_path)
+    result = cli(
+        [
+            "--model",
+            "random:tiny-llama",
+            "--device",
+            "cuda",
+            "--texts",
+            str(texts),
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        tmp_path,
+    )
     assert result.exit_code == 1 and "CUDA is not available" in result.output
 
 
 def test_cli_runs_tiny_model(tmp_path):
     texts = tmp_path / "t.parquet"
     make_texts(3).to_parquet(texts)
-    result = cli(["--model", "random:tiny-gemma", "--device", "cpu", "--texts", str(texts),
-                  "--out", str(tmp_path / "o"), "--intervention", "zero_pos", "--no-progress"],
-                 tmp_path)
+    result = cli(
+        [
+            "--model",
+            "random:tiny-gemma",
+            "--device",
+            "cpu",
+            "--texts",
+            str(texts),
+            "--out",
+            str(tmp_path / "o"),
+            "--intervention",
+            "zero_pos",
+            "--no-progress",
+        ],
+        tmp_path,
+    )
     assert result.exit_code == 0, result.output
     lm = pd.read_parquet(tmp_path / "o" / "zero_pos" / "layer_metrics.parquet")
     assert lm.value[lm.metric != "mean_cosine"].map(math.isfinite).all()

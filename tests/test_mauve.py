@@ -58,8 +58,9 @@ def test_paths_agree_on_the_same_clustering(monkeypatch, skew):
     both = np.concatenate([lq, lp])  # mauve-text stacks [q; p]
     monkeypatch.setattr(FixedKmeans, "labels", both)
     monkeypatch.setattr(cm.faiss, "Kmeans", FixedKmeans)
-    monkeypatch.setattr(hm, "kmeans_torch",
-                        lambda x, k, **kw: __import__("torch").as_tensor(both)[None])
+    monkeypatch.setattr(
+        hm, "kmeans_torch", lambda x, k, **kw: __import__("torch").as_tensor(both)[None]
+    )
     cfg = MauveConfig(kmeans_max_clusters=k)
     assert cfg.n_clusters(n) == k
     reference = mauve_faiss(p, q, cfg)  # mauve.compute_mauve itself, with these labels
@@ -80,8 +81,9 @@ def test_torch_kmeans_recovers_separated_clusters():
     centers = rng.normal(size=(5, 8)) * 10
     truth = rng.integers(0, 5, 300)
     x = centers[truth] + rng.normal(size=(300, 8)) * 0.01
-    labels = kmeans_torch(torch.as_tensor(x[None], dtype=torch.float32), 5, n_redo=5,
-                          seed=1)[0].numpy()
+    labels = kmeans_torch(torch.as_tensor(x[None], dtype=torch.float32), 5, n_redo=5, seed=1)[
+        0
+    ].numpy()
     pairs = set(zip(truth.tolist(), labels.tolist(), strict=True))
     assert len(pairs) == 5
 
@@ -93,7 +95,8 @@ def test_pca_matches_sklearn():
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(2, 60, 40)).astype(np.float32) @ rng.normal(size=(40, 40)).astype(
-        np.float32)
+        np.float32
+    )
     got = _pca_batch(torch.as_tensor(x), 0.9).numpy()
     for b in range(2):
         z = normalize(x[b])
@@ -135,8 +138,11 @@ def test_stage_writes_one_row_per_layer_pair(tmp_path):
     (d / "run.json").write_text(json.dumps({"run_id": "r1"}))
     tok = drifting_tokens(n_layers=3, s=40, d=8).astype(np.float16)
     np.savez(d / "vectors.npz", tokens__original=tok, tokens__front=tok[::-1].copy())
-    params = {"models": {"m1": {}}, "mauve": {"max_points": 40, "kmeans_num_redo": 1},
-              "extract": {"device": "cpu"}}
+    params = {
+        "models": {"m1": {}},
+        "mauve": {"max_points": 40, "kmeans_num_redo": 1},
+        "extract": {"device": "cpu"},
+    }
     mauve_stage(params, "m1", root=tmp_path)
     out = pd.read_parquet(tmp_path / "data" / "mauve" / "m1.parquet")
     assert len(out) == 2 * 3 and set(out["variant"]) == {"original", "front"}

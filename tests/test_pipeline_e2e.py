@@ -23,15 +23,21 @@ NEEDED = ["homog/extract.py", "homog/synth.py", "homog/corpus.py", "homog/cli/po
 pytestmark = pytest.mark.skipif(
     shutil.which("dvc", path=str(Path(sys.executable).parent)) is None
     or not all((ROOT / p).exists() for p in NEEDED),
-    reason="needs dvc and every pipeline stage")
+    reason="needs dvc and every pipeline stage",
+)
 
 
 def tiny_params() -> dict:
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["corpus"]["n"] = 6
     params["models"] = {"tiny": {"source": "random:tiny-llama"}}
-    params["extract"].update(device="cpu", dtype="float32", interventions=["none", "zero_pos"],
-                             sample_tokens=48, max_tokens=64)
+    params["extract"].update(
+        device="cpu",
+        dtype="float32",
+        interventions=["none", "zero_pos"],
+        sample_tokens=48,
+        max_tokens=64,
+    )
     params["mauve"].update(max_points=48, path="torch")
     params["stats"]["n_boot"] = 200
     params["posenc"].update(preset="tiny", encodings=["rope"])
@@ -39,9 +45,15 @@ def tiny_params() -> dict:
 
 
 def run(cmd: list[str], cwd: Path) -> str:
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-           "DVC_NO_ANALYTICS": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "DVC_NO_ANALYTICS": "1",
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{out[-4000:]}"
@@ -58,8 +70,7 @@ def project(tmp_path_factory) -> Path:
     for name in ("dvc.yaml", ".dvcignore"):
         shutil.copy(ROOT / name, root / name)
     # Stage deps name homog/*.py and data/demo; the commands run the installed homog.
-    shutil.copytree(ROOT / "homog", root / "homog",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "homog", root / "homog", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "data" / "demo", root / "data" / "demo")
     (root / "params.yaml").write_text(yaml.safe_dump(tiny_params(), sort_keys=False))
     run(["git", "init", "-q"], root)
@@ -70,8 +81,15 @@ def project(tmp_path_factory) -> Path:
 
 def test_first_repro_fills_every_table(project):
     assert ran_stages((project / "first_repro.log").read_text()) >= {
-        "corpus", "synth", "extract@tiny", "mauve@tiny", "stats", "posenc_train@rope",
-        "posenc_ablate@rope", "load"}
+        "corpus",
+        "synth",
+        "extract@tiny",
+        "mauve@tiny",
+        "stats",
+        "posenc_train@rope",
+        "posenc_ablate@rope",
+        "load",
+    }
     con = q.connect(project / "data" / "homog.duckdb")
     runs = q.list_runs(con)
     assert sorted(r["intervention"] for r in runs) == ["none", "zero_pos"]
@@ -82,8 +100,9 @@ def test_first_repro_fills_every_table(project):
     n_texts = count("SELECT count(DISTINCT sample_id) FROM layer_metrics")
     assert n_texts >= 2
     # Every (run, variant, text, layer) has the 7 hidden-state metrics.
-    assert count("SELECT count(*) FROM layer_metrics WHERE metric = 'erank'") == \
-        2 * 4 * n_texts * (n_layers + 1)
+    assert count("SELECT count(*) FROM layer_metrics WHERE metric = 'erank'") == 2 * 4 * n_texts * (
+        n_layers + 1
+    )
     assert count("SELECT count(*) FROM mauve_scores") == 2 * 4 * n_layers
     assert count("SELECT count(*) FROM contrasts WHERE band = 'late'") > 0
     assert count("SELECT count(*) FROM contrasts WHERE baseline_run_id IS NOT NULL") > 0
@@ -101,8 +120,10 @@ def test_cli_shows_real_numbers(project):
     assert "tiny" in out and "zero_pos" in out
     out = run(["homog", "compare", "--metric", "erank", "--db", db], project)
     assert "control p" in out
-    out = run(["homog", "sql", "SELECT count(*) AS n FROM layer_metrics", "--db", db,
-               "--format", "csv"], project)
+    out = run(
+        ["homog", "sql", "SELECT count(*) AS n FROM layer_metrics", "--db", db, "--format", "csv"],
+        project,
+    )
     assert int(out.split()[-1]) > 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_posenc_model import one_thread  # noqa: F401  (autouse: one torch thread)
 
 from homog.posenc import ENCODINGS
 from homog.posenc.ablate import ablated, head_ablation
@@ -22,15 +23,6 @@ from homog.posenc.decompose import (
 from homog.posenc.model import ADDITIVE, Encoder, EncoderConfig
 from homog.posenc.tasks import TaskData
 from homog.posenc.train import accuracy
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run faster on one thread, and the suite shares two cores."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def tiny(pe: str) -> Encoder:
@@ -115,6 +107,8 @@ def test_decomposition_terms_add_up_to_the_logits(pe):
         assert all(t.abs().max() > 1e-3 for t in position_terms)
     elif pe in ADDITIVE:  # no absolute position vector: no position terms
         assert all(t.abs().max() == 0 for t in position_terms)
+    if pe in ADDITIVE:  # the relative bias term is t5's and alibi's alone
+        assert all((t["bias"].abs().max() > 0) == (pe in ("t5", "alibi")) for t in terms)
 
 
 def test_decomposition_shares():

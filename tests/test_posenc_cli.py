@@ -7,21 +7,13 @@ import pytest
 import torch
 import yaml
 from click.testing import CliRunner
+from test_posenc_model import one_thread  # noqa: F401  (autouse: one torch thread)
 
 from homog.cli import main
 from homog.posenc.presets import resolve
 from homog.posenc.train import build_model, cosine_with_warmup, fit, make_splits
 
 POSENC_RESULTS = ["pe", "task", "split", "accuracy", "n_params", "epochs", "seed"]
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run faster on one thread, and the suite shares two cores."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture
@@ -91,3 +83,32 @@ def test_cosine_schedule():
     assert values[0] == pytest.approx(0.1) and values[9] == pytest.approx(1.0)
     assert values[10] == pytest.approx(1.0) and values[55] == pytest.approx(0.5)
     assert all(a >= b for a, b in zip(values[10:], values[11:], strict=False))
+
+
+@pytest.mark.parametrize("pe", ["rope", "mla"])
+def test_reference_preset_builds_the_papers_model(pe):
+    config = resolve({"preset": "reference"})
+    model = build_model(pe, "distance", config, n_classes=70)
+    assert len(model.blocks) == 6 and model.blocks[0].attn.n_head == 16
+    assert 3_000_000 < model.n_params() < 3_600_000
+    with torch.no_grad():
+        out = model(torch.randint(1, 128, (2, 128)))
+    assert out.shape == (2, 70)
+
+
+def test_decompose_a_random_llama(tmp_path, params):
+    pytest.importorskip("homog.models")
+    texts = tmp_path / "texts.parquet"
+    pd.DataFrame(
+        {"variant": ["original", "front", "original"], "text": ["a b c d e", "x", "the cat sat"]}
+    ).to_parquet(texts)
+    out = tmp_path / "dec.parquet"
+    res = CliRunner().invoke(main, ["posenc", "decompose", "--model", "random:tiny-llama",
+                                    "--params", str(params), "--texts", str(texts),
+                                    "--out", str(out), "--device", "cpu"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    frame = pd.read_parquet(out)
+    assert list(frame.columns) == ["source", "layer", "head", "term", "share"]
+    assert set(frame["source"]) == {"random:tiny-llama"}
+    assert frame.groupby(["layer", "head"])["share"].sum().to_numpy() == pytest.approx(1.0)
+    assert frame["layer"].min() == 1

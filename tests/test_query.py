@@ -51,24 +51,39 @@ def test_connection_is_read_only(con):
 def test_listings(con):
     runs = q.list_runs(con)
     assert len(runs) == 4
-    assert set(runs[0]) == {"run_id", "model", "model_source", "n_layers", "d_model", "n_heads",
-                            "dtype", "device", "intervention", "n_texts", "created_at"}
+    assert set(runs[0]) == {
+        "run_id",
+        "model",
+        "model_source",
+        "n_layers",
+        "d_model",
+        "n_heads",
+        "dtype",
+        "device",
+        "intervention",
+        "n_texts",
+        "created_at",
+    }
     assert q.variants(con) == ["original", "front", "end", "control"]
     assert "erank" in q.metrics(con) and "attn_first" in q.metrics(con)
 
 
 def test_layer_curves_match_independent_computation(con, demo_db):
     rows = q.layer_curves(con, "erank", variants=["original", "front"], layers=[0, 3, 7])
-    raw = duckdb.connect(str(demo_db), read_only=True).execute(
-        "SELECT run_id, variant, layer, value FROM layer_metrics WHERE metric = 'erank'").df()
+    raw = (
+        duckdb.connect(str(demo_db), read_only=True)
+        .execute("SELECT run_id, variant, layer, value FROM layer_metrics WHERE metric = 'erank'")
+        .df()
+    )
     want = raw.groupby(["run_id", "variant", "layer"])["value"].agg(["mean", "std", "count"])
     assert {r["layer"] for r in rows} == {0, 3, 7}
     assert len(rows) == 4 * 2 * 3
     for r in rows:
         w = want.loc[(r["run_id"], r["variant"], r["layer"])]
         assert r["mean"] == pytest.approx(w["mean"]) and r["n"] == w["count"]
-        assert r["ci_high"] - r["ci_low"] == pytest.approx(2 * 1.959964 * w["std"] / 12**0.5,
-                                                           rel=1e-5)
+        assert r["ci_high"] - r["ci_low"] == pytest.approx(
+            2 * 1.959964 * w["std"] / 12**0.5, rel=1e-5
+        )
         if r["variant"] == "original":
             assert r["p_holm_vs_original"] is None
         else:
@@ -96,8 +111,11 @@ def test_unknown_names_list_valid_ones(con):
 def test_attention_profile_mean_over_heads(con, demo_db):
     run_id = q.list_runs(con)[0]["run_id"]
     rows = q.attention_profile(con, run_id, "front")
-    raw = duckdb.connect(str(demo_db), read_only=True).execute(
-        "SELECT * FROM attention_profile WHERE run_id = ? AND variant = 'front'", [run_id]).df()
+    raw = (
+        duckdb.connect(str(demo_db), read_only=True)
+        .execute("SELECT * FROM attention_profile WHERE run_id = ? AND variant = 'front'", [run_id])
+        .df()
+    )
     want = raw.groupby(["layer", "bin"])["mass"].mean()
     assert len(rows) == len(want)
     for r in rows:
@@ -114,16 +132,19 @@ def test_posenc_and_head_ablation(con):
     assert max(rows, key=lambda r: r["drop"])["layer"] == 1
 
 
-@pytest.mark.parametrize("sql", [
-    "DELETE FROM runs",
-    "INSERT INTO runs (run_id) VALUES ('x')",
-    "SELECT 1; DROP TABLE runs",
-    "/* harmless? */ UPDATE runs SET model = 'x'",
-    "COPY runs TO '/tmp/x.csv'",
-    "ATTACH '/tmp/other.duckdb' AS o",
-    "CREATE TABLE t AS SELECT 1",
-    "SET threads = 1",
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "DELETE FROM runs",
+        "INSERT INTO runs (run_id) VALUES ('x')",
+        "SELECT 1; DROP TABLE runs",
+        "/* harmless? */ UPDATE runs SET model = 'x'",
+        "COPY runs TO '/tmp/x.csv'",
+        "ATTACH '/tmp/other.duckdb' AS o",
+        "CREATE TABLE t AS SELECT 1",
+        "SET threads = 1",
+    ],
+)
 def test_run_sql_refuses_writes(con, sql):
     with pytest.raises(HomogError, match="refused: .* homog sql is read-only"):
         q.run_sql(con, sql)

@@ -55,8 +55,7 @@ def test_wilcoxon_matches_scipy_and_handles_zeros():
 
 
 def test_band_split():
-    assert band_of_layers(range(8)) == {"early": [0, 1], "middle": [2, 3, 4, 5],
-                                        "late": [6, 7]}
+    assert band_of_layers(range(8)) == {"early": [0, 1], "middle": [2, 3, 4, 5], "late": [6, 7]}
     b = band_of_layers(range(31))
     assert len(b["early"]) == len(b["late"]) == 8 and len(b["middle"]) == 15
     assert band_of_layers([0, 1]) == {}
@@ -80,8 +79,12 @@ def test_run_contrasts_against_pandas():
     out = run_contrasts(f, "r1", n_boot=500, seed=0)
     layers = out[out["band"].isna()]
     assert set(zip(layers["variant_a"], layers["variant_b"], strict=True)) == {
-        ("front", "original"), ("end", "original"), ("control", "original"),
-        ("front", "control"), ("end", "control")}
+        ("front", "original"),
+        ("end", "original"),
+        ("control", "original"),
+        ("front", "control"),
+        ("end", "control"),
+    }
     fo = layers[(layers["variant_a"] == "front") & (layers["variant_b"] == "original")]
     wide = f.pivot_table(index=["sample_id", "layer"], columns="variant", values="value")
     diff = (wide["front"] - wide["original"]).groupby("layer")
@@ -91,8 +94,9 @@ def test_run_contrasts_against_pandas():
     assert fo["p_holm"].to_numpy() == pytest.approx(holm(want_p))
     assert (fo["ci_low"] <= fo["mean_diff"]).all() and (fo["mean_diff"] <= fo["ci_high"]).all()
     assert (fo[fo["layer"] >= 4]["p_holm"] < 0.01).all()  # a real shift is found
-    bands = out[out["band"].notna() & (out["variant_a"] == "front")
-                & (out["variant_b"] == "original")].set_index("band")
+    bands = out[
+        out["band"].notna() & (out["variant_a"] == "front") & (out["variant_b"] == "original")
+    ].set_index("band")
     late = diff.mean().loc[[7, 8]].mean()  # 9 layers -> late band = last round(9/4) = 2
     assert bands.loc["late", "mean_diff"] == pytest.approx(late)
     assert bands["layer"].isna().all() and len(bands) == 3
@@ -126,8 +130,7 @@ def test_intervention_contrasts_pair_same_variant():
 
 
 def test_paired_contrasts_ragged_rows():
-    a = pd.DataFrame([[1.0, 2.0, np.nan], [1.0, 2.0, 3.0]], index=[0, 1],
-                     columns=["x", "y", "z"])
+    a = pd.DataFrame([[1.0, 2.0, np.nan], [1.0, 2.0, 3.0]], index=[0, 1], columns=["x", "y", "z"])
     b = a * 0
     out = paired_contrasts(a, b, n_boot=100, ci=0.95, seed=0)
     assert list(out["n"]) == [2, 3]

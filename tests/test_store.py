@@ -21,15 +21,47 @@ from homog.store import TABLES, collect_sources, create_schema, load, load_datab
 # DESIGN.md's public contract: these columns, in this order, must stay (extensions come after).
 DESIGN_COLUMNS = {
     "texts": ["dataset", "variant", "sample_id", "text", "label", "keyphrase", "bertscore_f1"],
-    "runs": ["run_id", "model", "model_source", "n_layers", "d_model", "n_heads", "dtype",
-             "device", "intervention", "config_json", "homog_version", "created_at"],
+    "runs": [
+        "run_id",
+        "model",
+        "model_source",
+        "n_layers",
+        "d_model",
+        "n_heads",
+        "dtype",
+        "device",
+        "intervention",
+        "config_json",
+        "homog_version",
+        "created_at",
+    ],
     "layer_metrics": ["run_id", "variant", "sample_id", "layer", "metric", "value"],
     "attention_profile": ["run_id", "variant", "layer", "head", "bin", "mass"],
     "mauve_scores": ["run_id", "variant", "layer", "mauve"],
-    "layer_summary": ["run_id", "model", "variant", "layer", "metric", "n", "mean", "std",
-                      "ci_low", "ci_high"],
-    "contrasts": ["run_id", "variant_a", "variant_b", "layer", "metric", "mean_diff", "ci_low",
-                  "ci_high", "p_value", "p_holm"],
+    "layer_summary": [
+        "run_id",
+        "model",
+        "variant",
+        "layer",
+        "metric",
+        "n",
+        "mean",
+        "std",
+        "ci_low",
+        "ci_high",
+    ],
+    "contrasts": [
+        "run_id",
+        "variant_a",
+        "variant_b",
+        "layer",
+        "metric",
+        "mean_diff",
+        "ci_low",
+        "ci_high",
+        "p_value",
+        "p_holm",
+    ],
     "posenc_results": ["pe", "task", "split", "accuracy", "n_params", "epochs", "seed"],
     "head_ablation": ["pe", "task", "layer", "head", "accuracy", "drop"],
     "logit_decomposition": ["source", "layer", "head", "term", "share"],
@@ -39,35 +71,77 @@ DESIGN_COLUMNS = {
 VARIANTS = ["original", "front", "end", "control"]
 
 
-def write_run(root: Path, model: str, intervention: str, run_id: str, *, n_texts: int = 6,
-              n_layers: int = 4, shift: float = 0.0, seed: int = 0) -> None:
+def write_run(
+    root: Path,
+    model: str,
+    intervention: str,
+    run_id: str,
+    *,
+    n_texts: int = 6,
+    n_layers: int = 4,
+    shift: float = 0.0,
+    seed: int = 0,
+) -> None:
     """Synthetic extract outputs for one run under root/data/extract/<model>/<intervention>/."""
     rng = np.random.default_rng(seed)
     d = root / "data" / "extract" / model / intervention
     d.mkdir(parents=True, exist_ok=True)
-    (d / "run.json").write_text(json.dumps({
-        "run_id": run_id, "model": model, "model_source": f"random:{model}",
-        "n_layers": n_layers, "d_model": 16, "n_heads": 2, "dtype": "float32",
-        "device": "cpu", "intervention": intervention, "config_json": "{}",
-        "homog_version": "0.1.0", "created_at": "2025-06-01T10:00:00+00:00",
-        "n_texts": n_texts, "n_truncated": 0, "timings": {"total_s": 1.0}}))
-    rows = [(run_id, v, f"s{t}", layer, m, float(rng.normal(layer + shift + i, 1.0)))
-            for i, v in enumerate(VARIANTS) for t in range(n_texts)
-            for layer in range(n_layers + 1) for m in ("erank", "mev")]
-    pd.DataFrame(rows, columns=["run_id", "variant", "sample_id", "layer", "metric", "value"]
-                 ).to_parquet(d / "layer_metrics.parquet")
-    prof = [(run_id, v, layer, h, b, 1 / 20) for v in VARIANTS
-            for layer in range(1, n_layers + 1) for h in range(2) for b in range(20)]
-    pd.DataFrame(prof, columns=["run_id", "variant", "layer", "head", "bin", "mass"]
-                 ).to_parquet(d / "attention_profile.parquet")
-    heads = [(run_id, v, layer, h, "attn_first", 0.5, 0.1, n_texts) for v in VARIANTS
-             for layer in range(1, n_layers + 1) for h in range(2)]
-    pd.DataFrame(heads, columns=["run_id", "variant", "layer", "head", "metric", "mean", "std",
-                                 "n"]).to_parquet(d / "attention_heads.parquet")
-    spec = [(run_id, v, layer, "mean", "rankme", 3.0) for v in VARIANTS
-            for layer in range(n_layers + 1)]
-    pd.DataFrame(spec, columns=["run_id", "variant", "layer", "pooling", "metric", "value"]
-                 ).to_parquet(d / "dataset_spectra.parquet")
+    (d / "run.json").write_text(
+        json.dumps(
+            {
+                "run_id": run_id,
+                "model": model,
+                "model_source": f"random:{model}",
+                "n_layers": n_layers,
+                "d_model": 16,
+                "n_heads": 2,
+                "dtype": "float32",
+                "device": "cpu",
+                "intervention": intervention,
+                "config_json": "{}",
+                "homog_version": "0.1.0",
+                "created_at": "2025-06-01T10:00:00+00:00",
+                "n_texts": n_texts,
+                "n_truncated": 0,
+                "timings": {"total_s": 1.0},
+            }
+        )
+    )
+    rows = [
+        (run_id, v, f"s{t}", layer, m, float(rng.normal(layer + shift + i, 1.0)))
+        for i, v in enumerate(VARIANTS)
+        for t in range(n_texts)
+        for layer in range(n_layers + 1)
+        for m in ("erank", "mev")
+    ]
+    pd.DataFrame(
+        rows, columns=["run_id", "variant", "sample_id", "layer", "metric", "value"]
+    ).to_parquet(d / "layer_metrics.parquet")
+    prof = [
+        (run_id, v, layer, h, b, 1 / 20)
+        for v in VARIANTS
+        for layer in range(1, n_layers + 1)
+        for h in range(2)
+        for b in range(20)
+    ]
+    pd.DataFrame(prof, columns=["run_id", "variant", "layer", "head", "bin", "mass"]).to_parquet(
+        d / "attention_profile.parquet"
+    )
+    heads = [
+        (run_id, v, layer, h, "attn_first", 0.5, 0.1, n_texts)
+        for v in VARIANTS
+        for layer in range(1, n_layers + 1)
+        for h in range(2)
+    ]
+    pd.DataFrame(
+        heads, columns=["run_id", "variant", "layer", "head", "metric", "mean", "std", "n"]
+    ).to_parquet(d / "attention_heads.parquet")
+    spec = [
+        (run_id, v, layer, "mean", "rankme", 3.0) for v in VARIANTS for layer in range(n_layers + 1)
+    ]
+    pd.DataFrame(
+        spec, columns=["run_id", "variant", "layer", "pooling", "metric", "value"]
+    ).to_parquet(d / "dataset_spectra.parquet")
 
 
 def write_project(root: Path, runs: list[tuple[str, str, str]], **kw) -> dict:
@@ -75,23 +149,37 @@ def write_project(root: Path, runs: list[tuple[str, str, str]], **kw) -> dict:
     for model, intervention, run_id in runs:
         write_run(root, model, intervention, run_id, **kw)
     (root / "data" / "synth").mkdir(parents=True, exist_ok=True)
-    pd.DataFrame([("demo", v, f"s{t}", f"text {t} {v}", "pos", "kp", 1.0)
-                  for v in VARIANTS for t in range(6)],
-                 columns=["dataset", "variant", "sample_id", "text", "label", "keyphrase",
-                          "bertscore_f1"]).to_parquet(root / "data" / "synth" / "texts.parquet")
+    pd.DataFrame(
+        [
+            ("demo", v, f"s{t}", f"text {t} {v}", "pos", "kp", 1.0)
+            for v in VARIANTS
+            for t in range(6)
+        ],
+        columns=["dataset", "variant", "sample_id", "text", "label", "keyphrase", "bertscore_f1"],
+    ).to_parquet(root / "data" / "synth" / "texts.parquet")
     (root / "data" / "mauve").mkdir(parents=True, exist_ok=True)
     for model in {m for m, _, _ in runs}:
-        pd.DataFrame([(rid, v, layer, 0.9) for m, _, rid in runs if m == model
-                      for v in VARIANTS for layer in range(4)],
-                     columns=["run_id", "variant", "layer", "mauve"]
-                     ).to_parquet(root / "data" / "mauve" / f"{model}.parquet")
+        pd.DataFrame(
+            [
+                (rid, v, layer, 0.9)
+                for m, _, rid in runs
+                if m == model
+                for v in VARIANTS
+                for layer in range(4)
+            ],
+            columns=["run_id", "variant", "layer", "mauve"],
+        ).to_parquet(root / "data" / "mauve" / f"{model}.parquet")
     pe_dir = root / "data" / "posenc" / "rope"
     pe_dir.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame([("rope", "distance", "test", 0.9, 1000, 2, 0)],
-                 columns=["pe", "task", "split", "accuracy", "n_params", "epochs", "seed"]
-                 ).to_parquet(pe_dir / "results.parquet")
-    return {"models": {m: {"source": f"random:{m}"} for m, _, _ in runs},
-            "posenc": {"encodings": ["rope", "nope"]}, "db": "data/homog.duckdb"}
+    pd.DataFrame(
+        [("rope", "distance", "test", 0.9, 1000, 2, 0)],
+        columns=["pe", "task", "split", "accuracy", "n_params", "epochs", "seed"],
+    ).to_parquet(pe_dir / "results.parquet")
+    return {
+        "models": {m: {"source": f"random:{m}"} for m, _, _ in runs},
+        "posenc": {"encodings": ["rope", "nope"]},
+        "db": "data/homog.duckdb",
+    }
 
 
 def table_rows(db: Path, table: str) -> list[tuple]:
@@ -124,13 +212,17 @@ def test_load_counts_and_layer_summary(tmp_path):
     assert counts["runs"] == 2
     assert counts["layer_metrics"] == 2 * 4 * 6 * 5 * 2
     assert counts["posenc_results"] == 1 and counts["texts"] == 24
-    frame = pd.concat(pd.read_parquet(p) for p in
-                      sorted((tmp_path / "data" / "extract").glob("*/*/layer_metrics.parquet")))
+    frame = pd.concat(
+        pd.read_parquet(p)
+        for p in sorted((tmp_path / "data" / "extract").glob("*/*/layer_metrics.parquet"))
+    )
     want = frame.groupby(["run_id", "variant", "layer", "metric"])["value"].agg(
-        ["mean", "std", "count"])
+        ["mean", "std", "count"]
+    )
     con = duckdb.connect(str(db), read_only=True)
-    got = con.execute("SELECT run_id, variant, layer, metric, mean, std, n, ci_low, ci_high "
-                      "FROM layer_summary").fetchall()
+    got = con.execute(
+        "SELECT run_id, variant, layer, metric, mean, std, n, ci_low, ci_high FROM layer_summary"
+    ).fetchall()
     assert len(got) == len(want)
     for run_id, variant, layer, metric, mean, std, n, lo, hi in got:
         w = want.loc[(run_id, variant, layer, metric)]
@@ -138,8 +230,9 @@ def test_load_counts_and_layer_summary(tmp_path):
         assert n == w["count"]
         assert hi - mean == pytest.approx(1.959964 * w["std"] / np.sqrt(n), rel=1e-5)
         assert mean - lo == pytest.approx(hi - mean)
-    run = con.execute("SELECT created_at, n_texts, timings_json FROM runs WHERE run_id='r1'"
-                      ).fetchone()
+    run = con.execute(
+        "SELECT created_at, n_texts, timings_json FROM runs WHERE run_id='r1'"
+    ).fetchone()
     assert str(run[0]) == "2025-06-01 10:00:00" and run[1] == 6
     assert json.loads(run[2]) == {"total_s": 1.0}
 
@@ -161,8 +254,9 @@ def test_load_twice_is_idempotent_and_keeps_earlier_runs(tmp_path):
     write_run(tmp_path, "m1", "none", "r9", shift=50.0)
     load(params, root=tmp_path)
     con = duckdb.connect(str(db), read_only=True)
-    n, lo = con.execute("SELECT count(*), min(value) FROM layer_metrics WHERE run_id='r9'"
-                        ).fetchone()
+    n, lo = con.execute(
+        "SELECT count(*), min(value) FROM layer_metrics WHERE run_id='r9'"
+    ).fetchone()
     assert n == len(first["layer_metrics"]) and lo > 40
 
 
@@ -220,8 +314,10 @@ def test_killed_load_leaves_previous_database_readable(tmp_path):
     load(params, root=tmp_path)
     before = table_rows(db, "runs")
     write_run(tmp_path, "m1", "zero_pos", "r2")
-    proc = subprocess.run([sys.executable, "-c", KILL_SCRIPT.format(params=repr(params)),
-                           str(tmp_path)], capture_output=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", KILL_SCRIPT.format(params=repr(params)), str(tmp_path)],
+        capture_output=True,
+    )
     assert proc.returncode == -9
     assert table_rows(db, "runs") == before  # the old file, intact and readable
     load(params, root=tmp_path)  # the stale temp file of the killed load does not get in the way
@@ -235,8 +331,7 @@ def _load_in_process(root: str, params: dict) -> None:
 def test_concurrent_loads_do_not_corrupt(tmp_path):
     params = write_project(tmp_path, [("m1", "none", "r1"), ("m2", "none", "r2")])
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_load_in_process, args=(str(tmp_path), params))
-             for _ in range(3)]
+    procs = [ctx.Process(target=_load_in_process, args=(str(tmp_path), params)) for _ in range(3)]
     for p in procs:
         p.start()
     for p in procs:

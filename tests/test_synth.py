@@ -261,6 +261,8 @@ def test_imdb_rule_synth_moves_key_phrases(tmp_path, scorer):
 
 def test_llm_rephraser_end_to_end_with_smollm2(tmp_path, scorer):
     """The llm rephraser runs the whole stage with the embedded SmolLM2 on two short texts."""
+    import torch
+
     from homog.rephrase import position_ok
 
     demo = pd.read_json(ROOT / "data/demo/reviews.jsonl", lines=True)
@@ -272,11 +274,17 @@ def test_llm_rephraser_end_to_end_with_smollm2(tmp_path, scorer):
         synth={
             "rephraser": "llm",
             "require_rewrite": "none",
-            "llm": {"device": "cpu", "max_new_tokens": 32, "retries": 1, "batch_size": 16},
+            "llm": {"device": "cpu", "max_new_tokens": 24, "retries": 0, "batch_size": 16},
             "bertscore": {"threshold": 0.0},
         },
     )
-    report, texts = run_stage(tmp_path, params, scorer)
+    # One thread: on a busy 2-core machine two generation threads slow each other down ~10x.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        report, texts = run_stage(tmp_path, params, scorer)
+    finally:
+        torch.set_num_threads(threads)
     assert report["rephraser"] == "llm" and report["texts_kept"] == 2
     status = report["sentence_status"]
     for target in ("front", "end", "control"):

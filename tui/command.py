@@ -16,7 +16,6 @@ DEMO_RUNS, DEMO_TEXTS = 6, 40
 def _default_db(params: Path) -> Path:
     """``db:`` of params.yaml when there is one, else data/homog.duckdb."""
     from homog.io import load_params
-
     from tui.core import DEFAULT_DB
 
     if params.exists():

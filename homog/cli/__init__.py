@@ -55,9 +55,11 @@ class LazyGroup(click.Group):
         except ModuleNotFoundError as exc:
             # A command whose module is missing is listed with the reason instead of crashing
             # `homog --help` for every other command.
-            @click.command(cmd_name, help=f"(unavailable: {exc})")
+            reason = str(exc)
+
+            @click.command(cmd_name, help=f"(unavailable: {reason})")
             def unavailable() -> None:
-                raise click.ClickException(f"'homog {cmd_name}' is unavailable: {exc}")
+                raise click.ClickException(f"'homog {cmd_name}' is unavailable: {reason}")
 
             return unavailable
         return getattr(module, attr)

@@ -6,17 +6,42 @@ import click
 
 
 @click.command()
-@click.option("--model", "model_key", required=True, help="A key of params.yaml `models:` "
-              "(or a source such as random:tiny-llama, hf:<id-or-dir>).")
-@click.option("--params", "params_path", default="params.yaml", show_default=True,
-              type=click.Path(dir_okay=False), help="Parameters file.")
-@click.option("--intervention", "interventions", multiple=True,
-              type=click.Choice(["none", "zero_pos", "shuffle_pos"]),
-              help="Repeatable; default: extract.interventions.")
-@click.option("--texts", "texts_path", default="data/synth/texts.parquet", show_default=True,
-              type=click.Path(dir_okay=False), help="Texts table (variant, sample_id, text).")
-@click.option("--out", "out_dir", default=None, type=click.Path(file_okay=False),
-              help="Output directory [default: data/extract/<model>].")
+@click.option(
+    "--model",
+    "model_key",
+    required=True,
+    help="A key of params.yaml `models:` (or a source such as random:tiny-llama, hf:<id-or-dir>).",
+)
+@click.option(
+    "--params",
+    "params_path",
+    default="params.yaml",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="Parameters file.",
+)
+@click.option(
+    "--intervention",
+    "interventions",
+    multiple=True,
+    type=click.Choice(["none", "zero_pos", "shuffle_pos"]),
+    help="Repeatable; default: extract.interventions.",
+)
+@click.option(
+    "--texts",
+    "texts_path",
+    default="data/synth/texts.parquet",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="Texts table (variant, sample_id, text).",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="Output directory [default: data/extract/<model>].",
+)
 @click.option("--device", default=None, help="Override extract.device (cpu | cuda | auto).")
 @click.option("--dtype", default=None, help="Override extract.dtype.")
 @click.option("--max-tokens", type=int, default=None, help="Override extract.max_tokens.")
@@ -60,8 +85,14 @@ def extract(
         )
         out = out_dir or f"data/extract/{model_key.replace(':', '_').replace('/', '_')}"
         records = run_extract(
-            model_key, source, texts_path, config, chosen, out,
-            show_progress=not no_progress, log=lambda m: console.print(f"[yellow]{m}"),
+            model_key,
+            source,
+            texts_path,
+            config,
+            chosen,
+            out,
+            show_progress=not no_progress,
+            log=lambda m: console.print(f"[yellow]{m}"),
         )
     except HomogError as exc:
         raise click.ClickException(str(exc)) from exc

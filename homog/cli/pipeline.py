@@ -13,8 +13,13 @@ import click
 from homog.io import HomogError, load_params
 
 params_option = click.option(
-    "--params", "params_path", type=click.Path(dir_okay=False, path_type=Path),
-    default="params.yaml", show_default=True, help="Pipeline parameters file.")
+    "--params",
+    "params_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default="params.yaml",
+    show_default=True,
+    help="Pipeline parameters file.",
+)
 
 
 @click.command()
@@ -24,8 +29,8 @@ def mauve(model: str, params_path: Path) -> None:
     """MAUVE between consecutive layers of every run of one model.
 
     Reads data/extract/MODEL/*/vectors.npz and writes data/mauve/MODEL.parquet. The k-means
-    path is params `mauve.path`: torch (on the extract device, fast) or faiss (mauve-text's
-    own, CPU).
+    path is params `mauve.path`: auto (torch on a CUDA device, else faiss), torch (batched on
+    the extract device) or faiss (mauve-text's own, CPU).
 
     \b
     Example:
@@ -60,14 +65,20 @@ def stats(params_path: Path) -> None:
         counts = stats_stage(load_params(params_path))
     except HomogError as exc:
         raise click.ClickException(str(exc)) from exc
-    click.echo(f"wrote data/stats/ ({counts['contrasts']} contrasts, {counts['runs']} runs)",
-               err=True)
+    click.echo(
+        f"wrote data/stats/ ({counts['contrasts']} contrasts, {counts['runs']} runs)", err=True
+    )
 
 
 @click.command()
 @params_option
-@click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="DuckDB file to build (default: params `db`, data/homog.duckdb).")
+@click.option(
+    "--db",
+    "db_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="DuckDB file to build (default: params `db`, data/homog.duckdb).",
+)
 def load(params_path: Path, db_path: Path | None) -> None:
     """Load every stage output into the DuckDB file, atomically.
 

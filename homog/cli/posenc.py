@@ -27,6 +27,13 @@ out_option = click.option(
 )  # fmt: skip
 
 
+def stage_options(command):
+    """The options shared by ``train`` and ``ablate``: --pe, --params, --preset, --device, --out."""
+    for option in reversed((pe_option, params_option, preset_option, device_option, out_option)):
+        command = option(command)
+    return command
+
+
 def _posenc_params(params_path: str) -> dict:
     from homog.io import load_params, section
 
@@ -47,11 +54,7 @@ def posenc() -> None:
 
 
 @posenc.command()
-@pe_option
-@params_option
-@preset_option
-@device_option
-@out_option
+@stage_options
 def train(pe: str, params_path: str, preset: str | None, device: str | None, out_dir: str | None):
     """Train encoding PE on every task of posenc.tasks, for every seed.
 
@@ -74,11 +77,7 @@ def train(pe: str, params_path: str, preset: str | None, device: str | None, out
 
 
 @posenc.command()
-@pe_option
-@params_option
-@preset_option
-@device_option
-@out_option
+@stage_options
 def ablate(pe: str, params_path: str, preset: str | None, device: str | None, out_dir: str | None):
     """Zero each head in turn and decompose the attention logits of PE's checkpoints.
 
@@ -96,11 +95,12 @@ def ablate(pe: str, params_path: str, preset: str | None, device: str | None, ou
         )  # fmt: skip
     except HomogError as exc:
         raise click.ClickException(str(exc)) from exc
-    for task, rows in heads.groupby("task", sort=False):
-        top = rows.loc[rows["drop"].idxmax()]
+    from homog.posenc.ablate import deposit_summary
+
+    for task, d in deposit_summary(heads).items():
         click.echo(
-            f"{pe}/{task}: largest drop {top['drop']:.4f} from layer {int(top['layer'])} "
-            f"head {int(top['head'])} (accuracy {top['accuracy']:.4f} without it)"
+            f"{pe}/{task}: largest drop {d['largest_drop']:.4f} from layer {d['layer']} head "
+            f"{d['head']} (runner-up {d['runner_up_drop']:.4f})"
         )
 
 
@@ -143,11 +143,14 @@ def decompose(
         params = load_params(params_path)
         p = section(params, "posenc")
         out = out_path or f"data/posenc/pretrained/{model_key}/logit_decomposition.parquet"
-        frame = run_decompose(
+        frame, counts = run_decompose(
             params, model_key, texts_path, out, device=device or p.get("device", "auto")
         )
     except HomogError as exc:
         raise click.ClickException(str(exc)) from exc
     rot = frame[frame["term"] == "rotation"].groupby("layer")["share"].mean()
-    click.echo(f"{out}: {len(frame)} rows; mean rotation share per layer:")
+    click.echo(
+        f"{out}: {len(frame)} rows from {counts['n_texts']} texts, {counts['n_tokens']} tokens "
+        f"({counts['n_truncated']} texts truncated); mean rotation share per layer:"
+    )
     click.echo(" ".join(f"{layer}:{share:.3f}" for layer, share in rot.items()))

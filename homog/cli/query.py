@@ -35,14 +35,23 @@ def _default_db() -> str:
 
 def db_option(f: Callable) -> Callable:
     return click.option(
-        "--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-        help="DuckDB file (default: params.yaml `db`, data/homog.duckdb).")(f)
+        "--db",
+        "db_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="DuckDB file (default: params.yaml `db`, data/homog.duckdb).",
+    )(f)
 
 
 def format_option(f: Callable) -> Callable:
     return click.option(
-        "--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
-        show_default=True, help="Output format.")(f)
+        "--format",
+        "fmt",
+        type=click.Choice(["table", "csv", "json"]),
+        default="table",
+        show_default=True,
+        help="Output format.",
+    )(f)
 
 
 def _connect(db_path: Path | None):
@@ -73,16 +82,22 @@ def _parse_layers(values: Sequence[str]) -> list[int] | None:
 
 def _cell(v: Any) -> Any:
     if isinstance(v, datetime | date):
-        return v.isoformat(sep=" ", timespec="seconds") if isinstance(v, datetime) \
-            else v.isoformat()
+        return (
+            v.isoformat(sep=" ", timespec="seconds") if isinstance(v, datetime) else v.isoformat()
+        )
     return v
 
 
 def emit(columns: list[str], rows: Sequence[Sequence[Any]], fmt: str, title: str = "") -> None:
     """Print rows as a rich table, CSV or JSON (a list of objects) on stdout."""
     if fmt == "json":
-        click.echo(json.dumps([dict(zip(columns, map(_cell, r), strict=True)) for r in rows],
-                              indent=2, default=str))
+        click.echo(
+            json.dumps(
+                [dict(zip(columns, map(_cell, r), strict=True)) for r in rows],
+                indent=2,
+                default=str,
+            )
+        )
     elif fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
@@ -128,6 +143,7 @@ def runs(db_path: Path | None, fmt: str) -> None:
       homog runs
       homog runs --format json
     """
+
     def go() -> None:
         from homog.query import list_runs
 
@@ -148,9 +164,15 @@ def runs(db_path: Path | None, fmt: str) -> None:
 @click.option("--runs", "run_ids", multiple=True, help="Run ids (default: all runs).")
 @db_option
 @format_option
-def compare(metric: str, models: tuple[str, ...], variants: tuple[str, ...],
-            layers: tuple[str, ...], run_ids: tuple[str, ...], db_path: Path | None,
-            fmt: str) -> None:
+def compare(
+    metric: str,
+    models: tuple[str, ...],
+    variants: tuple[str, ...],
+    layers: tuple[str, ...],
+    run_ids: tuple[str, ...],
+    db_path: Path | None,
+    fmt: str,
+) -> None:
     """Layer curves of one metric side by side, with 95 % CIs and contrast p-values.
 
     The table has one row per (model, run, layer) and, per variant, the mean over texts with
@@ -162,13 +184,18 @@ def compare(metric: str, models: tuple[str, ...], variants: tuple[str, ...],
       homog compare --metric erank
       homog compare --metric mev --models smollm2-135m --variants original,front --layers 0-5
     """
+
     def go() -> None:
         from homog.query import layer_curves
 
         rows = layer_curves(
-            _connect(db_path), metric, run_ids=_split(run_ids) or None,
-            variants=_split(variants) or None, layers=_parse_layers(layers),
-            models=_split(models) or None)
+            _connect(db_path),
+            metric,
+            run_ids=_split(run_ids) or None,
+            variants=_split(variants) or None,
+            layers=_parse_layers(layers),
+            models=_split(models) or None,
+        )
         if not rows:
             raise HomogError(f"no rows for metric {metric} with these filters")
         if fmt != "table":
@@ -179,7 +206,8 @@ def compare(metric: str, models: tuple[str, ...], variants: tuple[str, ...],
         grid: dict[tuple, dict[str, dict]] = {}
         for r in rows:
             grid.setdefault((r["model"], r["intervention"], r["run_id"], r["layer"]), {})[
-                r["variant"]] = r
+                r["variant"]
+            ] = r
         cols = ["model", "intervention", "run", "layer"]
         for v in order:
             cols += [f"{v} (95% CI)"] + ([f"{v} p"] if v != "original" else [])
@@ -219,6 +247,7 @@ def sql(query: str, db_path: Path | None, fmt: str) -> None:
       homog sql "SELECT * FROM layer_summary WHERE metric = 'erank' AND layer = 10"
       echo "SELECT * FROM runs" | homog sql - --format csv
     """
+
     def go() -> None:
         from homog.query import run_sql
 
@@ -231,10 +260,21 @@ def sql(query: str, db_path: Path | None, fmt: str) -> None:
 
 @click.command()
 @click.argument("source")
-@click.option("-o", "--out", "out", type=click.Path(dir_okay=False, path_type=Path),
-              required=True, help="Output file (.parquet or .csv).")
-@click.option("--format", "fmt", type=click.Choice(["parquet", "csv"]), default=None,
-              help="File format (default: from the output suffix).")
+@click.option(
+    "-o",
+    "--out",
+    "out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="Output file (.parquet or .csv).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["parquet", "csv"]),
+    default=None,
+    help="File format (default: from the output suffix).",
+)
 @db_option
 def export(source: str, out: Path, fmt: str | None, db_path: Path | None) -> None:
     """Export a table, view or read-only SELECT to Parquet or CSV.
@@ -244,6 +284,7 @@ def export(source: str, out: Path, fmt: str | None, db_path: Path | None) -> Non
       homog export layer_summary -o layer_summary.parquet
       homog export "SELECT * FROM contrasts WHERE metric = 'erank'" -o erank.csv
     """
+
     def go() -> None:
         from homog.query import export as export_rel
 
@@ -254,22 +295,48 @@ def export(source: str, out: Path, fmt: str | None, db_path: Path | None) -> Non
 
 
 @click.command()
-@click.option("--metric", default="erank", show_default=True,
-              help="Metric for layer curves (kind=curves).")
-@click.option("--kind", type=click.Choice(["curves", "attention"]), default="curves",
-              show_default=True, help="Layer curves or an attention position heatmap.")
+@click.option(
+    "--metric", default="erank", show_default=True, help="Metric for layer curves (kind=curves)."
+)
+@click.option(
+    "--kind",
+    type=click.Choice(["curves", "attention"]),
+    default="curves",
+    show_default=True,
+    help="Layer curves or an attention position heatmap.",
+)
 @click.option("--models", multiple=True, help="Model keys (curves).")
 @click.option("--variants", multiple=True, help="Variants (curves), or the variant (attention).")
 @click.option("--runs", "run_ids", multiple=True, help="Run ids (default: all; attention: one).")
 @click.option("--head", type=int, default=None, help="One head (attention; default: mean).")
-@click.option("--x", "x_axis", type=click.Choice(["layer", "rel_depth"]), default="layer",
-              show_default=True, help="x axis of layer curves.")
-@click.option("-o", "--out", "out", type=click.Path(dir_okay=False, path_type=Path),
-              required=True, help="Output image (.png, .pdf or .svg).")
+@click.option(
+    "--x",
+    "x_axis",
+    type=click.Choice(["layer", "rel_depth"]),
+    default="layer",
+    show_default=True,
+    help="x axis of layer curves.",
+)
+@click.option(
+    "-o",
+    "--out",
+    "out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="Output image (.png, .pdf or .svg).",
+)
 @db_option
-def plot(metric: str, kind: str, models: tuple[str, ...], variants: tuple[str, ...],
-         run_ids: tuple[str, ...], head: int | None, x_axis: str, out: Path,
-         db_path: Path | None) -> None:
+def plot(
+    metric: str,
+    kind: str,
+    models: tuple[str, ...],
+    variants: tuple[str, ...],
+    run_ids: tuple[str, ...],
+    head: int | None,
+    x_axis: str,
+    out: Path,
+    db_path: Path | None,
+) -> None:
     """Paper figures: layer curves per variant and model, or attention position heatmaps.
 
     \b
@@ -278,15 +345,20 @@ def plot(metric: str, kind: str, models: tuple[str, ...], variants: tuple[str, .
       homog plot --metric erank --x rel_depth --variants original,front,end -o erank.pdf
       homog plot --kind attention --runs RUN_ID --variants front -o attn.png
     """
+
     def go() -> None:
         from homog import plot as plots
         from homog import query as q
 
         con = _connect(db_path)
         if kind == "curves":
-            rows = q.layer_curves(con, metric, run_ids=_split(run_ids) or None,
-                                  variants=_split(variants) or None,
-                                  models=_split(models) or None)
+            rows = q.layer_curves(
+                con,
+                metric,
+                run_ids=_split(run_ids) or None,
+                variants=_split(variants) or None,
+                models=_split(models) or None,
+            )
             plots.layer_curves_figure(rows, metric, out, x=x_axis)
         else:
             ids = _split(run_ids) or [r["run_id"] for r in q.list_runs(con)][:1]
@@ -296,7 +368,8 @@ def plot(metric: str, kind: str, models: tuple[str, ...], variants: tuple[str, .
             run = next((r for r in q.list_runs(con) if r["run_id"] == ids[0]), None)
             rows = q.attention_profile(con, ids[0], vs[0], head=head)
             title = f"{run['model'] if run else ids[0]} · {vs[0]}" + (
-                f" · head {head}" if head is not None else " · mean over heads")
+                f" · head {head}" if head is not None else " · mean over heads"
+            )
             plots.attention_heatmap_figure(rows, out, title=title)
         click.echo(f"wrote {out}", err=True)
 

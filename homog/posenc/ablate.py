@@ -5,8 +5,9 @@ every layer and head in turn; for MLA that output already includes the head's Ro
 test accuracy with the head removed and the drop from the intact model are recorded.
 
 Outputs in ``data/posenc/<pe>/``: ``head_ablation.parquet`` (pe, task, layer, head, accuracy,
-drop; layer 1..L, head 0..H-1, averaged over seeds) and ``logit_decomposition.parquet``
-(source = ``posenc:<pe>:<task>``, layer, head, term, share).
+drop; layer 1..L, head 0..H-1, averaged over seeds), ``logit_decomposition.parquet``
+(source = ``posenc:<pe>:<task>``, layer, head, term, share) and ``ablation.json`` (the DVC
+metrics: per task the largest single-head drop, its layer and head, and the runner-up drop).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 import torch
 
-from homog.io import atomic_path
+from homog.io import atomic_path, write_json
 from homog.posenc.decompose import encoder_decomposition
 from homog.posenc.model import Encoder
 from homog.posenc.presets import resolve
@@ -120,4 +121,24 @@ def run_ablate(
         heads.to_parquet(tmp, index=False)
     with atomic_path(out_dir / "logit_decomposition.parquet") as tmp:
         terms.to_parquet(tmp, index=False)
+    write_json(out_dir / "ablation.json", deposit_summary(heads))
     return heads, terms
+
+
+def deposit_summary(heads) -> dict[str, dict[str, float]]:
+    """Per task: the largest single-head drop, where it is, and the runner-up's drop.
+
+    A "single-head deposit" shows as one large drop with a small runner-up. heads: the
+    head_ablation DataFrame of one encoding.
+    """
+    out = {}
+    for task, rows in heads.groupby("task", sort=False):
+        ranked = rows.sort_values("drop", ascending=False)
+        top = ranked.iloc[0]
+        out[str(task)] = {
+            "largest_drop": round(float(top["drop"]), 4),
+            "layer": int(top["layer"]),
+            "head": int(top["head"]),
+            "runner_up_drop": round(float(ranked["drop"].iloc[1]), 4) if len(ranked) > 1 else 0.0,
+        }
+    return out

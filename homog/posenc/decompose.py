@@ -5,9 +5,10 @@ Two decompositions, both exact (the terms add up to the layer's logits):
 - additive encodings (nope, sinusoidal, learned, t5, alibi): the residual stream entering a
   block is content + p, where p is the absolute position vector added at the input (zero for
   nope/t5/alibi). LayerNorm is linear once its per-token scale 1/sigma(x) is fixed, so
-  ln(x) = c' + p' + beta and, the projections having no bias,
-  logit = q(c')k(c') + q(c')k(p') + q(p')k(c') + q(p')k(p') + [terms with beta + the t5/alibi
-  bias] -> terms ``cc``, ``cp``, ``pc``, ``pp``, ``bias``.
+  ln(x) = c' + p' with p' = gamma (p - mean p) / sigma(x) and c' the rest (content and
+  LayerNorm's beta). The projections have no bias, so
+  logit = q(c')k(c') + q(c')k(p') + q(p')k(c') + q(p')k(p') + b_ij, the terms ``cc``, ``cp``,
+  ``pc``, ``pp`` and ``bias`` (b_ij: the t5 / alibi relative bias, 0 for the others).
 - rotary encodings (rope, partial_rope, mla, and pretrained RoPE LMs): ``unrotated`` = the
   logits q.k of the same pre-rotation q and k, ``rotation`` = rotated minus unrotated logits,
   i.e. what the position-dependent rotation adds.
@@ -53,42 +54,35 @@ def shares(energies: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {k: torch.where(total > 0, v / total.clamp(min=1e-30), 0.0) for k, v in energies.items()}
 
 
-def layernorm_parts(ln: torch.nn.LayerNorm, parts: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    """Split ln(sum(parts)) into one term per part plus the bias beta (the last element).
+def position_part(ln: torch.nn.LayerNorm, x: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
+    """The part of ln(x) that the position vectors in x = content + position account for.
 
-    ln(x) = gamma * (x - mean x) / sigma(x) + beta is linear in x for a fixed sigma(x), so each
-    part p contributes gamma * (p - mean p) / sigma(x).
+    ln(x) = gamma * (x - mean x) / sigma(x) + beta is linear in x once the per-token scale
+    sigma(x) is fixed, so position contributes gamma * (position - mean position) / sigma(x);
+    everything else (content and beta) is the content part ln(x) - position_part.
     """
-    x = sum(parts)
     sigma = torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + ln.eps)
-    out = [ln.weight * (p - p.mean(-1, keepdim=True)) / sigma for p in parts]
-    bias = ln.bias if ln.bias is not None else torch.zeros_like(ln.weight)
-    return out + [bias.expand_as(x)]
+    return ln.weight * (position - position.mean(-1, keepdim=True)) / sigma
 
 
 def additive_terms(
-    attn: Attention, ln: torch.nn.LayerNorm, content: torch.Tensor, position: torch.Tensor
+    attn: Attention, ln: torch.nn.LayerNorm, x: torch.Tensor, position: torch.Tensor
 ) -> dict[str, torch.Tensor]:
     """The five logit terms [B, H, T, T] of one additive-encoding layer; they sum to its logits.
 
-    content, position [B, T, d]: the block's input minus / equal to the absolute position
-    vectors. Relies on the q/k projections having no bias (true for ``Attention.c_attn``).
+    x [B, T, d]: the block's input; position [B, T, d]: the absolute position vectors in it
+    (zeros without them). Relies on the q/k projections having no bias (``Attention.c_attn``).
     """
-    c, p, b = layernorm_parts(ln, [content, position])
-    (qc, kc, _), (qp, kp, _), (qb, kb, _) = attn.qkv(c), attn.qkv(p), attn.qkv(b)
+    p = position_part(ln, x, position)
+    c = ln(x) - p
+    (qc, kc, _), (qp, kp, _) = attn.qkv(c), attn.qkv(p)
 
     def dot(q, k):
         return (q @ k.transpose(-2, -1)) * attn.scale
 
-    B, T = content.shape[:2]
+    B, T = x.shape[:2]
     rel = torch.broadcast_to(torch.as_tensor(attn.position_bias(T)), (B, attn.n_head, T, T))
-    return {
-        "cc": dot(qc, kc),
-        "cp": dot(qc, kp),
-        "pc": dot(qp, kc),
-        "pp": dot(qp, kp),
-        "bias": dot(qb, kc + kp + kb) + dot(qc + qp, kb) + rel,
-    }
+    return {"cc": dot(qc, kc), "cp": dot(qc, kp), "pc": dot(qp, kc), "pp": dot(qp, kp), "bias": rel}
 
 
 def rotary_terms(
@@ -132,7 +126,7 @@ def encoder_terms(model: Encoder, idx: torch.Tensor) -> list[dict[str, torch.Ten
         attn = block.attn
         if model.config.pe in ADDITIVE:
             position = torch.zeros_like(x) if pos is None else pos.expand_as(x)
-            out.append(additive_terms(attn, block.ln_1, x - position, position))
+            out.append(additive_terms(attn, block.ln_1, x, position))
         else:
             q, k, _ = attn.qkv(block.ln_1(x))
             out.append(rotary_terms(q, k, lambda q, k, a=attn: (a.rotate(q), a.rotate(k))))
@@ -210,7 +204,7 @@ def pretrained_decomposition(
                 f"attention {type(attn).__name__} was called without hidden_states and "
                 "position_embeddings: not a HF RoPE attention homog can decompose"
             )
-        q, k = qk_pre_rotation(attn, hidden.float())
+        q, k = (t.float() for t in qk_pre_rotation(attn, hidden))  # energies in float32
         cos, sin = (t.float() for t in cos_sin)
         terms = rotary_terms(q, k, lambda q, k: rotary_fn(attn)(q, k, cos, sin))
         causal = causal_pairs(q.size(2), getattr(attn, "sliding_window", None), q.device)
@@ -256,9 +250,11 @@ def read_texts(texts_path: str | Path, n: int) -> list[str]:
         frame = pd.read_json(DEMO_TEXTS, lines=True)
     else:
         raise HomogError(f"no texts: {path} and {DEMO_TEXTS} are missing; run `homog synth`")
-    texts = [t for t in frame["text"].tolist()[:n] if isinstance(t, str) and t.strip()]
-    if not texts:
-        raise HomogError(f"{path if path.exists() else DEMO_TEXTS} holds no texts")
+    texts = frame["text"].tolist()[:n]
+    empty = sum(not (isinstance(t, str) and t.strip()) for t in texts)
+    if empty or not texts:
+        source = path if path.exists() else DEMO_TEXTS
+        raise HomogError(f"{source}: {empty} of the first {len(texts)} texts are empty")
     return texts
 
 
@@ -269,8 +265,9 @@ def run_decompose(
 
     ``params``: the whole params.yaml (``models:`` resolves the key; ``posenc.decompose_texts``
     and ``posenc.decompose_max_tokens`` bound the work). Rows: source = model_key, layer, head,
-    term (unrotated | rotation), share. Returns the DataFrame. Raises HomogError for an unknown
-    model key or a model whose attention is not HF RoPE attention.
+    term (unrotated | rotation), share. Returns the DataFrame and counts (n_texts, n_tokens,
+    n_truncated: texts cut at decompose_max_tokens). Raises HomogError for an unknown model key
+    or a model whose attention is not HF RoPE attention.
     """
     import pandas as pd
 
@@ -282,12 +279,15 @@ def run_decompose(
     loaded = load_model(source, dtype="float32", device=device, attention=False)
     texts = read_texts(texts_path, int(posenc.get("decompose_texts", 16)))
     max_tokens = int(posenc.get("decompose_max_tokens", 128))
-    ids = [
-        torch.tensor(loaded.tokenizer(t, truncation=True, max_length=max_tokens)["input_ids"])
-        for t in texts
-    ]
+    full = [loaded.tokenizer(t)["input_ids"] for t in texts]
+    ids = [torch.tensor(t[:max_tokens]) for t in full]
+    counts = {
+        "n_texts": len(ids),
+        "n_tokens": sum(len(t) for t in ids),
+        "n_truncated": sum(len(t) > max_tokens for t in full),
+    }
     rows = pretrained_decomposition(loaded.model, loaded.attn_modules, ids)
     frame = pd.DataFrame([{"source": model_key, **r} for r in rows])
     with atomic_path(out) as tmp:
         frame.to_parquet(tmp, index=False)
-    return frame
+    return frame, counts

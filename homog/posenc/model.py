@@ -111,17 +111,14 @@ class Attention(nn.Module):
     def __init__(self, config: EncoderConfig):
         super().__init__()
         self.n_head, self.head_size = config.n_head, config.n_embd // config.n_head
-        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=False)
+        self.pe = config.pe
+        self.build(config)
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=False)
         self.attn_dropout = nn.Dropout(config.dropout)
         self.resid_dropout = nn.Dropout(config.dropout)
-        self.pe = config.pe
-        # which heads, and which channels of each head's q and k, the rotation touches
-        self.rotary_heads = {"rope": config.n_head, "partial_rope": config.rope_heads}.get(
-            config.pe, 0
-        )
-        self.rotary_dim = self.head_size
-        self.scale = 1.0 / math.sqrt(self.head_size)
+        cos, sin = rope_cos_sin(config.block_size, self.rotary_dim, config.rope_base)
+        self.register_buffer("rope_cos", cos, persistent=False)
+        self.register_buffer("rope_sin", sin, persistent=False)
         if config.pe == "t5":
             self.rel_bias = nn.Embedding(config.t5_buckets, config.n_head)
             pos = torch.arange(config.block_size)
@@ -133,12 +130,14 @@ class Attention(nn.Module):
             self.register_buffer("slopes", alibi_slopes(config.n_head), persistent=False)
         # 1 keeps a head, 0 zeroes its output (per-head ablation); not part of the checkpoint
         self.register_buffer("head_mask", torch.ones(config.n_head), persistent=False)
-        self._init_rope(config)
 
-    def _init_rope(self, config: EncoderConfig) -> None:
-        cos, sin = rope_cos_sin(config.block_size, self.rotary_dim, config.rope_base)
-        self.register_buffer("rope_cos", cos, persistent=False)
-        self.register_buffer("rope_sin", sin, persistent=False)
+    def build(self, config: EncoderConfig) -> None:
+        """The q/k/v projection, and which heads and channels of q and k the rotation touches."""
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=False)
+        rotary = {"rope": config.n_head, "partial_rope": config.rope_heads}
+        self.rotary_heads = rotary.get(config.pe, 0)
+        self.rotary_dim = self.head_size
+        self.scale = 1.0 / math.sqrt(self.head_size)
 
     def qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q, k, v [B, H, T, head channels] before any rotation."""
@@ -190,18 +189,15 @@ class LatentAttention(Attention):
     and rotary paths alike, unlike zeroing latent channels, which touches every head.
     """
 
-    def __init__(self, config: EncoderConfig):
-        super().__init__(config)
+    def build(self, config: EncoderConfig) -> None:
         hs, dr = self.head_size, config.mla_rope_dim
-        del self.c_attn
         self.q_proj = nn.Linear(config.n_embd, config.n_head * (hs + dr), bias=False)
         self.kv_down = nn.Linear(config.n_embd, config.mla_latent, bias=False)
         self.k_up = nn.Linear(config.mla_latent, config.n_embd, bias=False)
         self.v_up = nn.Linear(config.mla_latent, config.n_embd, bias=False)
         self.k_rope = nn.Linear(config.n_embd, dr, bias=False)
-        self.rotary_heads, self.rotary_dim = config.n_head, dr
+        self.rotary_heads, self.rotary_dim = config.n_head, dr  # every head, last dr channels
         self.scale = 1.0 / math.sqrt(hs + dr)
-        self._init_rope(config)
 
     def qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q, k [B, H, T, head_size + rope_dim] (rotary slice last) and v [B, H, T, head_size]."""

@@ -176,7 +176,8 @@ class Heatmap(Widget, can_focus=True):
                     out.append(" " * cw)
                     continue
                 rgb = colour(self._scaled(v, lo, hi))
-                fg = "black" if (0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2]) > 140 else "white"
+                luma = 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2]
+                fg = "black" if luma > 140 else "white"
                 mark = " "
                 if self.highlight == (r, c):
                     mark = "◆"

@@ -35,6 +35,8 @@ class SqlScreen(HomogScreen):
         Binding("e", "edit", "Edit", show=False),
     ]
 
+    show_timings = True  # snapshot tests turn timings off (they differ run to run)
+
     def __init__(self) -> None:
         super().__init__()
         self._cursor: Any = None
@@ -92,10 +94,11 @@ class SqlScreen(HomogScreen):
         self._done()
         columns, rows, truncated = value
         results = self.query_one(ResultsTable)
-        results.show(columns, rows, truncated=truncated, elapsed_s=self.last_elapsed_s)
+        elapsed = self.last_elapsed_s if self.show_timings else None
+        results.show(columns, rows, truncated=truncated, elapsed_s=elapsed)
+        took = f" · {elapsed:.3f} s" if elapsed is not None else ""
         self._status(Text.assemble(
-            ("ok", "green"),
-            f" · {len(rows):,}{'+' if truncated else ''} rows · {self.last_elapsed_s:.3f} s",
+            ("ok", "green"), f" · {len(rows):,}{'+' if truncated else ''} rows{took}",
         ))
 
     def failed_sql(self, error: str) -> None:
