@@ -57,8 +57,12 @@ def main() -> None:
     shape = (args.texts, args.layers, args.tokens, args.dim)
     # LM-like: a shared direction (growing with depth) plus token noise, float32 as a model gives
     depth = torch.linspace(0.1, 3.0, args.layers)[None, :, None, None]
-    hidden = torch.randn(shape, generator=gen) + depth * torch.randn(1, 1, 1, args.dim, generator=gen)
-    lengths = torch.randint(args.tokens // 2, args.tokens + 1, (args.texts,), generator=gen).tolist()
+    hidden = torch.randn(shape, generator=gen) + depth * torch.randn(
+        1, 1, 1, args.dim, generator=gen
+    )
+    lengths = torch.randint(
+        args.tokens // 2, args.tokens + 1, (args.texts,), generator=gen
+    ).tolist()
     mask = torch.zeros(args.texts, args.tokens, dtype=torch.bool)
     for i, k in enumerate(lengths):
         mask[i, :k] = True
@@ -83,7 +87,9 @@ def main() -> None:
         float(np.max(np.abs(fast[k].cpu().numpy() - slow[k]) / np.maximum(np.abs(slow[k]), 1e-12)))
         for k in METRIC_NAMES
     )
-    print(f"shape (texts, layers, tokens, dim) = {shape}, torch threads = {torch.get_num_threads()}")
+    print(
+        f"shape (texts, layers, tokens, dim) = {shape}, torch threads = {torch.get_num_threads()}"
+    )
     print(f"batched Gram + eigvalsh ({args.device}): {t_fast:8.3f} s")
     print(f"per-text np.linalg.svd(x) loop:  {t_slow:8.3f} s")
     print(f"  same, compute_uv=False:        {t_slow_s:8.3f} s")

@@ -32,8 +32,12 @@ async def measure(db: Path) -> dict[str, list[float]]:
     from tui.app import HomogApp
     from tui.components.run_table import RunTable
 
-    out: dict[str, list[float]] = {"first_paint": [], "metric_query": [], "metric_cached": [],
-                                   "variant": []}
+    out: dict[str, list[float]] = {
+        "first_paint": [],
+        "metric_query": [],
+        "metric_cached": [],
+        "variant": [],
+    }
     t0 = time.perf_counter()
     app = HomogApp(db, watch_interval=3600)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -71,6 +75,7 @@ async def measure(db: Path) -> dict[str, list[float]]:
         variants = screen.query_one("#pick-variants", SelectionList)
         current[0] = "variant"
         for v in ("front", "end", "control"):
+
             async def drop(v=v):
                 variants.deselect(v)
 
@@ -96,8 +101,10 @@ def main() -> None:
             db = Path(tmp) / "bench.duckdb"
             start = time.perf_counter()
             counts = make_demo_db(db, args.runs, args.texts)
-            print(f"built {db.name}: {counts['runs']} runs, {counts['layer_metrics']:,} "
-                  f"layer_metrics rows in {time.perf_counter() - start:.1f} s")
+            print(
+                f"built {db.name}: {counts['runs']} runs, {counts['layer_metrics']:,} "
+                f"layer_metrics rows in {time.perf_counter() - start:.1f} s"
+            )
         results = asyncio.run(measure(db))
     print(f"{'measure':<16}{'n':>4}{'median ms':>12}{'max ms':>10}  target")
     targets = {"first_paint": 1000, "metric_query": 200, "metric_cached": 200, "variant": 200}
@@ -106,8 +113,10 @@ def main() -> None:
     for key, values in results.items():
         ms = [v * 1000 for v in values]
         verdict = "ok" if max(ms) < targets[key] else "SLOW"
-        print(f"{key:<16}{len(ms):>4}{statistics.median(ms):>12.1f}{max(ms):>10.1f}  "
-              f"< {targets[key]} ms {verdict}")
+        print(
+            f"{key:<16}{len(ms):>4}{statistics.median(ms):>12.1f}{max(ms):>10.1f}  "
+            f"< {targets[key]} ms {verdict}"
+        )
 
 
 if __name__ == "__main__":

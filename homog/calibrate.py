@@ -66,9 +66,7 @@ def check_orthonormal(n: int = 8, d: int = 32, seed: int = 0) -> list[Check]:
     rows = [Check("orthonormal", k, m[k], f"= {v:.6g}", _close(m[k], v)) for k, v in truth.items()]
     # Mean pairwise cosine of orthonormal vectors is exactly 0.
     rows.append(
-        Check(
-            "orthonormal", "mean_cosine", m["mean_cosine"], "= 0", abs(m["mean_cosine"]) < 1e-9
-        )
+        Check("orthonormal", "mean_cosine", m["mean_cosine"], "= 0", abs(m["mean_cosine"]) < 1e-9)
     )
     return rows
 
@@ -101,9 +99,13 @@ def check_averaging(
         diffs = sign * out[metric].diff()
         ok = bool((diffs >= -1e-12).all())
         rows.append(
-            Check(case, metric, float(out[metric][-1]),
-                  f"{'up' if sign > 0 else 'down'} monotonically from {float(out[metric][0]):.4g}",
-                  ok)  # fmt: skip
+            Check(
+                case,
+                metric,
+                float(out[metric][-1]),
+                f"{'up' if sign > 0 else 'down'} monotonically from {float(out[metric][0]):.4g}",
+                ok,
+            )  # fmt: skip
         )
     return rows
 
@@ -119,7 +121,9 @@ def check_invariance(n: int = 16, d: int = 24, seed: int = 0) -> list[Check]:
     for k in METRIC_NAMES:
         rows.append(Check("rotation", k, rot[k], f"= {base[k]:.6g}", _close(rot[k], base[k], 1e-9)))
         want = base[k] * (3.7 if k == "norm_mean" else 1.0)
-        rows.append(Check("scale x3.7", k, scaled[k], f"= {want:.6g}", _close(scaled[k], want, 1e-9)))
+        rows.append(
+            Check("scale x3.7", k, scaled[k], f"= {want:.6g}", _close(scaled[k], want, 1e-9))
+        )
     return rows
 
 
@@ -166,7 +170,9 @@ def check_precision(n: int = 64, d: int = 128, seed: int = 0) -> list[Check]:
         low = _metrics(x.to(dtype))
         worst = max(abs(low[k] - ref[k]) / max(abs(ref[k]), 1e-12) for k in METRIC_NAMES)
         name = str(dtype).removeprefix("torch.")
-        rows.append(Check(f"{name} vs float64", "max rel. diff", worst, f"<= {tol:g}", worst <= tol))
+        rows.append(
+            Check(f"{name} vs float64", "max rel. diff", worst, f"<= {tol:g}", worst <= tol)
+        )
     return rows
 
 

@@ -11,9 +11,13 @@ Three layers, so a distributed engine can reuse the middle one:
    statistics per head, pooled vectors, sampled token vectors). Each layer's summaries are
    computed on the device as soon as the layer's output exists, and only those small results
    go to the CPU; hidden states and attention weights are never kept.
-3. The local driver: ``run_extract`` runs shards (each written atomically to a hidden work
-   dir next to the output, so an interrupted run resumes), then ``merge_shards`` writes the
-   final directory, renamed into place only when complete.
+3. The drivers: ``prepare_run`` (encode, plan, shard, name the work dirs) and ``finish_run``
+   (``merge_shards`` + run.json, renamed into place only when complete) are shared by both
+   engines; in between, the local ``run_extract`` computes the missing shards in this process
+   (``run_shards``: each shard written atomically to a hidden work dir next to the output, so
+   an interrupted run resumes) and ``homog.ray_engine`` computes them on Ray actors. Both call
+   ``compute_shard``, so a shard is batched the same way wherever it runs.
+   ``extract_runner`` picks the engine (Ray is imported only for the ray engine).
 
 Conventions (recorded in every run's ``config_json``): hidden layer 0 is the embedding output
 (as HF returns it, e.g. scaled by sqrt(d) in Gemma), layer l in 1..L-1 the output of block l,
@@ -25,6 +29,7 @@ real tokens keep positions 0..n-1; position ids are always passed explicitly.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import platform
 import shutil
@@ -42,8 +47,10 @@ from homog import __version__
 from homog.attention import HEAD_METRICS
 from homog.io import HomogError, atomic_path, content_hash, write_json
 from homog.metrics import METRIC_NAMES
+from homog.models import ModelFacts, load_model
 
 INTERVENTIONS: tuple[str, ...] = ("none", "zero_pos", "shuffle_pos")
+ENGINES: tuple[str, ...] = ("local", "ray")
 POOLINGS: tuple[str, ...] = ("mean", "last")
 WORK_SUFFIX = ".work"
 
@@ -540,6 +547,33 @@ def shard_path(work: Path, k: int) -> Path:
     return work / f"shard_{k:05d}.npz"
 
 
+def _n_tokens(texts: Sequence[EncodedText]) -> int:
+    return int(sum(len(t.input_ids) for t in texts))
+
+
+def compute_shard(
+    extractor: Extractor,
+    shard: Sequence[EncodedText],
+    intervention: str,
+    plan: SamplePlan,
+    batch_tokens: int,
+    on_batch: Callable[[int, int], None] | None = None,
+) -> BatchResult:
+    """One shard -> its ``BatchResult``: the shard's texts in ``make_batches`` batches of at
+    most ``batch_tokens`` padded tokens, one ``extractor.run_batch`` each, concatenated.
+
+    Every engine computes shards with this function, so a shard holds the same batches (and
+    the same values) wherever it runs. ``on_batch(texts, tokens)`` is called after each batch.
+    Raises what ``Extractor.run_batch`` raises (HomogError on NaN/inf).
+    """
+    parts = []
+    for batch in make_batches(shard, batch_tokens):
+        parts.append(extractor.run_batch(batch, intervention, plan))
+        if on_batch:
+            on_batch(len(batch), _n_tokens(batch))
+    return BatchResult.concat(parts)
+
+
 def run_shards(
     extractor: Extractor,
     shards: Sequence[Sequence[EncodedText]],
@@ -560,15 +594,13 @@ def run_shards(
         paths.append(path)
         if path.exists():
             if on_batch:
-                on_batch(len(shard), int(sum(len(t.input_ids) for t in shard)))
+                on_batch(len(shard), _n_tokens(shard))
             continue
-        parts = []
-        for batch in make_batches(shard, spec.config.batch_tokens):
-            parts.append(extractor.run_batch(batch, spec.intervention, plan))
-            if on_batch:
-                on_batch(len(batch), int(sum(len(t.input_ids) for t in batch)))
+        result = compute_shard(
+            extractor, shard, spec.intervention, plan, spec.config.batch_tokens, on_batch
+        )
         with atomic_path(path) as tmp:
-            BatchResult.concat(parts).save(tmp)
+            result.save(tmp)
     return paths
 
 
@@ -759,8 +791,14 @@ def _versions() -> dict[str, str]:
     }
 
 
-def run_record(loaded: Any, spec: RunSpec, n_truncated: int, truncated: list[str]) -> dict:
-    """The run.json fields known before the run (sizes, conventions, versions)."""
+def run_record(
+    facts: ModelFacts, spec: RunSpec, n_truncated: int, truncated: list[str]
+) -> dict[str, Any]:
+    """The run.json fields known before the run (sizes, conventions, versions).
+
+    facts: the model's sizes, dtype, device and info (``LoadedModel.facts()``, or rebuilt
+    from what a remote worker reported with ``ModelFacts.from_dict``).
+    """
     conventions = {
         "extract": asdict(spec.config),
         "hidden_layers": "0 = embedding output; l = output of block l; L = final-norm output "
@@ -772,17 +810,17 @@ def run_record(loaded: Any, spec: RunSpec, n_truncated: int, truncated: list[str
         "std": "sample std (ddof=1) over texts",
         "vectors": "float16; tokens__ sampled uniformly per variant (seeded), "
         "pooled_mean__ for up to pooled_texts texts per variant",
-        "model": loaded.info,
+        "model": facts.info,
         "versions": _versions(),
     }
     return {
         "model": spec.model,
         "model_source": spec.source,
-        "n_layers": loaded.n_layers,
-        "d_model": loaded.d_model,
-        "n_heads": loaded.n_heads,
-        "dtype": loaded.dtype,
-        "device": loaded.device,
+        "n_layers": facts.n_layers,
+        "d_model": facts.d_model,
+        "n_heads": facts.n_heads,
+        "dtype": facts.dtype,
+        "device": facts.device,
         "intervention": spec.intervention,
         "config_json": json.dumps(conventions, sort_keys=True, default=str),
         "homog_version": __version__,
@@ -790,6 +828,137 @@ def run_record(loaded: Any, spec: RunSpec, n_truncated: int, truncated: list[str
         "n_truncated": n_truncated,
         "truncated": truncated[:100],
     }
+
+
+def extract_inputs(texts: Any, interventions: Iterable[str]) -> tuple[Any, list[str]]:
+    """(sorted texts table, interventions) checked before any model or cluster is started.
+
+    texts: a DataFrame (columns variant, sample_id, text) or a Parquet path (see
+    ``read_texts``). Raises HomogError for an unknown intervention or a bad texts table.
+    """
+    interventions = list(interventions)
+    for iv in interventions:
+        if iv not in INTERVENTIONS:
+            raise HomogError(f"unknown intervention {iv!r}: use one of {', '.join(INTERVENTIONS)}")
+    return read_texts(texts), interventions
+
+
+@dataclass
+class PreparedRun:
+    """Everything an engine needs before computing shards (from ``prepare_run``).
+
+    The encoded texts, MAUVE sample plan and shards are the same for every intervention;
+    ``specs`` and ``works`` give each intervention its RunSpec and work dir (in the order the
+    interventions were asked for).
+    """
+
+    model: str
+    source: str
+    config: ExtractConfig
+    encoded: list[EncodedText]
+    plan: SamplePlan
+    shards: list[list[EncodedText]]
+    specs: dict[str, RunSpec]
+    works: dict[str, Path]
+    out_dir: Path
+
+    @property
+    def truncated(self) -> list[str]:
+        return [t.name for t in self.encoded if t.truncated]
+
+    def shard_paths(self, intervention: str) -> list[Path]:
+        return [shard_path(self.works[intervention], k) for k in range(len(self.shards))]
+
+    def pending(self) -> list[tuple[str, int]]:
+        """(intervention, shard index) of every shard whose file is not written yet."""
+        return [
+            (iv, k)
+            for iv in self.specs
+            for k, path in enumerate(self.shard_paths(iv))
+            if not path.exists()
+        ]
+
+
+def prepare_run(
+    model: str,
+    source: str,
+    df: Any,
+    config: ExtractConfig,
+    interventions: Sequence[str],
+    out_dir: str | Path,
+    tokenizer: Any,
+    max_context: int,
+    log: Callable[[str], None] = print,
+) -> PreparedRun:
+    """The engine-independent first step: encode, plan the sample, shard, name work dirs.
+
+    df: the texts from ``extract_inputs``; tokenizer / max_context: from the loaded model or
+    ``homog.models.load_tokenizer``. Logs how many texts were truncated and, per
+    intervention, how many shards an earlier run left to resume from. Raises HomogError for
+    empty texts (``encode_texts``).
+    """
+    out_dir = Path(out_dir)
+    max_tokens = min(config.max_tokens, max_context)
+    encoded = encode_texts(tokenizer, df, max_tokens)
+    truncated = [t.name for t in encoded if t.truncated]
+    if truncated:
+        log(
+            f"{len(truncated)} of {len(encoded)} texts truncated to {max_tokens} tokens "
+            f"(e.g. {', '.join(truncated[:5])})"
+        )
+    plan = plan_samples(
+        encoded, config.sample_tokens, config.pooled_texts, config.seed, config.exclude_special
+    )
+    thash = texts_hash(df)
+    specs = {iv: RunSpec(model, source, iv, config, thash) for iv in interventions}
+    prepared = PreparedRun(
+        model=model,
+        source=source,
+        config=config,
+        encoded=encoded,
+        plan=plan,
+        shards=make_shards(encoded, config.shard_texts),
+        specs=specs,
+        works={iv: work_dir_for(out_dir, spec) for iv, spec in specs.items()},
+        out_dir=out_dir,
+    )
+    n_shards = len(prepared.shards)
+    for iv in specs:
+        done = sum(path.exists() for path in prepared.shard_paths(iv))
+        if done:
+            log(f"{model}/{iv}: resuming, {done} of {n_shards} shards already done")
+    return prepared
+
+
+def finish_run(
+    prepared: PreparedRun,
+    intervention: str,
+    facts: ModelFacts,
+    timings: dict[str, Any],
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The engine-independent last step for one intervention, once all its shards exist.
+
+    Builds the run record (``run_record`` + ``timings`` + ``extra``, e.g. the engine's
+    details), merges the shards into ``out_dir/<intervention>/`` (``merge_shards``), writes
+    run.json with the merge time and removes the work dir. Returns the record. Raises
+    HomogError when the shards do not cover the texts.
+    """
+    spec, work = prepared.specs[intervention], prepared.works[intervention]
+    truncated = prepared.truncated
+    record = run_record(facts, spec, len(truncated), truncated)
+    record["timings"] = dict(timings)
+    record.update(extra or {})
+    target = prepared.out_dir / intervention
+    t0 = time.perf_counter()
+    paths = prepared.shard_paths(intervention)
+    record = merge_shards(paths, prepared.encoded, spec, prepared.plan, target, record)
+    record["timings"]["merge_s"] = round(time.perf_counter() - t0, 2)
+    write_json(target / "run.json", record)
+    shutil.rmtree(work, ignore_errors=True)
+    if work.parent.exists() and not any(work.parent.iterdir()):
+        work.parent.rmdir()
+    return record
 
 
 def run_extract(
@@ -812,14 +981,7 @@ def run_extract(
     run of the same config. Raises HomogError on bad input (see ``encode_texts``,
     ``homog.models.load_model``) and on NaN/inf in hidden states.
     """
-    from homog.models import load_model
-
-    interventions = list(interventions)
-    for iv in interventions:
-        if iv not in INTERVENTIONS:
-            raise HomogError(f"unknown intervention {iv!r}: use one of {', '.join(INTERVENTIONS)}")
-    df = read_texts(texts)
-    out_dir = Path(out_dir)
+    df, interventions = extract_inputs(texts, interventions)
     t0 = time.perf_counter()
     if loaded is None:
         loaded = load_model(
@@ -831,65 +993,52 @@ def run_extract(
             seed=config.seed,
         )
     load_s = time.perf_counter() - t0
-    max_tokens = min(config.max_tokens, loaded.max_context)
-    encoded = encode_texts(loaded.tokenizer, df, max_tokens)
-    truncated = [t.name for t in encoded if t.truncated]
-    if truncated:
-        log(
-            f"{len(truncated)} of {len(encoded)} texts truncated to {max_tokens} tokens "
-            f"(e.g. {', '.join(truncated[:5])})"
-        )
-    plan = plan_samples(
-        encoded, config.sample_tokens, config.pooled_texts, config.seed, config.exclude_special
+    prepared = prepare_run(
+        model, source, df, config, interventions, out_dir, loaded.tokenizer, loaded.max_context, log
     )
-    shards = make_shards(encoded, config.shard_texts)
-    thash = texts_hash(df)
     extractor = Extractor(loaded, config)
     records = []
     try:
-        for iv in interventions:
-            spec = RunSpec(model, source, iv, config, thash)
-            work = work_dir_for(out_dir, spec)
-            done = len(list(work.glob("shard_*.npz"))) if work.exists() else 0
-            if done:
-                log(f"{model}/{iv}: resuming, {done} of {len(shards)} shards already done")
+        for iv, spec in prepared.specs.items():
             t1 = time.perf_counter()
-            paths = _run_with_progress(
-                extractor, shards, spec, plan, work, show_progress, f"{model}/{iv}"
-            )
-            extract_s = time.perf_counter() - t1
-            record = run_record(loaded, spec, len(truncated), truncated)
-            record["timings"] = {"load_s": round(load_s, 2), "extract_s": round(extract_s, 2)}
-            t2 = time.perf_counter()
-            record = merge_shards(paths, encoded, spec, plan, out_dir / iv, record)
-            record["timings"]["merge_s"] = round(time.perf_counter() - t2, 2)
-            write_json(out_dir / iv / "run.json", record)
-            shutil.rmtree(work, ignore_errors=True)
-            _remove_if_empty(work.parent)
-            records.append(record)
+            _run_with_progress(extractor, prepared, spec, show_progress)
+            timings = {"load_s": round(load_s, 2), "extract_s": round(time.perf_counter() - t1, 2)}
+            records.append(finish_run(prepared, iv, loaded.facts(), timings))
     finally:
         extractor.close()
     return records
 
 
-def _remove_if_empty(path: Path) -> None:
-    if path.exists() and not any(path.iterdir()):
-        path.rmdir()
+def extract_runner(params: dict[str, Any], engine: str | None = None) -> Callable[..., Any]:
+    """The function that runs the extract stage for ``engine`` (default ``extract.engine``,
+    else 'local').
+
+    Both returned functions take ``(model, source, texts, config, interventions, out_dir, *,
+    show_progress, log)`` like ``run_extract`` and return the run records: 'local' is
+    ``run_extract`` (nothing of Ray is imported), 'ray' is ``homog.ray_engine.run_extract_ray``
+    with the ``ray:`` params. Raises HomogError for an unknown engine or bad ``ray:`` params.
+    """
+    name = engine or (params.get("extract") or {}).get("engine") or "local"
+    if name == "local":
+        return run_extract
+    if name == "ray":
+        # imported here: homog.ray_engine builds on this module (and Ray is an optional extra)
+        from homog.ray_engine import RayConfig, run_extract_ray
+
+        return functools.partial(run_extract_ray, ray_config=RayConfig.from_params(params))
+    raise HomogError(f"unknown extract engine {name!r}: use one of {', '.join(ENGINES)}")
 
 
 def _run_with_progress(
-    extractor: Extractor,
-    shards: Sequence[Sequence[EncodedText]],
-    spec: RunSpec,
-    plan: SamplePlan,
-    work: Path,
-    show: bool,
-    label: str,
+    extractor: Extractor, prepared: PreparedRun, spec: RunSpec, show: bool
 ) -> list[Path]:
     from rich.progress import TextColumn
 
     from homog.progress import progress
 
+    shards, plan = prepared.shards, prepared.plan
+    work = prepared.works[spec.intervention]
+    label = f"{prepared.model}/{spec.intervention}"
     total = sum(len(s) for s in shards)
     if not show:
         return run_shards(extractor, shards, spec, plan, work)

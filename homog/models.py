@@ -10,7 +10,10 @@ A model *source* is one of
 
 ``resolve_source(key, models)`` turns a ``params.yaml`` key into a source;
 ``load_model(source, ...)`` returns a ``LoadedModel`` that exposes the parts the extractor
-hooks into (embedding, decoder blocks, their attention modules, the final norm).
+hooks into (embedding, decoder blocks, their attention modules, the final norm);
+``load_tokenizer(source)`` gives the same tokenizer and context length without the weights
+(for a driver that never loads the model), and ``ModelFacts`` what a run record keeps about
+a model (``LoadedModel.facts()``).
 Every failure a user can fix (unknown key, missing path, CUDA absent, model too large for
 the CPU) raises ``HomogError`` naming the thing and what to do.
 """
@@ -51,37 +54,24 @@ CPU_MAX_RANDOM_PARAMS = 2_000_000_000
 
 # Random-initialised architectures. Real sizes follow the published configs (speed does not
 # depend on weight values, so these stand in for models that cannot be downloaded here).
+_TINY: dict[str, Any] = {  # the sizes the tiny test presets share
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 3,
+    "num_attention_heads": 4,
+    "max_position_embeddings": 512,
+}
 RANDOM_PRESETS: dict[str, dict[str, Any]] = {
-    "tiny-llama": {
-        "model_type": "llama",
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 3,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "max_position_embeddings": 512,
-    },
+    "tiny-llama": {"model_type": "llama", **_TINY, "num_key_value_heads": 2},
     "tiny-gemma": {
         "model_type": "gemma3_text",
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 3,
-        "num_attention_heads": 4,
+        **_TINY,
         "num_key_value_heads": 1,
         "head_dim": 16,
-        "max_position_embeddings": 512,
         "sliding_window": 64,
         "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
     },
-    "tiny-qwen": {
-        "model_type": "qwen2",
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 3,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "max_position_embeddings": 512,
-    },
+    "tiny-qwen": {"model_type": "qwen2", **_TINY, "num_key_value_heads": 2},
     "llama-8b": {  # Meta-Llama-3-8B
         "model_type": "llama",
         "hidden_size": 4096,
@@ -147,6 +137,46 @@ class LoadedModel:
     max_context: int
     input_device: Any = None
     info: dict[str, Any] = field(default_factory=dict)
+
+    def facts(self) -> ModelFacts:
+        """The facts about this model that a run record keeps (see ``ModelFacts``)."""
+        return ModelFacts(
+            n_layers=self.n_layers,
+            d_model=self.d_model,
+            n_heads=self.n_heads,
+            dtype=self.dtype,
+            device=self.device,
+            info=dict(self.info),
+        )
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What a run record needs to know about a loaded model, without the model itself.
+
+    ``LoadedModel.facts()`` gives them where the model is loaded; an engine that loads the
+    model elsewhere (a Ray actor) sends them back as JSON (``asdict``) and the driver rebuilds
+    them with ``from_dict``. info: model_type, n_params, attn_implementation, vocab_size.
+    """
+
+    n_layers: int
+    d_model: int
+    n_heads: int
+    dtype: str
+    device: str
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> ModelFacts:
+        """Build from a dict holding at least the fields (other keys are ignored).
+
+        Raises HomogError naming the missing fields.
+        """
+        names = list(cls.__dataclass_fields__)
+        missing = [k for k in names if k not in values]
+        if missing:
+            raise HomogError(f"model facts lack {', '.join(missing)} (got {sorted(values)})")
+        return cls(**{k: values[k] for k in names})
 
 
 def cache_dir() -> Path:
@@ -359,6 +389,69 @@ def _attn_module(block: Any) -> Any:
     raise HomogError(f"decoder block {type(block).__name__} has no self-attention module")
 
 
+def parse_source(source: str) -> tuple[str, str]:
+    """(kind, rest) of a model source: kind in embedded | hf | random (a bare id/path is hf)."""
+    kind, _, rest = source.partition(":")
+    if kind not in ("embedded", "hf", "random"):
+        kind, rest = "hf", source
+    return kind, rest
+
+
+def model_path(kind: str, rest: str, source: str) -> str:
+    """The directory (or hub id) to load an embedded or hf source from.
+
+    Embedded models are converted on first use (``embedded_dir``). Raises HomogError when a
+    local path does not exist (a hub id is looked up in the HF cache by the loader).
+    """
+    if kind == "embedded":
+        return str(embedded_dir(rest))
+    looks_like_path = rest.startswith(("/", ".", "~")) or Path(rest).exists()
+    if looks_like_path and not Path(rest).expanduser().exists():
+        raise HomogError(f"model path {rest} does not exist (source {source!r})")
+    return str(Path(rest).expanduser()) if looks_like_path else rest
+
+
+def _not_loadable(what: str, source: str, exc: OSError) -> HomogError:
+    return HomogError(
+        f"could not load {what} {source!r}: not a local model directory and not in the "
+        f"HuggingFace cache (no hub access here?): {exc}"
+    )
+
+
+def _text_config(config: Any) -> Any:
+    return config.get_text_config() if hasattr(config, "get_text_config") else config
+
+
+def load_tokenizer(source: str) -> tuple[Any, int]:
+    """(tokenizer, max_context) of a model source, without loading its weights.
+
+    The tokenizer is set up as ``load_model`` uses it (right padding, a pad token), and
+    max_context is the model's ``max_position_embeddings`` (10**9 when it has none), so a
+    driver that never loads the model encodes texts exactly as ``load_model``'s user does.
+    Raises HomogError for an unknown source, embedded model or random preset, or a missing
+    path.
+    """
+    from transformers import AutoConfig, AutoTokenizer
+
+    kind, rest = parse_source(source)
+    if kind == "random":
+        tokenizer = embedded_tokenizer()
+        config = random_config(rest, len(tokenizer))
+    else:
+        path = model_path(kind, rest, source)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(path)
+            config = AutoConfig.from_pretrained(path)
+        except OSError as exc:
+            raise _not_loadable("the tokenizer of", source, exc) from exc
+    # Right padding: real tokens keep positions 0..n-1 whatever they are batched with.
+    tokenizer.padding_side = "right"
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    max_ctx = int(getattr(_text_config(config), "max_position_embeddings", 0) or 0) or 10**9
+    return tokenizer, max_ctx
+
+
 def load_model(
     source: str,
     *,
@@ -376,55 +469,32 @@ def load_model(
     Raises HomogError for an unknown source, a missing path, CUDA asked where there is none,
     or a real-size random model on a CPU without the memory for it.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     dev = resolve_device(device)
     tdtype = torch_dtype(dtype)
     attn_impl = "eager" if attention else "sdpa"
-    kind, _, rest = source.partition(":")
-    if kind not in ("embedded", "hf", "random"):
-        kind, rest = "hf", source
+    kind, rest = parse_source(source)
     if dev == "meta" and kind != "random":
         raise HomogError("device 'meta' (shapes only) is for random:<preset> sources")
+    tokenizer, max_ctx = load_tokenizer(source)
     if kind == "random":
-        tokenizer = embedded_tokenizer()
         model = _build_random(rest, tokenizer, dtype, dev, seed, attn_impl)
     else:
-        if kind == "embedded":
-            path: str = str(embedded_dir(rest))
-        else:
-            path = rest
-            looks_like_path = path.startswith(("/", ".", "~")) or Path(path).exists()
-            if looks_like_path and not Path(path).expanduser().exists():
-                raise HomogError(f"model path {path} does not exist (source {source!r})")
-            path = str(Path(path).expanduser()) if looks_like_path else path
         kwargs: dict[str, Any] = {"dtype": tdtype, "attn_implementation": attn_impl}
         if device_map:
             kwargs["device_map"] = device_map
         try:
-            tokenizer = AutoTokenizer.from_pretrained(path)
-            model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+            model = AutoModelForCausalLM.from_pretrained(model_path(kind, rest, source), **kwargs)
         except OSError as exc:
-            raise HomogError(
-                f"could not load model {source!r}: not a local model directory and not in the "
-                f"HuggingFace cache (no hub access here?): {exc}"
-            ) from exc
+            raise _not_loadable("model", source, exc) from exc
         if not device_map:
             model.to(dev)
     model.eval()
     for p in model.parameters():
         p.requires_grad_(False)
-    # Right padding: real tokens keep positions 0..n-1 whatever they are batched with.
-    tokenizer.padding_side = "right"
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
     decoder, embed, layers, norm = _decoder_parts(model)
-    cfg = (
-        model.config.get_text_config()
-        if hasattr(model.config, "get_text_config")
-        else (model.config)
-    )
-    max_ctx = int(getattr(cfg, "max_position_embeddings", 0) or 0) or 10**9
+    cfg = _text_config(model.config)
     return LoadedModel(
         model=model,
         tokenizer=tokenizer,

@@ -5,17 +5,19 @@ node, or on a cluster that is already running (``ray.address`` or ``RAY_ADDRESS`
 started under Slurm or KubeRay). It reuses the local engine's pieces from ``homog.extract``,
 so both engines produce the same rows:
 
-1. On the driver (no model loaded, only its tokenizer): the texts are encoded, the MAUVE
-   sample is planned and the texts are cut into shards exactly as the local engine does.
-   Each (intervention, shard) pair not already on disk becomes one row of a Ray Dataset.
+1. On the driver (no model loaded, only its tokenizer: ``homog.models.load_tokenizer``):
+   ``homog.extract.prepare_run`` encodes the texts, plans the MAUVE sample and cuts the
+   shards, as for the local engine. Each (intervention, shard) pair not already on disk
+   becomes one row of a Ray Dataset.
 2. ``map_batches`` runs a pool of ``ShardWorker`` actors, one per GPU (``num_gpus`` each;
    ``num_gpus_per_actor: k`` with ``extract.device_map: auto`` spreads one model larger than
    a GPU over k GPUs of a node), or CPU actors when the cluster has no GPU. An actor loads
-   the model once and turns a shard into the local engine's ``BatchResult`` (the same
-   batches, position ids and sampled token positions, so the same values).
+   the model once and turns a shard into its ``BatchResult`` with the local engine's
+   ``compute_shard`` (the same batches, position ids and sampled token positions, so the
+   same values).
 3. The driver writes each returned shard atomically into the local engine's work dir as it
-   arrives, then ``merge_shards`` writes the final Parquet/npz outputs. Workers never touch
-   the file system, so a cluster needs no shared storage.
+   arrives, then ``homog.extract.finish_run`` merges them into the final Parquet/npz outputs
+   and run.json. Workers never touch the file system, so a cluster needs no shared storage.
 
 Fault tolerance: an actor that dies (killed, OOM, lost node) is restarted and its shard is
 retried (Ray's actor restarts and task retries, ``ray.max_retries`` times). A run that is
@@ -25,31 +27,44 @@ cover every text exactly once. Shards are the local engine's files, so a run sta
 one engine can be resumed with the other.
 
 Importing this module does not import Ray (it is an optional extra: ``pip install
-'homog[ray]'``); neither does ``extract_runner`` for the local engine.
+'homog[ray]'``); neither does ``extract_runner`` (``homog.extract``'s, re-exported here) for
+the local engine.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import pickle
 import platform
-import shutil
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
+from homog.extract import (  # noqa: F401 (ENGINES, extract_runner: re-exported)
+    ENGINES,
+    BatchResult,
+    EncodedText,
+    ExtractConfig,
+    Extractor,
+    PreparedRun,
+    SamplePlan,
+    compute_shard,
+    extract_inputs,
+    extract_runner,
+    finish_run,
+    prepare_run,
+    shard_path,
+)
 from homog.io import HomogError, atomic_path, write_json
+from homog.models import ModelFacts, load_model, load_tokenizer
 
-ENGINES: tuple[str, ...] = ("local", "ray")
 MODEL_FACTS = "model.json"  # written in each work dir, so a fully resumed run needs no actor
 
 
@@ -106,23 +121,6 @@ class RayConfig:
         return config
 
 
-def extract_runner(params: dict[str, Any], engine: str | None = None) -> Callable[..., Any]:
-    """The function that runs the extract stage for ``engine`` (default ``extract.engine``).
-
-    Both returned functions take ``(model, source, texts, config, interventions, out_dir, *,
-    show_progress, log)`` like ``homog.extract.run_extract`` and return the run records.
-    'local' imports nothing of Ray. Raises HomogError for an unknown engine.
-    """
-    name = engine or (params.get("extract") or {}).get("engine") or "local"
-    if name == "local":
-        from homog.extract import run_extract
-
-        return run_extract
-    if name == "ray":
-        return functools.partial(run_extract_ray, ray_config=RayConfig.from_params(params))
-    raise HomogError(f"unknown extract engine {name!r}: use one of {', '.join(ENGINES)}")
-
-
 def import_ray() -> Any:
     """``import ray`` (with Ray Data), or HomogError saying how to install the extra."""
     try:
@@ -134,68 +132,6 @@ def import_ray() -> Any:
             f"(or 'ray[data]>=2.30'), or use extract.engine: local ({exc})"
         ) from exc
     return ray
-
-
-# ---------------------------------------------------------------------------------------------
-# driver-side preparation (the tokenizer only; the model is loaded by the actors)
-
-
-def load_tokenizer(source: str) -> tuple[Any, int]:
-    """(tokenizer, max_context) of a model source without loading its weights.
-
-    The same tokenizer and context length that ``homog.models.load_model`` yields, so the
-    driver encodes texts exactly as the local engine does. Raises HomogError for an unknown
-    source or a missing path.
-    """
-    from transformers import AutoConfig, AutoTokenizer
-
-    from homog.models import embedded_dir, embedded_tokenizer, random_config
-
-    kind, _, rest = source.partition(":")
-    if kind not in ("embedded", "hf", "random"):
-        kind, rest = "hf", source
-    if kind == "random":
-        tokenizer = embedded_tokenizer()
-        cfg = random_config(rest, len(tokenizer))
-    else:
-        path = str(embedded_dir(rest)) if kind == "embedded" else _hf_path(rest, source)
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(path)
-            cfg = AutoConfig.from_pretrained(path)
-        except OSError as exc:
-            raise HomogError(
-                f"could not load the tokenizer of {source!r}: not a local model directory and "
-                f"not in the HuggingFace cache (no hub access here?): {exc}"
-            ) from exc
-    cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
-    max_ctx = int(getattr(cfg, "max_position_embeddings", 0) or 0) or 10**9
-    return tokenizer, max_ctx
-
-
-def _hf_path(path: str, source: str) -> str:
-    # as homog.models.load_model resolves hf: sources (a local dir, or a hub id/cache entry)
-    looks_like_path = path.startswith(("/", ".", "~")) or Path(path).exists()
-    if looks_like_path and not Path(path).expanduser().exists():
-        raise HomogError(f"model path {path} does not exist (source {source!r})")
-    return str(Path(path).expanduser()) if looks_like_path else path
-
-
-def shard_path(work: Path, k: int) -> Path:
-    """The shard file name the local engine's ``run_shards`` uses (so resume crosses engines)."""
-    return work / f"shard_{k:05d}.npz"
-
-
-def compute_shard(
-    extractor: Any, shard: Sequence[Any], intervention: str, plan: Any, batch_tokens: int
-) -> Any:
-    """One shard -> its ``BatchResult``, batched exactly as the local ``run_shards`` does."""
-    from homog.extract import BatchResult, make_batches
-
-    parts = [
-        extractor.run_batch(batch, intervention, plan)
-        for batch in make_batches(shard, batch_tokens)
-    ]
-    return BatchResult.concat(parts)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -218,9 +154,6 @@ class ShardWorker:
     def __init__(self, source: str, config: dict[str, Any], num_threads: int = 0):
         import torch
 
-        from homog.extract import ExtractConfig, Extractor
-        from homog.models import load_model
-
         if num_threads > 0:  # CPU actors: as many torch threads as CPUs reserved, no more
             torch.set_num_threads(num_threads)
         self.config = ExtractConfig(**config)
@@ -240,24 +173,21 @@ class ShardWorker:
             self.error = f"{platform.node()}: {exc}"
             return
         self.extractor = Extractor(loaded, self.config)
+        # ModelFacts (for run.json, rebuilt by the driver with ModelFacts.from_dict) plus
+        # where and how fast the model loaded
         self.facts = json.dumps(
             {
-                "n_layers": loaded.n_layers,
-                "d_model": loaded.d_model,
-                "n_heads": loaded.n_heads,
-                "dtype": loaded.dtype,
-                "device": loaded.device,
-                "info": loaded.info,
+                **asdict(loaded.facts()),
                 "load_s": round(time.perf_counter() - t0, 2),
                 "node": platform.node(),
             },
             default=str,
         )
 
-    def compute(self, intervention: str, shard: int, texts: list[Any], tokens: dict) -> Any:
+    def compute(
+        self, intervention: str, shard: int, texts: list[EncodedText], tokens: dict
+    ) -> BatchResult:
         """One shard's ``BatchResult`` (``tokens``: the shard's part of ``SamplePlan.tokens``)."""
-        from homog.extract import SamplePlan
-
         if self.error:
             raise HomogError(self.error)
         plan = SamplePlan(tokens=tokens)
@@ -292,19 +222,27 @@ class ShardWorker:
 
 @dataclass
 class ShardJob:
-    """What the driver prepared: shards, sample plan, and per intervention its work dir.
+    """What the driver prepared (``prepare_run``) and which of its shards are to compute.
 
     ``pending`` lists the (intervention, shard index) pairs whose shard file is missing.
     """
 
-    source: str
-    config: Any  # homog.extract.ExtractConfig
-    shards: list[list[Any]]  # of homog.extract.EncodedText
-    plan: Any  # homog.extract.SamplePlan
-    works: dict[str, Path]
+    prepared: PreparedRun
     pending: list[tuple[str, int]]
     # per intervention, the shards' summed time inside the actors (what an actor sustains)
     compute_s: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def config(self) -> ExtractConfig:
+        return self.prepared.config
+
+    @property
+    def shards(self) -> list[list[EncodedText]]:
+        return self.prepared.shards
+
+    @property
+    def works(self) -> dict[str, Path]:
+        return self.prepared.works
 
     def n_texts(self, pairs: Iterable[tuple[str, int]]) -> int:
         return sum(len(self.shards[k]) for _, k in pairs)
@@ -314,14 +252,13 @@ class ShardJob:
         rows = []
         for iv, k in self.pending:
             texts = self.shards[k]
-            tokens = {
-                t.index: self.plan.tokens[t.index] for t in texts if t.index in self.plan.tokens
-            }
+            planned = self.prepared.plan.tokens
+            tokens = {t.index: planned[t.index] for t in texts if t.index in planned}
             payload = pickle.dumps((texts, tokens), protocol=pickle.HIGHEST_PROTOCOL)
             rows.append({"intervention": iv, "shard": k, "payload": payload})
         return rows
 
-    def save(self, iv: str, k: int, result: Any, facts: str) -> None:
+    def save(self, iv: str, k: int, result: BatchResult, facts: str) -> None:
         """Write one returned shard atomically (and the model facts once per work dir).
 
         Raises HomogError when the result is not the shard's own texts (never written).
@@ -340,7 +277,7 @@ class ShardJob:
 
 
 def actor_resources(
-    config: Any, ray_config: RayConfig, nodes: Sequence[dict[str, float]], n_todo: int
+    config: ExtractConfig, ray_config: RayConfig, nodes: Sequence[dict[str, float]], n_todo: int
 ) -> dict[str, Any]:
     """How many actors to start and what each holds (pure: from the nodes' resources).
 
@@ -377,7 +314,7 @@ def run_extract_ray(
     model: str,
     source: str,
     texts: Any,
-    config: Any,
+    config: ExtractConfig,
     interventions: Iterable[str],
     out_dir: str | Path,
     *,
@@ -396,93 +333,37 @@ def run_extract_ray(
     Raises HomogError on bad input, when Ray is not installed, or when an actor raised one
     (the shards written until then are kept, so a re-run resumes).
     """
-    from homog.extract import (
-        INTERVENTIONS,
-        RunSpec,
-        encode_texts,
-        make_shards,
-        merge_shards,
-        plan_samples,
-        read_texts,
-        run_record,
-        texts_hash,
-        work_dir_for,
-    )
-
     ray_config = ray_config or RayConfig()
-    interventions = list(interventions)
-    for iv in interventions:
-        if iv not in INTERVENTIONS:
-            raise HomogError(f"unknown intervention {iv!r}: use one of {', '.join(INTERVENTIONS)}")
-    if isinstance(texts, str | Path):
-        df = read_texts(texts)
-    else:
-        df = texts.sort_values(["variant", "sample_id"], kind="stable").reset_index(drop=True)
-    if len(df) == 0:
-        raise HomogError("no texts to extract (the texts table is empty)")
+    df, interventions = extract_inputs(texts, interventions)
     ray = import_ray()  # before any work: a missing extra fails at once
-    out_dir = Path(out_dir)
     if ray_config.num_gpus_per_actor > 1 and not config.device_map and config.device != "cpu":
         log(
             f"ray.num_gpus_per_actor={ray_config.num_gpus_per_actor:g} without "
             "extract.device_map: auto: each actor's model sits on one GPU and the others idle"
         )
-
     # the local engine's preparation, with the tokenizer alone (the actors load the model)
     tokenizer, max_context = load_tokenizer(source)
-    max_tokens = min(config.max_tokens, max_context)
-    encoded = encode_texts(tokenizer, df, max_tokens)
-    truncated = [t.name for t in encoded if t.truncated]
-    if truncated:
-        log(
-            f"{len(truncated)} of {len(encoded)} texts truncated to {max_tokens} tokens "
-            f"(e.g. {', '.join(truncated[:5])})"
-        )
-    plan = plan_samples(
-        encoded, config.sample_tokens, config.pooled_texts, config.seed, config.exclude_special
+    prepared = prepare_run(
+        model, source, df, config, interventions, out_dir, tokenizer, max_context, log
     )
-    shards = make_shards(encoded, config.shard_texts)
-    thash = texts_hash(df)
-    specs = {iv: RunSpec(model, source, iv, config, thash) for iv in interventions}
-    works = {iv: work_dir_for(out_dir, specs[iv]) for iv in interventions}
-    pending = [
-        (iv, k)
-        for iv in interventions
-        for k in range(len(shards))
-        if not shard_path(works[iv], k).exists()
-    ]
-    for iv in interventions:
-        done = len(shards) - sum(p[0] == iv for p in pending)
-        if done:
-            log(f"{model}/{iv}: resuming, {done} of {len(shards)} shards already done")
-    job = ShardJob(source, config, shards, plan, works, pending)
+    job = ShardJob(prepared, prepared.pending())
 
     t1 = time.perf_counter()
     engine = run_job(ray, job, ray_config, worker, show_progress, f"{model} (ray)")
     extract_s = time.perf_counter() - t1
 
     records = []
-    for iv in interventions:
-        spec, work = specs[iv], works[iv]
-        facts = json.loads((work / MODEL_FACTS).read_text())
-        record = run_record(SimpleNamespace(**facts), spec, len(truncated), truncated)
-        record["timings"] = {"load_s": facts["load_s"], "extract_s": round(extract_s, 2)}
-        computed = sum(p[0] == iv for p in pending)
-        record["engine"] = {
+    for iv in prepared.specs:
+        facts = json.loads((prepared.works[iv] / MODEL_FACTS).read_text())
+        timings = {"load_s": facts["load_s"], "extract_s": round(extract_s, 2)}
+        details = {
             **engine,
-            "shards": len(shards),
-            "shards_computed": computed,
+            "shards": len(prepared.shards),
+            "shards_computed": sum(p[0] == iv for p in job.pending),
             "actor_compute_s": round(job.compute_s.get(iv, 0.0), 3),
         }
-        t2 = time.perf_counter()
-        paths = [shard_path(work, k) for k in range(len(shards))]
-        record = merge_shards(paths, encoded, spec, plan, out_dir / iv, record)
-        record["timings"]["merge_s"] = round(time.perf_counter() - t2, 2)
-        write_json(out_dir / iv / "run.json", record)
-        shutil.rmtree(work, ignore_errors=True)
-        if work.parent.exists() and not any(work.parent.iterdir()):
-            work.parent.rmdir()
-        records.append(record)
+        model_facts = ModelFacts.from_dict(facts)
+        records.append(finish_run(prepared, iv, model_facts, timings, {"engine": details}))
     return records
 
 
@@ -526,7 +407,7 @@ def run_job(
             cluster={k: cluster.get(k, 0.0) for k in ("CPU", "GPU")},
         )
         kwargs = {
-            "source": job.source,
+            "source": job.prepared.source,
             "config": asdict(job.config),
             "num_threads": res["num_threads"],
         }

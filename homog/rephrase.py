@@ -16,19 +16,35 @@ relative position least, typically a move of clauses that do not hold the phrase
 when every move shifts it by more than ``control_tolerance``). Positions are
 ``homog.keyphrase.relative_position``.
 
-Rule rewrites. The sentence (final punctuation set aside) is split into *units* (main clauses)
-at semicolons, spaced dashes and ", and|but|yet|or|nor|so" (a ", and" that closes a list such
-as "cities, languages, and politics" is not a boundary). A unit may have an *intro* (a leading
-subordinate, prepositional or participle phrase, or a one-word adverb, followed by a comma:
-"Although the story slows, ..."; "By the final scene, ...") and a *trail* (", because|although|
-while|with|especially ...", or "because|although|unless ..." without a comma). The moves are:
+Rule rewrites. The sentence (final punctuation and a leading connective such as "But",
+"And", "Still", "Then" set aside; the connective stays first) is split into *units* (main
+clauses) at semicolons, spaced dashes and ", and|but|yet|or|nor|so" (not a ", and" that closes
+a list such as "cities, languages, and politics", nor one whose second part has no subject of
+its own: "I loved it, and was moved"), and at a comma-less " and|but " followed by I, he, she,
+we or they when the part before it reads as a clause (four words or more with a verb cue, not
+ending in a pronoun or a short prepositional phrase: "My wife and I loved it" and "with my
+wife and I" are not split). A unit may have an *intro* (a leading subordinate, prepositional
+or participle phrase, a sentence adverb such as "Sadly" or "Unfortunately for him", followed by
+a comma; or a fixed opener such as "All in all" or "In the end" even without its comma) and a
+*trail* (", because|although|while|with|especially ...", or "because|although|unless ..."
+without a comma). The moves are:
   1. move a unit to the front or the end (the joiners keep their places: "A, but B" ->
      "B, but A"); "A, so B" becomes "B, because A" (the only rewording, which keeps the
      causal meaning);
-  2. move a trail in front of its clause ("A, with B" -> "With B, A") or an intro behind it;
-  3. front a clause-final prepositional phrase of three words or more opened by with,
-     without, during, despite, in, on, at, for, from, ... (not by, of, to, about)
-     ("X plays Y with great restraint" -> "With great restraint, X plays Y").
+  2. move a trail in front of its clause ("A, with B" -> "With B, A") or an intro behind it
+     ("In the end, A" -> "A, in the end");
+  3. front a clause-final prepositional phrase of three words or more (two when the second
+     is a name or a number: "in Toronto", "in 1995") opened by with, without, during,
+     despite, in, on, at, for, from, ... (not by, of, to, about): "X plays Y with great
+     restraint" -> "With great restraint, X plays Y". The shortest such phrase of at most
+     eight words is taken, never the complement of the word before it ("looking for a
+     film", "based on a true story", "is in the house", "more than in ..."), and not from a
+     clause with a comma or a relative/subordinate clause before the phrase;
+  4. front a clause-final time adverbial ("I saw it last night" -> "Last night, I saw it";
+     "... two years ago", "yesterday", "recently", "these days") or manner adverb of eight
+     letters or more ("She plays it brilliantly" -> "Brilliantly, she plays it"; not after
+     a form of "be" or a linking verb such as "looks"), under the same conditions.
+Questions are never touched.
 Up to two moves are combined; the candidate that puts the phrase earliest (front) or latest
 (end) wins if it improves on the original. Sentences with quotes or brackets are never
 touched. Capitalisation is fixed (the new first word is capitalised; the old first word is
@@ -104,6 +120,16 @@ INTRO_PREPOSITIONS = (
     "of course",
     "in fact",
     "at times",
+    "to be honest",
+    "to be fair",
+    "to me",
+    "all in all",
+    "even so",
+    "that said",
+    "then again",
+    "needless to say",
+    "in short",
+    "all told",
 )
 INTRO_ADVERBS = (
     "however",
@@ -127,6 +153,16 @@ INTRO_ADVERBS = (
     "clearly",
     "obviously",
     "finally",
+    "anyway",
+    "luckily",
+    "happily",
+    "oddly",
+    "weirdly",
+    "eventually",
+    "later",
+    "indeed",
+    "alas",
+    "granted",
 )
 # A clause-final phrase opened by one of these may be fronted ("X, P ..." -> "P ..., x").
 # Not "by" (passive agents), "of", "to" or "about" (complements that cannot stand first).
@@ -155,6 +191,28 @@ FRONTABLE_PREPOSITIONS = (
     "until",
     "because of",
 )
+# A prepositional phrase right after one of these words is its complement, which cannot be
+# fronted ("looking for a film" -> *"For a film, ... looking"); forms of "be" for all of them.
+_BE = "is are was were be been being am isn't aren't wasn't weren't 's 're 'm"
+SELECTED_BY = {
+    "for": "look looks looked looking wait waits waited waiting search searched searching ask "
+    "asks asked asking pay paid care cared fall falls fell go goes went going hope hoped "
+    "known famous responsible nominated thanks thank apologise apologize account accounts "
+    "stand stands stood home",
+    "in": "set starred stars star starring believe believes believed result results resulted "
+    "interested involved engaged participate participated succeed succeeded lies lie lay "
+    "cast shot filmed",
+    "on": "based focus focuses focused focusing rely relies relied depend depends depended "
+    "count insist insisted comment commented hooked keen cheat cheats cheated cheating "
+    "spent spend spends",
+    "at": "look looks looked looking laugh laughs laughed laughing stare stared staring aimed "
+    "aim good bad arrive arrived arrives",
+    "from": "suffer suffers suffered suffering differ differs differed come comes came "
+    "derived adapted apart far different away",
+    "with": "deal deals dealt cope compared filled packed familiar associated fell love obsessed "
+    "stuck stick sticks along up together flirts flirt flirted",
+    "into": "turn turns turned",
+}
 # Words that show a prepositional phrase goes on into a clause (it must not be fronted then).
 CLAUSE_WORDS = frozenset(
     """it he she they i we you is are was were be been isn't wasn't aren't weren't it's that
@@ -171,13 +229,78 @@ COMMON_STARTS = frozenset(
     especially from as like unlike overall however sadly honestly frankly unfortunately
     fortunately admittedly ultimately instead meanwhile otherwise yes only just any another
     nothing everything something nobody everyone someone people viewers fans parents kids
-    children save go watch read avoid see skip""".split()
+    children save go watch read avoid see skip anyway luckily happily oddly weirdly eventually
+    later to that indeed alas granted""".split()
+)
+
+# A clause-final time adverbial that can open the clause instead.
+_TIME_ADVERBIAL = re.compile(
+    r"\s((?:last|this|next) (?:night|week|weekend|month|year|summer|winter|spring|autumn|"
+    r"time)|(?:(?:a few|a couple of|several|many|some|two|three|four|five|ten|twenty|\d+) )?"
+    r"(?:years|months|weeks|days|decades) ago|yesterday|today|tonight|recently|nowadays|"
+    r"these days|back then|later on)$",
+    re.IGNORECASE,
+)
+# Words that tie a phrase to a relative or subordinate clause, after which an adverbial's
+# attachment would be ambiguous.
+_SUBCLAUSE_WORDS = frozenset(
+    "that which who whom whose where when if because than as what how while".split()
+)
+# Subject pronouns after a comma-less "and"/"but" open a new clause; verb cues in the part
+# before show that it is a clause, not a noun phrase ("my wife and I").
+_SUBJECTS = frozenset("i he she we they".split())
+_VERB_CUES = frozenset(
+    """is are was were be been am has have had do does did can could will would should may
+    might must isn't aren't wasn't weren't don't doesn't didn't can't couldn't won't wouldn't
+    it's i'm i've i'd he's she's they're we're""".split()
+)
+# Words that open a verb phrase rather than a clause after ", and" (besides _VERB_CUES).
+_SUBJECT_LESS = frozenset("may might must then also still even just never not".split())
+_OBJECT_PRONOUNS = frozenset("i he she we they you me him us them".split())
+_SHORT_PREPOSITIONS = frozenset("with for to between of by from like than and or".split())
+
+# Sentence adverbs are recognised by these endings (eight letters or more, as in _lower_first).
+LY_ENDINGS = (
+    "ally",
+    "ously",
+    "ively",
+    "fully",
+    "ately",
+    "ently",
+    "antly",
+    "ibly",
+    "ably",
+    "edly",
+    "ingly",
+)
+# Openers that are intros even without their comma ("All in all this is ..."); the rewrite
+# adds the comma.
+BARE_INTROS = (
+    "all in all",
+    "in the end",
+    "in fact",
+    "of course",
+    "at first",
+    "at times",
+    "in short",
+    "once again",
+    "to be honest",
+    "in my opinion",
+)
+# Connectives that open a sentence and stay first whatever moves behind them.
+LEADS = ("and", "but", "still", "also", "yet", "plus", "then", "or")
+# After these a clause-final adverb describes the subject ("looks silly"), not the action.
+_LINKING = frozenset(
+    "seem seems seemed look looks looked feel feels felt sound sounds sounded become becomes "
+    "became get gets got remain remains remained".split()
 )
 
 _UNSAFE_CHARS = set('"\u201c\u201d()[]{}')
 _FINAL = re.compile(r"[\s.!?\u2026]*$")
 _UNIT_BOUNDARY = re.compile(
-    r"\s*;\s+|\s+(?:-{1,2}|\u2013|\u2014)\s+|,\s+(and|but|yet|or|nor|so)\s+", re.IGNORECASE
+    r"\s*;\s+|\s+(?:-{1,2}|\u2013|\u2014)\s+|,\s+(and|but|yet|or|nor|so)\s+"
+    r"|\s+(and|but)\s+(?=(?:i|he|she|we|they)\s)",
+    re.IGNORECASE,
 )
 
 
@@ -200,11 +323,14 @@ class Parsed:
     units: tuple[Unit, ...]
     joiners: tuple[str, ...]
     final: str
+    lead: str = ""
 
     def render(self) -> str:
         out = self.units[0].render()
         for joiner, unit in zip(self.joiners, self.units[1:], strict=True):
             out += joiner + unit.render()
+        if self.lead:
+            return f"{self.lead} {out}{self.final}"
         return _capitalise(out) + self.final
 
 
@@ -250,7 +376,12 @@ def _split_intro(text: str) -> tuple[str | None, str]:
     """(intro, rest) when ``text`` opens with an intro phrase and a comma, else (None, text)."""
     if ", " in text:
         head, tail = text.split(", ", 1)
-        single_adverb = len(head.split()) == 1 and head.lower() in INTRO_ADVERBS
+        # "Sadly, ..." / "Thankfully, ..." / "Unfortunately for him, ...".
+        first_word = head.split()[0]
+        single_adverb = (first_word.lower() in INTRO_ADVERBS or _is_adverb(first_word)) and (
+            len(head.split()) == 1
+            or (len(head.split()) <= 4 and head.split()[1].lower() in ("for", "enough"))
+        )
         first = _first_word(head).lower()
         # "Set on a night train, it ..." / "Having seen it, I ...": participle openers.
         participle = len(head.split()) >= 2 and first.endswith(("ing", "ed")) and len(first) > 4
@@ -258,7 +389,27 @@ def _split_intro(text: str) -> tuple[str | None, str]:
             _starts_with(head, SUBORDINATORS + INTRO_PREPOSITIONS) or single_adverb or participle
         ) and len(tail.split()) >= 2:
             return head, tail
+    bare = _starts_with(text, BARE_INTROS)
+    if bare and len(text[len(bare) :].split()) >= 3:
+        return text[: len(bare)], text[len(bare) :].strip()
     return None, text
+
+
+def _is_adverb(word: str) -> bool:
+    """A sentence or manner adverb by its ending ("Thankfully", "brilliantly")."""
+    low = word.lower()
+    return low.isalpha() and len(low) >= 8 and low.endswith(LY_ENDINGS)
+
+
+def _clause_before_bare_and(before: str) -> bool:
+    """Does ``before`` read as a clause, so that a comma-less "and I ..." may split after it?"""
+    ws = words(before)
+    if len(ws) < 4 or ws[-1] in _OBJECT_PRONOUNS or _SHORT_PREPOSITIONS & set(ws[-3:]):
+        return False
+    cue = any(w in _VERB_CUES or w in _SUBJECTS or (len(w) > 4 and w.endswith("ed")) for w in ws)
+    # A leading subordinate clause or phrase ("When I saw it, I ...") is an intro instead.
+    opener = _starts_with(before, SUBORDINATORS + INTRO_PREPOSITIONS + BARE_INTROS)
+    return cue and "," not in before and opener is None
 
 
 def _split_unit(text: str) -> Unit:
@@ -290,15 +441,27 @@ def parse_sentence(sentence: str, context: str = "") -> Parsed | None:
         return None
     final = _FINAL.search(sentence).group()  # type: ignore[union-attr]
     body = sentence[: len(sentence) - len(final)]
-    if not body:
+    # Questions are left alone: moving a phrase out of one breaks the inversion.
+    if not body or "?" in sentence:
         return None
-    body = _lower_first(body, context or sentence)
+    # A leading connective ("But the plot ...") stays first; the rest keeps its case.
+    lead = _starts_with(body, LEADS)
+    if lead and body[len(lead) : len(lead) + 1] == " " and len(body.split()) >= 5:
+        lead, body = body[: len(lead)], body[len(lead) + 1 :]
+    else:
+        lead, body = "", _lower_first(body, context or sentence)
     pieces: list[str] = []
     joiners: list[str] = []
     start = 0
     for m in _UNIT_BOUNDARY.finditer(body):
         before = body[start : m.start()]
         word = (m.group(1) or "").lower()
+        if m.group(2) and not _clause_before_bare_and(before):
+            continue
+        # ", and was heartbroken": a conjunct without its own subject is not a clause.
+        after_first = _first_word(body[m.end() :]).lower()
+        if word and (after_first in _VERB_CUES or after_first in _SUBJECT_LESS):
+            continue
         if word == "and" or word == "or":
             # ", and" closing a list ("cities, languages, and politics") is not a boundary.
             # A list's items are short; clauses joined after an earlier comma are long.
@@ -315,7 +478,7 @@ def parse_sentence(sentence: str, context: str = "") -> Parsed | None:
         start = m.end()
     pieces.append(body[start:])
     units = tuple(_split_unit(p) for p in pieces)
-    return Parsed(units=units, joiners=tuple(joiners), final=final)
+    return Parsed(units=units, joiners=tuple(joiners), final=final, lead=lead)
 
 
 def _moves(p: Parsed) -> list[Parsed]:
@@ -349,20 +512,49 @@ def _moves(p: Parsed) -> list[Parsed]:
 
 
 def _front_final_phrase(unit: Unit) -> Unit | None:
+    """The unit with its clause-final time adverbial or prepositional phrase fronted, or None.
+
+    Prepositional phrases: the longest valid one (3..8 words, no comma, no clause inside it,
+    not the complement of the word before it); at least three words stay behind.
+    """
+    main = unit.main
+    m_time = _TIME_ADVERBIAL.search(main)
+    if m_time:
+        head = main[: m_time.start()]
+        hw = words(head)
+        if len(hw) >= 3 and hw[-1] not in FRONTABLE_PREPOSITIONS + ("of", "than", "as", "like"):
+            if not _SUBCLAUSE_WORDS & set(hw) and "," not in head:
+                return Unit(main=head, intro=m_time.group(1), trail=unit.trail)
+    head, _, last = main.rpartition(" ")
+    hw = words(head)
+    if _is_adverb(last) and len(hw) >= 3 and "," not in head:
+        linked = (_LINKING | frozenset(_BE.split())) & set(hw[-2:])  # "looks (very) silly"
+        if not linked and not _SUBCLAUSE_WORDS & set(hw):
+            return Unit(main=head, intro=last, trail=unit.trail)
     pattern = r"\s(" + "|".join(re.escape(w) for w in FRONTABLE_PREPOSITIONS) + r")\s"
-    matches = list(re.finditer(pattern, unit.main, flags=re.IGNORECASE))
-    if not matches:
-        return None
-    m = matches[-1]
-    head, phrase = unit.main[: m.start()], unit.main[m.start() + 1 :]
-    # Three words at least on each side ("fell in love" is not fronted), at most eight in the
-    # phrase, and no clause inside it ("in fact it isn't").
-    n_phrase = len(phrase.split())
-    if len(head.split()) < 3 or not 3 <= n_phrase <= 8 or "," in phrase:
-        return None
-    if set(re.findall(r"[\w']+", phrase.lower())) & CLAUSE_WORDS:
-        return None
-    return Unit(main=head, intro=phrase, trail=unit.trail)
+    for m in reversed(list(re.finditer(pattern, main, flags=re.IGNORECASE))):
+        head, phrase = main[: m.start()], main[m.start() + 1 :]
+        # A phrase with a clause in it ("in fact it isn't") or a comma stops the search, since
+        # every longer phrase holds it too; "fell in love" is too short to front.
+        if len(phrase.split()) > 8 or "," in phrase:
+            break
+        if set(re.findall(r"[\w']+", phrase.lower())) & CLAUSE_WORDS:
+            break
+        hw = words(head)
+        if "," in head or _SUBCLAUSE_WORDS & set(hw) or "love" in hw[-2:]:
+            break  # the phrase may belong to a subordinate clause, or be "in love with ..."
+        # Two-word phrases only with a name or number ("in Toronto", "in 1995").
+        two = len(phrase.split()) == 2 and len(hw) >= 4 and phrase.split()[1][:1].isupper()
+        two = two or (len(phrase.split()) == 2 and len(hw) >= 4 and phrase.split()[1].isdigit())
+        if len(hw) < 3 or (len(phrase.split()) < 3 and not two):
+            continue
+        prep = m.group(1).lower().split()[0]
+        if hw[-1] in _BE.split() or hw[-1] in SELECTED_BY.get(prep, "").split():
+            continue
+        if hw[-1] in ("of", "than", "as", "kind", "sort", "like"):
+            continue
+        return Unit(main=head, intro=phrase, trail=unit.trail)
+    return None
 
 
 def candidates(sentence: str, context: str = "", depth: int = 2) -> list[tuple[str, int]]:

@@ -66,6 +66,21 @@ def config(**kw) -> ExtractConfig:
     return ExtractConfig(**{**base, **kw})
 
 
+def run_tiny(loaded, texts, cfg, interventions, out, **kw) -> list[dict]:
+    """run_extract of the tiny random model (already loaded as `loaded`), no progress bar."""
+    return run_extract(
+        "tiny",
+        "random:tiny-llama",
+        texts,
+        cfg,
+        interventions,
+        out,
+        loaded=loaded,
+        show_progress=False,
+        **kw,
+    )
+
+
 def read_outputs(path: Path) -> dict:
     out = {
         f: pd.read_parquet(path / f"{f}.parquet")
@@ -223,16 +238,7 @@ def test_position_ids():
 
 def test_interventions_change_positions_only(tiny, tmp_path):
     texts = make_texts(4)
-    recs = run_extract(
-        "tiny",
-        "random:tiny-llama",
-        texts,
-        config(),
-        ["none", "zero_pos", "shuffle_pos"],
-        tmp_path,
-        loaded=tiny,
-        show_progress=False,
-    )
+    recs = run_tiny(tiny, texts, config(), ["none", "zero_pos", "shuffle_pos"], tmp_path)
     assert len({r["run_id"] for r in recs}) == 3
     lm = {
         iv: read_outputs(tmp_path / iv)["layer_metrics"].set_index(
@@ -298,16 +304,7 @@ def test_zero_pos_keeps_the_causal_mask(tiny):
 def test_resume_after_interruption_gives_identical_output(tiny, tmp_path, monkeypatch):
     texts = make_texts(7)
     cfg = config(shard_texts=3, batch_tokens=60)
-    run_extract(
-        "tiny",
-        "random:tiny-llama",
-        texts,
-        cfg,
-        ["shuffle_pos"],
-        tmp_path / "a",
-        loaded=tiny,
-        show_progress=False,
-    )
+    run_tiny(tiny, texts, cfg, ["shuffle_pos"], tmp_path / "a")
 
     calls = {"n": 0}
     original = Extractor.run_batch
@@ -320,16 +317,7 @@ def test_resume_after_interruption_gives_identical_output(tiny, tmp_path, monkey
 
     monkeypatch.setattr(Extractor, "run_batch", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        run_extract(
-            "tiny",
-            "random:tiny-llama",
-            texts,
-            cfg,
-            ["shuffle_pos"],
-            tmp_path / "b",
-            loaded=tiny,
-            show_progress=False,
-        )
+        run_tiny(tiny, texts, cfg, ["shuffle_pos"], tmp_path / "b")
     assert not (tmp_path / "b" / "shuffle_pos").exists()  # nothing a next stage could read
     work = list((tmp_path / ".b.work").iterdir())
     assert len(work) == 1 and list(work[0].glob("shard_*.npz"))
@@ -337,17 +325,7 @@ def test_resume_after_interruption_gives_identical_output(tiny, tmp_path, monkey
     monkeypatch.setattr(Extractor, "run_batch", original)
     done = len(list(work[0].glob("shard_*.npz")))
     logs = []
-    run_extract(
-        "tiny",
-        "random:tiny-llama",
-        texts,
-        cfg,
-        ["shuffle_pos"],
-        tmp_path / "b",
-        loaded=tiny,
-        show_progress=False,
-        log=logs.append,
-    )
+    run_tiny(tiny, texts, cfg, ["shuffle_pos"], tmp_path / "b", log=logs.append)
     assert any(f"{done} of" in m for m in logs)
     assert not (tmp_path / ".b.work").exists()  # work dir cleaned up
     a, b = read_outputs(tmp_path / "a/shuffle_pos"), read_outputs(tmp_path / "b/shuffle_pos")
@@ -364,16 +342,7 @@ def test_resume_after_interruption_gives_identical_output(tiny, tmp_path, monkey
 def test_output_contract(tiny, tmp_path):
     texts = make_texts(6, variants=("original", "front", "end", "control"))
     cfg = config(sample_tokens=25, pooled_texts=4)
-    (rec,) = run_extract(
-        "tiny",
-        "random:tiny-llama",
-        texts,
-        cfg,
-        ["none"],
-        tmp_path,
-        loaded=tiny,
-        show_progress=False,
-    )
+    (rec,) = run_tiny(tiny, texts, cfg, ["none"], tmp_path)
     out = read_outputs(tmp_path / "none")
     run = json.loads((tmp_path / "none" / "run.json").read_text())
     for key in (
@@ -427,16 +396,7 @@ def test_empty_text_is_named(tiny, tmp_path, bad):
     texts.loc[2, "text"] = bad
     name = f"{texts.loc[2, 'variant']}/{texts.loc[2, 'sample_id']}"
     with pytest.raises(HomogError, match=name):
-        run_extract(
-            "tiny",
-            "random:tiny-llama",
-            texts,
-            config(),
-            ["none"],
-            tmp_path,
-            loaded=tiny,
-            show_progress=False,
-        )
+        run_tiny(tiny, texts, config(), ["none"], tmp_path)
 
 
 def test_bad_tables(tmp_path):
@@ -453,17 +413,7 @@ def test_bad_tables(tmp_path):
 def test_truncation_counted(tiny, tmp_path):
     texts = make_texts(4)
     logs = []
-    (rec,) = run_extract(
-        "tiny",
-        "random:tiny-llama",
-        texts,
-        config(max_tokens=8),
-        ["none"],
-        tmp_path,
-        loaded=tiny,
-        show_progress=False,
-        log=logs.append,
-    )
+    (rec,) = run_tiny(tiny, texts, config(max_tokens=8), ["none"], tmp_path, log=logs.append)
     n_long = sum(len(tiny.tokenizer(t)["input_ids"]) > 8 for t in texts["text"])
     assert rec["n_truncated"] == n_long > 0
     assert any(f"{n_long} of 8 texts truncated" in m for m in logs)
@@ -479,16 +429,7 @@ def test_nan_in_hidden_states_names_the_text(tmp_path):
     with torch.no_grad():
         lm.embed.weight[token] = float("inf")
     with pytest.raises(HomogError, match=f"{victim['variant']}/{victim['sample_id']}"):
-        run_extract(
-            "tiny",
-            "random:tiny-llama",
-            texts,
-            config(),
-            ["none"],
-            tmp_path,
-            loaded=lm,
-            show_progress=False,
-        )
+        run_tiny(lm, texts, config(), ["none"], tmp_path)
     assert not (tmp_path / "none").exists()
 
 

@@ -224,3 +224,122 @@ def test_position_ok_checks_llm_output():
         s, "The film is slow, yet the ending is pure magic.", "film is slow", "control"
     )
     assert clean_generation('Sentence: "Pure magic ends it."\nmore') == "Pure magic ends it."
+
+
+@pytest.mark.parametrize(
+    ("sentence", "phrase", "target", "expected"),
+    [
+        # a comma-less "and I ..." after a full clause is a clause boundary
+        (
+            "The plot of Dust Road was a mess and I stopped caring halfway.",
+            "stopped caring halfway",
+            "front",
+            "I stopped caring halfway and the plot of Dust Road was a mess.",
+        ),
+        # a leading connective stays first while the clauses behind it move
+        (
+            "But the pacing is slow, and the jokes fall flat.",
+            "jokes fall flat",
+            "front",
+            "But the jokes fall flat, and the pacing is slow.",
+        ),
+        # a clause-final time adverbial is fronted
+        (
+            "I watched Glass Harbour with my brother last night.",
+            "watched Glass Harbour",
+            "end",
+            "Last night, I watched Glass Harbour with my brother.",
+        ),
+        (
+            "We rented the sequel two years ago.",
+            "two years",
+            "front",
+            "Two years ago, we rented the sequel.",
+        ),
+        # a clause-final manner adverb is fronted
+        (
+            "Ines Marlow plays the widow brilliantly.",
+            "brilliantly",
+            "front",
+            "Brilliantly, Ines Marlow plays the widow.",
+        ),
+        # a two-word phrase is fronted when it ends in a name or a number
+        (
+            "The whole crew shot the final scenes in Lisbon.",
+            "Lisbon",
+            "front",
+            "In Lisbon, the whole crew shot the final scenes.",
+        ),
+        # sentence adverbs with a complement, and comma-less fixed openers, go to the end
+        (
+            "Unfortunately for the crew, the storm ruined the set.",
+            "Unfortunately",
+            "end",
+            "The storm ruined the set, unfortunately for the crew.",
+        ),
+        (
+            "All in all this is a charming little film.",
+            "All in all",
+            "end",
+            "This is a charming little film, all in all.",
+        ),
+        (
+            "Thankfully, the second half picks up speed.",
+            "Thankfully",
+            "end",
+            "The second half picks up speed, thankfully.",
+        ),
+    ],
+)
+def test_new_rule_rewrites(sentence, phrase, target, expected):
+    text, status = rewrite(sentence, phrase, target)
+    assert (text, status) == (expected, "rewritten")
+    before, after = relative_position(sentence, phrase), relative_position(text, phrase)
+    assert (after < before) if target == "front" else (after > before)
+
+
+@pytest.mark.parametrize(
+    ("sentence", "phrase"),
+    [
+        # "my wife and I" is a subject, not two clauses
+        ("My wife and I laughed at every single scene.", "laughed"),
+        # a conjunct without its own subject is not a clause
+        ("I loved the first season, and was heartbroken by the last.", "heartbroken"),
+        # questions are never touched
+        ("Did anyone in the studio watch it before release?", "studio"),
+        ("Where are the people, apart from that one bunch of farmers?", "farmers"),
+        # complements of the verb (or of "be") are not fronted
+        ("The whole cast was looking for a better script.", "better script"),
+        ("The whole story is based on a true crime.", "true crime"),
+        ("The best scene of the film is in the kitchen.", "kitchen"),
+        # "in love with ..." stays where it is
+        ("The young doctor fell in love with the nurse.", "nurse"),
+        # a phrase inside a relative or subordinate clause is not fronted
+        ("Tom is the one who cheats on his wife.", "wife"),
+        ("I thought that they could have spent more time on the boat.", "boat"),
+        ("I missed the film in cinemas, as it only played on cable.", "cable"),
+        # an adverb after a linking verb describes the subject
+        ("The old castle looks extremely beautifully.", "castle"),
+        # "than in ..." is a comparison, not an adverbial
+        ("There is more footage in this film than in Blue Canyon.", "Blue Canyon"),
+    ],
+)
+def test_new_rules_leave_unsafe_sentences_alone(sentence, phrase):
+    for target in ("front", "end"):
+        text, status = rewrite(sentence, phrase, target)
+        assert text == sentence and status in ("left_alone", "at_target"), (target, text)
+    assert candidates(sentence, sentence) == []
+
+
+def test_control_moves_a_non_key_adverbial():
+    # a non-key time adverbial moves; the key phrase stays within the tolerance
+    sentence = (
+        "The festival showed a restored print of the silent classic to a full house last night."
+    )
+    text, status = rewrite(sentence, "restored print", "control")
+    assert (text, status) == (
+        "Last night, the festival showed a restored print of the silent classic to a full house.",
+        "rewritten",
+    )
+    before, after = (relative_position(t, "restored print") for t in (sentence, text))
+    assert 0 < abs(after - before) <= 0.15

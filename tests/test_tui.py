@@ -107,10 +107,15 @@ async def test_locked_database_says_locked(tmp_path: Path, demo_db: Path) -> Non
     path = tmp_path / "homog.duckdb"
     shutil.copy(demo_db, path)
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('ok', flush=True); "
-         "time.sleep(30)", str(path)],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('ok', flush=True); "
+            "time.sleep(30)",
+            str(path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout.readline().strip() == "ok"
@@ -162,7 +167,8 @@ async def test_runs_filter_select_and_compare(demo_db: Path) -> None:
         await settle(pilot)
         assert isinstance(app.screen, CompareScreen)
         assert sorted(app.screen.query_one("#pick-runs", SelectionList).selected) == sorted(
-            app.selected_runs)
+            app.selected_runs
+        )
 
 
 # -- compare ------------------------------------------------------------------------------------
@@ -183,16 +189,25 @@ async def test_compare_metric_variant_and_numbers(demo_db: Path) -> None:
         assert screen.draws >= 1
 
         # mean and significance marks against SQL on the raw rows
-        want = sql(demo_db, "SELECT avg(value) FROM layer_metrics WHERE run_id = ? AND "
-                   "metric = 'erank' AND variant = 'front' AND layer = 3", [run_id])[0][0]
+        want = sql(
+            demo_db,
+            "SELECT avg(value) FROM layer_metrics WHERE run_id = ? AND "
+            "metric = 'erank' AND variant = 'front' AND layer = 3",
+            [run_id],
+        )[0][0]
         label = app.catalog.labels[run_id]
-        row = next(table.get_row_at(i) for i in range(table.row_count)
-                   if table.get_row_at(i)[0] == f"{label} front"
-                   and str(table.get_row_at(i)[1]) == "3")
+        row = next(
+            table.get_row_at(i)
+            for i in range(table.row_count)
+            if table.get_row_at(i)[0] == f"{label} front" and str(table.get_row_at(i)[1]) == "3"
+        )
         assert float(str(row[2])) == pytest.approx(want, rel=1e-3)
-        n_sig = sql(demo_db, "SELECT count(*) FROM contrasts WHERE run_id = ? AND metric = "
-                    "'erank' AND variant_b = 'original' AND band IS NULL AND p_holm < 0.05",
-                    [run_id])[0][0]
+        n_sig = sql(
+            demo_db,
+            "SELECT count(*) FROM contrasts WHERE run_id = ? AND metric = "
+            "'erank' AND variant_b = 'original' AND band IS NULL AND p_holm < 0.05",
+            [run_id],
+        )[0][0]
         marks = sum(str(table.get_row_at(i)[4]) == "*" for i in range(table.row_count))
         assert marks == n_sig
         assert f"{n_sig} differ" in status_text(screen, "#compare-status")
@@ -200,8 +215,12 @@ async def test_compare_metric_variant_and_numbers(demo_db: Path) -> None:
         # next metric with "m", then back with "M"
         await pilot.press("m")
         await settle(pilot)
-        assert metric.value == app.catalog.metrics[
-            (app.catalog.metrics.index("erank") + 1) % len(app.catalog.metrics)]
+        assert (
+            metric.value
+            == app.catalog.metrics[
+                (app.catalog.metrics.index("erank") + 1) % len(app.catalog.metrics)
+            ]
+        )
         assert "erank" not in status_text(screen, "#compare-status")
         await pilot.press("M")
         await settle(pilot)
@@ -216,8 +235,7 @@ async def test_compare_metric_variant_and_numbers(demo_db: Path) -> None:
         assert shown == {"original", "end"}
 
         # relative depth: two models of different depth turn it on by themselves
-        other = next(r["run_id"] for r in app.catalog.runs
-                     if r["n_layers"] != n_layers)
+        other = next(r["run_id"] for r in app.catalog.runs if r["n_layers"] != n_layers)
         screen.query_one("#pick-runs", SelectionList).select(other)
         await settle(pilot)
         assert screen.query_one("#rel-depth").value is True
@@ -251,14 +269,22 @@ async def test_attention_heatmap_and_head(demo_db: Path) -> None:
         run_id = screen.query_one("#attn-run", Select).value
         n_layers = sql(demo_db, "SELECT n_layers FROM runs WHERE run_id = ?", [run_id])[0][0]
         assert len(heatmap.values) == n_layers and len(heatmap.values[0]) == 20
-        avg = sql(demo_db, "SELECT avg(mass) FROM attention_profile WHERE run_id = ? AND "
-                  "variant = 'original' AND layer = 2 AND bin = 0", [run_id])[0][0]
+        avg = sql(
+            demo_db,
+            "SELECT avg(mass) FROM attention_profile WHERE run_id = ? AND "
+            "variant = 'original' AND layer = 2 AND bin = 0",
+            [run_id],
+        )[0][0]
         assert heatmap.values[1][0] == pytest.approx(avg)
         # one head
         screen.query_one("#attn-head", Select).value = 0
         await settle(pilot)
-        one = sql(demo_db, "SELECT mass FROM attention_profile WHERE run_id = ? AND "
-                  "variant = 'original' AND layer = 2 AND bin = 0 AND head = 0", [run_id])[0][0]
+        one = sql(
+            demo_db,
+            "SELECT mass FROM attention_profile WHERE run_id = ? AND "
+            "variant = 'original' AND layer = 2 AND bin = 0 AND head = 0",
+            [run_id],
+        )[0][0]
         assert heatmap.values[1][0] == pytest.approx(one)
         # keyboard over the map: the readout follows the cursor
         heatmap.focus()
@@ -285,8 +311,11 @@ async def test_pe_lab_accuracy_and_deposit_head(demo_db: Path) -> None:
         screen.query_one("#pe-pe", Select).value = "rope"
         screen.query_one("#pe-task", Select).value = "distance"
         await settle(pilot)
-        layer, head = sql(demo_db, "SELECT layer, head FROM head_ablation WHERE pe = 'rope' "
-                          "AND task = 'distance' ORDER BY drop DESC LIMIT 1")[0]
+        layer, head = sql(
+            demo_db,
+            "SELECT layer, head FROM head_ablation WHERE pe = 'rope' "
+            "AND task = 'distance' ORDER BY drop DESC LIMIT 1",
+        )[0]
         heatmap = screen.query_one(Heatmap)
         assert heatmap.highlight == (layer, head)
         assert f"layer {layer} head {head}" in status_text(screen, "#pe-deposit")
@@ -332,14 +361,20 @@ async def test_sql_console_query_error_and_no_writes(tmp_path: Path, demo_db: Pa
         results = app.screen.query_one(ResultsTable)
         assert results.columns == ["model", "n_layers"]
         assert [r[0] for r in results.rows] == sorted(
-            r[0] for r in sql(path, "SELECT model FROM runs"))
+            r[0] for r in sql(path, "SELECT model FROM runs")
+        )
 
         status = await run_console(pilot, "SELECT * FROM no_such_table")
         assert status.startswith("error") and "no_such_table" in status
 
-        for write in ("DROP TABLE runs", "DELETE FROM runs",
-                      "CREATE TABLE x AS SELECT 1", f"ATTACH '{path}' AS w",
-                      "COPY runs TO 'out.csv'", "SELECT 1; DELETE FROM runs"):
+        for write in (
+            "DROP TABLE runs",
+            "DELETE FROM runs",
+            "CREATE TABLE x AS SELECT 1",
+            f"ATTACH '{path}' AS w",
+            "COPY runs TO 'out.csv'",
+            "SELECT 1; DELETE FROM runs",
+        ):
             status = await run_console(pilot, write)
             assert status.startswith("error"), write
     assert (path.stat().st_mtime_ns, path.stat().st_size) == before
@@ -386,8 +421,7 @@ async def test_sql_long_query_can_be_cancelled(demo_db: Path) -> None:
 # -- the file rebuilt under the app ----------------------------------------------------------
 
 
-async def test_rebuilt_database_keeps_old_data_until_reload(tmp_path: Path,
-                                                            demo_db: Path) -> None:
+async def test_rebuilt_database_keeps_old_data_until_reload(tmp_path: Path, demo_db: Path) -> None:
     path = tmp_path / "homog.duckdb"
     shutil.copy(demo_db, path)
     app = HomogApp(path, watch_interval=3600)
@@ -423,9 +457,11 @@ async def test_help_and_quit(demo_db: Path) -> None:
 
 
 def test_homog_does_not_import_textual() -> None:
-    code = ("import sys, homog, homog.query, homog.store, homog.cli; "
-            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'tui', "
-            "'textual_plotext')); print(bad); sys.exit(1 if bad else 0)")
+    code = (
+        "import sys, homog, homog.query, homog.store, homog.cli; "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'tui', "
+        "'textual_plotext')); print(bad); sys.exit(1 if bad else 0)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
 

@@ -68,8 +68,9 @@ def settle_then(*keys: str):
         ("help", ("question_mark",), (80, 24)),
     ],
 )
-def test_screen_snapshot(snap_compare, in_db_dir: Path, name: str, keys, size,
-                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_screen_snapshot(
+    snap_compare, in_db_dir: Path, name: str, keys, size, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from tui.screens.sql import SqlScreen
 
     monkeypatch.setattr(SqlScreen, "show_timings", False)
@@ -77,8 +78,9 @@ def test_screen_snapshot(snap_compare, in_db_dir: Path, name: str, keys, size,
     assert snap_compare(app, terminal_size=size, run_before=settle_then(*keys))
 
 
-def test_missing_database_snapshot(snap_compare, tmp_path: Path,
-                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_database_snapshot(
+    snap_compare, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     app = HomogApp("data/homog.duckdb", watch_interval=3600)
     assert snap_compare(app, run_before=settle_then())

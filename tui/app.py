@@ -41,8 +41,10 @@ class HomogApp(App[None]):
     }
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     BINDINGS = [
-        *(Binding(str(i), f"goto('{mode}')", mode, show=False)
-          for i, mode in enumerate(MODES, start=1)),
+        *(
+            Binding(str(i), f"goto('{mode}')", mode, show=False)
+            for i, mode in enumerate(MODES, start=1)
+        ),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
         Binding("r", "reload", "Reload"),
@@ -115,8 +117,11 @@ class HomogApp(App[None]):
             self.db_changed = True
             self.db_note = "database rebuilt on disk · r reloads"
             self.refresh_bindings()
-            self.notify("The database file changed (homog load?). Showing the old data; "
-                        "press r to reload.", title="Database rebuilt", timeout=10)
+            self.notify(
+                "The database file changed (homog load?). Showing the old data; press r to reload.",
+                title="Database rebuilt",
+                timeout=10,
+            )
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "reload":

@@ -27,13 +27,23 @@ def _default_db(params: Path) -> Path:
 
 
 @click.command("tui")
-@click.option("--db", "db_path", type=click.Path(path_type=Path), default=None,
-              help="DuckDB file to open read-only (default: `db:` of params.yaml, "
-                   "else data/homog.duckdb).")
-@click.option("--params", type=click.Path(path_type=Path), default=Path("params.yaml"),
-              show_default=True, help="Where to read the default database path.")
-@click.option("--demo", is_flag=True,
-              help="Open a small synthetic database built in a temporary directory.")
+@click.option(
+    "--db",
+    "db_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="DuckDB file to open read-only (default: `db:` of params.yaml, else data/homog.duckdb).",
+)
+@click.option(
+    "--params",
+    type=click.Path(path_type=Path),
+    default=Path("params.yaml"),
+    show_default=True,
+    help="Where to read the default database path.",
+)
+@click.option(
+    "--demo", is_flag=True, help="Open a small synthetic database built in a temporary directory."
+)
 def tui(db_path: Path | None, params: Path, demo: bool) -> None:
     """Browse and compare runs, layers, variants and models in a terminal UI.
 

@@ -147,8 +147,9 @@ def curve_series(
     no texts has no point, it is not drawn at zero).
     """
     series: dict[str, tuple[list[float], list[float]]] = {}
-    for r in sorted(rows, key=lambda r: (labels.get(r["run_id"], r["run_id"]), r["variant"],
-                                         r["layer"])):
+    for r in sorted(
+        rows, key=lambda r: (labels.get(r["run_id"], r["run_id"]), r["variant"], r["layer"])
+    ):
         mean = r.get("mean")
         if mean is None or (isinstance(mean, float) and math.isnan(mean)):
             continue
@@ -306,8 +307,9 @@ def pivot_accuracy(rows: Iterable[Row]) -> tuple[list[str], list[list[Any]]]:
     return ["encoding", *tasks, "params"], table
 
 
-def grid(rows: Iterable[Row], row_key: str, col_key: str, value_key: str
-         ) -> tuple[list[int], list[int], list[list[float | None]]]:
+def grid(
+    rows: Iterable[Row], row_key: str, col_key: str, value_key: str
+) -> tuple[list[int], list[int], list[list[float | None]]]:
     """Long rows -> (row ids, col ids, matrix) with None where a cell has no row."""
     rows = list(rows)
     rids = sorted({int(r[row_key]) for r in rows})

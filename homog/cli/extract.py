@@ -45,6 +45,13 @@ import click
 @click.option("--device", default=None, help="Override extract.device (cpu | cuda | auto).")
 @click.option("--dtype", default=None, help="Override extract.dtype.")
 @click.option("--max-tokens", type=int, default=None, help="Override extract.max_tokens.")
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "ray"]),
+    default=None,
+    help="Override extract.engine: local (this process) | ray (a Ray cluster: ray.address / "
+    "RAY_ADDRESS, or a local one; needs pip install 'homog[ray]').",
+)
 @click.option("--no-progress", is_flag=True, help="No progress bar (logs only).")
 def extract(
     model_key: str,
@@ -55,6 +62,7 @@ def extract(
     device: str | None,
     dtype: str | None,
     max_tokens: int | None,
+    engine: str | None,
     no_progress: bool,
 ) -> None:
     """Run a causal LM over every text and keep small per-layer summaries.
@@ -68,8 +76,9 @@ def extract(
       homog extract --model smollm2-135m
       homog extract --model gemma3-270m --intervention none --intervention shuffle_pos
       homog extract --model random:tiny-llama --texts my.parquet --out /tmp/x --device cpu
+      homog extract --model hf:meta-llama/Meta-Llama-3-8B --engine ray   # 1 actor per GPU
     """
-    from homog.extract import ExtractConfig, run_extract
+    from homog.extract import ExtractConfig, extract_runner
     from homog.io import HomogError, load_params
     from homog.models import resolve_source
     from homog.progress import console
@@ -84,7 +93,8 @@ def extract(
             (params.get("extract") or {}).get("interventions") or ["none"]
         )
         out = out_dir or f"data/extract/{model_key.replace(':', '_').replace('/', '_')}"
-        records = run_extract(
+        run = extract_runner(params, engine)  # imports Ray only for the ray engine
+        records = run(
             model_key,
             source,
             texts_path,

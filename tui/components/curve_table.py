@@ -25,8 +25,9 @@ class CurveTable(DataTable):
         """Replace the rows; return how many are significant."""
         self.clear()
         n_sig = 0
-        ordered = sorted(rows, key=lambda r: (labels.get(r["run_id"], r["run_id"]),
-                                              r["variant"], r["layer"]))
+        ordered = sorted(
+            rows, key=lambda r: (labels.get(r["run_id"], r["run_id"]), r["variant"], r["layer"])
+        )
         for r in ordered:
             p = r.get("p_holm_vs_original")
             sig = significant(p)

@@ -204,8 +204,10 @@ class Heatmap(Widget, can_focus=True):
         if not self.values or r >= len(self.values) or c >= len(self.values[r]):
             return ""
         v = self.values[r][c]
-        text = (f"{self.row_name} {self.row_labels[r]} · {self.col_name} {self.describe_col(c)}"
-                f" · {self.value_name} {_num(v)}")
+        text = (
+            f"{self.row_name} {self.row_labels[r]} · {self.col_name} {self.describe_col(c)}"
+            f" · {self.value_name} {_num(v)}"
+        )
         if self.highlight == (r, c):
             text += "  ◆"
         return text
@@ -227,8 +229,10 @@ class Heatmap(Widget, can_focus=True):
         if not self.values:
             return
         r, c = self.cursor
-        self.cursor = (min(max(0, r + dr), len(self.values) - 1),
-                       min(max(0, c + dc), self._ncols - 1))
+        self.cursor = (
+            min(max(0, r + dr), len(self.values) - 1),
+            min(max(0, c + dc), self._ncols - 1),
+        )
 
     def action_toggle_scale(self) -> None:
         self.sqrt_scale = not self.sqrt_scale

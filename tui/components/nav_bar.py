@@ -28,8 +28,11 @@ class NavBar(Horizontal):
         for i, (mode, title) in enumerate(SCREENS, start=1):
             style = "reverse b" if mode == self.active else ""
             label = f" {i} {title} "
-            parts.append(f"[@click=app.goto('{mode}')][{style}]{label}[/][/]" if style
-                         else f"[@click=app.goto('{mode}')]{label}[/]")
+            parts.append(
+                f"[@click=app.goto('{mode}')][{style}]{label}[/][/]"
+                if style
+                else f"[@click=app.goto('{mode}')]{label}[/]"
+            )
         yield Static("".join(parts), id="nav-tabs")
         yield Static("", id="nav-status")
 

@@ -51,8 +51,14 @@ class ResultsTable(Vertical):
     def n_pages(self) -> int:
         return max(1, -(-len(self.rows) // PAGE_ROWS))
 
-    def show(self, columns: Sequence[str], rows: Sequence[Sequence[Any]], *,
-             truncated: bool = False, elapsed_s: float | None = None) -> None:
+    def show(
+        self,
+        columns: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+        *,
+        truncated: bool = False,
+        elapsed_s: float | None = None,
+    ) -> None:
         """Show a result set from its first page."""
         self.columns, self.rows, self.truncated = list(columns), rows, truncated
         self.elapsed_s = elapsed_s

@@ -18,8 +18,9 @@ N_BINS_DEFAULT = 20
 MEAN_OF_HEADS = -1  # the head Select's value for "heads averaged"
 
 
-def fetch_profile(con: Any, run_id: str, variant: str, head: int | None
-                  ) -> tuple[tuple[str, str, int | None], list[Row]]:
+def fetch_profile(
+    con: Any, run_id: str, variant: str, head: int | None
+) -> tuple[tuple[str, str, int | None], list[Row]]:
     from homog import query
 
     rows = as_rows(query.attention_profile(con, run_id, variant, head=head))
@@ -51,8 +52,11 @@ class AttentionScreen(HomogScreen):
             yield Select([], id="attn-head", prompt="head", compact=True)
         with Horizontal(id="attn-body"):
             with Vertical(id="attn-map-box"):
-                yield Static("mass by layer ↓ and relative position →",
-                             id="attn-map-title", classes="pane-title")
+                yield Static(
+                    "mass by layer ↓ and relative position →",
+                    id="attn-map-title",
+                    classes="pane-title",
+                )
                 yield Heatmap(id="attn-map")
             yield CurvePlot(id="attn-first")
 
@@ -140,7 +144,7 @@ class AttentionScreen(HomogScreen):
             value_name="mass",
             describe_col=lambda c: bin_range(bins[c], n_bins),
             empty_text="no attention profile for this run and variant "
-                       "(extract ran without attention?)",
+            "(extract ran without attention?)",
         )
 
     def show_attn_first(self, value: tuple[str, list[Row]]) -> None:
@@ -157,8 +161,12 @@ class AttentionScreen(HomogScreen):
             xs, ys = series.setdefault(str(r["variant"]), ([], []))
             xs.append(float(r["layer"]))
             ys.append(float(r["mean"]))
-        plot.show(series, title="attn_first (mass on token 0)", xlabel="layer",
-                  empty_text="no attn_first metric for this run")
+        plot.show(
+            series,
+            title="attn_first (mass on token 0)",
+            xlabel="layer",
+            empty_text="no attn_first metric for this run",
+        )
 
     def failed_profile(self, error: str) -> None:
         self.query_one(Heatmap).loading = False

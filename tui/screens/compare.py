@@ -77,20 +77,27 @@ class CompareScreen(HomogScreen):
             current = metric.value
             metric.set_options([(m, m) for m in catalog.metrics])
             if catalog.metrics:
-                metric.value = (current if current in catalog.metrics
-                                else DEFAULT_METRIC if DEFAULT_METRIC in catalog.metrics
-                                else catalog.metrics[0])
+                metric.value = (
+                    current
+                    if current in catalog.metrics
+                    else DEFAULT_METRIC
+                    if DEFAULT_METRIC in catalog.metrics
+                    else catalog.metrics[0]
+                )
             labels = catalog.labels
             chosen = self._initial_runs(catalog)
             runs = self.query_one("#pick-runs", SelectionList)
             runs.clear_options()
-            runs.add_options([Selection(labels[r["run_id"]], r["run_id"], r["run_id"] in chosen)
-                              for r in catalog.runs])
+            runs.add_options(
+                [
+                    Selection(labels[r["run_id"]], r["run_id"], r["run_id"] in chosen)
+                    for r in catalog.runs
+                ]
+            )
             variants = self.query_one("#pick-variants", SelectionList)
             keep = set(variants.selected) & set(catalog.variants)
             variants.clear_options()
-            variants.add_options([Selection(v, v, not keep or v in keep)
-                                  for v in catalog.variants])
+            variants.add_options([Selection(v, v, not keep or v in keep) for v in catalog.variants])
             self._auto_depth()
         finally:
             self._syncing = False
@@ -190,7 +197,8 @@ class CompareScreen(HomogScreen):
     def failed_curves(self, error: str) -> None:
         self.query_one("#compare-main").loading = False
         self.query_one("#compare-status", Static).update(
-            Text.assemble(("query failed: ", "bold red"), error))
+            Text.assemble(("query failed: ", "bold red"), error)
+        )
 
     def draw(self) -> None:
         """Plot and tabulate the cached rows of the current choice."""
@@ -204,10 +212,17 @@ class CompareScreen(HomogScreen):
         relative = self.query_one("#rel-depth", Checkbox).value
         labels = catalog.labels
         plot = self.query_one(CurvePlot)
-        empty = ("choose at least one run and one variant" if not (runs and variants)
-                 else f"no {metric} rows for this choice")
-        plot.show(curve_series(rows, labels, relative=relative), title=metric,
-                  xlabel="relative depth" if relative else "layer", empty_text=empty)
+        empty = (
+            "choose at least one run and one variant"
+            if not (runs and variants)
+            else f"no {metric} rows for this choice"
+        )
+        plot.show(
+            curve_series(rows, labels, relative=relative),
+            title=metric,
+            xlabel="relative depth" if relative else "layer",
+            empty_text=empty,
+        )
         n_sig = self.query_one(CurveTable).show(rows, labels)
         self.query_one("#compare-status", Static).update(
             f"{metric} · {len(runs)} run(s) × {len(variants)} variant(s) · {len(rows)} points"

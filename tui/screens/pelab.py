@@ -72,8 +72,10 @@ class PeLabScreen(HomogScreen):
         for cells in body:
             table.add_row(
                 cells[0],
-                *(Text("" if v is None else f"{100 * v:.1f}%", justify="right")
-                  for v in cells[1:-1]),
+                *(
+                    Text("" if v is None else f"{100 * v:.1f}%", justify="right")
+                    for v in cells[1:-1]
+                ),
                 Text("" if cells[-1] is None else f"{int(cells[-1]):,}", justify="right"),
             )
         pes = [c[0] for c in body]
@@ -107,16 +109,24 @@ class PeLabScreen(HomogScreen):
         if not isinstance(pe, str) or not isinstance(task, str):
             return
         if self.catalog is None or self.catalog.n_ablation == 0:
-            self.query_one(Heatmap).set_data([], [], [], empty_text=(
-                "no head ablation rows: run `homog posenc ablate --pe NAME` then `homog load`"))
+            self.query_one(Heatmap).set_data(
+                [],
+                [],
+                [],
+                empty_text=(
+                    "no head ablation rows: run `homog posenc ablate --pe NAME` then `homog load`"
+                ),
+            )
             return
         self.query_one(Heatmap).loading = True
         self.query_db("ablation", fetch_ablation, pe, task)
 
     def show_ablation(self, value: tuple[str, str, list[Row]]) -> None:
         pe, task, rows = value
-        if (pe, task) != (self.query_one("#pe-pe", Select).value,
-                          self.query_one("#pe-task", Select).value):
+        if (pe, task) != (
+            self.query_one("#pe-pe", Select).value,
+            self.query_one("#pe-task", Select).value,
+        ):
             return  # an answer to an earlier choice
         heatmap = self.query_one(Heatmap)
         heatmap.loading = False
@@ -130,8 +140,12 @@ class PeLabScreen(HomogScreen):
                 f"head {best['head']} −{100 * best['drop']:.1f} pts"
             )
         heatmap.set_data(
-            matrix, [str(x) for x in layers], [str(h) for h in heads],
-            row_name="layer", col_name="head", value_name="drop",
+            matrix,
+            [str(x) for x in layers],
+            [str(h) for h in heads],
+            row_name="layer",
+            col_name="head",
+            value_name="drop",
             highlight=highlight,
             empty_text=f"no ablation rows for {pe} / {task}",
         )

@@ -28,8 +28,11 @@ class RunsScreen(HomogScreen):
 
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="runs-top"):
-            yield Input(placeholder="/ to filter: model, source, intervention, date…",
-                        id="run-filter", compact=True)
+            yield Input(
+                placeholder="/ to filter: model, source, intervention, date…",
+                id="run-filter",
+                compact=True,
+            )
             yield Static("", id="runs-count")
         yield RunTable(id="run-table")
 

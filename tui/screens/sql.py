@@ -45,8 +45,11 @@ class SqlScreen(HomogScreen):
 
     def compose_body(self) -> ComposeResult:
         yield SqlEditor(STARTER_SQL, id="sql-editor")
-        yield Static("ctrl+r run · esc cancel / leave editor · n/p pages in results",
-                     id="sql-status", classes="status")
+        yield Static(
+            "ctrl+r run · esc cancel / leave editor · n/p pages in results",
+            id="sql-status",
+            classes="status",
+        )
         yield ResultsTable(id="sql-results")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -97,9 +100,12 @@ class SqlScreen(HomogScreen):
         elapsed = self.last_elapsed_s if self.show_timings else None
         results.show(columns, rows, truncated=truncated, elapsed_s=elapsed)
         took = f" · {elapsed:.3f} s" if elapsed is not None else ""
-        self._status(Text.assemble(
-            ("ok", "green"), f" · {len(rows):,}{'+' if truncated else ''} rows{took}",
-        ))
+        self._status(
+            Text.assemble(
+                ("ok", "green"),
+                f" · {len(rows):,}{'+' if truncated else ''} rows{took}",
+            )
+        )
 
     def failed_sql(self, error: str) -> None:
         self._done()
