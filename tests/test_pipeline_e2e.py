@@ -40,7 +40,9 @@ def tiny_params() -> dict:
     )
     params["mauve"].update(max_points=48, path="torch")
     params["stats"]["n_boot"] = 200
-    params["posenc"].update(preset="tiny", encodings=["rope"])
+    params["posenc"].update(
+        preset="tiny", encodings=["rope"], decompose_models=["tiny"], decompose_texts=2
+    )
     return params
 
 
@@ -88,6 +90,7 @@ def test_first_repro_fills_every_table(project):
         "stats",
         "posenc_train@rope",
         "posenc_ablate@rope",
+        "posenc_decompose@tiny",
         "load",
     }
     con = q.connect(project / "data" / "homog.duckdb")
@@ -109,6 +112,11 @@ def test_first_repro_fills_every_table(project):
     assert count("SELECT count(*) FROM texts") == 4 * n_texts
     assert count("SELECT count(*) FROM posenc_results WHERE pe = 'rope'") > 0
     assert count("SELECT count(*) FROM attention_profile") > 0
+    # The two labs meet in one table: the toy encoders and the pipeline's model.
+    sources = {
+        r[0] for r in con.execute("SELECT DISTINCT source FROM logit_decomposition").fetchall()
+    }
+    assert "tiny" in sources and any(s.startswith("posenc:rope:") for s in sources)
     curves = q.layer_curves(con, "erank")
     assert len(curves) == 2 * 4 * (n_layers + 1)
     assert all(r["mean"] > 0 for r in curves)
