@@ -129,11 +129,6 @@ def layer_curves(
     that layer from ``contrasts``; None for the original itself or when stats did not run).
     Raises HomogError for an unknown metric, variant, model or run, listing the valid ones.
     """
-    # The filter arguments shadow the module's listing functions, hence the _all_* aliases.
-    check_names("metric", [metric], metrics(con))
-    check_names("variant", variants, _all_variants(con))
-    check_names("model", models, _all_models(con))
-    check_names("run", run_ids, _all_run_ids(con))
     args: list[Any] = [metric]
     where = "s.metric = ?"
     where += _in("s.run_id", run_ids, args)
@@ -155,7 +150,16 @@ def layer_curves(
         ORDER BY s.model, r.intervention, s.run_id,
                  coalesce(list_position([{order}], s.variant), 99), s.variant, s.layer
     """
-    return _dicts(con.execute(sql, args))
+    rows = _dicts(con.execute(sql, args))
+    if not rows:
+        # Validate names only when nothing matched: the DISTINCT scans cost a full pass over
+        # layer_metrics, too much for the TUI's redraw on every metric switch.
+        # The filter arguments shadow the module's listing functions, hence the _all_* aliases.
+        check_names("metric", [metric], metrics(con))
+        check_names("variant", variants, _all_variants(con))
+        check_names("model", models, _all_models(con))
+        check_names("run", run_ids, _all_run_ids(con))
+    return rows
 
 
 def contrasts(
