@@ -69,16 +69,17 @@ def atomic_path(target: str | os.PathLike[str], *, directory: bool = False) -> I
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
+    # mkdtemp/mkstemp make 0700/0600; outputs get the usual permissions (umask applies)
+    umask = os.umask(0)
+    os.umask(umask)
     if directory:
         tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
-        # mkdtemp makes 0700; outputs should get the usual permissions (umask applies)
-        umask = os.umask(0)
-        os.umask(umask)
         tmp.chmod(0o777 & ~umask)
     else:
         fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         os.close(fd)
         tmp = Path(name)
+        tmp.chmod(0o666 & ~umask)
     try:
         yield tmp
         if directory:

@@ -11,8 +11,8 @@ from tui.core import Row, fmt, fmt_p, significant
 
 # Fixed widths: DataTable then skips measuring every cell on each refill (the measuring was
 # most of a metric switch's redraw time on a 2M-row database).
-COLUMNS = (("series", 24), ("layer", 5), ("mean", 9), ("p Holm", 8), ("", 1), ("95% CI", 19),
-           ("n", 5))  # fmt: skip
+COLUMNS = (("series", 22), ("layer", 5), ("mean", 6), ("p Holm", 6), ("", 1), ("95% CI", 13),
+           ("n", 4))  # fmt: skip
 
 
 class CurveTable(DataTable):
