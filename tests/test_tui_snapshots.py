@@ -52,6 +52,11 @@ def settle_then(*keys: str):
         for editor in pilot.app.screen.query("SqlEditor"):
             editor.cursor_blink = False
         await settle()
+        # The footer recomputes its key list a frame after a focus change; without this the
+        # runs screen was sometimes shot with the previous widget's keys.
+        pilot.app.screen.refresh_bindings()
+        await pilot.pause(0.1)
+        await settle()
 
     return run_before
 

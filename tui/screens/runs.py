@@ -43,8 +43,13 @@ class RunsScreen(HomogScreen):
         table.loading = self.catalog is None
 
     def catalog_changed(self, catalog: Catalog) -> None:
-        self.query_one(RunTable).loading = False
+        table = self.query_one(RunTable)
+        table.loading = False
         self._refilter()
+        # A loading table cannot take focus, so the screen's auto-focus may have missed it:
+        # give it the focus once the runs are in, unless the user is typing a filter.
+        if not isinstance(self.focused, Input):
+            table.focus()
 
     def _refilter(self) -> None:
         catalog = self.catalog
