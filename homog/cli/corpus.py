@@ -6,16 +6,8 @@ from pathlib import Path
 
 import click
 
+from homog.cli.options import params_option
 from homog.io import HomogError, load_params
-
-params_option = click.option(
-    "--params",
-    "params_path",
-    type=click.Path(path_type=Path),
-    default=Path("params.yaml"),
-    show_default=True,
-    help="params file to read (sections seed, corpus, synth, models)",
-)
 
 
 @click.command()

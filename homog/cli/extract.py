@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from homog.cli.options import params_option
+
 
 @click.command()
 @click.option(
@@ -12,14 +14,7 @@ import click
     required=True,
     help="A key of params.yaml `models:` (or a source such as random:tiny-llama, hf:<id-or-dir>).",
 )
-@click.option(
-    "--params",
-    "params_path",
-    default="params.yaml",
-    show_default=True,
-    type=click.Path(dir_okay=False),
-    help="Parameters file.",
-)
+@params_option
 @click.option(
     "--intervention",
     "interventions",

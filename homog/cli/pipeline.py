@@ -10,16 +10,8 @@ from pathlib import Path
 
 import click
 
+from homog.cli.options import params_option
 from homog.io import HomogError, load_params
-
-params_option = click.option(
-    "--params",
-    "params_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default="params.yaml",
-    show_default=True,
-    help="Pipeline parameters file.",
-)
 
 
 @click.command()

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import click
 
+from homog.cli.options import params_option
 from homog.posenc import ENCODINGS
 from homog.posenc.presets import PRESETS
 
-params_option = click.option(
-    "--params", "params_path", default="params.yaml", show_default=True,
-    type=click.Path(dir_okay=False), help="Parameters file (reads its `posenc:` section).",
-)  # fmt: skip
 pe_option = click.option(
     "--pe", required=True, type=click.Choice(ENCODINGS), help="Positional encoding."
 )

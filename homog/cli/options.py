@@ -1,0 +1,16 @@
+"""Click options shared by several commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+params_option = click.option(
+    "--params",
+    "params_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("params.yaml"),
+    show_default=True,
+    help="Pipeline parameters file (each command reads its own section).",
+)
