@@ -222,17 +222,7 @@ def test_resume_computes_only_missing_shards(ray_cluster, tmp_path, tiny_local):
     assert_same_outputs(tmp_path / "out" / "none", tiny_local)
 
 
-def cli_has_engine_option() -> bool:
-    from homog.cli.extract import extract
-
-    return any(p.name == "engine" for p in extract.params)
-
-
 @needs_ray
-@pytest.mark.skipif(
-    not cli_has_engine_option(),
-    reason="homog/cli/extract.py has no --engine option yet (see /tmp/brief/ray_cli_extract.patch)",
-)
 def test_cli_extract_engine_ray(ray_cluster, tmp_path, tiny_local):
     """`homog extract` runs the engine that params' extract.engine names (--engine overrides
     it: extract_runner, tested below)."""
