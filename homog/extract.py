@@ -45,7 +45,7 @@ import torch
 
 from homog import __version__
 from homog.attention import HEAD_METRICS
-from homog.io import HomogError, atomic_path, content_hash, write_json
+from homog.io import HomogError, atomic_path, config_from_section, content_hash, write_json
 from homog.metrics import METRIC_NAMES
 from homog.models import ModelFacts, load_model
 
@@ -79,12 +79,11 @@ class ExtractConfig:
     @classmethod
     def from_params(cls, params: dict[str, Any], **overrides: Any) -> ExtractConfig:
         """Build from a full params dict (``extract:`` section plus top-level ``seed``)."""
-        section = dict(params.get("extract") or {})
-        known = {f for f in cls.__dataclass_fields__}
-        values = {k: v for k, v in section.items() if k in known}
-        values["seed"] = int(params.get("seed", 0))
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        config = cls(**values)
+        # engine and interventions are read by the driver (extract_runner, the CLI)
+        config = config_from_section(
+            cls, params, "extract", read_elsewhere=("engine", "interventions"),
+            seed=int(params.get("seed", 0)), **overrides,
+        )  # fmt: skip
         for name in ("max_tokens", "batch_tokens", "shard_texts"):
             if int(getattr(config, name)) < 1:
                 raise HomogError(f"extract.{name} must be >= 1, got {getattr(config, name)}")

@@ -8,6 +8,7 @@ when complete (``os.replace`` is atomic on one filesystem).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -51,6 +52,36 @@ def section(params: dict[str, Any], name: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise HomogError(f"params.yaml has no '{name}:' section (a mapping is expected)")
     return value
+
+
+def config_from_section(
+    cls: type,
+    params: dict[str, Any],
+    name: str,
+    *,
+    read_elsewhere: tuple[str, ...] = (),
+    **values: Any,
+) -> Any:
+    """Build the dataclass ``cls`` from ``params[name]`` (a missing section gives defaults).
+
+    ``values`` set fields from outside the section (e.g. the top-level seed, CLI overrides;
+    None is ignored). Keys of the section that are neither fields nor ``read_elsewhere`` (keys
+    another part of homog reads) raise HomogError naming them, so a typo is never ignored.
+    """
+    section = params.get(name) or {}
+    if not isinstance(section, dict):
+        raise HomogError(f"params.yaml '{name}:' must be a mapping")
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(section) - known - set(read_elsewhere))
+    if unknown:
+        valid = sorted(known | set(read_elsewhere))
+        raise HomogError(
+            f"params.yaml '{name}:' has unknown key(s) {', '.join(unknown)} (unknown {name} "
+            f"params); valid: {', '.join(valid)}"
+        )
+    kwargs = {k: v for k, v in section.items() if k in known}
+    kwargs.update({k: v for k, v in values.items() if v is not None})
+    return cls(**kwargs)
 
 
 def content_hash(obj: Any, length: int = 12) -> str:

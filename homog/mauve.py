@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from homog.io import HomogError, atomic_path
+from homog.io import HomogError, atomic_path, config_from_section
 
 
 @dataclass(frozen=True)
@@ -47,12 +47,7 @@ class MauveConfig:
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> MauveConfig:
-        section = dict(params.get("mauve") or {})
-        known = {f for f in cls.__dataclass_fields__}
-        unknown = sorted(set(section) - known)
-        if unknown:
-            raise HomogError(f"unknown mauve params {unknown}; valid: {sorted(known - {'seed'})}")
-        cfg = cls(**{**section, "seed": int(params.get("seed", 0))})
+        cfg = config_from_section(cls, params, "mauve", seed=int(params.get("seed", 0)))
         if cfg.path not in ("auto", "faiss", "torch"):
             raise HomogError(f"mauve.path must be auto, faiss or torch, not {cfg.path!r}")
         if not 0 < cfg.pca_variance < 1:

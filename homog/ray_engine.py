@@ -62,7 +62,7 @@ from homog.extract import (  # noqa: F401 (ENGINES, extract_runner: re-exported)
     prepare_run,
     shard_path,
 )
-from homog.io import HomogError, atomic_path, write_json
+from homog.io import HomogError, atomic_path, config_from_section, write_json
 from homog.models import ModelFacts, load_model, load_tokenizer
 
 MODEL_FACTS = "model.json"  # written in each work dir, so a fully resumed run needs no actor
@@ -97,18 +97,7 @@ class RayConfig:
     @classmethod
     def from_params(cls, params: dict[str, Any], **overrides: Any) -> RayConfig:
         """Build from a full params dict; raises HomogError naming a bad ``ray.*`` value."""
-        section = params.get("ray") or {}
-        if not isinstance(section, dict):
-            raise HomogError("params.yaml 'ray:' must be a mapping (see README: Ray engine)")
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(section) - known)
-        if unknown:
-            raise HomogError(
-                f"unknown key(s) in params.yaml ray: {', '.join(unknown)}; "
-                f"known: {', '.join(sorted(known))}"
-            )
-        values = {**section, **{k: v for k, v in overrides.items() if v is not None}}
-        config = cls(**values)
+        config = config_from_section(cls, params, "ray", **overrides)
         if config.num_gpus_per_actor < 0 or config.num_cpus_per_actor <= 0:
             raise HomogError(
                 "ray.num_gpus_per_actor must be >= 0 and ray.num_cpus_per_actor > 0, got "

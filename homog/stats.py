@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from homog.io import HomogError, atomic_path, write_json
+from homog.store import TABLES
 
 VARIANT_PAIRS: tuple[tuple[str, str], ...] = (
     ("front", "original"),
@@ -37,21 +38,7 @@ VARIANT_PAIRS: tuple[tuple[str, str], ...] = (
     ("end", "control"),
 )
 BANDS = ("early", "middle", "late")
-CONTRAST_COLUMNS = [
-    "run_id",
-    "variant_a",
-    "variant_b",
-    "layer",
-    "metric",
-    "mean_diff",
-    "ci_low",
-    "ci_high",
-    "p_value",
-    "p_holm",
-    "band",
-    "baseline_run_id",
-    "n",
-]
+CONTRAST_COLUMNS = TABLES["contrasts"].names  # the store's schema is the one definition
 
 
 def holm(p: Sequence[float] | np.ndarray) -> np.ndarray:

@@ -42,3 +42,23 @@ def test_load_params_errors_name_the_file(tmp_path):
     bad.write_text("- a list\n")
     with pytest.raises(HomogError, match="mapping"):
         load_params(bad)
+
+
+def test_config_from_section_rejects_typos_and_applies_values():
+    from dataclasses import dataclass
+
+    from homog.io import config_from_section
+
+    @dataclass
+    class Cfg:
+        a: int = 1
+        seed: int = 0
+
+    params = {"s": {"a": 2, "elsewhere": True}, "seed": 7}
+    cfg = config_from_section(Cfg, params, "s", read_elsewhere=("elsewhere",), seed=7)
+    assert (cfg.a, cfg.seed) == (2, 7)
+    assert config_from_section(Cfg, {}, "s") == Cfg()
+    with pytest.raises(HomogError, match="unknown key.*elsewhere.*valid: a, seed"):
+        config_from_section(Cfg, params, "s")
+    with pytest.raises(HomogError, match="must be a mapping"):
+        config_from_section(Cfg, {"s": [1]}, "s")
