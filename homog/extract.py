@@ -380,7 +380,7 @@ class Extractor:
         return hook
 
     def _summarise_hidden(self, layer: int, hidden: Any) -> None:
-        from homog.metrics import MetricInputError, NonFiniteError, layer_metrics
+        from homog.metrics import MetricInputError, NonFiniteError, layer_metrics, pool
 
         st = self._state
         mask = st["mask"].to(hidden.device)
@@ -396,15 +396,11 @@ class Extractor:
             raise HomogError(f"layer {layer}: {exc} (texts {', '.join(st['names'][:10])})") from exc
         dev, vec = st["device"], st["vec_dtype"]
         st["metrics"][layer] = torch.stack([values[m] for m in self.metric_names], -1).to(dev)
-        # Pooled vectors in float32 on the device: layer_metrics has already checked that the
-        # metric tokens are finite, and they are stored as float16 anyway (homog.metrics.pool
-        # would copy the layer to float64 and re-check it twice, as costly as the metrics).
-        h = hidden.float()
-        m = mask.unsqueeze(-1)
-        mean = torch.where(m, h, 0.0).sum(-2) / mask.sum(-1, keepdim=True)
-        last = h[torch.arange(h.shape[0], device=h.device), st["last_pos"].to(h.device)]
-        st["pooled_mean"][layer] = mean.to(dev, vec)
-        st["pooled_last"][layer] = last.to(dev, vec)
+        # float32 is plenty for vectors stored as float16, and layer_metrics has just checked
+        # these tokens for NaN/inf.
+        for how in POOLINGS:
+            pooled = pool(hidden, mask, how, dtype=torch.float32, check_finite=False)
+            st[f"pooled_{how}"][layer] = pooled.to(dev, vec)
         b, p = st["sample_b"], st["sample_p"]
         st["tokens"][layer] = hidden[b.to(hidden.device), p.to(hidden.device)].to(dev, vec)
 
@@ -452,8 +448,6 @@ class Extractor:
             "names": [t.name for t in texts],
             "mask": mask.to(dev),
             "lengths": attn_t.sum(1).to(dev),
-            # last metric token of each text (for 'last' pooling)
-            "last_pos": torch.where(mask, torch.arange(n_pad), -1).amax(1),
             "sample_b": torch.tensor(sample_b, dtype=torch.long),
             "sample_p": torch.tensor(sample_p, dtype=torch.long),
             "device": dev,

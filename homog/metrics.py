@@ -242,16 +242,25 @@ def layer_metrics(hidden: Tensor, mask: Tensor, *, center: bool = False) -> dict
     return {name: out[name] for name in METRIC_NAMES}
 
 
-def pool(hidden: Tensor, mask: Tensor, how: str = "mean") -> Tensor:
+def pool(
+    hidden: Tensor,
+    mask: Tensor,
+    how: str = "mean",
+    *,
+    dtype: torch.dtype = torch.float64,
+    check_finite: bool = True,
+) -> Tensor:
     """One vector per text: the mean of its masked tokens or its last masked token.
 
-    hidden: (..., n, d); mask: broadcastable to (..., n). Returns (..., d) in float64.
+    hidden: (..., n, d); mask: broadcastable to (..., n). Returns (..., d) in ``dtype``.
+    ``check_finite=False`` skips the NaN/inf scan for callers that have already checked the
+    same tokens (the extractor runs ``layer_metrics`` on them first).
     """
-    mask = _check_inputs(hidden, mask)
-    x = hidden.to(torch.float64)
+    mask = _check_inputs(hidden, mask, finite=check_finite)
+    x = hidden.to(dtype)
     if how == "mean":
         m = mask.unsqueeze(-1)
-        return torch.where(m, x, torch.zeros_like(x)).sum(-2) / mask.sum(-1, keepdim=True)
+        return torch.where(m, x, 0.0).sum(-2) / mask.sum(-1, keepdim=True)
     if how == "last":
         n = mask.shape[-1]
         pos = torch.arange(n, device=mask.device).expand_as(mask)
