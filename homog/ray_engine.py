@@ -27,8 +27,7 @@ cover every text exactly once. Shards are the local engine's files, so a run sta
 one engine can be resumed with the other.
 
 Importing this module does not import Ray (it is an optional extra: ``pip install
-'homog[ray]'``); neither does ``extract_runner`` (``homog.extract``'s, re-exported here) for
-the local engine.
+'homog[ray]'``); neither does ``homog.extract.extract_runner`` for the local engine.
 """
 
 from __future__ import annotations
@@ -47,8 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from homog.extract import (  # noqa: F401 (ENGINES, extract_runner: re-exported)
-    ENGINES,
+from homog.extract import (
     BatchResult,
     EncodedText,
     ExtractConfig,
@@ -57,7 +55,6 @@ from homog.extract import (  # noqa: F401 (ENGINES, extract_runner: re-exported)
     SamplePlan,
     compute_shard,
     extract_inputs,
-    extract_runner,
     finish_run,
     prepare_run,
     shard_path,

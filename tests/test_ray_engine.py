@@ -24,22 +24,17 @@ from homog.extract import (
     Extractor,
     RunSpec,
     encode_texts,
+    extract_runner,
     make_shards,
     plan_samples,
     run_extract,
     run_shards,
+    shard_path,
     texts_hash,
     work_dir_for,
 )
 from homog.io import HomogError
-from homog.ray_engine import (
-    RayConfig,
-    ShardWorker,
-    actor_resources,
-    extract_runner,
-    run_extract_ray,
-    shard_path,
-)
+from homog.ray_engine import RayConfig, ShardWorker, actor_resources, run_extract_ray
 
 ROOT = Path(__file__).resolve().parents[1]
 HAS_RAY = importlib.util.find_spec("ray") is not None
@@ -297,7 +292,7 @@ def test_local_engine_imports_no_ray(tmp_path):
         from homog.extract import ExtractConfig
         from homog.io import load_params
         import pandas as pd
-        run = homog.ray_engine.extract_runner(load_params({str(ROOT / "params.yaml")!r}))
+        run = homog.extract.extract_runner(load_params({str(ROOT / "params.yaml")!r}))
         df = pd.DataFrame({{"variant": ["original"], "sample_id": ["a"],
                            "text": ["a short review of a film"]}})
         run("tiny", {TINY!r}, df, ExtractConfig(device="cpu"), ["none"], {str(tmp_path)!r},
