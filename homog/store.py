@@ -38,10 +38,23 @@ from typing import Any
 
 import duckdb
 
-from homog.io import HomogError
+from homog.io import HomogError, load_params
 
 SCHEMA_VERSION = "1"
 DEFAULT_DB = Path("data/homog.duckdb")
+
+
+def default_db(params_path: str | os.PathLike[str] = "params.yaml") -> Path:
+    """The database readers open by default: ``db:`` of the params file, else DEFAULT_DB.
+
+    A missing or unreadable params file falls back to DEFAULT_DB (a viewer must still open).
+    """
+    try:
+        return Path(str(load_params(params_path).get("db") or DEFAULT_DB))
+    except (HomogError, OSError):
+        return DEFAULT_DB
+
+
 # Seconds a load waits for another load holding the lock before giving up.
 LOCK_TIMEOUT_S = 600.0
 

@@ -13,19 +13,6 @@ import click
 DEMO_RUNS, DEMO_TEXTS = 6, 40
 
 
-def _default_db(params: Path) -> Path:
-    """``db:`` of params.yaml when there is one, else data/homog.duckdb."""
-    from homog.io import load_params
-    from tui.core import DEFAULT_DB
-
-    if params.exists():
-        try:
-            return Path(str(load_params(params).get("db") or DEFAULT_DB))
-        except Exception:  # noqa: BLE001 - a broken params file must not stop the viewer
-            return DEFAULT_DB
-    return DEFAULT_DB
-
-
 @click.command("tui")
 @click.option(
     "--db",
@@ -67,4 +54,6 @@ def tui(db_path: Path | None, params: Path, demo: bool) -> None:
             make_demo_db(path, DEMO_RUNS, DEMO_TEXTS)
             HomogApp(path).run()
         return
-    HomogApp(db_path or _default_db(params)).run()
+    from homog.store import default_db
+
+    HomogApp(db_path or default_db(params)).run()

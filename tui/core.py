@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-DEFAULT_DB = Path("data/homog.duckdb")
 ALPHA = 0.05  # a contrast is marked significant when its Holm-adjusted p is below this
 HOW_TO_CREATE = (
     "Create it with the pipeline: `dvc repro` (all stages), or `homog load` when the stage "

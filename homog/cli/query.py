@@ -20,18 +20,6 @@ import click
 
 from homog.io import HomogError
 
-DEFAULT_DB = "data/homog.duckdb"
-
-
-def _default_db() -> str:
-    """params.yaml `db:` when present in the working directory, else data/homog.duckdb."""
-    try:
-        from homog.io import load_params
-
-        return str(load_params("params.yaml").get("db") or DEFAULT_DB)
-    except HomogError:
-        return DEFAULT_DB
-
 
 def db_option(f: Callable) -> Callable:
     return click.option(
@@ -56,8 +44,9 @@ def format_option(f: Callable) -> Callable:
 
 def _connect(db_path: Path | None):
     from homog.query import connect
+    from homog.store import default_db
 
-    return connect(db_path or _default_db())
+    return connect(db_path or default_db())
 
 
 def _split(values: Sequence[str]) -> list[str]:
