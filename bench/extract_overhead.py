@@ -19,6 +19,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -26,8 +27,9 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from homog.extract import EncodedText, ExtractConfig, Extractor, make_batches, plan_samples
-from homog.io import load_params
+from homog.config import Params, load_config
+from homog.errors import HomogError
+from homog.extract import EncodedText, Extractor, make_batches, plan_samples
 from homog.models import load_model, resolve_source
 
 
@@ -115,13 +117,13 @@ def main() -> None:
     args = ap.parse_args()
 
     try:
-        params = load_params(args.params)
-    except Exception:  # the benchmark also runs outside the project root
-        params = {"models": {}, "extract": {}}
-    source = resolve_source(args.model, params.get("models") or {})
-    cfg = ExtractConfig.from_params(params, device=args.device, dtype=args.dtype)
+        params = load_config(args.params)
+    except HomogError:  # the benchmark also runs outside the project root
+        params = Params()
+    source = resolve_source(args.model, params.model_sources())
+    cfg = dataclasses.replace(params.extract, device=args.device, dtype=args.dtype)
     if args.batch_tokens:
-        cfg = ExtractConfig(**{**cfg.__dict__, "batch_tokens": args.batch_tokens})
+        cfg = dataclasses.replace(cfg, batch_tokens=args.batch_tokens)
     t0 = time.perf_counter()
     lm = load_model(source, dtype=args.dtype, device=args.device, attention=True)
     load_s = time.perf_counter() - t0
@@ -143,7 +145,7 @@ def main() -> None:
         def run() -> None:
             # hooks are installed only for (b): (a) and (c) run the untouched model
             lm.model.set_attn_implementation("eager" if attention else "sdpa")
-            extractor = Extractor(lm, ExtractConfig(**{**cfg.__dict__, "attention": attention}))
+            extractor = Extractor(lm, dataclasses.replace(cfg, attention=attention))
             try:
                 for b in batches:
                     extractor.run_batch(b, "none", plan)

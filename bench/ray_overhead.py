@@ -22,6 +22,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import tempfile
@@ -33,10 +34,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from homog.extract import ExtractConfig, run_extract
-from homog.io import load_params
+from homog.config import RayConfig, load_config
+from homog.extract import run_extract
+from homog.extract.ray_engine import import_ray, run_extract_ray
 from homog.models import resolve_source
-from homog.ray_engine import RayConfig, import_ray, run_extract_ray
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -87,10 +88,10 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="also write the figures to this file")
     args = ap.parse_args()
 
-    params = load_params(args.params)
-    source = resolve_source(args.model, params.get("models") or {})
-    config = ExtractConfig.from_params(
-        params,
+    params = load_config(args.params)
+    source = resolve_source(args.model, params.model_sources())
+    config = dataclasses.replace(
+        params.extract,
         device=args.device,
         dtype=args.dtype,
         max_tokens=args.max_tokens,

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-from homog.bertscore import Scorer, separation
 from homog.corpus import load_source, prepare_corpus
-from homog.keyphrase import YakeExtractor, split_sentences
-from homog.rephrase import RuleRephraser
 from homog.synth import build_variants
+from homog.synth.bertscore import Scorer, separation
+from homog.synth.keyphrase import YakeExtractor, split_sentences
+from homog.synth.rephrase.rule import RuleRephraser
 
 
 def half_swap(a: str, b: str) -> str:

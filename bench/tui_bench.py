@@ -1,7 +1,7 @@
 """Terminal UI latency on a large database: first paint, metric and variant redraws.
 
 Builds (or reuses, with --db) a demo database of 10 runs x 200 texts (about 2.2 million
-layer_metrics rows) with ``homog.query.make_demo_db`` and drives the app headless with the
+layer_metrics rows) with ``homog.store.demo.make_demo_db`` and drives the app headless with the
 Pilot at 80x24:
 
 - first paint: from creating the app to the Runs table showing its rows (Textual start-up,
@@ -96,7 +96,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tui-bench-") as tmp:
         db = args.db
         if db is None:
-            from homog.query import make_demo_db
+            from homog.store.demo import make_demo_db
 
             db = Path(tmp) / "bench.duckdb"
             start = time.perf_counter()

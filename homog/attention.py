@@ -1,7 +1,8 @@
 """Attention statistics per text and head, reduced on the device from one layer's weights.
 
 For one text of n real tokens (special tokens included, padding excluded) and one head, A is
-the n x n row-stochastic attention matrix (causal: A_ij = 0 for j > i). DESIGN.md defines
+the n x n row-stochastic attention matrix (causal: A_ij = 0 for j > i). docs/design.md
+defines
 
 - column mass ``c_j = (1/n) sum_i A_ij`` (sums to 1 over j);
 - ``attn_first = c_0`` and ``attn_last = c_(n-1)``;

@@ -1,7 +1,8 @@
 """The corpus stage: read movie reviews from a source, clean them, draw a balanced sample.
 
 Sources (``corpus.source`` in params.yaml):
-- ``demo``: the project's own offline corpus ``data/demo/reviews.jsonl`` (100 reviews);
+- ``demo``: the project's own offline corpus ``data/demo/reviews.jsonl`` (100 reviews; the
+  copy beside this package, ``homog.layout.Layout.demo_corpus``);
 - ``hf:<dataset id>``: ``datasets.load_dataset(id, split=...)`` (e.g. ``hf:stanfordnlp/imdb``);
 - ``file:<path>``: a CSV, JSONL/JSON or Parquet file (optionally ``.gz``) with a text column.
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,10 +24,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from homog.io import HomogError, atomic_path, content_hash, write_json
+from homog.config import CorpusConfig, Params, as_params
+from homog.errors import HomogError
+from homog.io import atomic_path, content_hash, write_json
+from homog.layout import Layout
 
-DEMO_PATH = Path(__file__).resolve().parents[1] / "data" / "demo" / "reviews.jsonl"
-DEFAULT_OUT = Path("data/corpus/corpus.parquet")
+# The demo reviews ship with the project: found beside the package, whatever the cwd.
+DEMO_PATH = Layout(Path(__file__).resolve().parents[1]).demo_corpus
+LAYOUT = Layout()  # the paths of a project run from its root (the CLI's defaults)
 CORPUS_COLUMNS = ["dataset", "sample_id", "text", "label"]
 
 _TAG = re.compile(r"<\s*/?\s*[a-zA-Z][^<>]{0,200}>")
@@ -128,7 +134,9 @@ def _read_hf(dataset_id: str, split: str) -> pd.DataFrame:
     return df
 
 
-def load_source(source: str, *, split: str = "test", root: Path | None = None) -> pd.DataFrame:
+def load_source(
+    source: str, *, split: str = CorpusConfig.split, root: Path | None = None
+) -> pd.DataFrame:
     """Read a source into a DataFrame of raw rows (columns as the source has them).
 
     ``file:`` paths are relative to ``root`` (default: the working directory). Raises
@@ -165,11 +173,11 @@ def prepare_corpus(
     dataset: str,
     n: int,
     seed: int,
-    text_column: str = "text",
-    label_column: str | None = "label",
-    id_column: str | None = "id",
-    min_words: int = 0,
-    max_words: int | None = None,
+    text_column: str = CorpusConfig.text_column,
+    label_column: str | None = CorpusConfig.label_column,
+    id_column: str | None = CorpusConfig.id_column,
+    min_words: int = CorpusConfig.min_words,
+    max_words: int | None = CorpusConfig.max_words,
 ) -> tuple[pd.DataFrame, CorpusReport]:
     """Clean, filter, de-duplicate and draw ``n`` texts balanced by label (pure).
 
@@ -257,31 +265,32 @@ def _describe(report: CorpusReport) -> str:
 
 
 def build_corpus(
-    params: dict[str, Any], *, out: Path = DEFAULT_OUT, root: Path | None = None
+    params: Params | Mapping[str, Any], *, out: Path = LAYOUT.corpus, root: Path | None = None
 ) -> CorpusReport:
-    """Run the corpus stage from a full params dict; write ``out`` and ``<out>.report.json``.
+    """Run the corpus stage; write ``out`` and ``<out>.report.json``.
 
-    Reads ``params['corpus']`` (source, split, text_column, label_column, id_column, n,
-    min_words, max_words) and ``params['seed']``. Raises HomogError on bad input.
+    Reads ``params.corpus`` (source, split, text_column, label_column, id_column, n,
+    min_words, max_words, name) and ``params.seed``; a mapping is checked first
+    (``homog.config.as_params``). Raises HomogError on bad params or bad input.
     """
-    cfg = params.get("corpus") or {}
-    source = str(cfg.get("source", "demo"))
-    dataset = cfg.get("name") or dataset_name(source)
-    raw = load_source(source, split=str(cfg.get("split", "test")), root=root)
+    params = as_params(params)
+    cfg = params.corpus
+    dataset = cfg.name or dataset_name(cfg.source)
+    raw = load_source(cfg.source, split=cfg.split, root=root)
     corpus, report = prepare_corpus(
         raw,
         dataset=dataset,
-        n=int(cfg.get("n", 100)),
-        seed=int(params.get("seed", 0)),
-        text_column=str(cfg.get("text_column", "text")),
-        label_column=cfg.get("label_column", "label"),
-        id_column=cfg.get("id_column", "id"),
-        min_words=int(cfg.get("min_words", 0)),
-        max_words=cfg.get("max_words"),
+        n=cfg.n,
+        seed=params.seed,
+        text_column=cfg.text_column,
+        label_column=cfg.label_column,
+        id_column=cfg.id_column,
+        min_words=cfg.min_words,
+        max_words=cfg.max_words,
     )
     with atomic_path(out) as tmp:
         corpus.to_parquet(tmp, index=False)
-    write_json(out.with_suffix(".report.json"), {"source": source, **report.to_dict()})
+    write_json(out.with_suffix(".report.json"), {"source": cfg.source, **report.to_dict()})
     return report
 
 

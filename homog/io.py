@@ -1,4 +1,4 @@
-"""Small I/O helpers shared by every stage: atomic outputs, params, content hashes.
+"""Small I/O helpers shared by every stage: atomic outputs, JSON files, content hashes.
 
 Stages never leave half-written output where the next stage would trust it: every file or
 directory is written under a temporary name beside its target and renamed into place only
@@ -8,7 +8,6 @@ when complete (``os.replace`` is atomic on one filesystem).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import json
 import os
@@ -18,70 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import yaml
+from homog.errors import HomogError
 
-DEFAULT_PARAMS = Path("params.yaml")
-
-
-class HomogError(Exception):
-    """An error the user can fix; the CLI prints its message and exits non-zero."""
-
-
-def load_params(path: str | os.PathLike[str] = DEFAULT_PARAMS) -> dict[str, Any]:
-    """Read ``params.yaml`` (or another YAML file) into a dict.
-
-    Raises HomogError when the file is missing or is not a YAML mapping.
-    """
-    path = Path(path)
-    if not path.exists():
-        raise HomogError(
-            f"params file {path} not found: run from the project root or pass --params PATH"
-        )
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise HomogError(f"params file {path} is not valid YAML: {exc}") from exc
-    if not isinstance(data, dict):
-        raise HomogError(f"params file {path} must hold a mapping at the top level")
-    return data
-
-
-def section(params: dict[str, Any], name: str) -> dict[str, Any]:
-    """Return ``params[name]`` or raise HomogError naming the missing section."""
-    value = params.get(name)
-    if not isinstance(value, dict):
-        raise HomogError(f"params.yaml has no '{name}:' section (a mapping is expected)")
-    return value
-
-
-def config_from_section(
-    cls: type,
-    params: dict[str, Any],
-    name: str,
-    *,
-    read_elsewhere: tuple[str, ...] = (),
-    **values: Any,
-) -> Any:
-    """Build the dataclass ``cls`` from ``params[name]`` (a missing section gives defaults).
-
-    ``values`` set fields from outside the section (e.g. the top-level seed, CLI overrides;
-    None is ignored). Keys of the section that are neither fields nor ``read_elsewhere`` (keys
-    another part of homog reads) raise HomogError naming them, so a typo is never ignored.
-    """
-    section = params.get(name) or {}
-    if not isinstance(section, dict):
-        raise HomogError(f"params.yaml '{name}:' must be a mapping")
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(section) - known - set(read_elsewhere))
-    if unknown:
-        valid = sorted(known | set(read_elsewhere))
-        raise HomogError(
-            f"params.yaml '{name}:' has unknown key(s) {', '.join(unknown)} (unknown {name} "
-            f"params); valid: {', '.join(valid)}"
-        )
-    kwargs = {k: v for k, v in section.items() if k in known}
-    kwargs.update({k: v for k, v in values.items() if v is not None})
-    return cls(**kwargs)
+__all__ = ["HomogError", "atomic_path", "content_hash", "write_json"]
 
 
 def content_hash(obj: Any, length: int = 12) -> str:

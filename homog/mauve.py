@@ -19,44 +19,19 @@ Two paths quantize the points (``mauve.path``; ``auto`` = torch on a CUDA device
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from homog.io import HomogError, atomic_path, config_from_section
+from homog.config import MauveConfig, Params, as_params
+from homog.io import HomogError, atomic_path
+from homog.layout import Layout, find_runs
 
-
-@dataclass(frozen=True)
-class MauveConfig:
-    """MAUVE settings (params.yaml ``mauve:``)."""
-
-    path: str = "auto"
-    max_points: int = 256
-    pca_variance: float = 0.9
-    kmeans_max_clusters: int = 50
-    scaling: float = 5.0
-    n_mixtures: int = 25
-    kmeans_num_redo: int = 5
-    kmeans_max_iter: int = 500
-    device: str = "auto"
-    seed: int = 0
-
-    @classmethod
-    def from_params(cls, params: dict[str, Any]) -> MauveConfig:
-        cfg = config_from_section(cls, params, "mauve", seed=int(params.get("seed", 0)))
-        if cfg.path not in ("auto", "faiss", "torch"):
-            raise HomogError(f"mauve.path must be auto, faiss or torch, not {cfg.path!r}")
-        if not 0 < cfg.pca_variance < 1:
-            raise HomogError("mauve.pca_variance must lie in (0, 1)")
-        return cfg
-
-    def n_clusters(self, n_points: int) -> int:
-        """mauve-text's 'auto' bucket count, capped."""
-        return max(2, min(self.kmeans_max_clusters, int(round(n_points / 10))))
+__all__ = ["MauveConfig", "consecutive_layer_mauve", "mauve_stage"]
 
 
 def mauve_from_histograms(
@@ -228,11 +203,10 @@ def consecutive_layer_mauve(
     return np.array(mauve_torch_batch(tokens[:-1], tokens[1:], cfg, device))
 
 
-def _device(cfg: MauveConfig, params: dict[str, Any]) -> str:
-    want = (
-        cfg.device if cfg.device != "auto" else (params.get("extract") or {}).get("device", "auto")
-    )
-    if want in (None, "auto"):
+def _device(params: Params) -> str:
+    """mauve.device, else extract.device; 'auto' is CUDA when there is one."""
+    want = params.mauve.device if params.mauve.device != "auto" else params.extract.device
+    if want == "auto":
         import torch
 
         return "cuda" if torch.cuda.is_available() else "cpu"
@@ -240,7 +214,10 @@ def _device(cfg: MauveConfig, params: dict[str, Any]) -> str:
 
 
 def mauve_stage(
-    params: dict[str, Any], model: str, root: str | Path = ".", out: str | Path | None = None
+    params: Params | Mapping[str, Any],
+    model: str,
+    root: str | Path = ".",
+    out: str | Path | None = None,
 ) -> pd.DataFrame:
     """The ``mauve`` stage for one model key: writes ``data/mauve/<model>.parquet``.
 
@@ -249,23 +226,23 @@ def mauve_stage(
     """
     from homog.progress import progress
 
-    models = params.get("models") or {}
-    if model not in models:
-        raise HomogError(f"unknown model {model!r}; valid: {', '.join(map(str, models))}")
-    root = Path(root)
-    cfg = MauveConfig.from_params(params)
-    device = _device(cfg, params)
+    params = as_params(params)
+    if model not in params.models:
+        raise HomogError(f"unknown model {model!r}; valid: {', '.join(params.models)}")
+    layout = Layout(Path(root))
+    cfg = params.mauve
+    device = _device(params)
     if cfg.path == "auto":
         # torch's batched k-means pays off on a GPU; on a CPU faiss is faster (README).
         cfg = replace(cfg, path="torch" if device.startswith("cuda") else "faiss")
-    run_dirs = sorted(p.parent for p in (root / "data" / "extract" / model).glob("*/run.json"))
-    if not run_dirs:
+    runs = find_runs([model], root)
+    if not runs:
         raise HomogError(
-            f"no runs under data/extract/{model}/: run `homog extract --model {model}` first"
+            f"no runs under {layout.extract_dir(model)}/: run `homog extract --model {model}` first"
         )
     jobs = []
-    for run_dir in run_dirs:
-        run_id = json.loads((run_dir / "run.json").read_text())["run_id"]
+    for run, run_dir in runs:
+        run_id = run["run_id"]
         vec_path = run_dir / "vectors.npz"
         if not vec_path.exists():
             raise HomogError(f"{vec_path} is missing; rerun `homog extract --model {model}`")
@@ -289,7 +266,7 @@ def mauve_stage(
             ]
             bar.advance(task)
     frame = pd.DataFrame(rows, columns=["run_id", "variant", "layer", "mauve", "path"])
-    target = Path(out) if out is not None else root / "data" / "mauve" / f"{model}.parquet"
+    target = Path(out) if out is not None else layout.mauve(model)
     with atomic_path(target) as tmp:
         frame.to_parquet(tmp, index=False)
     return frame

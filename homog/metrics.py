@@ -8,7 +8,7 @@ The singular values sigma of X come from the eigenvalues of the smaller Gram mat
 (X X^T when n <= d, else X^T X) via ``torch.linalg.eigvalsh``: sigma_i^2 = lambda_i. Padding
 rows are zeroed, so they add only zero eigenvalues and drop out of every formula.
 
-Metric definitions (DESIGN.md; names are a public contract):
+Metric definitions (docs/design.md; names are a public contract):
 
 - ``erank``            exp(-sum p_i ln p_i), p_i = sigma_i / sum_j sigma_j  (Roy & Vetterli 2007)
 - ``mev``              sigma_1^2 / sum sigma_i^2

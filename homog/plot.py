@@ -1,6 +1,6 @@
 """Paper-quality figures (PNG, matplotlib Agg): layer curves and attention position heatmaps.
 
-Pure plotting over rows from :mod:`homog.query`; no database access here.
+Pure plotting over rows from :mod:`homog.store.query`; no database access here.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from homog.io import HomogError, atomic_path
+from homog.errors import HomogError
+from homog.io import atomic_path
 
 # Colour-blind-safe (Okabe-Ito) colours per variant; fixed so figures stay comparable.
 VARIANT_COLORS = {
@@ -72,7 +73,7 @@ def layer_curves_figure(
     x: str = "layer",
     significance: float | None = 0.05,
 ) -> Path:
-    """Plot ``query.layer_curves`` rows: one panel per model, one line per variant.
+    """Plot ``homog.store.layer_curves`` rows: one panel per model, one line per variant.
 
     Shaded bands are the 95 % CIs; intervention runs are dashed/dotted; with ``significance``
     a small marker under a curve flags layers where the variant differs from the original
@@ -169,7 +170,7 @@ def layer_curves_figure(
 def attention_heatmap_figure(
     rows: Sequence[dict[str, Any]], out: str | os.PathLike[str], *, title: str = ""
 ) -> Path:
-    """Plot ``query.attention_profile`` rows (layer, bin, mass) as a layer x position heatmap.
+    """Plot ``homog.store.attention_profile`` rows (layer, bin, mass) as a layer x position map.
 
     Colour is the attention column mass per relative-position bin (log scale, so the sink at
     the first bin does not wash out the rest). Writes ``out`` atomically and returns its path.

@@ -17,18 +17,19 @@ reported in ``n``; a group with fewer than 2 pairs gets NaN p-values and CIs.
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from homog.config import Params, as_params
 from homog.io import HomogError, atomic_path, write_json
-from homog.store import TABLES
+from homog.layout import Layout, find_runs
+from homog.store.schema import TABLES
 
 VARIANT_PAIRS: tuple[tuple[str, str], ...] = (
     ("front", "original"),
@@ -292,17 +293,6 @@ def _finish(parts: list[pd.DataFrame]) -> pd.DataFrame:
 # The stage: files in, files out
 
 
-def find_runs(params: dict[str, Any], root: Path) -> list[tuple[dict[str, Any], Path]]:
-    """(run.json dict, run directory) for every run of every model in ``params['models']``."""
-    runs = []
-    for key in params.get("models") or {}:
-        for run_json in sorted((root / "data" / "extract" / str(key)).glob("*/run.json")):
-            run = json.loads(run_json.read_text())
-            run.setdefault("model", str(key))
-            runs.append((run, run_json.parent))
-    return runs
-
-
 def _read_metrics(run_dir: Path) -> pd.DataFrame:
     path = run_dir / "layer_metrics.parquet"
     if not path.exists():
@@ -310,18 +300,13 @@ def _read_metrics(run_dir: Path) -> pd.DataFrame:
     return pd.read_parquet(path, columns=["variant", "sample_id", "layer", "metric", "value"])
 
 
-def compute_all(params: dict[str, Any], root: str | Path = ".") -> pd.DataFrame:
+def compute_all(params: Params | Mapping[str, Any], root: str | Path = ".") -> pd.DataFrame:
     """All contrasts of all runs named by params (variant pairs and intervention vs none)."""
     from homog.progress import progress
 
-    root = Path(root)
-    st = params.get("stats") or {}
-    opts = {
-        "n_boot": int(st.get("n_boot", 2000)),
-        "ci": float(st.get("ci", 0.95)),
-        "seed": int(params.get("seed", 0)),
-    }
-    runs = find_runs(params, root)
+    params = as_params(params)
+    opts = {"n_boot": params.stats.n_boot, "ci": params.stats.ci, "seed": params.seed}
+    runs = find_runs(params.models, root)
     if not runs:
         raise HomogError(
             "no extracted runs under data/extract/<model>/ for the models in params.yaml; "
@@ -431,7 +416,7 @@ PLOT_METRICS = ("erank", "mev", "resultant_length", "attn_first")
 
 
 def stats_stage(
-    params: dict[str, Any], root: str | Path = ".", out_dir: str | Path | None = None
+    params: Params | Mapping[str, Any], root: str | Path = ".", out_dir: str | Path | None = None
 ) -> dict[str, int]:
     """The ``stats`` stage: writes ``data/stats/`` (contrasts.parquet, metrics.json, plots/).
 
@@ -439,26 +424,22 @@ def stats_stage(
     columns layer, rel_depth and one per variant (DVC plots). Returns counts.
     The whole directory is replaced atomically.
     """
-    root = Path(root)
-    out_dir = Path(out_dir) if out_dir is not None else root / "data" / "stats"
-    st = params.get("stats") or {}
+    params = as_params(params)
+    layout = Layout(Path(root))
+    out_dir = Path(out_dir) if out_dir is not None else layout.stats_dir
     contrasts = compute_all(params, root)
-    runs = [r for r, _ in find_runs(params, root)]
+    found = find_runs(params.models, root)
+    runs = [r for r, _ in found]
     summaries = pd.concat(
-        [summarise(_read_metrics(d), r["run_id"]) for r, d in find_runs(params, root)],
-        ignore_index=True,
+        [summarise(_read_metrics(d), r["run_id"]) for r, d in found], ignore_index=True
     )
-    mauve_parts = [
-        pd.read_parquet(p)
-        for key in params.get("models") or {}
-        if (p := root / "data" / "mauve" / f"{key}.parquet").exists()
-    ]
+    mauve_parts = [pd.read_parquet(p) for key in params.models if (p := layout.mauve(key)).exists()]
     mauve = pd.concat(mauve_parts, ignore_index=True) if mauve_parts else None
     with atomic_path(out_dir, directory=True) as tmp:
         contrasts.to_parquet(tmp / "contrasts.parquet", index=False)
         write_json(
             tmp / "metrics.json",
-            headline(contrasts, runs, summaries, mauve, float(st.get("alpha", 0.05))),
+            headline(contrasts, runs, summaries, mauve, params.stats.alpha),
         )
         (tmp / "plots").mkdir()
         meta = pd.DataFrame(

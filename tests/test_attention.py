@@ -21,7 +21,7 @@ def causal_softmax(logits: np.ndarray, length: int, n: int) -> np.ndarray:
 
 
 def reference(a: np.ndarray, length: int) -> dict[str, np.ndarray]:
-    """DESIGN.md definitions for one text: a is (H, n, n), padding beyond `length`."""
+    """docs/design.md definitions for one text: a is (H, n, n), padding beyond `length`."""
     a = a[:, :length, :length]
     c = a.sum(1) / length
     ent = np.zeros(a.shape[0])

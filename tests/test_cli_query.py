@@ -8,14 +8,11 @@ import pytest
 from click.testing import CliRunner
 
 from homog.cli import main
-from homog.query import make_demo_db
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory):
-    path = tmp_path_factory.mktemp("cli") / "demo.duckdb"
-    make_demo_db(path, n_runs=3, n_texts=8)
-    return str(path)
+def db(demo_db_factory):
+    return str(demo_db_factory(3, 8))
 
 
 def invoke(*args, input=None):

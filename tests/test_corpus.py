@@ -3,25 +3,23 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 from click.testing import CliRunner
+from conftest import IMDB_SAMPLE
 
 from homog.cli import main
 from homog.corpus import (
     CORPUS_COLUMNS,
     DEMO_PATH,
+    build_corpus,
     clean_text,
     dataset_name,
     load_source,
     prepare_corpus,
 )
-from homog.io import HomogError
-
-IMDB = Path(__file__).resolve().parents[1].parent / "shared/data/imdb"
+from homog.errors import HomogError
 
 
 def rows(n_pos: int, n_neg: int, words: int = 30) -> pd.DataFrame:
@@ -169,35 +167,36 @@ def test_hf_source_offline_names_alternatives(monkeypatch):
         load_source("hf:stanfordnlp/imdb")
 
 
-def write_params(tmp_path: Path, **corpus) -> Path:
-    params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
-    params["corpus"].update(corpus)
-    path = tmp_path / "params.yaml"
-    path.write_text(yaml.safe_dump(params))
-    return path
-
-
-def test_cli_corpus_writes_parquet_and_fails_cleanly(tmp_path):
+def test_params_typos_and_wrong_types_are_refused(tmp_path):
     out = tmp_path / "corpus.parquet"
-    params = write_params(tmp_path, n=20)
+    with pytest.raises(HomogError, match="unknown key.*min_word"):
+        build_corpus({"corpus": {"min_word": 5}}, out=out)
+    with pytest.raises(HomogError, match="corpus.n: expected"):
+        build_corpus({"corpus": {"n": "20"}}, out=out)
+    assert not out.exists()
+
+
+def test_cli_corpus_writes_parquet_and_fails_cleanly(tmp_path, write_params):
+    out = tmp_path / "corpus.parquet"
+    params = write_params(corpus={"n": 20})
     res = CliRunner().invoke(main, ["corpus", "--params", str(params), "--out", str(out)])
     assert res.exit_code == 0, res.output
     assert "drew 20" in res.output
     corpus = pd.read_parquet(out)
     assert len(corpus) == 20 and corpus["label"].value_counts().to_dict() == {"neg": 10, "pos": 10}
     assert json.loads(out.with_suffix(".report.json").read_text())["drawn"] == 20
-    params = write_params(tmp_path, n=1000)
+    params = write_params(corpus={"n": 1000})
     res = CliRunner().invoke(main, ["corpus", "--params", str(params), "--out", str(out)])
     assert res.exit_code == 1 and "fewer texts than corpus.n=1000" in res.output
     assert len(pd.read_parquet(out)) == 20  # the old output is untouched
 
 
-@pytest.mark.skipif(not (IMDB / "imdb_sample.jsonl").exists(), reason="no shared IMDB sample")
+@pytest.mark.skipif(not IMDB_SAMPLE.exists(), reason="no shared IMDB sample")
 def test_imdb_sample_file_source():
     params = {
         "seed": 0,
         "corpus": {
-            "source": f"file:{IMDB / 'imdb_sample.jsonl'}",
+            "source": f"file:{IMDB_SAMPLE}",
             "n": 40,
             "min_words": 20,
             "max_words": 400,

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -13,10 +16,12 @@ import pytest
 import torch
 import yaml
 from click.testing import CliRunner
+from conftest import ROOT, TINY, extract_config
 
+import homog.extract
 from homog.cli import main
+from homog.errors import HomogError
 from homog.extract import (
-    ExtractConfig,
     Extractor,
     encode_texts,
     make_batches,
@@ -24,11 +29,9 @@ from homog.extract import (
     position_ids,
     run_extract,
 )
-from homog.io import HomogError
 from homog.metrics import METRIC_NAMES
 from homog.models import load_model
 
-ROOT = Path(__file__).resolve().parents[1]
 WORDS = (
     "the movie was great and the acting superb but the plot felt thin while the music "
     "carried every long scene toward an ending nobody expected"
@@ -56,21 +59,11 @@ def make_texts(n: int = 6, variants=("original", "front"), seed: int = 0) -> pd.
     return pd.DataFrame(rows)
 
 
-@pytest.fixture(scope="module")
-def tiny():
-    return load_model("random:tiny-llama", device="cpu", attention=True)
-
-
-def config(**kw) -> ExtractConfig:
-    base = dict(device="cpu", max_tokens=64, sample_tokens=30, pooled_texts=4, shard_texts=4)
-    return ExtractConfig(**{**base, **kw})
-
-
 def run_tiny(loaded, texts, cfg, interventions, out, **kw) -> list[dict]:
     """run_extract of the tiny random model (already loaded as `loaded`), no progress bar."""
     return run_extract(
         "tiny",
-        "random:tiny-llama",
+        TINY,
         texts,
         cfg,
         interventions,
@@ -171,7 +164,7 @@ def test_cli_matches_output_hidden_states(key, tmp_path):
 def test_metrics_do_not_depend_on_batch(tiny):
     texts = make_texts(5)
     enc = encode_texts(tiny.tokenizer, texts, 64)
-    cfg = config()
+    cfg = extract_config()
     plan = plan_samples(enc, 1000, 10, 0, True)  # every token sampled
     ex = Extractor(tiny, cfg)
     try:
@@ -238,7 +231,7 @@ def test_position_ids():
 
 def test_interventions_change_positions_only(tiny, tmp_path):
     texts = make_texts(4)
-    recs = run_tiny(tiny, texts, config(), ["none", "zero_pos", "shuffle_pos"], tmp_path)
+    recs = run_tiny(tiny, texts, extract_config(), ["none", "zero_pos", "shuffle_pos"], tmp_path)
     assert len({r["run_id"] for r in recs}) == 3
     lm = {
         iv: read_outputs(tmp_path / iv)["layer_metrics"].set_index(
@@ -284,7 +277,7 @@ def test_zero_pos_keeps_the_causal_mask(tiny):
     )
     enc = encode_texts(tiny.tokenizer, texts, 64)
     plan = plan_samples(enc, 1000, 10, 0, True)
-    ex = Extractor(tiny, config())
+    ex = Extractor(tiny, extract_config())
     try:
         for iv in ("zero_pos", "shuffle_pos"):
             res = ex.run_batch(enc, iv, plan)
@@ -303,7 +296,7 @@ def test_zero_pos_keeps_the_causal_mask(tiny):
 
 def test_resume_after_interruption_gives_identical_output(tiny, tmp_path, monkeypatch):
     texts = make_texts(7)
-    cfg = config(shard_texts=3, batch_tokens=60)
+    cfg = extract_config(shard_texts=3, batch_tokens=60)
     run_tiny(tiny, texts, cfg, ["shuffle_pos"], tmp_path / "a")
 
     calls = {"n": 0}
@@ -341,7 +334,7 @@ def test_resume_after_interruption_gives_identical_output(tiny, tmp_path, monkey
 
 def test_output_contract(tiny, tmp_path):
     texts = make_texts(6, variants=("original", "front", "end", "control"))
-    cfg = config(sample_tokens=25, pooled_texts=4)
+    cfg = extract_config(sample_tokens=25, pooled_texts=4)
     (rec,) = run_tiny(tiny, texts, cfg, ["none"], tmp_path)
     out = read_outputs(tmp_path / "none")
     run = json.loads((tmp_path / "none" / "run.json").read_text())
@@ -396,7 +389,7 @@ def test_empty_text_is_named(tiny, tmp_path, bad):
     texts.loc[2, "text"] = bad
     name = f"{texts.loc[2, 'variant']}/{texts.loc[2, 'sample_id']}"
     with pytest.raises(HomogError, match=name):
-        run_tiny(tiny, texts, config(), ["none"], tmp_path)
+        run_tiny(tiny, texts, extract_config(), ["none"], tmp_path)
 
 
 def test_bad_tables(tmp_path):
@@ -413,7 +406,9 @@ def test_bad_tables(tmp_path):
 def test_truncation_counted(tiny, tmp_path):
     texts = make_texts(4)
     logs = []
-    (rec,) = run_tiny(tiny, texts, config(max_tokens=8), ["none"], tmp_path, log=logs.append)
+    (rec,) = run_tiny(
+        tiny, texts, extract_config(max_tokens=8), ["none"], tmp_path, log=logs.append
+    )
     n_long = sum(len(tiny.tokenizer(t)["input_ids"]) > 8 for t in texts["text"])
     assert rec["n_truncated"] == n_long > 0
     assert any(f"{n_long} of 8 texts truncated" in m for m in logs)
@@ -422,14 +417,14 @@ def test_truncation_counted(tiny, tmp_path):
 
 
 def test_nan_in_hidden_states_names_the_text(tmp_path):
-    lm = load_model("random:tiny-llama", device="cpu")
+    lm = load_model(TINY, device="cpu")
     texts = make_texts(3)
     victim = texts.iloc[3]
     token = lm.tokenizer(victim["text"])["input_ids"][0]  # "front" prefix token
     with torch.no_grad():
         lm.embed.weight[token] = float("inf")
     with pytest.raises(HomogError, match=f"{victim['variant']}/{victim['sample_id']}"):
-        run_tiny(lm, texts, config(), ["none"], tmp_path)
+        run_tiny(lm, texts, extract_config(), ["none"], tmp_path)
     assert not (tmp_path / "none").exists()
 
 
@@ -500,3 +495,29 @@ def test_cli_runs_tiny_model(tmp_path):
     assert result.exit_code == 0, result.output
     lm = pd.read_parquet(tmp_path / "o" / "zero_pos" / "layer_metrics.parquet")
     assert lm.value[lm.metric != "mean_cosine"].map(math.isfinite).all()
+
+
+# --- the package face ----------------------------------------------------------------------
+
+
+def test_package_face_imports_no_torch():
+    """`import homog.extract` (and the `homog extract` command module, which takes its
+    option lists from it) pulls in neither torch nor Ray; heavy names resolve on first use."""
+    code = textwrap.dedent(
+        """
+        import sys
+        import homog.extract, homog.cli.extract
+        from homog.extract import ENGINES, INTERVENTIONS, ExtractConfig, extract_runner
+        heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "ray"))
+        print("HEAVY", heavy)
+        homog.extract.Extractor  # lazily imported now
+        print("TORCH", "torch" in sys.modules)
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "HEAVY []" in out.stdout and "TORCH True" in out.stdout
+    with pytest.raises(AttributeError, match="no_such_name"):
+        homog.extract.no_such_name  # noqa: B018

@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from homog.io import HomogError, atomic_path, load_params, write_json
+from homog.io import atomic_path, write_json
 
 
 def test_atomic_file_replaces_only_on_success(tmp_path):
@@ -33,32 +33,3 @@ def test_atomic_directory_and_permissions(tmp_path):
     assert (tmp_path / "d" / "x").read_text() == "1"
     assert stat.S_IMODE((tmp_path / "d").stat().st_mode) == 0o755
     assert stat.S_IMODE((tmp_path / "f.txt").stat().st_mode) == 0o644
-
-
-def test_load_params_errors_name_the_file(tmp_path):
-    with pytest.raises(HomogError, match="not found"):
-        load_params(tmp_path / "missing.yaml")
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("- a list\n")
-    with pytest.raises(HomogError, match="mapping"):
-        load_params(bad)
-
-
-def test_config_from_section_rejects_typos_and_applies_values():
-    from dataclasses import dataclass
-
-    from homog.io import config_from_section
-
-    @dataclass
-    class Cfg:
-        a: int = 1
-        seed: int = 0
-
-    params = {"s": {"a": 2, "elsewhere": True}, "seed": 7}
-    cfg = config_from_section(Cfg, params, "s", read_elsewhere=("elsewhere",), seed=7)
-    assert (cfg.a, cfg.seed) == (2, 7)
-    assert config_from_section(Cfg, {}, "s") == Cfg()
-    with pytest.raises(HomogError, match="unknown key.*elsewhere.*valid: a, seed"):
-        config_from_section(Cfg, params, "s")
-    with pytest.raises(HomogError, match="must be a mapping"):
-        config_from_section(Cfg, {"s": [1]}, "s")

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from homog.config import as_params
 from homog.io import HomogError
 from homog.mauve import (
     MauveConfig,
@@ -125,9 +126,9 @@ def test_paths_agree_on_drifting_vectors():
 
 def test_bad_config_and_input():
     with pytest.raises(HomogError, match="mauve.path"):
-        MauveConfig.from_params({"mauve": {"path": "gpu"}})
-    with pytest.raises(HomogError, match="unknown mauve params"):
-        MauveConfig.from_params({"mauve": {"pca": 1}})
+        as_params({"mauve": {"path": "gpu"}})
+    with pytest.raises(HomogError, match="unknown key.*pca.*valid mauve keys"):
+        as_params({"mauve": {"pca": 1}})
     with pytest.raises(HomogError, match="too small"):
         consecutive_layer_mauve(np.zeros((1, 10, 4)), MauveConfig())
 
@@ -139,7 +140,7 @@ def test_stage_writes_one_row_per_layer_pair(tmp_path):
     tok = drifting_tokens(n_layers=3, s=40, d=8).astype(np.float16)
     np.savez(d / "vectors.npz", tokens__original=tok, tokens__front=tok[::-1].copy())
     params = {
-        "models": {"m1": {}},
+        "models": {"m1": {"source": "random:tiny-llama"}},
         "mauve": {"max_points": 40, "kmeans_num_redo": 1},
         "extract": {"device": "cpu"},
     }

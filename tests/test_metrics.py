@@ -21,7 +21,7 @@ from homog.metrics import (
 
 
 def reference(x: np.ndarray, center: bool = False) -> dict[str, float]:
-    """The DESIGN.md definitions, written directly with an SVD of X (float64)."""
+    """The docs/design.md definitions, written directly with an SVD of X (float64)."""
     norms = np.linalg.norm(x, axis=1)
     r = np.linalg.norm((x / norms[:, None]).mean(0))
     n = len(x)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from homog.io import HomogError
+from homog.config import as_params
+from homog.errors import HomogError
 from homog.models import (
     RANDOM_PRESETS,
     count_params,
@@ -27,6 +28,11 @@ def test_resolve_source():
         resolve_source("gpt5", MODELS)
     with pytest.raises(HomogError, match="needs a 'source:'"):
         resolve_source("broken", {"broken": {"path": "x"}})
+    # the typed params: key -> source strings, or key -> ModelEntry
+    params = as_params({"models": MODELS})
+    for models in (params.model_sources(), params.models):
+        assert resolve_source("smollm2-135m", models) == "embedded:smollm2-135m"
+        assert resolve_source("plain", models) == "hf:some/model"
 
 
 def test_resolve_device():

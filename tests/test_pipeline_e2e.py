@@ -16,14 +16,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from homog import query as q
+from homog import store as q
 
 ROOT = Path(__file__).resolve().parents[1]
-NEEDED = ["homog/extract.py", "homog/synth.py", "homog/corpus.py", "homog/cli/posenc.py"]
 pytestmark = pytest.mark.skipif(
-    shutil.which("dvc", path=str(Path(sys.executable).parent)) is None
-    or not all((ROOT / p).exists() for p in NEEDED),
-    reason="needs dvc and every pipeline stage",
+    shutil.which("dvc", path=str(Path(sys.executable).parent)) is None,
+    reason="needs dvc (make setup installs it)",
 )
 
 

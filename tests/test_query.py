@@ -8,15 +8,14 @@ import duckdb
 import pandas as pd
 import pytest
 
-from homog import query as q
-from homog.io import HomogError
+from homog import store as q
+from homog.errors import HomogError
+from homog.store.demo import make_demo_db
 
 
 @pytest.fixture(scope="module")
-def demo_db(tmp_path_factory):
-    path = tmp_path_factory.mktemp("db") / "demo.duckdb"
-    q.make_demo_db(path, n_runs=4, n_texts=12)
-    return path
+def demo_db(demo_db_factory):
+    return demo_db_factory(4, 12)
 
 
 @pytest.fixture
@@ -175,7 +174,7 @@ def test_export(con, tmp_path):
 
 def test_demo_db_full_size_builds_in_seconds(tmp_path):
     t0 = time.perf_counter()
-    counts = q.make_demo_db(tmp_path / "big.duckdb")
+    counts = make_demo_db(tmp_path / "big.duckdb")
     elapsed = time.perf_counter() - t0
     assert counts["runs"] == 10 and counts["layer_metrics"] >= 2_000_000
     assert elapsed < 30, elapsed  # a few seconds on 2 cores; generous for a loaded CI box

@@ -10,17 +10,19 @@ import os
 import subprocess
 import sys
 import textwrap
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from conftest import ROOT, TINY, extract_config
 
+from homog.config import ENGINES, RayConfig, as_params
+from homog.errors import HomogError
 from homog.extract import (
+    RUNNERS,
     BatchResult,
-    ExtractConfig,
     Extractor,
     RunSpec,
     encode_texts,
@@ -33,13 +35,10 @@ from homog.extract import (
     texts_hash,
     work_dir_for,
 )
-from homog.io import HomogError
-from homog.ray_engine import RayConfig, ShardWorker, actor_resources, run_extract_ray
+from homog.extract.ray_engine import ShardWorker, actor_resources, run_extract_ray
 
-ROOT = Path(__file__).resolve().parents[1]
 HAS_RAY = importlib.util.find_spec("ray") is not None
 needs_ray = pytest.mark.skipif(not HAS_RAY, reason="Ray is not installed: pip install 'homog[ray]'")
-TINY = "random:tiny-llama"
 # Ray Data's own DataContext warns about its deprecated settings; not ours to fix
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray")
 OUTPUT_TABLES = ("layer_metrics", "attention_profile", "attention_heads", "dataset_spectra")
@@ -56,9 +55,14 @@ def demo_texts(n: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def config(**kw) -> ExtractConfig:
-    base = dict(device="cpu", max_tokens=40, sample_tokens=24, pooled_texts=3, shard_texts=2)
-    return ExtractConfig(**{**base, **kw})
+# fewer tokens than test_extract's config (the smollm2 comparison runs twice) and 2 texts
+# per shard, so 4 demo reviews in two variants make 4 shards
+RAY_BASE = dict(max_tokens=40, sample_tokens=24, pooled_texts=3, shard_texts=2)
+
+
+def config(**kw):
+    """``extract_config`` with ``RAY_BASE``."""
+    return extract_config(**{**RAY_BASE, **kw})
 
 
 def assert_same_outputs(a: Path, b: Path, rtol: float = 1e-5, atol: float = 1e-6) -> None:
@@ -193,13 +197,11 @@ def sorted_texts(df: pd.DataFrame) -> pd.DataFrame:
 
 
 @needs_ray
-def test_resume_computes_only_missing_shards(ray_cluster, tmp_path, tiny_local):
+def test_resume_computes_only_missing_shards(ray_cluster, tmp_path, tiny_local, tiny):
     """Shards 0-1 written by an interrupted *local* run; the Ray run computes the other two
     (its actors refuse finished ones) and the merged output equals an uninterrupted run."""
-    from homog.models import load_model
-
     texts, cfg = sorted_texts(demo_texts(4)), config()
-    loaded = load_model(TINY, device="cpu", attention=True)
+    loaded = tiny
     encoded = encode_texts(loaded.tokenizer, texts, cfg.max_tokens)
     plan = plan_samples(encoded, cfg.sample_tokens, cfg.pooled_texts, cfg.seed, True)
     shards = make_shards(encoded, cfg.shard_texts)
@@ -228,7 +230,8 @@ def test_cli_extract_engine_ray(ray_cluster, tmp_path, tiny_local):
     texts = tmp_path / "texts.parquet"
     demo_texts(4).to_parquet(texts)
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    params["extract"].update(engine="ray", **asdict(config()))
+    same = {k: v for k, v in config().run_options().items() if k != "seed"}  # seed: top level
+    params["extract"].update(engine="ray", **same)
     params["ray"].update(actors=1)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     args = f"extract --model {TINY} --params {tmp_path / 'params.yaml'} --texts {texts} "
@@ -266,15 +269,19 @@ def test_actor_resources():
 
 
 def test_ray_config_and_engine_choice():
-    assert RayConfig.from_params({"ray": {"address": "auto", "actors": 3}}).actors == 3
+    assert as_params({"ray": {"address": "auto", "actors": 3}}).ray.actors == 3
     with pytest.raises(HomogError, match="unknown key.*gpus"):
-        RayConfig.from_params({"ray": {"gpus": 2}})
+        as_params({"ray": {"gpus": 2}})
     with pytest.raises(HomogError, match="ray.actors"):
-        RayConfig.from_params({"ray": {"actors": 0}})
+        as_params({"ray": {"actors": 0}})
+    assert set(RUNNERS) == set(ENGINES)  # the registry serves every engine the config allows
     assert extract_runner({"extract": {"engine": "local"}}) is run_extract
     assert extract_runner({}).__name__ == "run_extract"  # local is the default
-    assert extract_runner({"extract": {"engine": "local"}}, "ray").func is run_extract_ray
+    ray_runner = extract_runner({"extract": {"engine": "local"}, "ray": {"actors": 2}}, "ray")
+    assert ray_runner.func is run_extract_ray and ray_runner.keywords["ray_config"].actors == 2
     with pytest.raises(HomogError, match="unknown extract engine 'spark'"):
+        extract_runner({}, "spark")
+    with pytest.raises(HomogError, match="extract.engine.*'spark'"):  # refused by the config
         extract_runner({"extract": {"engine": "spark"}})
 
 
@@ -288,11 +295,10 @@ def test_local_engine_imports_no_ray(tmp_path):
     code = textwrap.dedent(
         f"""
         import sys
-        import homog.extract, homog.ray_engine
-        from homog.extract import ExtractConfig
-        from homog.io import load_params
+        import homog.extract, homog.extract.ray_engine
+        from homog.config import ExtractConfig, load_config
         import pandas as pd
-        run = homog.extract.extract_runner(load_params({str(ROOT / "params.yaml")!r}))
+        run = homog.extract.extract_runner(load_config({str(ROOT / "params.yaml")!r}))
         df = pd.DataFrame({{"variant": ["original"], "sample_id": ["a"],
                            "text": ["a short review of a film"]}})
         run("tiny", {TINY!r}, df, ExtractConfig(device="cpu"), ["none"], {str(tmp_path)!r},

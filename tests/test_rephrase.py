@@ -1,27 +1,31 @@
-"""Key phrases, sentence splitting, relative positions and the rule rephraser on hand-written
-sentences (including ones it must leave alone)."""
+"""Key phrases, sentence splitting, relative positions and the rephrasers.
+
+The rule rephraser runs on hand-written sentences, including ones it must leave alone.
+"""
 
 from __future__ import annotations
 
 import pytest
 
-from homog.io import HomogError
-from homog.keyphrase import (
+from homog import config
+from homog.errors import HomogError
+from homog.synth.keyphrase import (
     YakeExtractor,
     make_extractor,
     phrase_span,
     relative_position,
     split_sentences,
 )
-from homog.rephrase import (
-    RuleRephraser,
-    candidates,
+from homog.synth.rephrase import (
+    REPHRASERS,
+    Rephraser,
     choose,
-    clean_generation,
     make_rephraser,
-    parse_sentence,
     position_ok,
+    rephraser_class,
 )
+from homog.synth.rephrase.llm import clean_generation
+from homog.synth.rephrase.rule import RuleRephraser, candidates, parse_sentence
 
 RULE = RuleRephraser()
 
@@ -211,6 +215,17 @@ def test_choose_rejects_unknown_target_and_rephraser():
         choose("A b c d.", "b", "middle", [])
     with pytest.raises(HomogError, match="unknown rephraser"):
         make_rephraser("t5")
+
+
+def test_registry_names_every_configurable_rephraser():
+    assert set(REPHRASERS) == set(config.REPHRASERS)
+    for name in REPHRASERS:
+        cls = rephraser_class(name)
+        assert issubclass(cls, Rephraser) and cls.name == name
+    rule = make_rephraser("rule", control_tolerance=0.05)
+    assert isinstance(rule, RuleRephraser) and rule.control_tolerance == 0.05
+    params = config.parse_params({"synth": {"control_tolerance": 0.3}})
+    assert rephraser_class("rule").from_params(params).control_tolerance == 0.3
 
 
 def test_position_ok_checks_llm_output():

@@ -15,10 +15,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from homog.io import HomogError
+import homog.store.loader as loader
+from homog.errors import HomogError
 from homog.store import TABLES, collect_sources, create_schema, load, load_database
 
-# DESIGN.md's public contract: these columns, in this order, must stay (extensions come after).
+# docs/design.md's public contract: these columns, in this order, must stay (extensions come after).
 DESIGN_COLUMNS = {
     "texts": ["dataset", "variant", "sample_id", "text", "label", "keyphrase", "bertscore_f1"],
     "runs": [
@@ -262,7 +263,7 @@ def test_load_twice_is_idempotent_and_keeps_earlier_runs(tmp_path):
 
 def test_missing_column_and_nothing_to_load(tmp_path):
     with pytest.raises(HomogError, match="dvc repro"):
-        load({"models": {"m1": {}}}, root=tmp_path)
+        load({"models": {"m1": {"source": "random:m1"}}}, root=tmp_path)
     params = write_project(tmp_path, [("m1", "none", "r1")])
     bad = tmp_path / "data" / "extract" / "m1" / "none" / "layer_metrics.parquet"
     pd.read_parquet(bad).drop(columns=["metric"]).to_parquet(bad)
@@ -278,9 +279,7 @@ def test_failed_load_leaves_previous_database(tmp_path, monkeypatch):
     load(params, root=tmp_path)
     before = digest(db)
     write_run(tmp_path, "m1", "zero_pos", "r2")
-    import homog.store as store
-
-    real = store._new_rows_sql
+    real = loader._new_rows_sql
     calls = {"n": 0}
 
     def boom(*args, **kw):
@@ -289,7 +288,7 @@ def test_failed_load_leaves_previous_database(tmp_path, monkeypatch):
             raise RuntimeError("simulated crash")
         return real(*args, **kw)
 
-    monkeypatch.setattr(store, "_new_rows_sql", boom)
+    monkeypatch.setattr(loader, "_new_rows_sql", boom)
     with pytest.raises(RuntimeError):
         load(params, root=tmp_path)
     assert digest(db) == before
@@ -298,13 +297,13 @@ def test_failed_load_leaves_previous_database(tmp_path, monkeypatch):
 
 KILL_SCRIPT = """
 import os, signal, sys
-import homog.store as store
-real = store._build
+import homog.store.loader as loader
+real = loader._build
 def build(con, sources, previous):
     counts = real(con, sources, previous)
     os.kill(os.getpid(), signal.SIGKILL)   # die after the new file is complete, before rename
-store._build = build
-store.load({params}, root=sys.argv[1])
+loader._build = build
+loader.load({params}, root=sys.argv[1])
 """
 
 

@@ -1,9 +1,14 @@
-"""The synth stage: variants, BERTScore (checked against an independent computation), the
-threshold filter, the report, bad input, the IMDB acceptance run and the llm rephraser."""
+"""The synth stage end to end, its BERTScore check, selection, report and bad input.
+
+BERTScore is checked against an independent computation; the IMDB acceptance run and the llm
+rephraser (embedded SmolLM2) run the whole stage.
+"""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,16 +16,14 @@ import pandas as pd
 import pytest
 import yaml
 from click.testing import CliRunner
+from conftest import IMDB_SAMPLE, ROOT, project_params
 
-from homog.bertscore import Scorer, passes, resolve_backbone, separation
 from homog.cli import main
 from homog.corpus import build_corpus
-from homog.io import HomogError
-from homog.keyphrase import split_sentences
+from homog.errors import HomogError
 from homog.synth import TEXT_COLUMNS, VARIANTS, Sentences, assemble, build_synth, select
-
-ROOT = Path(__file__).resolve().parents[1]
-IMDB = ROOT.parent / "shared/data/imdb"
+from homog.synth.bertscore import Scorer, passes, resolve_backbone, separation
+from homog.synth.keyphrase import split_sentences
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +32,7 @@ def scorer() -> Scorer:
 
 
 def params_for(tmp_path: Path, corpus: dict | None = None, synth: dict | None = None) -> dict:
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params = project_params()
     params["corpus"].update(corpus or {})
     for key, value in (synth or {}).items():
         if isinstance(value, dict):
@@ -201,7 +204,7 @@ def test_no_survivors_and_missing_corpus_fail(tmp_path, scorer):
     assert not (tmp_path / "synth" / "texts.parquet").exists()
     with pytest.raises(HomogError, match="run `homog corpus` first"):
         build_synth(params, corpus_path=tmp_path / "missing.parquet", scorer=scorer)
-    with pytest.raises(HomogError, match="unknown rephraser"):
+    with pytest.raises(HomogError, match="synth.rephraser: expected one of 'rule', 'llm'"):
         build_synth(
             params_for(tmp_path, synth={"rephraser": "magic"}),
             corpus_path=tmp_path / "corpus.parquet",
@@ -211,6 +214,16 @@ def test_no_survivors_and_missing_corpus_fail(tmp_path, scorer):
         resolve_backbone("embedded:nope")
     with pytest.raises(HomogError, match="baseline"):
         Scorer("embedded:all-minilm-l6-v2", rescale_with_baseline=True)
+
+
+def test_importing_synth_does_not_import_torch():
+    code = (
+        "import sys, homog.synth; light = 'pandas' not in sys.modules; "
+        "import homog.synth.stage, homog.synth.bertscore, homog.synth.rephrase.rule, "
+        "homog.synth.rephrase.llm; print(light, 'torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "False"]
 
 
 def test_cli_synth(tmp_path):
@@ -244,10 +257,10 @@ def test_cli_synth(tmp_path):
     assert (tmp_path / "s" / "report.json").exists()
 
 
-@pytest.mark.skipif(not (IMDB / "imdb_sample.jsonl").exists(), reason="no shared IMDB sample")
+@pytest.mark.skipif(not IMDB_SAMPLE.exists(), reason="no shared IMDB sample")
 def test_imdb_rule_synth_moves_key_phrases(tmp_path, scorer):
     """Acceptance: on real reviews the rule rephraser keeps most texts and moves the phrases."""
-    params = params_for(tmp_path, corpus={"source": f"file:{IMDB / 'imdb_sample.jsonl'}", "n": 40})
+    params = params_for(tmp_path, corpus={"source": f"file:{IMDB_SAMPLE}", "n": 40})
     report, texts = run_stage(tmp_path, params, scorer)
     assert report["texts_kept"] >= 0.75 * report["texts_in"]
     pos = report["keyphrase_position"]
@@ -263,7 +276,7 @@ def test_llm_rephraser_end_to_end_with_smollm2(tmp_path, scorer):
     """The llm rephraser runs the whole stage with the embedded SmolLM2 on two short texts."""
     import torch
 
-    from homog.rephrase import position_ok
+    from homog.synth.rephrase import position_ok
 
     demo = pd.read_json(ROOT / "data/demo/reviews.jsonl", lines=True)
     short = demo.assign(n=demo["text"].str.split().map(len)).nsmallest(2, "n")

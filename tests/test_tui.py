@@ -1,6 +1,6 @@
 """Pilot tests of the terminal UI: every screen driven by keys, over a small demo database.
 
-The database comes from ``homog.query.make_demo_db`` (deterministic); numbers shown by the
+The database comes from ``homog.store.demo.make_demo_db`` (deterministic); numbers shown by the
 UI are checked against SQL written here, not against the query library.
 """
 
@@ -20,7 +20,7 @@ pytest.importorskip("textual")
 
 from textual.widgets import DataTable, Select, SelectionList, Static  # noqa: E402
 
-from homog.query import make_demo_db  # noqa: E402
+from homog.store.demo import make_demo_db  # noqa: E402
 from tui.app import HomogApp  # noqa: E402
 from tui.components.curve_plot import CurvePlot  # noqa: E402
 from tui.components.curve_table import CurveTable  # noqa: E402
@@ -42,10 +42,8 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="module")
-def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("tui") / "demo.duckdb"
-    make_demo_db(path, N_RUNS, N_TEXTS)
-    return path
+def demo_db(demo_db_factory) -> Path:
+    return demo_db_factory(N_RUNS, N_TEXTS)
 
 
 def sql(path: Path, query: str, args: list | None = None) -> list[tuple]:
@@ -458,7 +456,7 @@ async def test_help_and_quit(demo_db: Path) -> None:
 
 def test_homog_does_not_import_textual() -> None:
     code = (
-        "import sys, homog, homog.query, homog.store, homog.cli; "
+        "import sys, homog, homog.store, homog.store.demo, homog.cli; "
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'tui', "
         "'textual_plotext')); print(bad); sys.exit(1 if bad else 0)"
     )

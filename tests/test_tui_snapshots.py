@@ -15,17 +15,14 @@ import pytest
 
 pytest.importorskip("pytest_textual_snapshot")
 
-from homog.query import make_demo_db  # noqa: E402
 from tui.app import HomogApp  # noqa: E402
 
 DB_NAME = "homog.duckdb"
 
 
 @pytest.fixture(scope="module")
-def built_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("snap") / DB_NAME
-    make_demo_db(path, 3, 12)
-    return path
+def built_db(demo_db_factory) -> Path:
+    return demo_db_factory(3, 12)
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """The Textual app: five screens over one read-only connection, and the database watch.
 
-Screens live in ``tui/screens`` (one per file) and read through :mod:`homog.query` in
+Screens live in ``tui/screens`` (one per file) and read through :mod:`homog.store` in
 workers; this module only opens the database, holds what the screens share (the catalog
 and the selected runs) and notices when ``homog load`` replaced the file.
 """
@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
+from textual import on
 from textual.app import App
 from textual.binding import Binding
 from textual.reactive import reactive
 
 from tui.core import Catalog, Database, fingerprint, load_catalog, open_database
-from tui.messages import QueryDone, QueryFailed
+from tui.messages import CatalogLoaded, QueryFailed
 from tui.screens.attention import AttentionScreen
 from tui.screens.compare import CompareScreen
 from tui.screens.help import HelpScreen
@@ -24,6 +26,11 @@ from tui.screens.problem import DbProblemScreen
 from tui.screens.runs import RunsScreen
 from tui.screens.sql import SqlScreen
 from tui.workers import run_query
+
+
+def fetch_catalog(con: Any) -> CatalogLoaded:
+    """Worker body: what the database holds (runs, metrics, variants, PE-lab rows)."""
+    return CatalogLoaded(load_catalog(con))
 
 
 class HomogApp(App[None]):
@@ -83,7 +90,7 @@ class HomogApp(App[None]):
         if isinstance(self.screen, DbProblemScreen):
             self.pop_screen()
         self.refresh_bindings()
-        run_query(self, "catalog", load_catalog)
+        run_query(self, CatalogLoaded, fetch_catalog)
         return True
 
     def on_unmount(self) -> None:
@@ -96,12 +103,13 @@ class HomogApp(App[None]):
         else:
             self.push_screen(DbProblemScreen(message))
 
-    def on_query_done(self, message: QueryDone) -> None:
-        if message.key == "catalog":
-            self.catalog = message.value
+    @on(CatalogLoaded)
+    def _catalog_loaded(self, message: CatalogLoaded) -> None:
+        self.catalog = message.catalog
 
-    def on_query_failed(self, message: QueryFailed) -> None:
-        if message.key == "catalog":
+    @on(QueryFailed)
+    def _catalog_failed(self, message: QueryFailed) -> None:
+        if message.result is CatalogLoaded:
             self._show_problem(f"The database opened but could not be read: {message.error}")
 
     def check_file(self) -> None:

@@ -47,13 +47,13 @@ def tui(db_path: Path | None, params: Path, demo: bool) -> None:
     from tui.app import HomogApp
 
     if demo:
-        from homog.query import make_demo_db
+        from homog.store.demo import make_demo_db
 
         with tempfile.TemporaryDirectory(prefix="homog-demo-") as tmp:
             path = Path(tmp) / "demo.duckdb"
             make_demo_db(path, DEMO_RUNS, DEMO_TEXTS)
             HomogApp(path).run()
         return
-    from homog.store import default_db
+    from homog.layout import default_db
 
     HomogApp(db_path or default_db(params)).run()

@@ -1,7 +1,7 @@
 """The UI-free part of the terminal UI: opening the database, watching it, shaping rows.
 
 Nothing here imports ``textual``, so it can be tested without a terminal and reused by the
-benchmark. The database itself is read only through :mod:`homog.query`.
+benchmark. The database itself is read only through :mod:`homog.store` (its query API).
 
 Failures: :func:`open_database` never raises for a bad file; it returns the message the UI
 shows (what is wrong and how to make the file).
@@ -61,18 +61,18 @@ class Database:
 
 
 def open_database(path: str | os.PathLike[str]) -> Database:
-    """Open ``path`` read-only through :func:`homog.query.connect`.
+    """Open ``path`` read-only through :func:`homog.store.connect`.
 
     Returns a :class:`Database`; on a missing, empty, corrupt or locked file its ``error``
     says what is wrong and how to create the file, and ``con`` is None. Never raises.
     """
-    from homog import query
-    from homog.io import HomogError
+    from homog.errors import HomogError
+    from homog.store import connect
 
     path = Path(path)
     stamp = fingerprint(path)
     try:
-        con = query.connect(path)
+        con = connect(path)
     except HomogError as exc:
         return Database(path, error=f"{exc}\n\n{HOW_TO_CREATE}", stamp=stamp)
     except Exception as exc:  # noqa: BLE001 - duckdb raises many types; show the message
@@ -235,7 +235,7 @@ class Catalog:
 
 def load_catalog(con: Any) -> Catalog:
     """Read runs, metrics, variants and whether the PE-lab tables have rows."""
-    from homog import query
+    from homog import store
 
     def count(table: str) -> int:
         try:
@@ -244,9 +244,9 @@ def load_catalog(con: Any) -> Catalog:
             return 0
 
     return Catalog(
-        runs=as_rows(query.list_runs(con)),
-        metrics=list(query.metrics(con)),
-        variants=list(query.variants(con)),
+        runs=as_rows(store.list_runs(con)),
+        metrics=list(store.metrics(con)),
+        variants=list(store.variants(con)),
         n_posenc=count("posenc_results"),
         n_ablation=count("head_ablation"),
     )
@@ -260,21 +260,14 @@ def run_console_sql(
 ) -> tuple[list[str], list[tuple], bool]:
     """Run read-only SQL typed in the console; return (columns, rows, truncated).
 
-    Refuses writes with :func:`homog.query.check_read_only` (the connection is read-only
-    too, a second guard). Unlike ``query.run_sql`` it fetches at most ``max_rows`` rows, so
-    ``SELECT * FROM layer_metrics`` does not pull millions of tuples into the UI.
-    Raises HomogError (refused statement) or duckdb.Error (DuckDB's message).
+    :func:`homog.store.run_sql` with a row limit: at most ``max_rows`` rows are kept, so
+    ``SELECT * FROM layer_metrics`` does not pull millions of tuples into the UI; one more is
+    fetched to know whether there were more. Raises HomogError for a refused statement or a
+    DuckDB error (DuckDB's message; the connection is read-only too, a second guard).
     """
-    from homog import query
+    from homog.store import run_sql
 
-    query.check_read_only(con, sql)
-    cur = None
-    for statement in con.extract_statements(sql):
-        cur = con.execute(statement)
-    if cur is None or cur.description is None:
-        return [], [], False
-    columns = [d[0] for d in cur.description]
-    rows = cur.fetchmany(max_rows + 1)
+    columns, rows = run_sql(con, sql, max_rows=max_rows + 1)
     return columns, rows[:max_rows], len(rows) > max_rows
 
 

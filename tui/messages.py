@@ -1,7 +1,9 @@
-"""The small messages workers post back to the UI thread.
+"""The small typed messages workers post back to the UI thread, one class per result kind.
 
-Workers never touch widgets: they run a query on their own cursor and post one of these;
-the screen's handler updates the widgets on the UI thread.
+Workers never touch widgets: they run a query on their own cursor and post one of these to
+the screen (or the app) that asked; its ``@on(...)`` handler updates the widgets on the UI
+thread. A failed query posts :class:`QueryFailed`, naming the result class it would have
+posted. None of them bubble: each is for the node that started the query.
 """
 
 from __future__ import annotations
@@ -10,26 +12,87 @@ from typing import Any
 
 from textual.message import Message
 
+from tui.core import Catalog, Row
 
-class QueryDone(Message):
-    """A background query finished: ``key`` names what was asked, ``value`` is the result."""
+CurveKey = tuple[str, tuple[str, ...], tuple[str, ...]]  # (metric, run ids, variants)
+ProfileKey = tuple[str, str, int | None]  # (run id, variant, head or None for the mean)
 
-    def __init__(self, key: str, value: Any, elapsed_s: float) -> None:
+
+class QueryResult(Message, bubble=False):
+    """A background query finished; ``elapsed_s`` is set by the worker that ran it."""
+
+    elapsed_s: float = 0.0
+
+
+class CatalogLoaded(QueryResult, bubble=False):
+    """The database's runs, metrics and variants were (re)read."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        super().__init__()
+        self.catalog = catalog
+
+
+class CurvesLoaded(QueryResult, bubble=False):
+    """Layer curves for ``key`` = (metric, run ids, variants)."""
+
+    def __init__(self, key: CurveKey, rows: list[Row]) -> None:
         super().__init__()
         self.key = key
-        self.value = value
-        self.elapsed_s = elapsed_s
+        self.rows = rows
 
 
-class QueryFailed(Message):
-    """A background query raised: ``error`` is the database's own message."""
+class ProfileLoaded(QueryResult, bubble=False):
+    """The attention position profile for ``choice`` = (run id, variant, head or None)."""
 
-    def __init__(self, key: str, error: str, cancelled: bool = False) -> None:
+    def __init__(self, choice: ProfileKey, rows: list[Row]) -> None:
         super().__init__()
-        self.key = key
+        self.choice = choice
+        self.rows = rows
+
+
+class AttnFirstLoaded(QueryResult, bubble=False):
+    """The ``attn_first`` (attention sink) curves of one run, per variant."""
+
+    def __init__(self, run_id: str, rows: list[Row]) -> None:
+        super().__init__()
+        self.run_id = run_id
+        self.rows = rows
+
+
+class PosencLoaded(QueryResult, bubble=False):
+    """Every row of ``posenc_results``."""
+
+    def __init__(self, rows: list[Row]) -> None:
+        super().__init__()
+        self.rows = rows
+
+
+class AblationLoaded(QueryResult, bubble=False):
+    """The layer x head ablation grid of one encoding and task."""
+
+    def __init__(self, pe: str, task: str, rows: list[Row]) -> None:
+        super().__init__()
+        self.pe = pe
+        self.task = task
+        self.rows = rows
+
+
+class SqlDone(QueryResult, bubble=False):
+    """A console query's result: at most the console's row limit, ``truncated`` past it."""
+
+    def __init__(self, columns: list[str], rows: list[tuple[Any, ...]], truncated: bool) -> None:
+        super().__init__()
+        self.columns = columns
+        self.rows = rows
+        self.truncated = truncated
+
+
+class QueryFailed(Message, bubble=False):
+    """A background query raised. ``result`` is the QueryResult class it would have posted,
+    ``error`` the database's own message; ``cancelled`` when the user interrupted it."""
+
+    def __init__(self, result: type[QueryResult], error: str, cancelled: bool = False) -> None:
+        super().__init__()
+        self.result = result
         self.error = error
         self.cancelled = cancelled
-
-
-class CatalogLoaded(Message):
-    """The app (re)read the list of runs, metrics and variants."""

@@ -1,21 +1,24 @@
 """Running read-only queries off the UI thread.
 
 One DuckDB connection is not safe to share between threads, so every worker takes its own
-``con.cursor()``. Results travel back as :class:`~tui.messages.QueryDone` /
-:class:`~tui.messages.QueryFailed` messages; a worker superseded by a newer one in the same
-group (``exclusive``) drops its result instead of posting it.
+``con.cursor()``. Workers run with ``thread=True, exclusive=True, exit_on_error=False`` in a
+group per result kind: a newer query of the same kind supersedes the older one, whose result
+is dropped instead of posted. The outcome travels back as a typed message
+(:mod:`tui.messages`): the result the query function returns, or :class:`QueryFailed`.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from textual.dom import DOMNode
 from textual.worker import Worker, get_current_worker
 
-from tui.messages import QueryDone, QueryFailed
+from tui.messages import QueryFailed, QueryResult
+
+R = TypeVar("R", bound=QueryResult)
 
 
 def error_text(exc: BaseException) -> str:
@@ -26,18 +29,23 @@ def error_text(exc: BaseException) -> str:
 
 
 def run_query(
-    node: DOMNode, key: str, fn: Callable[..., Any], *args: Any, on_cursor=None
+    node: DOMNode,
+    result: type[R],
+    fn: Callable[..., R],
+    *args: Any,
+    on_cursor: Callable[[Any], None] | None = None,
 ) -> Worker | None:
-    """Run ``fn(cursor, *args)`` in a thread worker and post the outcome to ``node``.
+    """Run ``fn(cursor, *args)`` in a thread worker and post the message it returns to ``node``.
 
-    ``key`` is the worker group: a newer query with the same key supersedes the older one.
-    ``on_cursor(cursor)`` is called (from the worker thread) once the cursor exists, so a
-    caller can keep it to interrupt a long query. Returns the worker, or None when there is
-    no open database (a QueryFailed is posted then).
+    ``fn`` returns an instance of ``result``; the worker sets its ``elapsed_s``. When ``fn``
+    raises, ``QueryFailed(result, error)`` is posted instead. ``on_cursor(cursor)`` is called
+    (from the worker thread) once the cursor exists, so a caller can keep it to interrupt a
+    long query. Returns the worker, or None when there is no open database (a QueryFailed is
+    posted then).
     """
     db = node.app.db
     if db is None or not db.ok:
-        node.post_message(QueryFailed(key, "no database is open"))
+        node.post_message(QueryFailed(result, "no database is open"))
         return None
     con = db.con
 
@@ -47,16 +55,16 @@ def run_query(
         try:
             cursor = con.cursor()
         except Exception as exc:  # noqa: BLE001 - a closed connection after a reload
-            node.post_message(QueryFailed(key, error_text(exc)))
+            node.post_message(QueryFailed(result, error_text(exc)))
             return
         if on_cursor is not None:
             on_cursor(cursor)
         try:
-            value = fn(cursor, *args)
+            message = fn(cursor, *args)
         except Exception as exc:  # noqa: BLE001 - every database error goes to the UI
             if not worker.is_cancelled:
                 cancelled = "interrupt" in str(exc).lower()
-                node.post_message(QueryFailed(key, error_text(exc), cancelled=cancelled))
+                node.post_message(QueryFailed(result, error_text(exc), cancelled=cancelled))
             return
         finally:
             try:
@@ -64,8 +72,10 @@ def run_query(
             except Exception:  # noqa: BLE001
                 pass
         if not worker.is_cancelled:
-            node.post_message(QueryDone(key, value, time.perf_counter() - start))
+            message.elapsed_s = time.perf_counter() - start
+            node.post_message(message)
 
+    group = result.__name__
     return node.run_worker(
-        job, name=key, group=key, thread=True, exclusive=True, exit_on_error=False
+        job, name=group, group=group, thread=True, exclusive=True, exit_on_error=False
     )

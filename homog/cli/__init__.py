@@ -14,6 +14,7 @@ from importlib.metadata import entry_points
 import click
 
 from homog import __version__
+from homog.errors import HomogError
 
 COMMANDS: dict[str, str] = {
     "calibrate": "homog.cli.calibrate:calibrate",
@@ -37,7 +38,18 @@ def _plugin_commands() -> dict[str, str]:
 
 
 class LazyGroup(click.Group):
-    """A group whose subcommands are imported only when listed or invoked."""
+    """A group whose subcommands are imported only when listed or invoked.
+
+    It is also the one place where a ``HomogError`` (a problem the user can fix) raised by any
+    subcommand becomes a ``ClickException``: its message on stderr and exit status 1, no
+    traceback. Commands call the library and let HomogError through.
+    """
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except HomogError as exc:
+            raise click.ClickException(str(exc)) from exc
 
     def _targets(self) -> dict[str, str]:
         return {**_plugin_commands(), **COMMANDS}

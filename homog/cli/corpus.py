@@ -1,4 +1,4 @@
-"""``homog corpus`` and ``homog synth``: thin Click wrappers over homog.corpus / homog.synth."""
+"""``homog corpus`` and ``homog synth``: thin Click wrappers over their stage functions."""
 
 from __future__ import annotations
 
@@ -7,7 +7,10 @@ from pathlib import Path
 import click
 
 from homog.cli.options import params_option
-from homog.io import HomogError, load_params
+from homog.config import load_config
+from homog.layout import Layout
+
+LAYOUT = Layout()
 
 
 @click.command()
@@ -15,7 +18,7 @@ from homog.io import HomogError, load_params
 @click.option(
     "--out",
     type=click.Path(path_type=Path),
-    default=Path("data/corpus/corpus.parquet"),
+    default=LAYOUT.corpus,
     show_default=True,
     help="Parquet file to write",
 )
@@ -33,10 +36,7 @@ def corpus(params_path: Path, out: Path) -> None:
     """
     from homog.corpus import build_corpus
 
-    try:
-        report = build_corpus(load_params(params_path), out=out)
-    except HomogError as exc:
-        raise click.ClickException(str(exc)) from exc
+    report = build_corpus(load_config(params_path), out=out)
     click.echo(
         f"corpus: {report.rows_in} rows in; dropped {report.not_text} not text, {report.empty} "
         f"empty, {report.duplicates} duplicates, {report.too_short} too short, "
@@ -51,14 +51,14 @@ def corpus(params_path: Path, out: Path) -> None:
     "--corpus",
     "corpus_path",
     type=click.Path(path_type=Path),
-    default=Path("data/corpus/corpus.parquet"),
+    default=LAYOUT.corpus,
     show_default=True,
     help="corpus Parquet to read",
 )
 @click.option(
     "--out",
     type=click.Path(path_type=Path),
-    default=Path("data/synth"),
+    default=LAYOUT.synth_dir,
     show_default=True,
     help="directory for texts.parquet and report.json",
 )
@@ -73,10 +73,7 @@ def synth(params_path: Path, corpus_path: Path, out: Path) -> None:
     """
     from homog.synth import build_synth
 
-    try:
-        report = build_synth(load_params(params_path), corpus_path=corpus_path, out_dir=out)
-    except HomogError as exc:
-        raise click.ClickException(str(exc)) from exc
+    report = build_synth(load_config(params_path), corpus_path=corpus_path, out_dir=out)
     pos = report["keyphrase_position"]
     f1 = report["bertscore_f1"]
     click.echo(

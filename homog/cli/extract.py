@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import click
 
 from homog.cli.options import params_option
+from homog.extract import ENGINES, INTERVENTIONS
+from homog.layout import Layout
 
 
 @click.command()
@@ -19,13 +23,13 @@ from homog.cli.options import params_option
     "--intervention",
     "interventions",
     multiple=True,
-    type=click.Choice(["none", "zero_pos", "shuffle_pos"]),
+    type=click.Choice(INTERVENTIONS),
     help="Repeatable; default: extract.interventions.",
 )
 @click.option(
     "--texts",
     "texts_path",
-    default="data/synth/texts.parquet",
+    default=str(Layout().texts),
     show_default=True,
     type=click.Path(dir_okay=False),
     help="Texts table (variant, sample_id, text).",
@@ -42,7 +46,7 @@ from homog.cli.options import params_option
 @click.option("--max-tokens", type=int, default=None, help="Override extract.max_tokens.")
 @click.option(
     "--engine",
-    type=click.Choice(["local", "ray"]),
+    type=click.Choice(ENGINES),
     default=None,
     help="Override extract.engine: local (this process) | ray (a Ray cluster: ray.address / "
     "RAY_ADDRESS, or a local one; needs pip install 'homog[ray]').",
@@ -73,34 +77,36 @@ def extract(
       homog extract --model random:tiny-llama --texts my.parquet --out /tmp/x --device cpu
       homog extract --model hf:meta-llama/Meta-Llama-3-8B --engine ray   # 1 actor per GPU
     """
-    from homog.extract import ExtractConfig, extract_runner
-    from homog.io import HomogError, load_params
+    from homog.config import load_config
+    from homog.extract import extract_runner
     from homog.models import resolve_source
     from homog.progress import console
 
+    params = load_config(params_path)
+    source = resolve_source(model_key, params.model_sources())
+    overrides = {
+        "device": device,
+        "dtype": dtype,
+        "max_tokens": max_tokens,
+        "engine": engine,
+        "interventions": interventions or None,
+    }
+    config = dataclasses.replace(
+        params.extract, **{k: v for k, v in overrides.items() if v is not None}
+    )
+    out = out_dir or str(Layout().extract_dir(model_key))
+    run = extract_runner(params, config.engine)  # imports Ray only for the ray engine
     try:
-        params = load_params(params_path)
-        source = resolve_source(model_key, params.get("models") or {})
-        config = ExtractConfig.from_params(
-            params, device=device, dtype=dtype, max_tokens=max_tokens
-        )
-        chosen = list(interventions) or list(
-            (params.get("extract") or {}).get("interventions") or ["none"]
-        )
-        out = out_dir or f"data/extract/{model_key.replace(':', '_').replace('/', '_')}"
-        run = extract_runner(params, engine)  # imports Ray only for the ray engine
         records = run(
             model_key,
             source,
             texts_path,
             config,
-            chosen,
+            config.interventions,
             out,
             show_progress=not no_progress,
             log=lambda m: console.print(f"[yellow]{m}"),
         )
-    except HomogError as exc:
-        raise click.ClickException(str(exc)) from exc
     except KeyboardInterrupt:
         console.print("[red]interrupted: finished shards are kept; run the same command to resume")
         raise SystemExit(130) from None

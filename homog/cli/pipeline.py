@@ -11,7 +11,8 @@ from pathlib import Path
 import click
 
 from homog.cli.options import params_option
-from homog.io import HomogError, load_params
+from homog.config import load_config
+from homog.layout import Layout
 
 
 @click.command()
@@ -31,11 +32,8 @@ def mauve(model: str, params_path: Path) -> None:
     """
     from homog.mauve import mauve_stage
 
-    try:
-        frame = mauve_stage(load_params(params_path), model)
-    except HomogError as exc:
-        raise click.ClickException(str(exc)) from exc
-    click.echo(f"wrote data/mauve/{model}.parquet ({len(frame)} rows)", err=True)
+    frame = mauve_stage(load_config(params_path), model)
+    click.echo(f"wrote {Layout().mauve(model)} ({len(frame)} rows)", err=True)
 
 
 @click.command()
@@ -53,12 +51,10 @@ def stats(params_path: Path) -> None:
     """
     from homog.stats import stats_stage
 
-    try:
-        counts = stats_stage(load_params(params_path))
-    except HomogError as exc:
-        raise click.ClickException(str(exc)) from exc
+    counts = stats_stage(load_config(params_path))
     click.echo(
-        f"wrote data/stats/ ({counts['contrasts']} contrasts, {counts['runs']} runs)", err=True
+        f"wrote {Layout().stats_dir}/ ({counts['contrasts']} contrasts, {counts['runs']} runs)",
+        err=True,
     )
 
 
@@ -84,9 +80,6 @@ def load(params_path: Path, db_path: Path | None) -> None:
     """
     from homog.store import load as load_db
 
-    try:
-        counts = load_db(load_params(params_path), db_path)
-    except HomogError as exc:
-        raise click.ClickException(str(exc)) from exc
+    counts = load_db(load_config(params_path), db_path)
     summary = ", ".join(f"{k} {v}" for k, v in counts.items() if v)
     click.echo(f"loaded: {summary}", err=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from homog.cli.options import params_option
+from homog.layout import Layout
 from homog.posenc import ENCODINGS
 from homog.posenc.presets import PRESETS
 
@@ -31,10 +32,10 @@ def stage_options(command):
     return command
 
 
-def _posenc_params(params_path: str) -> dict:
-    from homog.io import load_params, section
+def _posenc_params(params_path: str):
+    from homog.config import load_config
 
-    return section(load_params(params_path), "posenc")
+    return load_config(params_path).posenc
 
 
 @click.group()
@@ -58,17 +59,13 @@ def train(pe: str, params_path: str, preset: str | None, device: str | None, out
     Writes data/posenc/<pe>/checkpoints/<task>-seed<seed>.pt, results.parquet (pe, task,
     split, accuracy, n_params, epochs, seed) and train_log.csv (one row per epoch).
     """
-    from homog.io import HomogError
+    from homog.layout import Layout
     from homog.posenc.train import run_train
 
-    try:
-        p = _posenc_params(params_path)
-        frame = run_train(
-            p, pe, out_dir or f"data/posenc/{pe}", preset=preset,
-            device=device or p.get("device", "auto"),
-        )  # fmt: skip
-    except HomogError as exc:
-        raise click.ClickException(str(exc)) from exc
+    p = _posenc_params(params_path)
+    frame = run_train(
+        p, pe, out_dir or Layout().posenc_dir(pe), preset=preset, device=device or p.device
+    )
     for r in frame.itertuples():
         click.echo(f"{r.pe:13s} {r.task:9s} seed {r.seed} {r.split:5s} accuracy {r.accuracy:.4f}")
 
@@ -81,19 +78,13 @@ def ablate(pe: str, params_path: str, preset: str | None, device: str | None, ou
     Writes data/posenc/<pe>/head_ablation.parquet (pe, task, layer, head, accuracy, drop) and
     logit_decomposition.parquet (source posenc:<pe>:<task>, layer, head, term, share).
     """
-    from homog.io import HomogError
-    from homog.posenc.ablate import run_ablate
+    from homog.layout import Layout
+    from homog.posenc.ablate import deposit_summary, run_ablate
 
-    try:
-        p = _posenc_params(params_path)
-        heads, _ = run_ablate(
-            p, pe, out_dir or f"data/posenc/{pe}", preset=preset,
-            device=device or p.get("device", "auto"),
-        )  # fmt: skip
-    except HomogError as exc:
-        raise click.ClickException(str(exc)) from exc
-    from homog.posenc.ablate import deposit_summary
-
+    p = _posenc_params(params_path)
+    heads, _ = run_ablate(
+        p, pe, out_dir or Layout().posenc_dir(pe), preset=preset, device=device or p.device
+    )
     for task, d in deposit_summary(heads).items():
         click.echo(
             f"{pe}/{task}: largest drop {d['largest_drop']:.4f} from layer {d['layer']} head "
@@ -112,7 +103,7 @@ def ablate(pe: str, params_path: str, preset: str | None, device: str | None, ou
 @click.option(
     "--texts",
     "texts_path",
-    default="data/synth/texts.parquet",
+    default=str(Layout().texts),
     show_default=True,
     type=click.Path(dir_okay=False),
     help="Texts table (its 'original' variant); data/demo/reviews.jsonl if absent.",
@@ -133,18 +124,15 @@ def decompose(
     For each head: the share of the (row-centred) logit energy carried by the rotation,
     rot(q).rot(k) - q.k, against the unrotated q.k. Rows have source = the model key.
     """
-    from homog.io import HomogError, load_params, section
+    from homog.config import load_config
+    from homog.layout import Layout
     from homog.posenc.decompose import run_decompose
 
-    try:
-        params = load_params(params_path)
-        p = section(params, "posenc")
-        out = out_path or f"data/posenc/pretrained/{model_key}/logit_decomposition.parquet"
-        frame, counts = run_decompose(
-            params, model_key, texts_path, out, device=device or p.get("device", "auto")
-        )
-    except HomogError as exc:
-        raise click.ClickException(str(exc)) from exc
+    params = load_config(params_path)
+    out = out_path or Layout().pretrained_decomposition(model_key)
+    frame, counts = run_decompose(
+        params, model_key, texts_path, out, device=device or params.posenc.device
+    )
     rot = frame[frame["term"] == "rotation"].groupby("layer")["share"].mean()
     click.echo(
         f"{out}: {len(frame)} rows from {counts['n_texts']} texts, {counts['n_tokens']} tokens "

@@ -1,8 +1,9 @@
 """Query commands over the DuckDB file: runs, compare, sql, export, plot (thin Click layer).
 
-Every command opens the database read-only (``--db``, default params `db` or
-data/homog.duckdb), calls one function of :mod:`homog.query` and prints a rich table, CSV or
-JSON (``--format``).
+Every command opens the database read-only (``--db``, default ``homog.layout.default_db``:
+params `db` or data/homog.duckdb), calls one function of :mod:`homog.store` and prints a rich
+table, CSV or JSON (``--format``). A HomogError becomes the CLI's error message in
+``homog.cli.LazyGroup``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 import click
 
-from homog.io import HomogError
+from homog.errors import HomogError
 
 
 def db_option(f: Callable) -> Callable:
@@ -43,8 +44,8 @@ def format_option(f: Callable) -> Callable:
 
 
 def _connect(db_path: Path | None):
-    from homog.query import connect
-    from homog.store import default_db
+    from homog.layout import default_db
+    from homog.store import connect
 
     return connect(db_path or default_db())
 
@@ -114,13 +115,6 @@ def _fmt_value(v: Any) -> str:
     return str(_cell(v))
 
 
-def _run(fn: Callable[[], None]) -> None:
-    try:
-        fn()
-    except HomogError as exc:
-        raise click.ClickException(str(exc)) from exc
-
-
 @click.command()
 @db_option
 @format_option
@@ -132,17 +126,13 @@ def runs(db_path: Path | None, fmt: str) -> None:
       homog runs
       homog runs --format json
     """
+    from homog.store import list_runs
 
-    def go() -> None:
-        from homog.query import list_runs
-
-        rows = list_runs(_connect(db_path))
-        if not rows:
-            raise HomogError("the database has no runs: run `dvc repro` (or `homog load`)")
-        cols = list(rows[0])
-        emit(cols, [[r[c] for c in cols] for r in rows], fmt, "runs")
-
-    _run(go)
+    rows = list_runs(_connect(db_path))
+    if not rows:
+        raise HomogError("the database has no runs: run `dvc repro` (or `homog load`)")
+    cols = list(rows[0])
+    emit(cols, [[r[c] for c in cols] for r in rows], fmt, "runs")
 
 
 @click.command()
@@ -173,51 +163,47 @@ def compare(
       homog compare --metric erank
       homog compare --metric mev --models smollm2-135m --variants original,front --layers 0-5
     """
+    from homog.store import layer_curves
 
-    def go() -> None:
-        from homog.query import layer_curves
-
-        rows = layer_curves(
-            _connect(db_path),
-            metric,
-            run_ids=_split(run_ids) or None,
-            variants=_split(variants) or None,
-            layers=_parse_layers(layers),
-            models=_split(models) or None,
-        )
-        if not rows:
-            raise HomogError(f"no rows for metric {metric} with these filters")
-        if fmt != "table":
-            cols = list(rows[0])
-            emit(cols, [[r[c] for c in cols] for r in rows], fmt)
-            return
-        order = list(dict.fromkeys(r["variant"] for r in rows))
-        grid: dict[tuple, dict[str, dict]] = {}
-        for r in rows:
-            grid.setdefault((r["model"], r["intervention"], r["run_id"], r["layer"]), {})[
-                r["variant"]
-            ] = r
-        cols = ["model", "intervention", "run", "layer"]
+    rows = layer_curves(
+        _connect(db_path),
+        metric,
+        run_ids=_split(run_ids) or None,
+        variants=_split(variants) or None,
+        layers=_parse_layers(layers),
+        models=_split(models) or None,
+    )
+    if not rows:
+        raise HomogError(f"no rows for metric {metric} with these filters")
+    if fmt != "table":
+        cols = list(rows[0])
+        emit(cols, [[r[c] for c in cols] for r in rows], fmt)
+        return
+    order = list(dict.fromkeys(r["variant"] for r in rows))
+    grid: dict[tuple, dict[str, dict]] = {}
+    for r in rows:
+        grid.setdefault((r["model"], r["intervention"], r["run_id"], r["layer"]), {})[
+            r["variant"]
+        ] = r
+    cols = ["model", "intervention", "run", "layer"]
+    for v in order:
+        cols += [f"{v} (95% CI)"] + ([f"{v} p"] if v != "original" else [])
+    out = []
+    for (model, intervention, run_id, layer), by_v in grid.items():
+        row: list[Any] = [model, intervention, run_id[:8], layer]
         for v in order:
-            cols += [f"{v} (95% CI)"] + ([f"{v} p"] if v != "original" else [])
-        out = []
-        for (model, intervention, run_id, layer), by_v in grid.items():
-            row: list[Any] = [model, intervention, run_id[:8], layer]
-            for v in order:
-                r = by_v.get(v)
-                if r is None:
-                    row += [""] + ([""] if v != "original" else [])
-                    continue
-                # The CI is symmetric (normal approximation): print it as mean ± half-width.
-                ci = "" if r["ci_low"] is None else f" ± {(r['ci_high'] - r['ci_low']) / 2:.2g}"
-                row.append(f"{r['mean']:.4g}{ci}")
-                if v != "original":
-                    p = r["p_holm_vs_original"]
-                    row.append("" if p is None else f"{p:.2g}")
-            out.append(row)
-        emit(cols, out, "table", f"{metric} by layer")
-
-    _run(go)
+            r = by_v.get(v)
+            if r is None:
+                row += [""] + ([""] if v != "original" else [])
+                continue
+            # The CI is symmetric (normal approximation): print it as mean ± half-width.
+            ci = "" if r["ci_low"] is None else f" ± {(r['ci_high'] - r['ci_low']) / 2:.2g}"
+            row.append(f"{r['mean']:.4g}{ci}")
+            if v != "original":
+                p = r["p_holm_vs_original"]
+                row.append("" if p is None else f"{p:.2g}")
+        out.append(row)
+    emit(cols, out, "table", f"{metric} by layer")
 
 
 @click.command()
@@ -236,15 +222,11 @@ def sql(query: str, db_path: Path | None, fmt: str) -> None:
       homog sql "SELECT * FROM layer_summary WHERE metric = 'erank' AND layer = 10"
       echo "SELECT * FROM runs" | homog sql - --format csv
     """
+    from homog.store import run_sql
 
-    def go() -> None:
-        from homog.query import run_sql
-
-        text = sys.stdin.read() if query == "-" else query
-        cols, rows = run_sql(_connect(db_path), text)
-        emit(cols, rows, fmt)
-
-    _run(go)
+    text = sys.stdin.read() if query == "-" else query
+    cols, rows = run_sql(_connect(db_path), text)
+    emit(cols, rows, fmt)
 
 
 @click.command()
@@ -273,14 +255,10 @@ def export(source: str, out: Path, fmt: str | None, db_path: Path | None) -> Non
       homog export layer_summary -o layer_summary.parquet
       homog export "SELECT * FROM contrasts WHERE metric = 'erank'" -o erank.csv
     """
+    from homog.store import export as export_rel
 
-    def go() -> None:
-        from homog.query import export as export_rel
-
-        n = export_rel(_connect(db_path), source, out, fmt)
-        click.echo(f"wrote {out} ({n} rows)", err=True)
-
-    _run(go)
+    n = export_rel(_connect(db_path), source, out, fmt)
+    click.echo(f"wrote {out} ({n} rows)", err=True)
 
 
 @click.command()
@@ -334,32 +312,28 @@ def plot(
       homog plot --metric erank --x rel_depth --variants original,front,end -o erank.pdf
       homog plot --kind attention --runs RUN_ID --variants front -o attn.png
     """
+    from homog import plot as plots
+    from homog import store as q
 
-    def go() -> None:
-        from homog import plot as plots
-        from homog import query as q
-
-        con = _connect(db_path)
-        if kind == "curves":
-            rows = q.layer_curves(
-                con,
-                metric,
-                run_ids=_split(run_ids) or None,
-                variants=_split(variants) or None,
-                models=_split(models) or None,
-            )
-            plots.layer_curves_figure(rows, metric, out, x=x_axis)
-        else:
-            ids = _split(run_ids) or [r["run_id"] for r in q.list_runs(con)][:1]
-            vs = _split(variants) or ["original"]
-            if len(ids) != 1 or len(vs) != 1:
-                raise HomogError("--kind attention takes one --runs RUN_ID and one --variants")
-            run = next((r for r in q.list_runs(con) if r["run_id"] == ids[0]), None)
-            rows = q.attention_profile(con, ids[0], vs[0], head=head)
-            title = f"{run['model'] if run else ids[0]} · {vs[0]}" + (
-                f" · head {head}" if head is not None else " · mean over heads"
-            )
-            plots.attention_heatmap_figure(rows, out, title=title)
-        click.echo(f"wrote {out}", err=True)
-
-    _run(go)
+    con = _connect(db_path)
+    if kind == "curves":
+        rows = q.layer_curves(
+            con,
+            metric,
+            run_ids=_split(run_ids) or None,
+            variants=_split(variants) or None,
+            models=_split(models) or None,
+        )
+        plots.layer_curves_figure(rows, metric, out, x=x_axis)
+    else:
+        ids = _split(run_ids) or [r["run_id"] for r in q.list_runs(con)][:1]
+        vs = _split(variants) or ["original"]
+        if len(ids) != 1 or len(vs) != 1:
+            raise HomogError("--kind attention takes one --runs RUN_ID and one --variants")
+        run = next((r for r in q.list_runs(con) if r["run_id"] == ids[0]), None)
+        rows = q.attention_profile(con, ids[0], vs[0], head=head)
+        title = f"{run['model'] if run else ids[0]} · {vs[0]}" + (
+            f" · head {head}" if head is not None else " · mean over heads"
+        )
+        plots.attention_heatmap_figure(rows, out, title=title)
+    click.echo(f"wrote {out}", err=True)

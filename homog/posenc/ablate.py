@@ -13,17 +13,18 @@ metrics: per task the largest single-head drop, its layer and head, and the runn
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from homog.config import PosencConfig
 from homog.io import atomic_path, write_json
 from homog.posenc.decompose import encoder_decomposition
 from homog.posenc.model import Encoder
-from homog.posenc.presets import resolve
-from homog.posenc.tasks import TASKS, TaskData
+from homog.posenc.presets import as_posenc, resolve
+from homog.posenc.tasks import TaskData
 from homog.posenc.train import (
     accuracy,
     checkpoint_path,
@@ -67,7 +68,7 @@ def head_ablation(
 
 
 def run_ablate(
-    posenc: dict[str, Any],
+    posenc: PosencConfig | Mapping[str, Any],
     pe: str,
     out_dir: str | Path,
     *,
@@ -83,14 +84,15 @@ def run_ablate(
     """
     import pandas as pd
 
+    posenc = as_posenc(posenc)
     config = resolve(posenc, preset)
     dev = pick_device(device)
     use_threads(config["train"], dev)
     out_dir = Path(out_dir)
-    n_decompose = int(posenc.get("decompose_samples", 256))
+    n_decompose = posenc.decompose_samples
     ablation, decomposition = [], []
     with progress() as bar:
-        for task in posenc.get("tasks", TASKS):
+        for task in posenc.tasks:
             for seed in config["train"]["seeds"]:
                 model, run_config = load_checkpoint(checkpoint_path(out_dir, task, seed), dev)
                 _, test = make_splits(task, run_config)

@@ -23,18 +23,20 @@ out.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from homog.config import Params, as_params
 from homog.io import HomogError
+from homog.layout import Layout
 from homog.posenc.model import ADDITIVE, Attention, Encoder
 
 ADDITIVE_TERMS = ("cc", "cp", "pc", "pp", "bias")
 ROTARY_TERMS = ("unrotated", "rotation")
-DEMO_TEXTS = Path("data/demo/reviews.jsonl")
+DEMO_TEXTS = Layout().demo_corpus
 
 
 def centered_energy(term: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
@@ -259,7 +261,12 @@ def read_texts(texts_path: str | Path, n: int) -> list[str]:
 
 
 def run_decompose(
-    params: dict[str, Any], model_key: str, texts_path: str | Path, out: str | Path, *, device: str
+    params: Params | Mapping[str, Any],
+    model_key: str,
+    texts_path: str | Path,
+    out: str | Path,
+    *,
+    device: str,
 ):
     """Decompose a pretrained model's RoPE logits over a few texts; write the Parquet file.
 
@@ -274,11 +281,11 @@ def run_decompose(
     from homog.io import atomic_path
     from homog.models import load_model, resolve_source
 
-    posenc = params.get("posenc") or {}
-    source = resolve_source(model_key, params.get("models") or {})
+    params = as_params(params)
+    source = resolve_source(model_key, params.model_sources())
     loaded = load_model(source, dtype="float32", device=device, attention=False)
-    texts = read_texts(texts_path, int(posenc.get("decompose_texts", 16)))
-    max_tokens = int(posenc.get("decompose_max_tokens", 128))
+    texts = read_texts(texts_path, params.posenc.decompose_texts)
+    max_tokens = params.posenc.decompose_max_tokens
     full = [loaded.tokenizer(t)["input_ids"] for t in texts]
     ids = [torch.tensor(t[:max_tokens]) for t in full]
     counts = {

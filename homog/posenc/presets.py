@@ -24,9 +24,13 @@ threads and 5 s on one.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-from homog.io import HomogError
+from homog.errors import HomogError
+
+if TYPE_CHECKING:
+    from homog.config import PosencConfig
 
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     "reference": {
@@ -154,20 +158,19 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
 SECTIONS = ("model", "train", "distance", "count")
 
 
-def resolve(posenc: dict[str, Any], preset: str | None = None) -> dict[str, Any]:
-    """The preset named by ``preset`` (or ``posenc['preset']``) with posenc's overrides on top.
+def resolve(posenc: PosencConfig | Mapping[str, Any], preset: str | None = None) -> dict[str, Any]:
+    """The preset named by ``preset`` (or ``posenc.preset``) with posenc's overrides on top.
 
-    Returns a new dict with the four SECTIONS. Raises HomogError for an unknown preset or an
-    override key the preset does not have (a typo would otherwise be ignored silently).
+    posenc: the typed ``posenc:`` section (a mapping is checked into one). Returns a new dict
+    with the four SECTIONS. Raises HomogError for an unknown preset or an override key the
+    preset does not have (a typo would otherwise be ignored silently).
     """
-    name = preset or posenc.get("preset", "cpu")
+    posenc = as_posenc(posenc)
+    name = preset or posenc.preset
     if name not in PRESETS:
         raise HomogError(f"unknown posenc preset {name!r}; choose from {', '.join(PRESETS)}")
     config = copy.deepcopy(PRESETS[name])
-    for sec in SECTIONS:
-        overrides = posenc.get(sec) or {}
-        if not isinstance(overrides, dict):
-            raise HomogError(f"params posenc.{sec} must be a mapping of overrides")
+    for sec, overrides in posenc.overrides().items():
         unknown = sorted(set(overrides) - set(config[sec]))
         if unknown:
             raise HomogError(
@@ -176,3 +179,10 @@ def resolve(posenc: dict[str, Any], preset: str | None = None) -> dict[str, Any]
         config[sec].update(copy.deepcopy(overrides))
     config["preset"] = name
     return config
+
+
+def as_posenc(posenc: PosencConfig | Mapping[str, Any]) -> PosencConfig:
+    """The typed ``posenc:`` section (a raw mapping is checked like params.yaml's)."""
+    from homog.config import PosencConfig, section
+
+    return posenc if isinstance(posenc, PosencConfig) else section(PosencConfig, posenc, "posenc")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -19,10 +19,11 @@ from typing import Any
 import torch
 from torch.nn import functional as F
 
+from homog.config import PosencConfig
 from homog.io import HomogError, atomic_path, write_json
 from homog.posenc.model import ENCODINGS, Encoder, EncoderConfig
-from homog.posenc.presets import resolve
-from homog.posenc.tasks import TASKS, TaskData, make_task
+from homog.posenc.presets import as_posenc, resolve
+from homog.posenc.tasks import TaskData, make_task
 from homog.progress import progress
 
 
@@ -185,22 +186,24 @@ def load_checkpoint(path: Path, device: torch.device) -> tuple[Encoder, dict[str
 
 
 def run_train(
-    posenc: dict[str, Any],
+    posenc: PosencConfig | Mapping[str, Any],
     pe: str,
     out_dir: str | Path,
     *,
     preset: str | None = None,
     device: str = "auto",
 ):
-    """Train ``pe`` on every task in ``posenc['tasks']`` for every seed; write the outputs.
+    """Train ``pe`` on every task in ``posenc.tasks`` for every seed; write the outputs.
 
-    ``posenc`` is params.yaml's ``posenc:`` section. Writes ``out_dir/checkpoints/``,
-    ``results.parquet`` and ``train_log.csv`` atomically and returns the results DataFrame.
+    ``posenc`` is params.yaml's ``posenc:`` section (typed, or a mapping). Writes
+    ``out_dir/checkpoints/``, ``results.parquet`` and ``train_log.csv`` atomically and returns
+    the results DataFrame.
     """
     import pandas as pd
 
+    posenc = as_posenc(posenc)
     config = resolve(posenc, preset)
-    tasks = list(posenc.get("tasks", TASKS))
+    tasks = list(posenc.tasks)
     dev = pick_device(device)
     use_threads(config["train"], dev)
     if dev.type == "cuda":

@@ -11,26 +11,25 @@ from textual.widgets import Select, Static
 
 from tui.components.curve_plot import CurvePlot
 from tui.components.heatmap import Heatmap
-from tui.core import Catalog, Row, as_rows, grid
+from tui.core import Catalog, as_rows, grid
+from tui.messages import AttnFirstLoaded, ProfileKey, ProfileLoaded, QueryFailed
 from tui.screens.base import HomogScreen
 
 N_BINS_DEFAULT = 20
 MEAN_OF_HEADS = -1  # the head Select's value for "heads averaged"
 
 
-def fetch_profile(
-    con: Any, run_id: str, variant: str, head: int | None
-) -> tuple[tuple[str, str, int | None], list[Row]]:
-    from homog import query
+def fetch_profile(con: Any, run_id: str, variant: str, head: int | None) -> ProfileLoaded:
+    from homog.store import attention_profile
 
-    rows = as_rows(query.attention_profile(con, run_id, variant, head=head))
-    return (run_id, variant, head), rows
+    rows = as_rows(attention_profile(con, run_id, variant, head=head))
+    return ProfileLoaded((run_id, variant, head), rows)
 
 
-def fetch_attn_first(con: Any, run_id: str) -> tuple[str, list[Row]]:
-    from homog import query
+def fetch_attn_first(con: Any, run_id: str) -> AttnFirstLoaded:
+    from homog.store import attn_first_curves
 
-    return run_id, as_rows(query.attn_first_curves(con, run_id))
+    return AttnFirstLoaded(run_id, as_rows(attn_first_curves(con, run_id)))
 
 
 def bin_range(b: int, n_bins: int) -> str:
@@ -88,7 +87,7 @@ class AttentionScreen(HomogScreen):
         head.set_options(options)
         head.value = current if current in [v for _, v in options] else MEAN_OF_HEADS
 
-    def _choice(self) -> tuple[str, str, int | None] | None:
+    def _choice(self) -> ProfileKey | None:
         run = self.query_one("#attn-run", Select).value
         variant = self.query_one("#attn-variant", Select).value
         head = self.query_one("#attn-head", Select).value
@@ -104,10 +103,10 @@ class AttentionScreen(HomogScreen):
             return
         run, variant, head = choice
         self.query_one("#attn-map").loading = True
-        self.query_db("profile", fetch_profile, run, variant, head)
+        self.query_db(ProfileLoaded, fetch_profile, run, variant, head)
         if first_curve:
             self.query_one("#attn-first").loading = True
-            self.query_db("attn_first", fetch_attn_first, run)
+            self.query_db(AttnFirstLoaded, fetch_attn_first, run)
 
     @on(Select.Changed, "#attn-run")
     def _run_changed(self) -> None:
@@ -119,8 +118,9 @@ class AttentionScreen(HomogScreen):
     def _view_changed(self) -> None:
         self.reload(first_curve=False)
 
-    def show_profile(self, value: tuple[tuple[str, str, int | None], list[Row]]) -> None:
-        choice, rows = value
+    @on(ProfileLoaded)
+    def _profile_loaded(self, message: ProfileLoaded) -> None:
+        choice, rows = message.choice, message.rows
         if choice != self._choice():
             return  # an answer to an earlier choice; the current one is on its way
         heatmap = self.query_one(Heatmap)
@@ -147,10 +147,11 @@ class AttentionScreen(HomogScreen):
             "(extract ran without attention?)",
         )
 
-    def show_attn_first(self, value: tuple[str, list[Row]]) -> None:
-        run_id, rows = value
+    @on(AttnFirstLoaded)
+    def _attn_first_loaded(self, message: AttnFirstLoaded) -> None:
+        rows = message.rows
         choice = self._choice()
-        if choice is None or choice[0] != run_id:
+        if choice is None or choice[0] != message.run_id:
             return
         plot = self.query_one("#attn-first", CurvePlot)
         plot.loading = False
@@ -168,10 +169,15 @@ class AttentionScreen(HomogScreen):
             empty_text="no attn_first metric for this run",
         )
 
-    def failed_profile(self, error: str) -> None:
-        self.query_one(Heatmap).loading = False
-        self.notify(error, title="Attention profile failed", severity="error")
-
-    def failed_attn_first(self, error: str) -> None:
-        self.query_one("#attn-first").loading = False
-        self.notify(error, title="attn_first failed", severity="error")
+    @on(QueryFailed)
+    def _query_failed(self, message: QueryFailed) -> None:
+        if message.result is ProfileLoaded:
+            self.query_one(Heatmap).loading = False
+            title = "Attention profile failed"
+        elif message.result is AttnFirstLoaded:
+            self.query_one("#attn-first").loading = False
+            title = "attn_first failed"
+        else:
+            return
+        message.prevent_default()
+        self.notify(message.error, title=title, severity="error")

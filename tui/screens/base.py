@@ -1,10 +1,9 @@
-"""What every main screen shares: the nav bar, the footer, queries in workers, and
-reacting when the app (re)reads the database's catalog."""
+"""What every main screen shares: nav bar, footer, queries in workers, catalog updates."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from textual.app import ComposeResult
 from textual.screen import Screen
@@ -13,14 +12,18 @@ from textual.worker import Worker
 
 from tui.components.nav_bar import NavBar
 from tui.core import Catalog
-from tui.messages import QueryDone, QueryFailed
+from tui.messages import QueryFailed, QueryResult
 from tui.workers import run_query
+
+R = TypeVar("R", bound=QueryResult)
 
 
 class HomogScreen(Screen):
     """A main screen. Subclasses set ``MODE``, write :meth:`compose_body` and
-    :meth:`catalog_changed`, start queries with :meth:`query_db` and receive results in
-    ``show_<key>(value)`` (failures in ``failed_<key>(error)``, else a notification)."""
+    :meth:`catalog_changed`, start queries with :meth:`query_db` and handle each result
+    message with ``@on(CurvesLoaded)`` etc. A failure a subclass does not handle itself (its
+    ``@on(QueryFailed)`` handler calls ``message.prevent_default()``) becomes a notification.
+    """
 
     MODE: ClassVar[str] = ""
 
@@ -46,24 +49,11 @@ class HomogScreen(Screen):
     def catalog_changed(self, catalog: Catalog) -> None:
         """The app read (or re-read) the database: rebuild choices and reload views."""
 
-    def query_db(self, key: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> Worker | None:
-        return run_query(self, key, fn, *args, **kw)
-
-    last_elapsed_s = 0.0  # of the query whose show_/failed_ handler is running
-    last_cancelled = False
-
-    def on_query_done(self, message: QueryDone) -> None:
-        message.stop()
-        self.last_elapsed_s = message.elapsed_s
-        handler = getattr(self, f"show_{message.key}", None)
-        if handler is not None:
-            handler(message.value)
+    def query_db(
+        self, result: type[R], fn: Callable[..., R], *args: Any, **kw: Any
+    ) -> Worker | None:
+        """Run ``fn(cursor, *args)`` in a worker; its ``result`` message comes back here."""
+        return run_query(self, result, fn, *args, **kw)
 
     def on_query_failed(self, message: QueryFailed) -> None:
-        message.stop()
-        self.last_cancelled = message.cancelled
-        handler = getattr(self, f"failed_{message.key}", None)
-        if handler is not None:
-            handler(message.error)
-        else:
-            self.notify(message.error, title="Query failed", severity="error", timeout=8)
+        self.notify(message.error, title="Query failed", severity="error", timeout=8)

@@ -16,19 +16,19 @@ from textual.widgets.selection_list import Selection
 from tui.components.curve_plot import CurvePlot
 from tui.components.curve_table import CurveTable
 from tui.core import ALPHA, Catalog, Row, as_rows, curve_series
+from tui.messages import CurveKey, CurvesLoaded, QueryFailed
 from tui.screens.base import HomogScreen
 
 DEFAULT_METRIC = "erank"
-CurveKey = tuple[str, tuple[str, ...], tuple[str, ...]]
 
 
-def fetch_curves(con: Any, key: CurveKey) -> tuple[CurveKey, list[Row]]:
+def fetch_curves(con: Any, key: CurveKey) -> CurvesLoaded:
     """Worker body: the layer curves for (metric, run_ids, variants)."""
-    from homog import query
+    from homog.store import layer_curves
 
     metric, run_ids, variants = key
-    rows = query.layer_curves(con, metric, run_ids=list(run_ids), variants=list(variants))
-    return key, as_rows(rows)
+    rows = layer_curves(con, metric, run_ids=list(run_ids), variants=list(variants))
+    return CurvesLoaded(key, as_rows(rows))
 
 
 class CompareScreen(HomogScreen):
@@ -186,18 +186,22 @@ class CompareScreen(HomogScreen):
             self.draw()
             return
         self.query_one("#compare-main").loading = True
-        self.query_db("curves", fetch_curves, key)
+        self.query_db(CurvesLoaded, fetch_curves, key)
 
-    def show_curves(self, value: tuple[CurveKey, list[Row]]) -> None:
-        key, rows = value
-        self._cache[key] = rows
-        if key == self.key():
+    @on(CurvesLoaded)
+    def _curves_loaded(self, message: CurvesLoaded) -> None:
+        self._cache[message.key] = message.rows
+        if message.key == self.key():
             self.draw()
 
-    def failed_curves(self, error: str) -> None:
+    @on(QueryFailed)
+    def _curves_failed(self, message: QueryFailed) -> None:
+        if message.result is not CurvesLoaded:
+            return
+        message.prevent_default()
         self.query_one("#compare-main").loading = False
         self.query_one("#compare-status", Static).update(
-            Text.assemble(("query failed: ", "bold red"), error)
+            Text.assemble(("query failed: ", "bold red"), message.error)
         )
 
     def draw(self) -> None:

@@ -11,7 +11,8 @@ from textual.containers import Container, Horizontal, Vertical
 from textual.widgets import DataTable, Select, Static
 
 from tui.components.heatmap import Heatmap
-from tui.core import Catalog, Row, as_rows, deposit_head, grid, pivot_accuracy
+from tui.core import Catalog, as_rows, deposit_head, grid, pivot_accuracy
+from tui.messages import AblationLoaded, PosencLoaded, QueryFailed
 from tui.screens.base import HomogScreen
 
 NO_DATA = (
@@ -24,16 +25,16 @@ NO_DATA = (
 )
 
 
-def fetch_results(con: Any) -> list[Row]:
-    from homog import query
+def fetch_results(con: Any) -> PosencLoaded:
+    from homog.store import posenc_results
 
-    return as_rows(query.posenc_results(con))
+    return PosencLoaded(as_rows(posenc_results(con)))
 
 
-def fetch_ablation(con: Any, pe: str, task: str) -> tuple[str, str, list[Row]]:
-    from homog import query
+def fetch_ablation(con: Any, pe: str, task: str) -> AblationLoaded:
+    from homog.store import head_ablation
 
-    return pe, task, as_rows(query.head_ablation(con, pe, task))
+    return AblationLoaded(pe, task, as_rows(head_ablation(con, pe, task)))
 
 
 class PeLabScreen(HomogScreen):
@@ -61,12 +62,13 @@ class PeLabScreen(HomogScreen):
         self.query_one("#pe-body").display = has
         if has:
             self.query_one("#pe-acc").loading = True
-            self.query_db("results", fetch_results)
+            self.query_db(PosencLoaded, fetch_results)
 
-    def show_results(self, rows: list[Row]) -> None:
+    @on(PosencLoaded)
+    def _results_loaded(self, message: PosencLoaded) -> None:
         table = self.query_one("#pe-acc", DataTable)
         table.loading = False
-        columns, body = pivot_accuracy(rows)
+        columns, body = pivot_accuracy(message.rows)
         table.clear(columns=True)
         table.add_columns(*columns)
         for cells in body:
@@ -119,10 +121,11 @@ class PeLabScreen(HomogScreen):
             )
             return
         self.query_one(Heatmap).loading = True
-        self.query_db("ablation", fetch_ablation, pe, task)
+        self.query_db(AblationLoaded, fetch_ablation, pe, task)
 
-    def show_ablation(self, value: tuple[str, str, list[Row]]) -> None:
-        pe, task, rows = value
+    @on(AblationLoaded)
+    def _ablation_loaded(self, message: AblationLoaded) -> None:
+        pe, task, rows = message.pe, message.task, message.rows
         if (pe, task) != (
             self.query_one("#pe-pe", Select).value,
             self.query_one("#pe-task", Select).value,
@@ -150,7 +153,11 @@ class PeLabScreen(HomogScreen):
             empty_text=f"no ablation rows for {pe} / {task}",
         )
 
-    def failed_ablation(self, error: str) -> None:
+    @on(QueryFailed)
+    def _ablation_failed(self, message: QueryFailed) -> None:
+        if message.result is not AblationLoaded:
+            return
+        message.prevent_default()
         heatmap = self.query_one(Heatmap)
         heatmap.loading = False
-        heatmap.set_data([], [], [], empty_text=error)
+        heatmap.set_data([], [], [], empty_text=message.error)

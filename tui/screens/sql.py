@@ -14,6 +14,7 @@ from textual.widgets import Static
 from tui.components.results_table import ResultsTable
 from tui.components.sql_editor import SqlEditor
 from tui.core import run_console_sql
+from tui.messages import QueryFailed, SqlDone
 from tui.screens.base import HomogScreen
 
 STARTER_SQL = """-- ctrl+r runs the query (or the selected text); esc cancels a running one.
@@ -21,6 +22,11 @@ SELECT model, intervention, variant, layer, round(mean, 3) AS erank
 FROM layer_summary JOIN runs USING (run_id, model)
 WHERE metric = 'erank' AND layer % 6 = 0
 ORDER BY model, intervention, variant, layer"""
+
+
+def fetch_sql(con: Any, sql: str) -> SqlDone:
+    """Worker body: the console's query, at most the console's row limit."""
+    return SqlDone(*run_console_sql(con, sql))
 
 
 class SqlScreen(HomogScreen):
@@ -85,7 +91,7 @@ class SqlScreen(HomogScreen):
         self.running = True
         self.query_one(ResultsTable).loading = True
         self._status("running… (esc cancels)")
-        self.query_db("sql", run_console_sql, event.sql, on_cursor=self._keep_cursor)
+        self.query_db(SqlDone, fetch_sql, event.sql, on_cursor=self._keep_cursor)
 
     def _done(self) -> None:
         self.running = False
@@ -93,12 +99,13 @@ class SqlScreen(HomogScreen):
             self._cursor = None
         self.query_one(ResultsTable).loading = False
 
-    def show_sql(self, value: tuple[list[str], list[tuple], bool]) -> None:
+    @on(SqlDone)
+    def _sql_done(self, message: SqlDone) -> None:
         self._done()
-        columns, rows, truncated = value
+        rows, truncated = message.rows, message.truncated
         results = self.query_one(ResultsTable)
-        elapsed = self.last_elapsed_s if self.show_timings else None
-        results.show(columns, rows, truncated=truncated, elapsed_s=elapsed)
+        elapsed = message.elapsed_s if self.show_timings else None
+        results.show(message.columns, rows, truncated=truncated, elapsed_s=elapsed)
         took = f" · {elapsed:.3f} s" if elapsed is not None else ""
         self._status(
             Text.assemble(
@@ -107,12 +114,16 @@ class SqlScreen(HomogScreen):
             )
         )
 
-    def failed_sql(self, error: str) -> None:
+    @on(QueryFailed)
+    def _sql_failed(self, message: QueryFailed) -> None:
+        if message.result is not SqlDone:
+            return
+        message.prevent_default()
         self._done()
-        if self.last_cancelled:
+        if message.cancelled:
             self._status(Text("cancelled", style="bold yellow"))
         else:
-            self._status(Text.assemble(("error: ", "bold red"), error))
+            self._status(Text.assemble(("error: ", "bold red"), message.error))
 
     def _status(self, text: str | Text) -> None:
         self.query_one("#sql-status", Static).update(text)

@@ -2,11 +2,12 @@
 
 The same code runs on a laptop (a local Ray cluster started on the fly), on one multi-GPU
 node, or on a cluster that is already running (``ray.address`` or ``RAY_ADDRESS``, e.g. one
-started under Slurm or KubeRay). It reuses the local engine's pieces from ``homog.extract``,
-so both engines produce the same rows:
+started under Slurm or KubeRay). It reuses the engine-independent pieces of ``homog.extract``
+(``run.prepare_run`` / ``run.finish_run``, ``hooks.compute_shard``), so both engines produce
+the same rows:
 
 1. On the driver (no model loaded, only its tokenizer: ``homog.models.load_tokenizer``):
-   ``homog.extract.prepare_run`` encodes the texts, plans the MAUVE sample and cuts the
+   ``prepare_run`` encodes the texts, plans the MAUVE sample and cuts the
    shards, as for the local engine. Each (intervention, shard) pair not already on disk
    becomes one row of a Ray Dataset.
 2. ``map_batches`` runs a pool of ``ShardWorker`` actors, one per GPU (``num_gpus`` each;
@@ -16,7 +17,7 @@ so both engines produce the same rows:
    ``compute_shard`` (the same batches, position ids and sampled token positions, so the
    same values).
 3. The driver writes each returned shard atomically into the local engine's work dir as it
-   arrives, then ``homog.extract.finish_run`` merges them into the final Parquet/npz outputs
+   arrives, then ``finish_run`` merges them into the final Parquet/npz outputs
    and run.json. Workers never touch the file system, so a cluster needs no shared storage.
 
 Fault tolerance: an actor that dies (killed, OOM, lost node) is restarted and its shard is
@@ -27,12 +28,11 @@ cover every text exactly once. Shards are the local engine's files, so a run sta
 one engine can be resumed with the other.
 
 Importing this module does not import Ray (it is an optional extra: ``pip install
-'homog[ray]'``); neither does ``homog.extract.extract_runner`` for the local engine.
+'homog[ray]'``); the local engine never imports this module (``homog.extract.engines``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import pickle
@@ -46,65 +46,16 @@ from typing import Any
 
 import numpy as np
 
-from homog.extract import (
-    BatchResult,
-    EncodedText,
-    ExtractConfig,
-    Extractor,
-    PreparedRun,
-    SamplePlan,
-    compute_shard,
-    extract_inputs,
-    finish_run,
-    prepare_run,
-    shard_path,
-)
-from homog.io import HomogError, atomic_path, config_from_section, write_json
-from homog.models import ModelFacts, load_model, load_tokenizer
+from homog.config import ExtractConfig, RayConfig
+from homog.errors import HomogError
+from homog.extract.hooks import BatchResult, Extractor, compute_shard
+from homog.extract.plan import EncodedText, SamplePlan, extract_inputs, n_tokens, shard_path
+from homog.extract.run import PreparedRun, finish_run, prepare_run
+from homog.io import atomic_path, write_json
+from homog.models import ModelFacts, load_for, load_tokenizer
+from homog.progress import rate_progress
 
 MODEL_FACTS = "model.json"  # written in each work dir, so a fully resumed run needs no actor
-
-
-# ---------------------------------------------------------------------------------------------
-# configuration
-
-
-@dataclass(frozen=True)
-class RayConfig:
-    """The ``ray:`` section of ``params.yaml``.
-
-    address: a cluster to connect to (``auto``, ``ray://host:10001``, ``host:6379``); None uses
-    ``RAY_ADDRESS`` when set, else starts a local cluster. num_gpus_per_actor: GPUs each
-    extraction actor holds (k > 1 with ``extract.device_map: auto`` for a model larger than one
-    GPU; fractions put several small models on one GPU). num_cpus_per_actor: CPUs per actor
-    (the torch threads of a CPU actor). actors: how many actors; None = as many as the
-    cluster's GPUs (or CPUs, without GPUs) allow, never more than there are shards to compute.
-    max_retries: restarts of a dead actor and retries of its shard before the run fails.
-    runtime_env: passed to ``ray.init`` (e.g. ``{pip: [...], env_vars: {...}}``) for cluster
-    nodes whose Python environment lacks homog.
-    """
-
-    address: str | None = None
-    num_gpus_per_actor: float = 1
-    num_cpus_per_actor: float = 1
-    actors: int | None = None
-    max_retries: int = 3
-    runtime_env: dict[str, Any] | None = None
-
-    @classmethod
-    def from_params(cls, params: dict[str, Any], **overrides: Any) -> RayConfig:
-        """Build from a full params dict; raises HomogError naming a bad ``ray.*`` value."""
-        config = config_from_section(cls, params, "ray", **overrides)
-        if config.num_gpus_per_actor < 0 or config.num_cpus_per_actor <= 0:
-            raise HomogError(
-                "ray.num_gpus_per_actor must be >= 0 and ray.num_cpus_per_actor > 0, got "
-                f"{config.num_gpus_per_actor} and {config.num_cpus_per_actor}"
-            )
-        if config.actors is not None and int(config.actors) < 1:
-            raise HomogError(f"ray.actors must be >= 1 or null (auto), got {config.actors}")
-        if int(config.max_retries) < 0:
-            raise HomogError(f"ray.max_retries must be >= 0, got {config.max_retries}")
-        return config
 
 
 def import_ray() -> Any:
@@ -147,14 +98,7 @@ class ShardWorker:
         self.facts = "{}"
         t0 = time.perf_counter()
         try:
-            loaded = load_model(
-                source,
-                dtype=self.config.dtype,
-                device=self.config.device,
-                device_map=self.config.device_map,
-                attention=self.config.attention,
-                seed=self.config.seed,
-            )
+            loaded = load_for(source, self.config)
         except HomogError as exc:
             self.error = f"{platform.node()}: {exc}"
             return
@@ -309,7 +253,7 @@ def run_extract_ray(
     ray_config: RayConfig | None = None,
     worker: type = ShardWorker,
 ) -> list[dict[str, Any]]:
-    """``homog.extract.run_extract`` on Ray: same arguments, same outputs, same records.
+    """``homog.extract.local.run_extract`` on Ray: same arguments, same outputs, same records.
 
     texts: a DataFrame (variant, sample_id, text) or a Parquet path; config: an
     ``ExtractConfig``. Writes ``out_dir/<intervention>/`` for each intervention (renamed into
@@ -398,7 +342,9 @@ def run_job(
             "num_threads": res["num_threads"],
         }
         facts = None
-        with _text_progress(show_progress, label, job) as advance:
+        total = len(job.works) * job.prepared.n_texts
+        done = total - job.n_texts(job.pending)
+        with rate_progress(label, total, completed=done, show=show_progress) as advance:
             for row in _map_shards(ray, job, worker, kwargs, res, ray_config):
                 iv, k = str(row["intervention"]), int(row["shard"])
                 if row["error"]:
@@ -408,7 +354,7 @@ def run_job(
                     )
                 facts = str(row["facts"])
                 job.save(iv, k, pickle.loads(row["result"]), facts)
-                advance(len(job.shards[k]))
+                advance(len(job.shards[k]), n_tokens(job.shards[k]))
                 job.compute_s[iv] = job.compute_s.get(iv, 0.0) + float(row["compute_s"])
         no_facts = [iv for iv, w in job.works.items() if not (w / MODEL_FACTS).exists()]
         if no_facts:
@@ -460,28 +406,3 @@ def _map_shards(
             **remote,
         )
     yield from ds.iter_rows()
-
-
-@contextlib.contextmanager
-def _text_progress(show: bool, label: str, job: ShardJob) -> Iterator[Callable[[int], None]]:
-    """Yield ``advance(n_texts)``: a rich bar over all texts of the job (shards already on
-    disk counted as done) with the rate of the texts computed now; a no-op when not shown."""
-    if not show:
-        yield lambda n: None
-        return
-    from rich.progress import TextColumn
-
-    from homog.progress import progress
-
-    total = len(job.works) * sum(len(s) for s in job.shards)
-    bar = progress(TextColumn("{task.fields[rate]}"))
-    start, count = time.perf_counter(), [0]
-    with bar:
-        task = bar.add_task(label, total=total, completed=total - job.n_texts(job.pending), rate="")
-
-        def advance(n: int) -> None:
-            count[0] += n
-            rate = count[0] / max(time.perf_counter() - start, 1e-9)
-            bar.update(task, advance=n, rate=f"{rate:.1f} texts/s")
-
-        yield advance

@@ -19,6 +19,9 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
+from homog.config import KeyphraseConfig
+from homog.errors import HomogError
+
 _WORD = re.compile(r"\w+(?:['\u2019]\w+)*")
 # A sentence ends at . ! ? (repeats allowed) plus closing quotes/brackets, followed by space
 # and something that opens a sentence. Lower-case openings (common in IMDB) do not split.
@@ -113,7 +116,9 @@ class YakeExtractor:
 
     name = "yake"
 
-    def __init__(self, ngram: int = 3, language: str = "en", dedup: float = 0.9) -> None:
+    def __init__(
+        self, ngram: int = KeyphraseConfig.ngram, language: str = "en", dedup: float = 0.9
+    ) -> None:
         import yake
 
         self.ngram = ngram
@@ -140,11 +145,14 @@ EXTRACTORS: dict[str, type] = {"yake": YakeExtractor}
 
 def make_extractor(name: str, **options: object) -> KeyphraseExtractor:
     """Build a registered extractor by name; HomogError for an unknown name."""
-    from homog.io import HomogError
-
     cls = EXTRACTORS.get(name)
     if cls is None:
         raise HomogError(
             f"unknown key-phrase extractor {name!r}; available: {', '.join(sorted(EXTRACTORS))}"
         )
     return cls(**options)
+
+
+def extractor_from_config(cfg: KeyphraseConfig) -> KeyphraseExtractor:
+    """The extractor ``synth.keyphrase`` configures (``extractor``, ``ngram``)."""
+    return make_extractor(cfg.extractor, ngram=cfg.ngram)

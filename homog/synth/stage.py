@@ -13,11 +13,12 @@ against the original is >= ``synth.bertscore.threshold``.
 Output: ``texts.parquet`` (the ``texts`` table: dataset, variant, sample_id, text, label,
 keyphrase, bertscore_f1; only texts kept in all variants) and ``report.json`` (counts,
 rewrite rates, mean F1 and mean key-phrase relative position per variant; the position as in
-``homog.keyphrase``, averaged over a text's key-phrase sentences, then over texts).
+``homog.synth.keyphrase``, averaged over a text's key-phrase sentences, then over texts).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,14 +26,27 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from homog.io import HomogError, atomic_path, write_json
-from homog.keyphrase import KeyphraseExtractor, relative_position, split_sentences
-from homog.rephrase import TARGETS, Rephraser, Rewrite
+from homog.config import KeyphraseConfig, Params, SynthConfig, as_params
+from homog.corpus import read_corpus
+from homog.errors import HomogError
+from homog.io import atomic_path, write_json
+from homog.layout import Layout
+from homog.synth.bertscore import make_scorer
+from homog.synth.keyphrase import (
+    KeyphraseExtractor,
+    extractor_from_config,
+    relative_position,
+    split_sentences,
+)
+from homog.synth.rephrase import TARGETS, Rephraser, Rewrite, rephraser_from_params
 
 VARIANTS = ("original", *TARGETS)
 TEXT_COLUMNS = ["dataset", "variant", "sample_id", "text", "label", "keyphrase", "bertscore_f1"]
 PHRASE_SEP = " | "
-DEFAULT_OUT = Path("data/synth")
+LAYOUT = Layout()  # the paths of a project run from its root (the CLI's defaults)
+# file names inside the synth directory (``Layout.texts`` / ``Layout.synth_report``)
+TEXTS_FILE = LAYOUT.texts.name
+REPORT_FILE = LAYOUT.synth_report.name
 
 
 @dataclass
@@ -99,7 +113,7 @@ def build_variants(
     extractor: KeyphraseExtractor,
     rephraser: Rephraser,
     *,
-    candidates: int = 3,
+    candidates: int = KeyphraseConfig.candidates,
     show_progress: bool = True,
 ) -> Variants:
     """All four variants of every corpus text (texts without a key phrase included, marked).
@@ -175,7 +189,7 @@ REQUIRE_REWRITE = ("none", "any", "all")
 
 
 def select(
-    table: pd.DataFrame, threshold: float, *, require_rewrite: str = "any"
+    table: pd.DataFrame, threshold: float, *, require_rewrite: str = SynthConfig.require_rewrite
 ) -> tuple[pd.Series, dict[str, Any]]:
     """Which sample_ids are kept, and why the others were not (pure).
 
@@ -252,64 +266,42 @@ def make_report(
 
 
 def build_synth(
-    params: dict[str, Any],
+    params: Params | Mapping[str, Any],
     *,
-    corpus_path: Path = Path("data/corpus/corpus.parquet"),
-    out_dir: Path = DEFAULT_OUT,
+    corpus_path: Path = LAYOUT.corpus,
+    out_dir: Path = LAYOUT.synth_dir,
     scorer: Any = None,
     show_progress: bool = True,
 ) -> dict[str, Any]:
     """Run the synth stage; write ``out_dir/texts.parquet`` and ``out_dir/report.json``.
 
-    Reads ``params['synth']`` (keyphrase, rephraser, llm options, bertscore) and
-    ``params['models']`` (for the llm rephraser). ``scorer`` overrides the BERTScore model
-    (tests). Returns the report. Raises HomogError for a missing corpus, unknown extractor or
-    rephraser, or when no text survives (the message gives the counts).
+    Reads ``params.synth`` (keyphrase, rephraser, llm options, bertscore) and, for the llm
+    rephraser, ``params.models`` and ``params.seed``; a mapping is checked first
+    (``homog.config.as_params``). ``scorer`` overrides the BERTScore model (tests). Returns
+    the report. Raises HomogError for bad params, a missing corpus, or when no text survives
+    (the message gives the counts).
     """
-    from homog.bertscore import make_scorer
-    from homog.corpus import read_corpus
-    from homog.keyphrase import make_extractor
-    from homog.rephrase import make_rephraser
-
-    cfg = params.get("synth") or {}
-    kcfg = cfg.get("keyphrase") or {}
-    bcfg = cfg.get("bertscore") or {}
+    params = as_params(params)
+    cfg = params.synth
     corpus = read_corpus(corpus_path)
     if corpus.empty:
         raise HomogError(f"corpus {corpus_path} holds no texts: re-run `homog corpus`")
-    extractor = make_extractor(str(kcfg.get("extractor", "yake")), ngram=int(kcfg.get("ngram", 3)))
-    name = str(cfg.get("rephraser", "rule"))
-    tolerance = float(cfg.get("control_tolerance", 0.15))
-    if name == "llm":
-        from homog.models import resolve_source
-
-        llm = cfg.get("llm") or {}
-        source = resolve_source(
-            str(cfg.get("llm_model", "smollm2-135m")), params.get("models") or {}
-        )
-        rephraser = make_rephraser(
-            "llm",
-            source=source,
-            control_tolerance=tolerance,
-            seed=int(params.get("seed", 0)),
-            **llm,
-        )
-    else:
-        rephraser = make_rephraser(name, control_tolerance=tolerance)
+    extractor = extractor_from_config(cfg.keyphrase)
+    rephraser = rephraser_from_params(params)
     variants = build_variants(
         corpus,
         extractor,
         rephraser,
-        candidates=int(kcfg.get("candidates", 3)),
+        candidates=cfg.keyphrase.candidates,
         show_progress=show_progress,
     )
-    scorer = scorer or make_scorer(bcfg)
+    scorer = scorer or make_scorer(cfg.bertscore)
     table = variants.table
     table["bertscore_f1"] = score_variants(table, scorer)
-    threshold = float(bcfg.get("threshold", 0.9))
-    keep, counts = select(table, threshold, require_rewrite=str(cfg.get("require_rewrite", "any")))
+    threshold = cfg.bertscore.threshold
+    keep, counts = select(table, threshold, require_rewrite=cfg.require_rewrite)
     meta = {
-        "rephraser": name,
+        "rephraser": cfg.rephraser,
         "extractor": extractor.name,
         "backbone": getattr(scorer, "backbone", "custom"),
         "threshold": threshold,
@@ -326,7 +318,7 @@ def build_synth(
     out = out.sort_values(
         ["variant", "sample_id"], key=lambda s: s.map(order) if s.name == "variant" else s
     ).reset_index(drop=True)
-    with atomic_path(out_dir / "texts.parquet") as tmp:
+    with atomic_path(out_dir / TEXTS_FILE) as tmp:
         out.to_parquet(tmp, index=False)
-    write_json(out_dir / "report.json", report)
+    write_json(out_dir / REPORT_FILE, report)
     return report

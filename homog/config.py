@@ -1,0 +1,493 @@
+"""The typed pipeline parameters: one frozen dataclass per ``params.yaml`` section.
+
+This module is the only place where parameter defaults live. ``load_config`` reads
+``params.yaml`` and checks it before any work starts: an unknown key in any section is an
+error naming the valid keys, and a value of the wrong type names the key, the value and the
+expected type (``extract.center: "false"`` is a string, not a boolean, and is refused rather
+than read as true). Range checks (``max_tokens >= 1``, ``0 < ci < 1``) live in each
+section's ``__post_init__``, so a config built in code is checked the same way.
+
+Sections that depend on the top-level ``seed`` (extract, mauve) carry it as a field that the
+loader fills in; it is not a key of the section itself.
+
+Stage functions accept a ``Params`` or a raw mapping (tests and notebooks pass dicts);
+``as_params`` turns the latter into the former with the same checks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from homog.errors import HomogError
+from homog.posenc import ENCODINGS
+
+DEFAULT_PARAMS = Path("params.yaml")
+DTYPES = ("float32", "bfloat16", "float16")
+INTERVENTIONS: tuple[str, ...] = ("none", "zero_pos", "shuffle_pos")
+ENGINES: tuple[str, ...] = ("local", "ray")
+REPHRASERS: tuple[str, ...] = ("rule", "llm")
+POSENC_TASKS: tuple[str, ...] = ("distance", "count")
+
+# Fields filled in by the loader from the top level, never read from the section itself.
+_FROM_TOP = {"seed"}
+
+
+def _check(condition: bool, message: str) -> None:
+    if not condition:
+        raise HomogError(f"params.yaml {message}")
+
+
+# ---------------------------------------------------------------------------------------------
+# sections
+
+
+@dataclass(frozen=True)
+class CorpusConfig:
+    """``corpus:``: where the reviews come from and how they are sampled."""
+
+    source: str = "demo"  # demo | hf:<dataset id> | file:<path>
+    split: str = "test"  # for hf: sources
+    text_column: str = "text"
+    label_column: str | None = "label"  # None: unlabelled texts (all get label "none")
+    id_column: str | None = "id"  # the source's ids become sample_id when unique
+    n: int = 100  # texts drawn, balanced by label
+    min_words: int = 20
+    max_words: int | None = 400
+    name: str | None = None  # dataset name in the store (default: derived from the source)
+
+    def __post_init__(self) -> None:
+        _check(self.n >= 1, f"corpus.n must be >= 1, got {self.n}")
+        _check(self.min_words >= 0, f"corpus.min_words must be >= 0, got {self.min_words}")
+        _check(
+            self.max_words is None or self.max_words >= max(1, self.min_words),
+            f"corpus.max_words ({self.max_words}) must be >= corpus.min_words ({self.min_words})",
+        )
+
+
+@dataclass(frozen=True)
+class KeyphraseConfig:
+    """``synth.keyphrase:``: the key-phrase extractor."""
+
+    extractor: Literal["yake"] = "yake"
+    ngram: int = 3  # maximum n-gram size of a key phrase
+    candidates: int = 3  # ranked phrases per sentence the rephraser may choose among
+
+    def __post_init__(self) -> None:
+        _check(self.ngram >= 1, f"synth.keyphrase.ngram must be >= 1, got {self.ngram}")
+        _check(
+            self.candidates >= 1,
+            f"synth.keyphrase.candidates must be >= 1, got {self.candidates}",
+        )
+
+
+@dataclass(frozen=True)
+class LLMRephraserConfig:
+    """``synth.llm:``: options of the ``llm`` rephraser."""
+
+    device: str = "auto"
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    max_new_tokens: int = 64
+    retries: int = 2  # sampled retries after the greedy try
+    batch_size: int = 8
+    slack_words: int = 2  # front/end check: phrase within this many words of the edge
+
+    def __post_init__(self) -> None:
+        for name in ("max_new_tokens", "batch_size"):
+            _check(getattr(self, name) >= 1, f"synth.llm.{name} must be >= 1")
+        for name in ("retries", "slack_words"):
+            _check(getattr(self, name) >= 0, f"synth.llm.{name} must be >= 0")
+
+
+@dataclass(frozen=True)
+class BertScoreConfig:
+    """``synth.bertscore:``: the BERTScore check of every rewrite."""
+
+    backbone: str = "embedded:all-minilm-l6-v2"
+    num_layers: int | None = 6
+    batch_size: int = 32
+    rescale_with_baseline: bool = False
+    baseline_path: str | None = None
+    threshold: float = 0.90  # keep a text only when every variant's F1 >= threshold
+
+    def __post_init__(self) -> None:
+        _check(self.batch_size >= 1, "synth.bertscore.batch_size must be >= 1")
+        _check(
+            self.num_layers is None or self.num_layers >= 1,
+            "synth.bertscore.num_layers must be >= 1 or null",
+        )
+
+
+@dataclass(frozen=True)
+class SynthConfig:
+    """``synth:``: the positional variants (original / front / end / control)."""
+
+    keyphrase: KeyphraseConfig = field(default_factory=KeyphraseConfig)
+    rephraser: Literal["rule", "llm"] = "rule"
+    control_tolerance: float = 0.15  # control: max change of the phrase's relative position
+    require_rewrite: Literal["any", "all", "none"] = "any"
+    llm_model: str = "smollm2-135m"  # for rephraser: llm (a key of `models:` or a source)
+    llm: LLMRephraserConfig = field(default_factory=LLMRephraserConfig)
+    bertscore: BertScoreConfig = field(default_factory=BertScoreConfig)
+
+    def __post_init__(self) -> None:
+        _check(
+            0 <= self.control_tolerance <= 1,
+            f"synth.control_tolerance must lie in [0, 1], got {self.control_tolerance}",
+        )
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One ``models.<key>:`` entry."""
+
+    source: str  # embedded:<name> | hf:<id-or-dir>[@revision] | random:<preset> | a path
+
+
+@dataclass(frozen=True)
+class ExtractConfig:
+    """``extract:``: how every model is run and what is kept.
+
+    ``result_keys`` names the fields that change results (they enter the run id); engine,
+    interventions, device, batching and sharding do not.
+    """
+
+    engine: Literal["local", "ray"] = "local"
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    device: str = "auto"  # cpu | cuda | cuda:N | auto
+    device_map: str | None = None  # "auto" spreads one model over several GPUs
+    max_tokens: int = 128  # longer texts are truncated (and counted)
+    batch_tokens: int = 4096  # texts are batched by length up to this many padded tokens
+    interventions: tuple[Literal["none", "zero_pos", "shuffle_pos"], ...] = ("none", "zero_pos")
+    attention: bool = True  # attention statistics (needs eager attention)
+    center: bool = False  # center columns over tokens before the spectrum
+    exclude_special: bool = True  # drop tokenizer-added special tokens from hidden-state metrics
+    sample_tokens: int = 100  # token vectors kept per (variant, layer) for MAUVE
+    pooled_texts: int = 32  # texts per variant whose pooled-mean vectors are kept
+    shard_texts: int = 64  # texts per resumable shard
+    seed: int = 0  # the top-level seed
+
+    def __post_init__(self) -> None:
+        for name in ("max_tokens", "batch_tokens", "shard_texts"):
+            value = getattr(self, name)
+            _check(value >= 1, f"extract.{name} must be >= 1, got {value}")
+        for name in ("sample_tokens", "pooled_texts"):
+            value = getattr(self, name)
+            _check(value >= 0, f"extract.{name} must be >= 0, got {value}")
+        _check(len(self.interventions) >= 1, "extract.interventions must name at least one")
+        # a list given in code (tests, the CLI) is stored as a tuple: the config stays hashable
+        object.__setattr__(self, "interventions", tuple(self.interventions))
+
+    def result_keys(self) -> dict[str, Any]:
+        """The fields that change results (they enter the run_id)."""
+        skip = {"engine", "interventions", "device", "device_map", "batch_tokens", "shard_texts"}
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
+
+    def run_options(self) -> dict[str, Any]:
+        """The per-run options recorded in run.json (everything but engine/interventions)."""
+        skip = {"engine", "interventions"}
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
+
+
+@dataclass(frozen=True)
+class MauveConfig:
+    """``mauve:``: MAUVE between consecutive layers."""
+
+    path: Literal["auto", "faiss", "torch"] = "auto"  # auto: torch on CUDA, else faiss
+    max_points: int = 256
+    pca_variance: float = 0.9
+    kmeans_max_clusters: int = 50
+    scaling: float = 5.0
+    n_mixtures: int = 25
+    kmeans_num_redo: int = 5
+    kmeans_max_iter: int = 500
+    device: str = "auto"  # auto: extract.device
+    seed: int = 0  # the top-level seed
+
+    def __post_init__(self) -> None:
+        _check(0 < self.pca_variance < 1, "mauve.pca_variance must lie in (0, 1)")
+        for name in ("max_points", "kmeans_max_clusters", "n_mixtures", "kmeans_num_redo"):
+            _check(getattr(self, name) >= 1, f"mauve.{name} must be >= 1")
+
+    def n_clusters(self, n_points: int) -> int:
+        """mauve-text's 'auto' bucket count, capped."""
+        return max(2, min(self.kmeans_max_clusters, int(round(n_points / 10))))
+
+
+@dataclass(frozen=True)
+class StatsConfig:
+    """``stats:``: paired contrasts with bootstrap CIs and Holm-corrected Wilcoxon tests."""
+
+    n_boot: int = 2000
+    ci: float = 0.95
+    alpha: float = 0.05
+
+    def __post_init__(self) -> None:
+        _check(self.n_boot >= 1, f"stats.n_boot must be >= 1, got {self.n_boot}")
+        _check(0 < self.ci < 1, f"stats.ci must lie in (0, 1), got {self.ci}")
+        _check(0 < self.alpha < 1, f"stats.alpha must lie in (0, 1), got {self.alpha}")
+
+
+@dataclass(frozen=True)
+class RayConfig:
+    """``ray:``: the Ray engine (``extract.engine: ray``; the README explains each key)."""
+
+    address: str | None = None  # auto | ray://head:10001 | head:6379; None: RAY_ADDRESS/local
+    num_gpus_per_actor: float = 1  # k > 1 with extract.device_map: auto for a big model
+    num_cpus_per_actor: float = 1  # the torch threads of a CPU actor
+    actors: int | None = None  # None: as many as the cluster's GPUs (or CPUs) allow
+    max_retries: int = 3  # restarts of a dead actor / retries of its shard
+    runtime_env: dict[str, Any] | None = None  # ray.init runtime_env (nodes without homog)
+
+    def __post_init__(self) -> None:
+        _check(
+            self.num_gpus_per_actor >= 0 and self.num_cpus_per_actor > 0,
+            "ray.num_gpus_per_actor must be >= 0 and ray.num_cpus_per_actor > 0, got "
+            f"{self.num_gpus_per_actor} and {self.num_cpus_per_actor}",
+        )
+        _check(
+            self.actors is None or self.actors >= 1,
+            f"ray.actors must be >= 1 or null (auto), got {self.actors}",
+        )
+        _check(self.max_retries >= 0, f"ray.max_retries must be >= 0, got {self.max_retries}")
+
+
+@dataclass(frozen=True)
+class PosencConfig:
+    """``posenc:``: the positional-encoding lab.
+
+    ``model``, ``train``, ``distance`` and ``count`` override keys of the preset's sections
+    (``homog.posenc.presets.resolve`` checks them against the preset).
+    """
+
+    preset: str = "cpu"  # a key of homog.posenc.presets.PRESETS
+    tasks: tuple[Literal["distance", "count"], ...] = POSENC_TASKS
+    encodings: tuple[str, ...] = ENCODINGS
+    device: str = "auto"
+    decompose_samples: int = 256  # test sequences whose attention logits are decomposed
+    decompose_models: tuple[str, ...] = ("smollm2-135m",)
+    decompose_texts: int = 16
+    decompose_max_tokens: int = 128
+    model: dict[str, Any] = field(default_factory=dict)
+    train: dict[str, Any] = field(default_factory=dict)
+    distance: dict[str, Any] = field(default_factory=dict)
+    count: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        from homog.posenc.presets import PRESETS
+
+        for name in ("decompose_samples", "decompose_texts", "decompose_max_tokens"):
+            _check(getattr(self, name) >= 1, f"posenc.{name} must be >= 1")
+        _check(
+            self.preset in PRESETS,
+            f"posenc.preset: unknown preset {self.preset!r}; choose from {', '.join(PRESETS)}",
+        )
+        bad = [pe for pe in self.encodings if pe not in ENCODINGS]
+        _check(not bad, f"posenc.encodings: unknown {bad}; choose from {', '.join(ENCODINGS)}")
+        for name in ("tasks", "encodings", "decompose_models"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+
+    def overrides(self) -> dict[str, dict[str, Any]]:
+        """The preset overrides, by preset section."""
+        return {"model": self.model, "train": self.train, "distance": self.distance,
+                "count": self.count}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Params:
+    """All of ``params.yaml``."""
+
+    seed: int = 0
+    corpus: CorpusConfig = field(default_factory=CorpusConfig)
+    synth: SynthConfig = field(default_factory=SynthConfig)
+    models: dict[str, ModelEntry] = field(default_factory=dict)
+    extract: ExtractConfig = field(default_factory=ExtractConfig)
+    mauve: MauveConfig = field(default_factory=MauveConfig)
+    stats: StatsConfig = field(default_factory=StatsConfig)
+    ray: RayConfig = field(default_factory=RayConfig)
+    posenc: PosencConfig = field(default_factory=PosencConfig)
+    db: str = "data/homog.duckdb"
+
+    def model_sources(self) -> dict[str, str]:
+        """Model key -> source string."""
+        return {key: entry.source for key, entry in self.models.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# parsing: mappings -> typed, checked dataclasses
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        inner = " or ".join(_type_name(a) for a in args)
+        return f"{inner} or null" if len(args) < len(typing.get_args(tp)) else inner
+    if origin is tuple:
+        return f"a list of {_type_name(typing.get_args(tp)[0])}"
+    if origin is dict:
+        return "a mapping"
+    if dataclasses.is_dataclass(tp):
+        return "a mapping"
+    names = {bool: "a boolean (true/false)", int: "an integer", float: "a number", str: "a string"}
+    return names.get(tp, getattr(tp, "__name__", str(tp)))
+
+
+def _value_name(value: Any) -> str:
+    kind = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+            list: "a list", dict: "a mapping", type(None): "null"}  # fmt: skip
+    return f"{value!r} ({kind.get(type(value), type(value).__name__)})"
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """``value`` checked against the annotation ``tp`` (ints widen to floats, lists become
+    tuples); raises HomogError naming the key, the value and the expected type."""
+    origin = typing.get_origin(tp)
+
+    def wrong() -> HomogError:
+        return HomogError(f"params.yaml {key}: expected {_type_name(tp)}, got {_value_name(value)}")
+
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None:
+            if type(None) in args:
+                return None
+            raise wrong()
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return _coerce(value, arg, key)
+            except HomogError:
+                continue
+        raise wrong()
+    if origin is Literal:
+        if value in typing.get_args(tp) and isinstance(value, str | int):
+            return value
+        raise wrong()
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            raise wrong()
+        item = typing.get_args(tp)[0]
+        return tuple(_coerce(v, item, f"{key}[{i}]") for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise wrong()
+        item = typing.get_args(tp)[1]
+        return {str(k): _coerce(v, item, f"{key}.{k}") for k, v in value.items()}
+    if dataclasses.is_dataclass(tp):
+        if tp is ModelEntry and isinstance(value, str):  # `key: hf:...` shorthand
+            value = {"source": value}
+        if not isinstance(value, Mapping):
+            raise wrong()
+        return section(tp, value, key)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise wrong()
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise wrong()
+    if tp is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        raise wrong()
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise wrong()
+    raise TypeError(f"config field {key} has an unsupported annotation {tp!r}")
+
+
+def section(cls: type, data: Mapping[str, Any] | None, name: str, **values: Any) -> Any:
+    """Build the section dataclass ``cls`` from the mapping ``data`` (None: all defaults).
+
+    ``values`` set fields from outside the section (the top-level seed, CLI overrides; None is
+    ignored). Raises HomogError for an unknown key (naming the valid ones) or a wrong type.
+    """
+    data = {} if data is None else data
+    if not isinstance(data, Mapping):
+        raise HomogError(f"params.yaml '{name}:' must be a mapping, got {_value_name(data)}")
+    hints = typing.get_type_hints(cls)
+    settable = [f.name for f in dataclasses.fields(cls) if f.name not in _FROM_TOP]
+    unknown = sorted(str(k) for k in data if k not in settable)
+    if unknown:
+        raise HomogError(
+            f"params.yaml '{name}:' has unknown key(s) {', '.join(unknown)}; "
+            f"valid {name} keys: {', '.join(settable)}"
+        )
+    kwargs = {k: _coerce(v, hints[k], f"{name}.{k}") for k, v in data.items()}
+    kwargs.update({k: v for k, v in values.items() if v is not None})
+    required = [
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+    missing = [k for k in required if k not in kwargs]
+    if missing:
+        raise HomogError(f"params.yaml '{name}:' needs {', '.join(repr(k) for k in missing)}")
+    return cls(**kwargs)
+
+
+def parse_params(data: Mapping[str, Any], where: str = "params.yaml") -> Params:
+    """A checked ``Params`` from a params mapping (missing sections get their defaults)."""
+    if not isinstance(data, Mapping):
+        raise HomogError(f"{where} must hold a mapping at the top level")
+    known = [f.name for f in dataclasses.fields(Params)]
+    unknown = sorted(str(k) for k in data if k not in known)
+    if unknown:
+        raise HomogError(
+            f"{where} has unknown top-level key(s) {', '.join(unknown)}; valid: {', '.join(known)}"
+        )
+    hints = typing.get_type_hints(Params)
+    seed = _coerce(data.get("seed", 0), int, "seed")
+    kwargs: dict[str, Any] = {"seed": seed}
+    for name, tp in hints.items():
+        value = data.get(name)
+        if dataclasses.is_dataclass(tp):  # a section; absent ones still get the seed
+            if value is not None and not isinstance(value, Mapping):
+                raise HomogError(f"{where} '{name}:' must be a mapping, got {_value_name(value)}")
+            top = {"seed": seed} if "seed" in {x.name for x in dataclasses.fields(tp)} else {}
+            kwargs[name] = section(tp, value, name, **top)
+        elif name != "seed" and value is not None:
+            kwargs[name] = _coerce(value, tp, name)
+    return Params(**kwargs)
+
+
+def read_yaml(path: str | os.PathLike[str] = DEFAULT_PARAMS) -> dict[str, Any]:
+    """The raw mapping of a params file; HomogError when missing or not a YAML mapping."""
+    path = Path(path)
+    if not path.exists():
+        raise HomogError(
+            f"params file {path} not found: run from the project root or pass --params PATH"
+        )
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise HomogError(f"params file {path} is not valid YAML: {exc}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise HomogError(f"params file {path} cannot be read: {exc}") from exc
+    if not isinstance(data, dict):
+        raise HomogError(f"params file {path} must hold a mapping at the top level")
+    return data
+
+
+def load_config(path: str | os.PathLike[str] = DEFAULT_PARAMS) -> Params:
+    """Read and check a params file (see the module docstring for what is checked)."""
+    return parse_params(read_yaml(path), where=f"params file {path}")
+
+
+def as_params(params: Params | Mapping[str, Any]) -> Params:
+    """``params`` as a checked ``Params`` (a mapping is parsed; a Params is returned as is)."""
+    return params if isinstance(params, Params) else parse_params(params)

@@ -1,0 +1,210 @@
+"""The engine-independent steps around computing shards: ``prepare_run`` and ``finish_run``.
+
+Both engines call ``prepare_run`` (encode, plan the MAUVE sample, shard, name the work dirs)
+before computing shards, and ``finish_run`` (the run record, ``merge_shards``, run.json,
+removal of the work dir) once every shard of an intervention exists; in between, the local
+engine computes the shards in this process and the Ray engine on actors.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import platform
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from homog import __version__
+from homog.config import ExtractConfig
+from homog.extract.outputs import merge_shards
+from homog.extract.plan import (
+    EncodedText,
+    RunSpec,
+    SamplePlan,
+    encode_texts,
+    make_shards,
+    plan_samples,
+    shard_path,
+    texts_hash,
+    work_dir_for,
+)
+from homog.io import write_json
+from homog.models import ModelFacts
+
+
+@dataclass
+class PreparedRun:
+    """Everything an engine needs before computing shards (from ``prepare_run``).
+
+    The encoded texts, MAUVE sample plan and shards are the same for every intervention;
+    ``specs`` and ``works`` give each intervention its RunSpec and work dir (in the order the
+    interventions were asked for).
+    """
+
+    model: str
+    source: str
+    config: ExtractConfig
+    encoded: list[EncodedText]
+    plan: SamplePlan
+    shards: list[list[EncodedText]]
+    specs: dict[str, RunSpec]
+    works: dict[str, Path]
+    out_dir: Path
+
+    @property
+    def truncated(self) -> list[str]:
+        return [t.name for t in self.encoded if t.truncated]
+
+    @property
+    def n_texts(self) -> int:
+        """Texts of one intervention (all shards)."""
+        return sum(len(s) for s in self.shards)
+
+    def shard_paths(self, intervention: str) -> list[Path]:
+        return [shard_path(self.works[intervention], k) for k in range(len(self.shards))]
+
+    def pending(self) -> list[tuple[str, int]]:
+        """(intervention, shard index) of every shard whose file is not written yet."""
+        return [
+            (iv, k)
+            for iv in self.specs
+            for k, path in enumerate(self.shard_paths(iv))
+            if not path.exists()
+        ]
+
+
+def prepare_run(
+    model: str,
+    source: str,
+    df: Any,
+    config: ExtractConfig,
+    interventions: Sequence[str],
+    out_dir: str | Path,
+    tokenizer: Any,
+    max_context: int,
+    log: Callable[[str], None] = print,
+) -> PreparedRun:
+    """The engine-independent first step: encode, plan the sample, shard, name work dirs.
+
+    df: the texts from ``extract_inputs``; tokenizer / max_context: from the loaded model or
+    ``homog.models.load_tokenizer``. Logs how many texts were truncated and, per
+    intervention, how many shards an earlier run left to resume from. Raises HomogError for
+    empty texts (``encode_texts``).
+    """
+    out_dir = Path(out_dir)
+    max_tokens = min(config.max_tokens, max_context)
+    encoded = encode_texts(tokenizer, df, max_tokens)
+    truncated = [t.name for t in encoded if t.truncated]
+    if truncated:
+        log(
+            f"{len(truncated)} of {len(encoded)} texts truncated to {max_tokens} tokens "
+            f"(e.g. {', '.join(truncated[:5])})"
+        )
+    plan = plan_samples(
+        encoded, config.sample_tokens, config.pooled_texts, config.seed, config.exclude_special
+    )
+    thash = texts_hash(df)
+    specs = {iv: RunSpec(model, source, iv, config, thash) for iv in interventions}
+    prepared = PreparedRun(
+        model=model,
+        source=source,
+        config=config,
+        encoded=encoded,
+        plan=plan,
+        shards=make_shards(encoded, config.shard_texts),
+        specs=specs,
+        works={iv: work_dir_for(out_dir, spec) for iv, spec in specs.items()},
+        out_dir=out_dir,
+    )
+    n_shards = len(prepared.shards)
+    for iv in specs:
+        done = sum(path.exists() for path in prepared.shard_paths(iv))
+        if done:
+            log(f"{model}/{iv}: resuming, {done} of {n_shards} shards already done")
+    return prepared
+
+
+def _versions() -> dict[str, str]:
+    import torch
+    import transformers
+
+    return {
+        "homog": __version__,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def run_record(
+    facts: ModelFacts, spec: RunSpec, n_truncated: int, truncated: list[str]
+) -> dict[str, Any]:
+    """The run.json fields known before the run (sizes, conventions, versions).
+
+    facts: the model's sizes, dtype, device and info (``LoadedModel.facts()``, or rebuilt
+    from what a remote worker reported with ``ModelFacts.from_dict``).
+    """
+    conventions = {
+        "extract": spec.config.run_options(),
+        "hidden_layers": "0 = embedding output; l = output of block l; L = final-norm output "
+        "(HF hidden_states[-1])",
+        "attention_layers": "l = attention inside block l (1..L); A over all real tokens "
+        "incl. special; padding excluded",
+        "padding": "right",
+        "metric_tokens": "special tokens excluded" if spec.config.exclude_special else "all",
+        "std": "sample std (ddof=1) over texts",
+        "vectors": "float16; tokens__ sampled uniformly per variant (seeded), "
+        "pooled_mean__ for up to pooled_texts texts per variant",
+        "model": facts.info,
+        "versions": _versions(),
+    }
+    return {
+        "model": spec.model,
+        "model_source": spec.source,
+        "n_layers": facts.n_layers,
+        "d_model": facts.d_model,
+        "n_heads": facts.n_heads,
+        "dtype": facts.dtype,
+        "device": facts.device,
+        "intervention": spec.intervention,
+        "config_json": json.dumps(conventions, sort_keys=True, default=str),
+        "homog_version": __version__,
+        "created_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "n_truncated": n_truncated,
+        "truncated": truncated[:100],
+    }
+
+
+def finish_run(
+    prepared: PreparedRun,
+    intervention: str,
+    facts: ModelFacts,
+    timings: dict[str, Any],
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The engine-independent last step for one intervention, once all its shards exist.
+
+    Builds the run record (``run_record`` + ``timings`` + ``extra``, e.g. the engine's
+    details), merges the shards into ``out_dir/<intervention>/`` (``merge_shards``), writes
+    run.json with the merge time and removes the work dir. Returns the record. Raises
+    HomogError when the shards do not cover the texts.
+    """
+    spec, work = prepared.specs[intervention], prepared.works[intervention]
+    truncated = prepared.truncated
+    record = run_record(facts, spec, len(truncated), truncated)
+    record["timings"] = dict(timings)
+    record.update(extra or {})
+    target = prepared.out_dir / intervention
+    t0 = time.perf_counter()
+    paths = prepared.shard_paths(intervention)
+    record = merge_shards(paths, prepared.encoded, spec, prepared.plan, target, record)
+    record["timings"]["merge_s"] = round(time.perf_counter() - t0, 2)
+    write_json(target / "run.json", record)
+    shutil.rmtree(work, ignore_errors=True)
+    if work.parent.exists() and not any(work.parent.iterdir()):
+        work.parent.rmdir()
+    return record

@@ -1,0 +1,31 @@
+"""Lazy package faces: names resolved from a package's submodules on first use."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+
+def lazy_names(
+    package: str, names: Mapping[str, str], namespace: dict[str, Any]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """Module ``__getattr__`` and ``__dir__`` for ``package`` (PEP 562).
+
+    names: attribute -> submodule that defines it. A name is imported from
+    ``package.submodule`` the first time it is read and then cached in ``namespace`` (the
+    package's globals()), so a package face can stay free of heavy imports (torch, pandas).
+    """
+
+    def __getattr__(name: str) -> Any:
+        module = names.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{package}.{module}"), name)
+        namespace[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*namespace, *names})
+
+    return __getattr__, __dir__

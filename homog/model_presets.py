@@ -1,0 +1,98 @@
+"""The random-initialised architectures behind ``random:<preset>`` model sources.
+
+Tiny presets (``tiny-llama``, ``tiny-gemma``, ``tiny-qwen``) keep tests fast; real-size ones
+(``llama-8b``, ``gemma-7b``, ``qwen2.5-7b``) follow the published configs and stand in for
+models that cannot be downloaded, in GPU benchmarks (speed does not depend on weight values).
+``random_config`` turns a preset into a transformers config, ``count_params`` sizes it without
+memory; ``homog.models.load_model`` builds and seeds the weights.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from homog.errors import HomogError
+
+# Random-initialised architectures. Real sizes follow the published configs (speed does not
+# depend on weight values, so these stand in for models that cannot be downloaded here).
+_TINY: dict[str, Any] = {  # the sizes the tiny test presets share
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 3,
+    "num_attention_heads": 4,
+    "max_position_embeddings": 512,
+}
+RANDOM_PRESETS: dict[str, dict[str, Any]] = {
+    "tiny-llama": {"model_type": "llama", **_TINY, "num_key_value_heads": 2},
+    "tiny-gemma": {
+        "model_type": "gemma3_text",
+        **_TINY,
+        "num_key_value_heads": 1,
+        "head_dim": 16,
+        "sliding_window": 64,
+        "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
+    },
+    "tiny-qwen": {"model_type": "qwen2", **_TINY, "num_key_value_heads": 2},
+    "llama-8b": {  # Meta-Llama-3-8B
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 8192,
+        "rope_theta": 500000.0,
+        "vocab_size": 128256,
+        "tie_word_embeddings": False,
+    },
+    "gemma-7b": {  # google/gemma-7b
+        "model_type": "gemma",
+        "hidden_size": 3072,
+        "intermediate_size": 24576,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 16,
+        "head_dim": 256,
+        "max_position_embeddings": 8192,
+        "vocab_size": 256000,
+    },
+    "qwen2.5-7b": {  # Qwen/Qwen2.5-7B
+        "model_type": "qwen2",
+        "hidden_size": 3584,
+        "intermediate_size": 18944,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 28,
+        "num_key_value_heads": 4,
+        "max_position_embeddings": 32768,
+        "rope_theta": 1000000.0,
+        "vocab_size": 152064,
+        "tie_word_embeddings": False,
+    },
+}
+
+
+def random_config(preset: str, vocab_size: int) -> Any:
+    """A transformers config for a random preset (HomogError listing presets when unknown)."""
+    from transformers import AutoConfig
+
+    if preset not in RANDOM_PRESETS:
+        raise HomogError(
+            f"unknown random preset {preset!r}; known: {', '.join(sorted(RANDOM_PRESETS))}"
+        )
+    spec = dict(RANDOM_PRESETS[preset])
+    model_type = spec.pop("model_type")
+    spec.setdefault("vocab_size", vocab_size)
+    # Random models use the SmolLM2 tokenizer: ids must stay below its vocabulary.
+    spec["vocab_size"] = max(spec["vocab_size"], vocab_size)
+    spec.setdefault("tie_word_embeddings", True)
+    return AutoConfig.for_model(model_type, **spec)
+
+
+def count_params(config: Any) -> int:
+    """Parameter count of a config's model, built on the meta device (no memory used)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    return sum(p.numel() for p in model.parameters())

@@ -1,0 +1,261 @@
+"""The store's schema: every table's columns, keys and storage order, and the layer_summary view.
+
+The schema is a public contract (docs/design.md): tables are only ever extended, never renamed.
+Additive extensions (documented in the README):
+
+- ``runs`` carries ``n_texts``, ``n_truncated`` and ``timings_json`` from ``run.json``.
+- ``attention_heads(run_id, variant, layer, head, metric, mean, std, n)``: per-head attention
+  statistics (``attn_first``, ``attn_last``, ``attn_entropy``) over texts.
+- ``dataset_spectra(run_id, variant, layer, pooling, metric, value)``: dataset-level spectra
+  (``rankme``, ``alpha_req``, ``alpha_req_r2``) of mean- or last-token pooled vectors.
+- ``contrasts`` carries ``band``, ``baseline_run_id`` and ``n``:
+  ``band`` is NULL for a single layer and ``'early'|'middle'|'late'`` for a depth band (first
+  25 %, middle 50 %, last 25 % of the layers); band rows have ``layer`` NULL.
+  ``baseline_run_id`` is NULL for a contrast between two variants of the same run; for an
+  intervention run (``zero_pos``, ``shuffle_pos``) compared with its unchanged run it holds
+  the unchanged run's id, ``variant_a = variant_b`` and ``mean_diff`` is intervention minus
+  unchanged. ``n`` is the number of paired texts.
+- ``homog_meta(key, value)``: ``schema_version``.
+
+Definitions only: no files are read or written here (``create_schema`` runs the DDL on a
+connection it is given).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import duckdb
+
+SCHEMA_VERSION = "1"
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table of the store.
+
+    ``columns``: (name, DuckDB type) in order. ``required``: columns a source file must have
+    (the others are filled with NULL when absent). ``scope``: how rows of the previous database
+    are replaced: ``'run'`` (rows whose run_id is among the newly loaded runs), ``'pe'`` (rows of
+    a positional encoding being reloaded) or a tuple of key columns (rows whose key reappears).
+    ``order_by``: storage order, which keeps DuckDB's zone maps useful for the filters the CLI
+    and the terminal UI apply (run, metric, variant).
+    """
+
+    name: str
+    columns: tuple[tuple[str, str], ...]
+    scope: str | tuple[str, ...]
+    order_by: tuple[str, ...]
+    required: tuple[str, ...] = field(default=())
+
+    @property
+    def names(self) -> list[str]:
+        return [c for c, _ in self.columns]
+
+    def ddl(self) -> str:
+        cols = ",\n  ".join(f'"{c}" {t}' for c, t in self.columns)
+        return f"CREATE TABLE IF NOT EXISTS {self.name} (\n  {cols}\n)"
+
+
+V = "VARCHAR"
+I = "INTEGER"  # noqa: E741 - a type name, not a loop variable
+D = "DOUBLE"
+
+TABLES: dict[str, Table] = {
+    t.name: t
+    for t in [
+        Table(
+            "texts",
+            (
+                ("dataset", V),
+                ("variant", V),
+                ("sample_id", V),
+                ("text", V),
+                ("label", V),
+                ("keyphrase", V),
+                ("bertscore_f1", D),
+            ),
+            scope=("dataset", "variant", "sample_id"),
+            order_by=("dataset", "sample_id", "variant"),
+            required=("dataset", "variant", "sample_id", "text"),
+        ),
+        Table(
+            "runs",
+            (
+                ("run_id", V),
+                ("model", V),
+                ("model_source", V),
+                ("n_layers", I),
+                ("d_model", I),
+                ("n_heads", I),
+                ("dtype", V),
+                ("device", V),
+                ("intervention", V),
+                ("config_json", V),
+                ("homog_version", V),
+                ("created_at", "TIMESTAMP"),
+                ("n_texts", I),
+                ("n_truncated", I),
+                ("timings_json", V),
+            ),
+            scope="run",
+            order_by=("model", "intervention", "run_id"),
+            required=("run_id", "model", "n_layers"),
+        ),
+        Table(
+            "layer_metrics",
+            (
+                ("run_id", V),
+                ("variant", V),
+                ("sample_id", V),
+                ("layer", I),
+                ("metric", V),
+                ("value", D),
+            ),
+            scope="run",
+            order_by=("run_id", "metric", "variant", "layer", "sample_id"),
+            required=("run_id", "variant", "sample_id", "layer", "metric", "value"),
+        ),
+        Table(
+            "attention_profile",
+            (("run_id", V), ("variant", V), ("layer", I), ("head", I), ("bin", I), ("mass", D)),
+            scope="run",
+            order_by=("run_id", "variant", "layer", "head", "bin"),
+            required=("run_id", "variant", "layer", "head", "bin", "mass"),
+        ),
+        Table(
+            "attention_heads",
+            (
+                ("run_id", V),
+                ("variant", V),
+                ("layer", I),
+                ("head", I),
+                ("metric", V),
+                ("mean", D),
+                ("std", D),
+                ("n", I),
+            ),
+            scope="run",
+            order_by=("run_id", "metric", "variant", "layer", "head"),
+            required=("run_id", "variant", "layer", "head", "metric", "mean"),
+        ),
+        Table(
+            "dataset_spectra",
+            (
+                ("run_id", V),
+                ("variant", V),
+                ("layer", I),
+                ("pooling", V),
+                ("metric", V),
+                ("value", D),
+            ),
+            scope="run",
+            order_by=("run_id", "metric", "pooling", "variant", "layer"),
+            required=("run_id", "variant", "layer", "pooling", "metric", "value"),
+        ),
+        Table(
+            "mauve_scores",
+            (("run_id", V), ("variant", V), ("layer", I), ("mauve", D)),
+            scope="run",
+            order_by=("run_id", "variant", "layer"),
+            required=("run_id", "variant", "layer", "mauve"),
+        ),
+        Table(
+            "contrasts",
+            (
+                ("run_id", V),
+                ("variant_a", V),
+                ("variant_b", V),
+                ("layer", I),
+                ("metric", V),
+                ("mean_diff", D),
+                ("ci_low", D),
+                ("ci_high", D),
+                ("p_value", D),
+                ("p_holm", D),
+                ("band", V),
+                ("baseline_run_id", V),
+                ("n", I),
+            ),
+            scope="run",
+            order_by=("run_id", "metric", "variant_a", "variant_b", "band", "layer"),
+            required=("run_id", "variant_a", "variant_b", "layer", "metric", "mean_diff"),
+        ),
+        Table(
+            "posenc_results",
+            (
+                ("pe", V),
+                ("task", V),
+                ("split", V),
+                ("accuracy", D),
+                ("n_params", "BIGINT"),
+                ("epochs", I),
+                ("seed", I),
+            ),
+            scope="pe",
+            order_by=("pe", "task", "split", "seed"),
+            required=("pe", "task", "split", "accuracy"),
+        ),
+        Table(
+            "head_ablation",
+            (("pe", V), ("task", V), ("layer", I), ("head", I), ("accuracy", D), ("drop", D)),
+            scope="pe",
+            order_by=("pe", "task", "layer", "head"),
+            required=("pe", "task", "layer", "head", "accuracy"),
+        ),
+        Table(
+            "logit_decomposition",
+            (("source", V), ("layer", I), ("head", I), ("term", V), ("share", D)),
+            scope=("source",),
+            order_by=("source", "layer", "head", "term"),
+            required=("source", "layer", "head", "term", "share"),
+        ),
+        Table(
+            "homog_meta",
+            (("key", V), ("value", V)),
+            scope=("key",),
+            order_by=("key",),
+        ),
+    ]
+}
+
+# Normal-approximation 95 % interval over texts. DuckDB has no t quantile; with the >= 20 texts
+# of any real run the difference from a t interval is under 5 %. Non-finite values (e.g.
+# mean_cosine of a one-token text) are left out of n, mean and std instead of poisoning them.
+LAYER_SUMMARY_VIEW = """
+CREATE OR REPLACE VIEW layer_summary AS
+SELECT run_id, model, variant, layer, metric, n, mean, std,
+       mean - 1.959963984540054 * std / sqrt(n) AS ci_low,
+       mean + 1.959963984540054 * std / sqrt(n) AS ci_high
+FROM (
+    SELECT m.run_id, r.model, m.variant, m.layer, m.metric,
+           count(m.value) AS n, avg(m.value) AS mean, stddev_samp(m.value) AS std
+    FROM layer_metrics AS m
+    JOIN runs AS r USING (run_id)
+    WHERE isfinite(m.value)
+    GROUP BY m.run_id, r.model, m.variant, m.layer, m.metric
+)
+"""
+
+
+def create_schema(con: duckdb.DuckDBPyConnection) -> None:
+    """Create every table of the store and the ``layer_summary`` view (idempotent).
+
+    Input: a writable DuckDB connection. Existing tables are left as they are.
+    """
+    for table in TABLES.values():
+        con.execute(table.ddl())
+    con.execute(LAYER_SUMMARY_VIEW)
+    con.execute(
+        "INSERT INTO homog_meta SELECT 'schema_version', ? "
+        "WHERE NOT EXISTS (SELECT 1 FROM homog_meta WHERE key = 'schema_version')",
+        [SCHEMA_VERSION],
+    )
+
+
+def table_names() -> Iterable[str]:
+    """Names of the tables of the store (not the view)."""
+    return [t for t in TABLES if t != "homog_meta"]

@@ -1,0 +1,44 @@
+"""The ``synth`` stage: positional variants (original/front/end/control) of every corpus text.
+
+Importing this package imports neither torch nor pandas: the stage's names
+(``build_synth``, ``VARIANTS``, ``TEXT_COLUMNS``, ...) are resolved lazily from ``stage`` on
+first use, and the rephrasers load their models only when built. The modules:
+
+- ``stage``: the stage itself (variants, selection, report; it writes the ``texts`` table of
+  docs/design.md and ``report.json``);
+- ``keyphrase``: sentence splitting, key-phrase extractors, relative positions;
+- ``rephrase``: the rephrasers by name (``rule``, ``llm``: ``REPHRASERS``) and what they
+  share; ``rephrase.lexicon``, ``rephrase.rule``, ``rephrase.llm`` hold the kinds;
+- ``bertscore``: the BERTScore scorer (built from ``synth.bertscore``) and threshold helpers.
+"""
+
+from __future__ import annotations
+
+from homog.lazy import lazy_names
+from homog.synth.rephrase import REPHRASERS, TARGETS
+
+# name -> submodule, for the names resolved on first use (they import pandas)
+_LAZY = dict.fromkeys(
+    (
+        "PHRASE_SEP",
+        "REQUIRE_REWRITE",
+        "TEXT_COLUMNS",
+        "VARIANTS",
+        "Sentences",
+        "Variants",
+        "assemble",
+        "build_synth",
+        "build_variants",
+        "key_sentences",
+        "make_report",
+        "mean_position",
+        "score_variants",
+        "select",
+    ),
+    "stage",
+)
+
+__all__ = ["REPHRASERS", "TARGETS", *_LAZY]
+
+
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())

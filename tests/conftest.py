@@ -1,0 +1,87 @@
+"""Fixtures shared by the test modules.
+
+Each area keeps its shared fixtures in its own section below; a fixture used by one module
+only stays in that module.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+IMDB_SAMPLE = ROOT.parent / "shared" / "data" / "imdb" / "imdb_sample.jsonl"
+
+
+def project_params() -> dict[str, Any]:
+    """A fresh copy of the project's params.yaml as a dict."""
+    return yaml.safe_load((ROOT / "params.yaml").read_text())
+
+
+@pytest.fixture
+def write_params(tmp_path: Path):
+    """``write_params(**sections)`` -> path of a params file: the project's params with each
+    given section's keys updated (``write_params(corpus={"n": 20})``); a non-mapping value
+    replaces the top-level key."""
+
+    def write(name: str = "params.yaml", **sections: Any) -> Path:
+        params = project_params()
+        for key, value in sections.items():
+            if isinstance(value, dict) and isinstance(params.get(key), dict):
+                params[key].update(value)
+            else:
+                params[key] = value
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump(params, sort_keys=False))
+        return path
+
+    return write
+
+
+# --- extract fixtures ---------------------------------------------------------------------
+
+TINY = "random:tiny-llama"  # a random-initialised 3-layer LLaMA: fast on a CPU, no download
+
+
+def extract_config(**kw: Any):
+    """A small CPU ``ExtractConfig`` for the extract tests; ``kw`` overrides its fields."""
+    from homog.config import ExtractConfig
+
+    base = dict(device="cpu", max_tokens=64, sample_tokens=30, pooled_texts=4, shard_texts=4)
+    return ExtractConfig(**{**base, **kw})
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """The tiny random LLaMA (``TINY``) with eager attention on the CPU, loaded once per
+    test module."""
+    from homog.models import load_model
+
+    return load_model(TINY, device="cpu", attention=True)
+
+
+# --- store and TUI fixtures ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def demo_db_factory(tmp_path_factory: pytest.TempPathFactory):
+    """``demo_db_factory(n_runs, n_texts)`` -> the path of a ``make_demo_db`` database of that
+    size, built once per session and shared: read it, or copy it before changing it."""
+    from homog.store.demo import make_demo_db
+
+    built: dict[tuple[int, int], Path] = {}
+
+    def make(n_runs: int, n_texts: int) -> Path:
+        if (n_runs, n_texts) not in built:
+            path = tmp_path_factory.mktemp("demo") / "homog.duckdb"
+            make_demo_db(path, n_runs, n_texts)
+            built[n_runs, n_texts] = path
+        return built[n_runs, n_texts]
+
+    return make
+
+
+# --- synth and corpus fixtures ------------------------------------------------------------

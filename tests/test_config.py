@@ -1,0 +1,135 @@
+"""homog.config: every params key is type-checked before any work, with messages that name it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import yaml
+from conftest import ROOT, project_params
+
+from homog.config import (
+    ExtractConfig,
+    Params,
+    as_params,
+    load_config,
+    parse_params,
+    read_yaml,
+    section,
+)
+from homog.errors import HomogError
+
+
+def test_project_params_parse_to_the_defaults_they_document():
+    params = load_config(ROOT / "params.yaml")
+    assert isinstance(params, Params)
+    assert params.extract.interventions == ("none", "zero_pos")
+    assert params.corpus.min_words == 20 and params.corpus.max_words == 400
+    assert params.model_sources()["smollm2-135m"] == "embedded:smollm2-135m"
+    # the file sets every default the dataclasses hold (one place for defaults: no drift)
+    assert params.extract == dataclasses.replace(
+        ExtractConfig(), seed=params.seed, interventions=params.extract.interventions
+    )
+
+
+def test_missing_sections_get_defaults_and_the_top_level_seed():
+    params = parse_params({"seed": 7})
+    assert params.extract.seed == 7 and params.mauve.seed == 7
+    assert params.stats.n_boot == 2000 and params.models == {}
+
+
+def test_read_errors_name_the_file(tmp_path):
+    with pytest.raises(HomogError, match="not found"):
+        read_yaml(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- a list\n")
+    with pytest.raises(HomogError, match="mapping"):
+        load_config(bad)
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("a: [1,\n")
+    with pytest.raises(HomogError, match="not valid YAML"):
+        load_config(broken)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        # a quoted "false" used to turn centring on while run.json recorded "false"
+        (("extract", "center"), "false", r"center: expected a boolean .* got 'false' \(a string\)"),
+        (("extract", "attention"), "no", r"extract.attention: expected a boolean"),
+        # a scalar used to be iterated letter by letter ("unknown intervention 'n'")
+        (("extract", "interventions"), "none", r"extract.interventions: expected a list"),
+        (("extract", "interventions"), ["none", "nope"], r"interventions\[1\]: expected one"),
+        (("extract", "max_tokens"), "abc", r"extract.max_tokens: expected an integer, got 'abc'"),
+        (("extract", "max_tokens"), 32.7, r"extract.max_tokens: expected an integer, got 32.7"),
+        (("extract", "max_tokens"), 0, r"extract.max_tokens must be >= 1"),
+        (("extract", "dtype"), "fp8", r"extract.dtype: expected one of 'float32'"),
+        (("stats", "ci"), 1.5, r"stats.ci must lie in \(0, 1\)"),
+        (("stats", "n_boot"), True, r"stats.n_boot: expected an integer, got True"),
+        (("corpus", "max_words"), "400", r"corpus.max_words: expected an integer or null"),
+        (("synth", "rephraser"), "gpt", r"synth.rephraser: expected one of 'rule', 'llm'"),
+        (("synth", "bertscore", "threshold"), "high", r"bertscore.threshold: expected a"),
+        (("posenc", "preset"), "huge", r"posenc.preset: unknown preset 'huge'"),
+        (("posenc", "encodings"), ["rope", "rope2"], r"posenc.encodings: unknown \['rope2'\]"),
+        (("seed",), "0", r"seed: expected an integer"),
+    ],
+)  # fmt: skip
+def test_wrong_types_and_ranges_name_key_value_and_expected_type(key, value, expected):
+    params = project_params()
+    target = params
+    for part in key[:-1]:
+        target = target[part]
+    target[key[-1]] = value
+    with pytest.raises(HomogError, match=expected):
+        parse_params(params)
+
+
+@pytest.mark.parametrize(
+    ("where", "typo"),
+    [("extract", "max_token"), ("corpus", "min_word"), ("synth", "rephraser_name"),
+     ("stats", "nboot"), ("mauve", "pca"), ("ray", "gpus"), ("posenc", "epochs")],
+)  # fmt: skip
+def test_an_unknown_key_in_any_section_names_the_valid_keys(where, typo):
+    params = project_params()
+    params[where][typo] = 1
+    with pytest.raises(HomogError, match=rf"'{where}:' has unknown key\(s\) {typo}; valid"):
+        parse_params(params)
+
+
+def test_unknown_nested_and_top_level_keys():
+    params = project_params()
+    params["synth"]["bertscore"]["treshold"] = 0.8
+    with pytest.raises(HomogError, match=r"'synth.bertscore:' has unknown key\(s\) treshold"):
+        parse_params(params)
+    with pytest.raises(HomogError, match="unknown top-level key.*extrct"):
+        parse_params({"extrct": {}})
+    with pytest.raises(HomogError, match=r"'models.m:' needs 'source'"):
+        parse_params({"models": {"m": {}}})
+
+
+def test_ints_widen_to_floats_and_lists_become_tuples():
+    params = as_params({"stats": {"ci": 1 - 0.05, "n_boot": 10}, "ray": {"num_cpus_per_actor": 2}})
+    assert params.ray.num_cpus_per_actor == 2.0 and isinstance(params.ray.num_cpus_per_actor, float)
+    cfg = ExtractConfig(interventions=["none"])
+    assert cfg.interventions == ("none",) and hash(cfg)  # stays hashable
+    assert as_params(params) is params
+
+
+def test_section_values_override_and_seed_is_not_a_section_key():
+    cfg = section(ExtractConfig, {"max_tokens": 64}, "extract", seed=3, device=None)
+    assert (cfg.max_tokens, cfg.seed, cfg.device) == (64, 3, "auto")
+    with pytest.raises(HomogError, match="unknown key.*seed"):
+        section(ExtractConfig, {"seed": 1}, "extract")
+
+
+def test_result_keys_leave_engine_and_batching_out_of_the_run_id():
+    a = ExtractConfig()
+    b = dataclasses.replace(a, engine="ray", interventions=("none",), batch_tokens=7, device="cpu")
+    assert a.result_keys() == b.result_keys()
+    assert "engine" not in a.run_options() and "max_tokens" in a.run_options()
+
+
+def test_params_yaml_round_trips_through_yaml(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(project_params()))
+    assert load_config(path) == load_config(ROOT / "params.yaml")

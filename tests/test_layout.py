@@ -1,0 +1,65 @@
+"""homog.layout: the one place for data/ paths, the run finder and the default database."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from conftest import ROOT
+
+from homog.errors import HomogError
+from homog.layout import DEFAULT_DB, Layout, default_db, find_runs, safe_name
+
+
+def test_paths_are_those_dvc_yaml_declares():
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    layout = Layout()
+
+    def outs(name: str) -> list[str]:
+        entries = stages[name].get("do", stages[name])["outs"]
+        return [e if isinstance(e, str) else next(iter(e)) for e in entries]
+
+    assert outs("corpus") == [str(layout.corpus)]
+    assert str(layout.texts) in outs("synth")
+    assert outs("extract") == [str(layout.extract_dir("${key}"))]
+    assert outs("mauve") == [str(layout.mauve("${key}"))]
+    assert str(layout.contrasts) in outs("stats")
+    assert outs("posenc_decompose") == [str(layout.pretrained_decomposition("${item}"))]
+    assert outs("load") == [str(layout.db())]
+    assert str(layout.posenc_dir("${item}") / "results.parquet") in outs("posenc_train")
+
+
+def test_safe_name_and_root():
+    assert safe_name("hf:org/model") == "hf_org_model"
+    assert Layout("/p").run_dir("hf:a/b", "none").as_posix() == "/p/data/extract/hf_a_b/none"
+    assert Layout("/p").db("x/y.duckdb").as_posix() == "/p/x/y.duckdb"
+
+
+def test_find_runs_reads_finished_runs_only(tmp_path):
+    layout = Layout(tmp_path)
+    for iv in ("none", "zero_pos"):
+        layout.run_dir("m", iv).mkdir(parents=True)
+        (layout.run_dir("m", iv) / "run.json").write_text(json.dumps({"run_id": f"r-{iv}"}))
+    layout.run_dir("m", "shuffle_pos").mkdir()  # no run.json: an unfinished run
+    runs = find_runs(["m", "absent"], tmp_path)
+    assert [(r["run_id"], r["model"], d.name) for r, d in runs] == [
+        ("r-none", "m", "none"),
+        ("r-zero_pos", "m", "zero_pos"),
+    ]
+    (layout.run_dir("m", "none") / "run.json").write_text("{broken")
+    with pytest.raises(HomogError, match="cannot read .*run.json"):
+        find_runs(["m"], tmp_path)
+    (layout.run_dir("m", "none") / "run.json").write_text("{}")
+    with pytest.raises(HomogError, match="has no run_id"):
+        find_runs(["m"], tmp_path)
+
+
+def test_default_db_falls_back_when_params_are_missing_or_broken(tmp_path):
+    assert default_db(tmp_path / "missing.yaml") == DEFAULT_DB
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("db: [\n")
+    assert default_db(broken) == DEFAULT_DB
+    good = tmp_path / "p.yaml"
+    good.write_text("db: elsewhere.duckdb\nextract: {center: 'not checked here'}\n")
+    assert str(default_db(good)) == "elsewhere.duckdb"
