@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "sql": "homog.cli.query:sql",
     "export": "homog.cli.query:export",
     "plot": "homog.cli.query:plot",
+    "report": "homog.cli.report:report",
     "posenc": "homog.cli.posenc:posenc",
 }
 
@@ -86,7 +87,7 @@ def main() -> None:
     Pipeline stages (run by `dvc repro`, each reads params.yaml):
       corpus, synth, extract, mauve, stats, load, posenc
     Looking at results (read-only over data/homog.duckdb):
-      runs, compare, sql, export, plot, tui
+      runs, compare, sql, export, plot, report, tui
     Checks:
       calibrate
     """

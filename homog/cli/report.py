@@ -1,0 +1,61 @@
+"""`homog report`: the paper's claims, the manipulation and the figures in one document."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from homog.cli.options import params_option
+
+REPORT_DIR = Path("data/report")
+
+
+@click.command()
+@params_option
+@click.option(
+    "--db",
+    "db_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="DuckDB file to read (default: params `db`, data/homog.duckdb). Opened read-only.",
+)
+@click.option(
+    "-o",
+    "--out",
+    "out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Output file [default: data/report/report.html, or report.md with --format md].",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["html", "md"]),
+    default="html",
+    show_default=True,
+    help="html: one self-contained file (figures embedded); md: Markdown + <name>_files/*.png.",
+)
+def report(params_path: Path, db_path: Path | None, out: Path | None, fmt: str) -> None:
+    """Check the paper's claims on the database and write one readable document.
+
+    A claims table per model (effect, 95% CI, Holm p, verdict), the manipulation strength
+    (key-phrase positions, BERTScore), layer curves with CIs, attention heatmaps, MAUVE, the
+    positional-encoding lab beside the paper's numbers, and the provenance. The verdict rules
+    are in the README ("homog report").
+
+    \b
+    Examples:
+      homog report                          # data/report/report.html
+      homog report --format md -o paper/report.md
+      homog report --db other.duckdb -o other.html
+    """
+    from homog.config import load_config
+    from homog.layout import Layout, default_db
+    from homog.report import build_report
+
+    params = load_config(params_path)
+    db = db_path or default_db(params_path)
+    out = out or REPORT_DIR / f"report.{fmt}"
+    path = build_report(db, out, fmt=fmt, params=params, synth_report=Layout().synth_report)
+    click.echo(f"wrote {path}", err=True)

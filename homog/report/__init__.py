@@ -1,0 +1,16 @@
+"""``homog report``: the paper's claims checked on the database, in one readable document.
+
+- ``claims``: the claims table (pure pandas over the store's tables) and the verdict rules;
+- ``figures``: the report's own figures (MAUVE, head ablation); the rest come from homog.plot;
+- ``document``: sections rendered to self-contained HTML or Markdown;
+- ``build``: ``build_report(db, out, fmt=...)``: read-only database in, one file out.
+"""
+
+from __future__ import annotations
+
+from homog.lazy import lazy_names
+
+_LAZY = {"build_report": "build", "FORMATS": "build", "claims_table": "claims"}
+__all__ = list(_LAZY)
+
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())

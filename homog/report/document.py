@@ -1,0 +1,137 @@
+"""Render the report's sections to one self-contained HTML file or to Markdown (pure strings)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+VERDICT_CLASS = {"supported": "yes", "reversed": "rev", "not supported": "no"}
+
+CSS = """
+body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;max-width:1100px;margin:2em auto;
+padding:0 1em;color:#222;line-height:1.45}
+h1{font-size:1.6em}h2{font-size:1.25em;border-bottom:1px solid #ddd;padding-bottom:.2em;
+margin-top:2em}h3{font-size:1.05em}
+table{border-collapse:collapse;margin:.6em 0 1.2em;font-size:.85em}
+th,td{border:1px solid #ddd;padding:.25em .5em;text-align:left;vertical-align:top}
+th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}
+td.yes{background:#e3f4e1}td.no{background:#f4f4f4}td.rev{background:#fbe3e0}
+figure{margin:1em 0;display:inline-block;vertical-align:top;width:100%}
+figure img{max-width:100%;height:auto;border:1px solid #eee}
+figcaption{font-size:.85em;color:#555}code,pre{background:#f6f6f6;padding:.1em .3em}
+pre{padding:.6em;overflow-x:auto}.note{color:#555;font-size:.9em}
+"""
+
+
+@dataclass
+class Table:
+    """A table: column names, rows of cells (numbers are formatted here), optional caption."""
+
+    columns: list[str]
+    rows: list[list[Any]]
+    caption: str = ""
+    verdict_column: str | None = None
+
+
+@dataclass
+class Section:
+    """A titled block of paragraphs, tables and figures (PNG paths with captions)."""
+
+    title: str
+    paragraphs: list[str] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+    figures: list[tuple[Path, str]] = field(default_factory=list)
+    code: str = ""
+    figure_width: int = 100  # percent of the page width per figure (48: two side by side)
+
+
+def fmt(value: Any) -> str:
+    """Numbers with 4 significant digits (p-values in scientific notation when small)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "–"
+        if value != 0 and abs(value) < 1e-3:
+            return f"{value:.2e}"
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _inline(text: str) -> str:
+    """Escaped text with `code` spans as <code> elements."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+
+
+def to_html(title: str, intro: str, sections: list[Section]) -> str:
+    """One HTML document; figures are embedded as base64 PNGs (no file beside it)."""
+    out = [
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
+        f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1><p>{_inline(intro)}</p>",
+    ]
+    for sec in sections:
+        out.append(f"<h2>{html.escape(sec.title)}</h2>")
+        out += [f"<p>{_inline(p)}</p>" for p in sec.paragraphs]
+        for table in sec.tables:
+            out.append(_html_table(table))
+        for path, caption in sec.figures:
+            data = base64.b64encode(Path(path).read_bytes()).decode()
+            style = "" if sec.figure_width >= 100 else f" style='width:{sec.figure_width}%'"
+            out.append(
+                f"<figure{style}><img alt='{html.escape(caption)}' "
+                f"src='data:image/png;base64,{data}'>"
+                f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+            )
+        if sec.code:
+            out.append(f"<pre><code>{html.escape(sec.code)}</code></pre>")
+    out.append("</body></html>")
+    return "\n".join(out)
+
+
+def _html_table(table: Table) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in table.columns)
+    body = []
+    vi = table.columns.index(table.verdict_column) if table.verdict_column else -1
+    for row in table.rows:
+        cells = []
+        for i, v in enumerate(row):
+            cls = "num" if isinstance(v, int | float) and not isinstance(v, bool) else ""
+            if i == vi:
+                cls = VERDICT_CLASS.get(str(v), "")
+            cells.append(f"<td class='{cls}'>{html.escape(fmt(v))}</td>")
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    caption = f"<caption>{html.escape(table.caption)}</caption>" if table.caption else ""
+    return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def to_markdown(title: str, intro: str, sections: list[Section], figure_dir: str) -> str:
+    """Markdown with the figures referenced as ``figure_dir/<name>.png`` beside the file."""
+    out = [f"# {title}", "", intro, ""]
+    for sec in sections:
+        out += [f"## {sec.title}", ""]
+        for p in sec.paragraphs:
+            out += [p, ""]
+        for table in sec.tables:
+            if table.caption:
+                out += [f"*{table.caption}*", ""]
+            out.append("| " + " | ".join(table.columns) + " |")
+            out.append("|" + "---|" * len(table.columns))
+            for row in table.rows:
+                cells = [fmt(v).replace("|", "\\|") for v in row]
+                out.append("| " + " | ".join(cells) + " |")
+            out.append("")
+        for path, caption in sec.figures:
+            out += [f"![{caption}]({figure_dir}/{Path(path).name})", "", f"*{caption}*", ""]
+        if sec.code:
+            out += ["```", sec.code, "```", ""]
+    return "\n".join(out)
