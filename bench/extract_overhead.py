@@ -3,12 +3,16 @@
 In one process, on the same token ids, it times
   (a)  the bare forward pass: ``model(**batch)`` with SDPA attention, no hidden states
        (also (a'), the decoder alone without the LM head, which is what (b) runs);
-  (b)  the full extraction: ``homog.extract.Extractor.run_batch`` (all metrics of
-       homog.metrics at every layer, attention statistics per head with eager attention,
-       pooled and sampled vectors), results moved to the CPU;
+  (b)  the full extraction: ``homog.extract.Extractor.run_batch`` (all metrics at every
+       layer: the token sets no_sink and standardized, the peers' metrics, massive
+       activations, sink_rate; attention statistics per head with eager attention, pooled
+       and sampled vectors), results moved to the CPU;
+  (bt) "today's" extraction before issue 13: the same with ``extract.token_sets: []`` and
+       ``extract.peer_metrics: false`` (the 7 metrics of homog.metrics only);
   (c)  the naive way: ``model(**batch, output_hidden_states=True)``, then per text and
        layer a ``numpy.linalg.svd`` on the CPU (hidden-state metrics only, no attention).
-and prints b/a and c/b (per-text times; (c) may run on a subset, --naive-texts).
+and prints b/a, b/bt (the cost of the token sets and peers' metrics; target <= 1.15) and c/b
+(per-text times; (c) may run on a subset, --naive-texts).
 
 Examples:
   python bench/extract_overhead.py                                  # smollm2-135m, CPU
@@ -141,11 +145,14 @@ def main() -> None:
 
         return run
 
-    def extraction(attention: bool) -> Callable[[], None]:
+    today = {"token_sets": (), "peer_metrics": False}
+
+    def extraction(attention: bool, **overrides: object) -> Callable[[], None]:
         def run() -> None:
             # hooks are installed only for (b): (a) and (c) run the untouched model
             lm.model.set_attn_implementation("eager" if attention else "sdpa")
-            extractor = Extractor(lm, dataclasses.replace(cfg, attention=attention))
+            ecfg = dataclasses.replace(cfg, attention=attention, **overrides)
+            extractor = Extractor(lm, ecfg)
             try:
                 for b in batches:
                     extractor.run_batch(b, "none", plan)
@@ -174,6 +181,7 @@ def main() -> None:
         "a": [],
         "a_decoder": [],
         "b": [],
+        "b_today": [],
         "b_no_attention": [],
         "c": [],
     }
@@ -181,6 +189,8 @@ def main() -> None:
     for _ in range(args.repeats):
         results["a"].append(timed(with_attn("sdpa", bare(lm.model)), dev))
         results["a_decoder"].append(timed(with_attn("sdpa", bare(lm.decoder)), dev))
+        # (b) and (bt) alternate, so a change in machine load hits both alike
+        results["b_today"].append(timed(extraction(True, **today), dev))
         results["b"].append(timed(extraction(True), dev))
         results["b_no_attention"].append(timed(extraction(False), dev))
     results["c"].append(timed(with_attn("sdpa", naive), dev))
@@ -206,6 +216,9 @@ def main() -> None:
         "a_decoder_s": best["a_decoder"][0],
         "b_s": best["b"][0],
         "b_no_attention_s": best["b_no_attention"][0],
+        "b_today_s": best["b_today"][0],
+        "b_over_b_today": per_text["b"] / per_text["b_today"],
+        "cpu_time_b_over_b_today": cpu["b"] / cpu["b_today"],
         "c_s": best["c"][0],
         "c_texts": n_naive,
         "b_over_a": per_text["b"] / per_text["a"],
@@ -234,11 +247,16 @@ def main() -> None:
         f"(b)  full extraction (eager, all stats)    {best['b'][0]:8.2f} s  "
         f"{figures['tokens_per_s_b']:9.0f} tok/s"
     )
+    print(f"(bt) today's extraction (before issue 13)  {best['b_today'][0]:8.2f} s")
     print(f"(b0) extraction without attention (SDPA)   {best['b_no_attention'][0]:8.2f} s")
     print(f"(c)  naive hidden states + numpy SVD       {best['c'][0]:8.2f} s  ({n_naive} texts)")
     print(
         f"b/a  = {figures['b_over_a']:.3f}   (b/a' = {figures['b_over_a_decoder']:.3f}, "
         f"b0/a = {figures['b_no_attention_over_a']:.3f})"
+    )
+    print(
+        f"b/bt = {figures['b_over_b_today']:.3f}   (token sets + peers' metrics vs today's; "
+        f"by process CPU time {figures['cpu_time_b_over_b_today']:.3f}; target <= 1.15)"
     )
     print(f"c/b  = {figures['c_over_b']:.2f}")
     if dev.type == "cpu":

@@ -10,6 +10,17 @@ defines
 - the position profile: c summed into ``N_BINS`` equal bins of relative position j/n
   (bin = floor(N_BINS * j / n)); it sums to 1 over bins.
 
+Per text (``TEXT_METRICS``, with ``sink_epsilon`` / ``positions``):
+
+- ``sink_rate``: the share of heads whose first token receives, on average over the queries
+  that can see it (all of them: A is causal), more than epsilon of the attention, i.e.
+  ``attn_first`` of the head > epsilon (Gu et al. 2025, "When Attention Sink Emerges",
+  sail-sg/Attention-Sink; they average the indicator over layers too, homog keeps it per
+  layer);
+- ``attn_massive``: the attention the token at ``positions`` (the one holding the largest
+  |activation| of the block's input) receives on average over the queries that can see it,
+  (1 / (n - j)) sum_(i >= j) A_ij, mean over heads (= ``attn_first`` when j = 0).
+
 Everything is pure tensor computation on the weights' device; nothing loops over texts.
 """
 
@@ -20,15 +31,25 @@ from torch import Tensor
 
 N_BINS = 20
 HEAD_METRICS: tuple[str, ...] = ("attn_first", "attn_last", "attn_entropy")
+TEXT_METRICS: tuple[str, ...] = ("sink_rate", "attn_massive")
 
 
-def attention_stats(weights: Tensor, lengths: Tensor, n_bins: int = N_BINS) -> dict[str, Tensor]:
+def attention_stats(
+    weights: Tensor,
+    lengths: Tensor,
+    n_bins: int = N_BINS,
+    *,
+    sink_epsilon: float | None = None,
+    positions: Tensor | None = None,
+) -> dict[str, Tensor]:
     """Column-mass statistics of a batch of right-padded attention weights.
 
     weights: (B, H, n, n) softmax weights (any float dtype) of B texts padded on the right;
     lengths: (B,) count of real tokens per text (>= 1; positions >= length are padding).
     Returns float32 tensors on weights' device: ``attn_first``, ``attn_last``,
     ``attn_entropy`` of shape (B, H) and ``profile`` of shape (B, H, n_bins).
+    With ``sink_epsilon``, also ``sink_rate`` (B,); with ``positions`` (B,) (each < length),
+    also ``attn_massive`` (B,) (module docstring).
     Padding rows and columns never enter (they are masked with ``where``, so NaN in padding
     rows cannot leak). Raises ValueError on mismatched shapes or a zero length.
     """
@@ -57,4 +78,13 @@ def attention_stats(weights: Tensor, lengths: Tensor, n_bins: int = N_BINS) -> d
     bins = bins.clamp(max=n_bins - 1).expand(b, n)
     profile = torch.zeros(*column.shape[:2], n_bins, device=weights.device)
     profile.scatter_add_(-1, bins[:, None, :].expand_as(column), column)
-    return {"attn_first": first, "attn_last": last, "attn_entropy": entropy, "profile": profile}
+    out = {"attn_first": first, "attn_last": last, "attn_entropy": entropy, "profile": profile}
+    if sink_epsilon is not None:
+        out["sink_rate"] = (first > sink_epsilon).double().mean(-1)
+    if positions is not None:
+        j = positions.to(weights.device).long().view(b, 1, 1)
+        received = column.gather(-1, j.expand(b, column.shape[1], 1))[..., 0]  # (B, H)
+        # column mass is (1/n) sum_i A_ij; the queries that see token j are n - j of them
+        scale = lengths.float() / (lengths - j.view(b)).float()
+        out["attn_massive"] = received.mean(-1) * scale
+    return out

@@ -176,6 +176,41 @@ def check_precision(n: int = 64, d: int = 128, seed: int = 0) -> list[Check]:
     return rows
 
 
+def check_massive_token(n: int = 64, d: int = 64, seed: int = 0, at: int = 20) -> list[Check]:
+    """Diverse data in which one token (not the first) has 100x its norm, as a massive
+    activation gives: ``erank`` (all) reads collapse, ``erank__no_sink`` (the token removed
+    by the norm rule, the first token by the first-token rule) and ``mean_cosine`` do not."""
+    from homog.metrics_sets import hidden_metrics
+
+    gen = torch.Generator().manual_seed(seed)
+    clean = torch.randn(n, d, dtype=torch.float64, generator=gen) + 0.2
+    loud = clean.clone()
+    loud[at] *= 100
+    mask = torch.ones(2, n, dtype=torch.bool)
+    out, _ = hidden_metrics(
+        torch.stack([clean, loud]), mask, token_sets=("no_sink", "standardized"), peers=False
+    )
+    c, m = ({k: float(v[i]) for k, v in out.items()} for i in (0, 1))
+    rest = _metrics(clean[[i for i in range(n) if i not in (0, at)]])  # what no_sink keeps
+    case = "one token x100 norm"
+    return [
+        Check(case, "erank", m["erank"], f"< 1/4 of without it ({c['erank']:.4g}): collapse",
+              m["erank"] < c["erank"] / 4),
+        Check(case, "mev", m["mev"], f"> 0.9 (without it {c['mev']:.3g})", m["mev"] > 0.9),
+        Check(case, "erank__no_sink", m["erank__no_sink"],
+              f"= erank of the other tokens ({rest['erank']:.6g}; all {c['erank']:.4g})",
+              _close(m["erank__no_sink"], rest["erank"], 1e-9)),
+        Check(case, "n_removed__no_sink", m["n_removed__no_sink"], "= 2 (first + loud)",
+              m["n_removed__no_sink"] == 2),
+        Check(case, "mean_cosine", m["mean_cosine"], f"= without it ({c['mean_cosine']:.6g})",
+              _close(m["mean_cosine"], c["mean_cosine"], 1e-9)),
+        # z-scoring features does not undo one loud token: shown, not a pass/fail check
+        Check(case, "erank__standardized", m["erank__standardized"],
+              f"per-feature z-scores keep one loud token (without it "
+              f"{c['erank__standardized']:.4g})", True, info=True),
+    ]  # fmt: skip
+
+
 def run_checks() -> list[Check]:
     """Every calibration check, in display order."""
     return [
@@ -185,5 +220,6 @@ def run_checks() -> list[Check]:
         *check_averaging(center=True),
         *check_invariance(),
         *check_low_rank_vs_collapsed(),
+        *check_massive_token(),
         *check_precision(),
     ]

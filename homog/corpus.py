@@ -27,7 +27,7 @@ import pandas as pd
 from homog.config import CorpusConfig, Params, as_params
 from homog.errors import HomogError
 from homog.io import atomic_path, content_hash, write_json
-from homog.layout import Layout
+from homog.layout import Layout, writable_dir
 
 # The demo reviews ship with the project: found beside the package, whatever the cwd.
 DEMO_PATH = Layout(Path(__file__).resolve().parents[1]).demo_corpus
@@ -91,25 +91,93 @@ def dataset_name(source: str) -> str:
     raise HomogError(f"unknown corpus source {source!r}: use demo, hf:<dataset id> or file:<path>")
 
 
+def _open_text(path: Path):
+    import gzip
+
+    if path.name.lower().endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def _check_utf8(path: Path) -> None:
+    """HomogError naming the first line that is not UTF-8 (a latin-1 CSV, say)."""
+    import gzip
+
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    with opener(path, "rb") as fh:
+        for lineno, line in enumerate(fh, 1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise HomogError(
+                    f"corpus file {path}, line {lineno}: not UTF-8 text ({exc.reason} at byte "
+                    f"{exc.start} of the line); convert the file to UTF-8, e.g. "
+                    f"`iconv -f latin1 -t utf-8 {path.name} > new.{path.name}`"
+                ) from exc
+
+
+def _read_jsonl(path: Path) -> pd.DataFrame:
+    """One JSON object per line; HomogError naming the first bad line."""
+    import json
+
+    records = []
+    with _open_text(path) as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise HomogError(
+                    f"corpus file {path}, line {lineno}: not valid JSON ({exc.msg} at column "
+                    f"{exc.colno}); fix or remove that line"
+                ) from exc
+            if not isinstance(obj, dict):
+                raise HomogError(
+                    f"corpus file {path}, line {lineno}: expected a JSON object per line, got "
+                    f"{type(obj).__name__}"
+                )
+            records.append(obj)
+    return pd.DataFrame.from_records(records)
+
+
 def _read_file(path: Path) -> pd.DataFrame:
     if not path.exists():
         raise HomogError(f"corpus file {path} not found (corpus.source file:{path})")
+    if path.is_dir():
+        raise HomogError(f"corpus file {path} is a directory; corpus.source file: takes a file")
+    if path.stat().st_size == 0:
+        raise HomogError(f"corpus file {path} is empty (0 bytes): nothing to draw texts from")
     name = path.name.lower().removesuffix(".gz")
     try:
         if name.endswith(".parquet"):
-            return pd.read_parquet(path)
-        if name.endswith(".jsonl"):
-            return pd.read_json(path, lines=True, dtype=False)
-        if name.endswith(".json"):
-            return pd.read_json(path, dtype=False)
-        if name.endswith((".csv", ".tsv")):
-            return pd.read_csv(path, sep="\t" if name.endswith(".tsv") else ",", dtype=object)
+            df = pd.read_parquet(path)
+        elif name.endswith(".jsonl"):
+            _check_utf8(path)
+            df = _read_jsonl(path)
+        elif name.endswith(".json"):
+            _check_utf8(path)
+            df = pd.read_json(path, dtype=False)
+        elif name.endswith((".csv", ".tsv")):
+            _check_utf8(path)
+            df = pd.read_csv(
+                path, sep="\t" if name.endswith(".tsv") else ",", dtype=object, encoding="utf-8"
+            )
+        else:
+            raise HomogError(
+                f"corpus file {path}: unknown format; use .csv, .tsv, .jsonl, .json or .parquet "
+                "(optionally .gz)"
+            )
+    except HomogError:
+        raise
+    except pd.errors.EmptyDataError as exc:
+        raise HomogError(f"corpus file {path} holds no rows or columns (empty)") from exc
     except Exception as exc:  # each reader raises its own exception types
-        raise HomogError(f"corpus file {path} could not be parsed: {exc}") from exc
-    raise HomogError(
-        f"corpus file {path}: unknown format; use .csv, .tsv, .jsonl, .json or .parquet "
-        "(optionally .gz)"
-    )
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise HomogError(f"corpus file {path} could not be parsed: {first}") from exc
+    if df.empty and len(df.columns) == 0:
+        raise HomogError(f"corpus file {path} holds no rows or columns (empty)")
+    return df
 
 
 def _read_hf(dataset_id: str, split: str) -> pd.DataFrame:
@@ -276,6 +344,7 @@ def build_corpus(
     params = as_params(params)
     cfg = params.corpus
     dataset = cfg.name or dataset_name(cfg.source)
+    writable_dir(Path(out).parent, what="corpus")  # before reading: fail fast
     raw = load_source(cfg.source, split=cfg.split, root=root)
     corpus, report = prepare_corpus(
         raw,
@@ -288,9 +357,12 @@ def build_corpus(
         min_words=cfg.min_words,
         max_words=cfg.max_words,
     )
-    with atomic_path(out) as tmp:
-        corpus.to_parquet(tmp, index=False)
-    write_json(out.with_suffix(".report.json"), {"source": cfg.source, **report.to_dict()})
+    try:
+        with atomic_path(out) as tmp:
+            corpus.to_parquet(tmp, index=False)
+        write_json(out.with_suffix(".report.json"), {"source": cfg.source, **report.to_dict()})
+    except OSError as exc:
+        raise HomogError(f"cannot write the corpus {out}: {exc.strerror or exc}") from exc
     return report
 
 

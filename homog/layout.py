@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,6 +107,33 @@ def default_db(params_path: str | os.PathLike[str] = "params.yaml") -> Path:
     return Path(db) if isinstance(db, str) and db else DEFAULT_DB
 
 
+def writable_dir(directory: str | os.PathLike[str], what: str = "output") -> Path:
+    """``directory``, created when missing, after checking that a file can be made in it.
+
+    Raises HomogError naming the directory (and the file in the way, when a parent is a file)
+    instead of a FileNotFoundError/FileExistsError/PermissionError traceback, and before any
+    work or any wait on a lock.
+    """
+    d = Path(directory)
+    for parent in (d, *d.parents):
+        if parent.exists() or parent.is_symlink():
+            if not parent.is_dir():
+                raise HomogError(
+                    f"cannot write the {what} under {d}: {parent} is a file, not a directory"
+                )
+            break
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".homog-write-check.", dir=d)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise HomogError(
+            f"cannot write the {what} in {d}: {exc.strerror or exc}; choose a writable path"
+        ) from exc
+    return d
+
+
 def read_run_json(path: Path) -> dict[str, Any]:
     """A run.json dict; HomogError when unreadable or without a run_id."""
     try:
@@ -118,19 +146,27 @@ def read_run_json(path: Path) -> dict[str, Any]:
 
 
 def find_runs(
-    models: Iterable[str], root: str | os.PathLike[str] = "."
+    models: Iterable[str],
+    root: str | os.PathLike[str] = ".",
+    *,
+    interventions: Iterable[str] | None = None,
 ) -> list[tuple[dict[str, Any], Path]]:
     """(run.json dict, run directory) of every finished run of the given model keys.
 
     A run is finished when its directory holds a run.json (written last, after every other
-    output). Runs are ordered by model (as given), then intervention directory name. Each
-    dict gets ``model`` set to its key when run.json lacks it. Raises HomogError for an
-    unreadable run.json.
+    output). ``interventions`` (params ``extract.interventions``) keeps only those
+    intervention directories: an old directory of an intervention the params no longer name
+    is not read (None: all). Runs are ordered by model (as given), then intervention
+    directory name. Each dict gets ``model`` set to its key when run.json lacks it. Raises
+    HomogError for an unreadable run.json.
     """
     layout = Layout(Path(root))
+    wanted = None if interventions is None else {str(i) for i in interventions}
     runs = []
     for key in models:
         for run_json in sorted(layout.extract_dir(str(key)).glob("*/run.json")):
+            if wanted is not None and run_json.parent.name not in wanted:
+                continue
             run = read_run_json(run_json)
             run.setdefault("model", str(key))
             runs.append((run, run_json.parent))

@@ -235,7 +235,7 @@ def mauve_stage(
     if cfg.path == "auto":
         # torch's batched k-means pays off on a GPU; on a CPU faiss is faster (README).
         cfg = replace(cfg, path="torch" if device.startswith("cuda") else "faiss")
-    runs = find_runs([model], root)
+    runs = find_runs([model], root, interventions=params.extract.interventions)
     if not runs:
         raise HomogError(
             f"no runs under {layout.extract_dir(model)}/: run `homog extract --model {model}` first"

@@ -187,22 +187,16 @@ def spectral_metrics(eig: Tensor) -> dict[str, Tensor]:
     }
 
 
-def layer_metrics(hidden: Tensor, mask: Tensor, *, center: bool = False) -> dict[str, Tensor]:
-    """All METRIC_NAMES for every leading index of ``hidden`` at once.
-
-    hidden: (..., n, d) token vectors in any float dtype (e.g. (texts, layers, n, d));
-    mask: bool, broadcastable to (..., n); True marks tokens that count.
-    Returns {metric: float64 tensor of shape hidden.shape[:-2]} on hidden's device.
-    Raises MetricInputError / NonFiniteError as described in the module docstring.
-    """
+def _prepare(hidden: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """(mask, x, gram, sq_norms): the checked mask, the float64 token vectors with masked rows
+    zeroed, their smaller Gram matrix and the squared token norms. Raises NonFiniteError when
+    a counted token holds NaN/inf."""
     mask = _check_inputs(hidden, mask, finite=False)
     n, d = hidden.shape[-2:]
     x = hidden.to(torch.float64)
     x = x.clone() if x is hidden else x
     # fill, not multiply: padding may hold NaN/inf that must not leak into the sums
     x.masked_fill_(~mask.unsqueeze(-1), 0.0)
-    n_tok = mask.sum(-1).to(torch.float64)
-
     # One pass over X: the Gram matrix. When n <= d, norms, the resultant and the centred
     # spectrum all follow from the n x n Gram matrix G, so X is never touched again.
     gram = _gram(x)
@@ -210,6 +204,19 @@ def layer_metrics(hidden: Tensor, mask: Tensor, *, center: bool = False) -> dict
     # A NaN or inf anywhere in a token vector makes its squared norm NaN or inf (float64
     # cannot overflow on squares of float32/bf16 values), so this scan replaces a full one.
     _raise_non_finite(~torch.isfinite(sq_norms) & mask)
+    return mask, x, gram, sq_norms
+
+
+def _direction_metrics(
+    x: Tensor, gram: Tensor, mask: Tensor, sq_norms: Tensor
+) -> dict[str, Tensor]:
+    """resultant_length, mean_cosine, norm_mean of the tokens in ``mask``.
+
+    x: (..., n, d) float64 with rows outside ``mask`` zeroed; gram: its smaller Gram matrix;
+    sq_norms: (..., n) squared norms (0 outside the mask). A set with no token gives NaN.
+    """
+    n, d = x.shape[-2:]
+    n_tok = mask.sum(-1).to(torch.float64)
     norms = sq_norms.clamp_min(0).sqrt()
     inv = torch.where(norms > 0, 1 / norms, torch.zeros_like(norms))
     if n <= d:
@@ -222,23 +229,44 @@ def layer_metrics(hidden: Tensor, mask: Tensor, *, center: bool = False) -> dict
     resultant = torch.where(zero_token, torch.full_like(resultant, math.nan), resultant)
     mean_cos = (n_tok * resultant.square() - 1) / (n_tok - 1)
     mean_cos = torch.where(n_tok > 1, mean_cos, torch.full_like(mean_cos, math.nan))
+    return {
+        "resultant_length": resultant,
+        "mean_cosine": mean_cos,
+        "norm_mean": (norms * mask).sum(-1) / n_tok,
+    }
 
-    if center:
-        k = n_tok[..., None]
-        if n <= d:
-            # (x_i - mu).(x_j - mu) = G_ij - r_i - r_j + mu.mu, with r_i = x_i.mu
-            r = gram.sum(-1) / k
-            mumu = r.sum(-1, keepdim=True) / k
-            gram = gram - r.unsqueeze(-1) - r.unsqueeze(-2) + mumu.unsqueeze(-1)
-            pair = mask.unsqueeze(-1) & mask.unsqueeze(-2)
-            gram = torch.where(pair, gram, torch.zeros_like(gram))
-        else:
-            mu = x.sum(-2) / k  # (..., d)
-            gram = gram - k.unsqueeze(-1) * mu.unsqueeze(-1) * mu.unsqueeze(-2)
-    out = spectral_metrics(_eigenvalues(gram, max(n, d)))
-    out["resultant_length"] = resultant
-    out["mean_cosine"] = mean_cos
-    out["norm_mean"] = norms.sum(-1) / n_tok
+
+def _spectral_gram(x: Tensor, gram: Tensor, mask: Tensor, center: bool) -> Tensor:
+    """The Gram matrix whose eigenvalues are the spectrum: ``gram`` itself, or (``center``)
+    that of the vectors centred over the tokens in ``mask``."""
+    if not center:
+        return gram
+    n, d = x.shape[-2:]
+    k = mask.sum(-1).to(torch.float64)[..., None]
+    if n <= d:
+        # (x_i - mu).(x_j - mu) = G_ij - r_i - r_j + mu.mu, with r_i = x_i.mu
+        r = gram.sum(-1) / k
+        mumu = r.sum(-1, keepdim=True) / k
+        gram = gram - r.unsqueeze(-1) - r.unsqueeze(-2) + mumu.unsqueeze(-1)
+        pair = mask.unsqueeze(-1) & mask.unsqueeze(-2)
+        return torch.where(pair, gram, torch.zeros_like(gram))
+    mu = x.sum(-2) / k  # (..., d)
+    return gram - k.unsqueeze(-1) * mu.unsqueeze(-1) * mu.unsqueeze(-2)
+
+
+def layer_metrics(hidden: Tensor, mask: Tensor, *, center: bool = False) -> dict[str, Tensor]:
+    """All METRIC_NAMES for every leading index of ``hidden`` at once.
+
+    hidden: (..., n, d) token vectors in any float dtype (e.g. (texts, layers, n, d));
+    mask: bool, broadcastable to (..., n); True marks tokens that count.
+    Returns {metric: float64 tensor of shape hidden.shape[:-2]} on hidden's device.
+    Raises MetricInputError / NonFiniteError as described in the module docstring.
+    (``homog.metrics_sets.hidden_metrics`` adds the token sets and the peers' metrics.)
+    """
+    mask, x, gram, sq_norms = _prepare(hidden, mask)
+    n, d = hidden.shape[-2:]
+    out = spectral_metrics(_eigenvalues(_spectral_gram(x, gram, mask, center), max(n, d)))
+    out.update(_direction_metrics(x, gram, mask, sq_norms))
     return {name: out[name] for name in METRIC_NAMES}
 
 

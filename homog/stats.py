@@ -7,7 +7,9 @@ layers), a Wilcoxon signed-rank p-value (scipy) and Holm's correction across the
 (run, metric, pair) family. Depth bands (first 25 %, middle 50 %, last 25 % of a metric's
 layers; the per-text mean over the band's layers) get the same treatment, Holm across the three
 bands. An intervention run (``zero_pos``, ``shuffle_pos``) is compared with the unchanged
-(``none``) run of the same model, variant by variant (``baseline_run_id`` set).
+(``none``) run of the same model and config (the same ``pair_key``: everything but the
+intervention), variant by variant (``baseline_run_id`` set); only the interventions that
+``extract.interventions`` names are read.
 
 All-zero differences (a variant against itself, or a metric that does not move) have no
 Wilcoxon statistic; they get ``p_value = 1.0`` and a CI of ``[0, 0]`` instead of NaN and a
@@ -18,8 +20,9 @@ reported in ``n``; a group with fewer than 2 pairs gets NaN p-values and CIs.
 from __future__ import annotations
 
 import math
+import sys
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,7 @@ import pandas as pd
 from homog.config import Params, as_params
 from homog.io import HomogError, atomic_path, write_json
 from homog.layout import Layout, find_runs
+from homog.metrics_sets import N_REMOVED
 from homog.store.schema import TABLES
 
 VARIANT_PAIRS: tuple[tuple[str, str], ...] = (
@@ -293,20 +297,72 @@ def _finish(parts: list[pd.DataFrame]) -> pd.DataFrame:
 # The stage: files in, files out
 
 
+# Per-text values that are indices or counts, not measurements: a mean difference of them
+# means nothing, so stats does not contrast them (they stay in layer_metrics for SQL).
+NOT_CONTRASTED = ("act_top1_pos", "act_top1_feature", N_REMOVED)
+
+
 def _read_metrics(run_dir: Path) -> pd.DataFrame:
     path = run_dir / "layer_metrics.parquet"
     if not path.exists():
         raise HomogError(f"{path} is missing; rerun `dvc repro` (extract stage)")
-    return pd.read_parquet(path, columns=["variant", "sample_id", "layer", "metric", "value"])
+    frame = pd.read_parquet(path, columns=["variant", "sample_id", "layer", "metric", "value"])
+    return frame[~frame["metric"].isin(NOT_CONTRASTED)]
 
 
-def compute_all(params: Params | Mapping[str, Any], root: str | Path = ".") -> pd.DataFrame:
-    """All contrasts of all runs named by params (variant pairs and intervention vs none)."""
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def unchanged_run(
+    run: dict[str, Any], runs: Sequence[dict[str, Any]], log: Callable[[str], None] = _warn
+) -> dict[str, Any] | None:
+    """The unchanged (``none``) run an intervention run is compared with, or None.
+
+    Runs pair only when they agree on everything but the intervention: the same model and the
+    same ``pair_key`` (a hash of the model source, the result-changing extract options and
+    the texts; run.json has it since issue 16). A run without a pair_key (written by an older
+    homog) is never paired: nothing shows that its texts and options match, so a stale
+    directory left by an interrupted re-extract cannot be compared with a new run. Each
+    refusal is logged with what to rerun.
+    """
+    where = f"{run['model']}/{run.get('intervention')} run {str(run['run_id'])[:12]}"
+    key = run.get("pair_key")
+    if key is None:
+        log(
+            f"{where}: run.json has no pair_key (an older homog wrote it), so it is not compared "
+            f"with an unchanged run; rerun `homog extract --model {run['model']}`"
+        )
+        return None
+    for r in runs:
+        if (
+            r["model"] == run["model"]
+            and r.get("intervention", "none") == "none"
+            and r.get("pair_key") == key
+        ):
+            return r
+    log(
+        f"{where}: no unchanged (none) run with the same texts and extract options (stale "
+        f"output of other params?); not compared; rerun `homog extract --model {run['model']}`"
+    )
+    return None
+
+
+def compute_all(
+    params: Params | Mapping[str, Any],
+    root: str | Path = ".",
+    log: Callable[[str], None] = _warn,
+) -> pd.DataFrame:
+    """All contrasts of all runs named by params (variant pairs and intervention vs none).
+
+    Reads only the interventions of ``extract.interventions``; an intervention run is
+    compared with the unchanged run of the same config (:func:`unchanged_run`).
+    """
     from homog.progress import progress
 
     params = as_params(params)
     opts = {"n_boot": params.stats.n_boot, "ci": params.stats.ci, "seed": params.seed}
-    runs = find_runs(params.models, root)
+    runs = find_runs(params.models, root, interventions=params.extract.interventions)
     if not runs:
         raise HomogError(
             "no extracted runs under data/extract/<model>/ for the models in params.yaml; "
@@ -319,18 +375,14 @@ def compute_all(params: Params | Mapping[str, Any], root: str | Path = ".") -> p
         for run, _ in runs:
             parts.append(run_contrasts(frames[run["run_id"]], run["run_id"], **opts))
             if run.get("intervention", "none") != "none":
-                base = [
-                    r
-                    for r, _ in runs
-                    if r["model"] == run["model"] and r.get("intervention", "none") == "none"
-                ]
-                if base:
+                base = unchanged_run(run, [r for r, _ in runs], log)
+                if base is not None:
                     parts.append(
                         intervention_contrasts(
                             frames[run["run_id"]],
-                            frames[base[0]["run_id"]],
+                            frames[base["run_id"]],
                             run["run_id"],
-                            base[0]["run_id"],
+                            base["run_id"],
                             **opts,
                         )
                     )
@@ -428,7 +480,7 @@ def stats_stage(
     layout = Layout(Path(root))
     out_dir = Path(out_dir) if out_dir is not None else layout.stats_dir
     contrasts = compute_all(params, root)
-    found = find_runs(params.models, root)
+    found = find_runs(params.models, root, interventions=params.extract.interventions)
     runs = [r for r, _ in found]
     summaries = pd.concat(
         [summarise(_read_metrics(d), r["run_id"]) for r, d in found], ignore_index=True

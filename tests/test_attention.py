@@ -77,3 +77,29 @@ def test_bad_shapes():
         attention_stats(torch.zeros(2, 3, 4), torch.tensor([1, 2]))
     with pytest.raises(ValueError, match="lengths must lie"):
         attention_stats(torch.zeros(1, 1, 4, 4), torch.tensor([0]))
+
+
+def test_sink_rate_and_attn_massive_against_numpy():
+    """sink_rate: share of heads whose first token gets > eps of the attention on average
+    over the queries; attn_massive: mean over the queries i >= j of A_ij at a given j."""
+    rng = np.random.default_rng(5)
+    lengths, n, h = [9, 6, 3], 9, 5
+    logits = rng.normal(size=(3, h, n, n)) * 2
+    logits[:, :2, :, 0] += 4  # two heads sink into token 0
+    w = np.stack([causal_softmax(logits[b], k, n) for b, k in enumerate(lengths)])
+    positions = np.array([4, 0, 2])
+    for eps in (0.1, 0.3, 0.6):
+        out = attention_stats(
+            torch.from_numpy(w),
+            torch.tensor(lengths),
+            sink_epsilon=eps,
+            positions=torch.from_numpy(positions),
+        )
+        for b, k in enumerate(lengths):
+            a = w[b, :, :k, :k]
+            want_sink = (a[:, :, 0].mean(1) > eps).mean()
+            assert out["sink_rate"][b].item() == pytest.approx(want_sink, abs=1e-12)
+            j = positions[b]
+            want = a[:, j:, j].mean(1).mean()
+            assert out["attn_massive"][b].item() == pytest.approx(want, rel=1e-5)
+    assert out["sink_rate"][0].item() >= 0.4 - 1e-9  # the two sink heads at least

@@ -53,3 +53,10 @@ def test_cli_exits_nonzero_when_a_check_fails(monkeypatch):
     res = CliRunner().invoke(main, ["calibrate"])
     assert res.exit_code == 1
     assert "1 of 1 calibration checks failed" in res.output
+
+
+def test_one_massive_token_fakes_collapse_only_for_erank_all():
+    rows = {c.metric: c for c in cal.check_massive_token()}
+    assert all(c.ok for c in rows.values())
+    assert rows["erank"].value < rows["erank__no_sink"].value / 4
+    assert rows["erank__standardized"].info  # shown: z-scoring does not remove a loud token

@@ -67,11 +67,17 @@ def test_read_errors_name_the_file(tmp_path):
         (("stats", "ci"), 1.5, r"stats.ci must lie in \(0, 1\)"),
         (("stats", "n_boot"), True, r"stats.n_boot: expected an integer, got True"),
         (("corpus", "max_words"), "400", r"corpus.max_words: expected an integer or null"),
-        (("synth", "rephraser"), "gpt", r"synth.rephraser: expected one of 'rule', 'llm'"),
+        (("synth", "rephraser"), "gpt", r"synth.rephraser: expected one of .*'rule'.*got 'gpt'"),
         (("synth", "bertscore", "threshold"), "high", r"bertscore.threshold: expected a"),
         (("posenc", "preset"), "huge", r"posenc.preset: unknown preset 'huge'"),
         (("posenc", "encodings"), ["rope", "rope2"], r"posenc.encodings: unknown \['rope2'\]"),
         (("seed",), "0", r"seed: expected an integer"),
+        # issue 13: epsilon is a share of attention
+        (("extract", "sink_epsilon"), 1.5, r"extract.sink_epsilon must lie in \(0, 1\)"),
+        (("extract", "sink_epsilon"), 0, r"extract.sink_epsilon must lie in \(0, 1\) .*got 0"),
+        (("extract", "sink_norm_ratio"), 0.5, r"extract.sink_norm_ratio must be > 1"),
+        (("extract", "renyi_alpha"), 0, r"extract.renyi_alpha must be > 0"),
+        (("extract", "token_sets"), ["no_sink", "rogue"], r"token_sets\[1\]: expected one of"),
     ],
 )  # fmt: skip
 def test_wrong_types_and_ranges_name_key_value_and_expected_type(key, value, expected):
@@ -133,3 +139,13 @@ def test_params_yaml_round_trips_through_yaml(tmp_path):
     path = tmp_path / "p.yaml"
     path.write_text(yaml.safe_dump(project_params()))
     assert load_config(path) == load_config(ROOT / "params.yaml")
+
+
+def test_new_extract_keys_keep_earlier_run_ids():
+    """The issue-13 keys enter the run id only when they differ from their defaults."""
+    a = ExtractConfig()
+    assert not {"token_sets", "peer_metrics", "sink_epsilon"} & set(a.result_keys())
+    b = dataclasses.replace(a, sink_epsilon=0.5)
+    assert b.result_keys()["sink_epsilon"] == 0.5
+    c = dataclasses.replace(a, token_sets=[])
+    assert c.token_sets == () and c.result_keys()["token_sets"] == ()

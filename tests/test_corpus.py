@@ -125,8 +125,8 @@ def test_bad_files_fail_clearly(tmp_path):
     (tmp_path / "bad.parquet").write_text("this is not parquet")
     with pytest.raises(HomogError, match="could not be parsed"):
         load_source("file:bad.parquet", root=tmp_path)
-    (tmp_path / "bad.jsonl").write_text('{"text": "a"\n{oops')
-    with pytest.raises(HomogError, match="could not be parsed"):
+    (tmp_path / "bad.jsonl").write_text('{"text": "a"}\n{oops')
+    with pytest.raises(HomogError, match="bad.jsonl, line 2: not valid JSON"):
         load_source("file:bad.jsonl", root=tmp_path)
     (tmp_path / "x.xlsx").write_text("x")
     with pytest.raises(HomogError, match="unknown format"):
@@ -210,3 +210,38 @@ def test_imdb_sample_file_source():
     assert corpus["label"].value_counts().to_dict() == {"neg": 20, "pos": 20}
     assert not corpus["text"].str.contains("<br").any()
     assert corpus["text"].map(lambda t: 20 <= len(t.split()) <= 400).all()
+
+
+def test_empty_latin1_and_bad_line_files_are_named(tmp_path):
+    """Issue 16: a 0-byte file says it is empty (not "no text column; columns: []"), a
+    latin-1 CSV and a bad JSONL line name the line."""
+    for name in ("empty.csv", "empty.jsonl", "empty.parquet"):
+        (tmp_path / name).write_bytes(b"")
+        with pytest.raises(HomogError, match=rf"{name} is empty \(0 bytes\)"):
+            load_source(f"file:{name}", root=tmp_path)
+    (tmp_path / "header.csv").write_text("text,label\n")
+    assert load_source("file:header.csv", root=tmp_path).empty
+    (tmp_path / "latin.csv").write_bytes(
+        "text,label\nfine,pos\ncaf\u00e9 au lait,neg\n".encode("latin-1")
+    )
+    with pytest.raises(HomogError, match=r"latin.csv, line 3: not UTF-8.*iconv"):
+        load_source("file:latin.csv", root=tmp_path)
+    (tmp_path / "lines.jsonl").write_text('{"text": "a"}\n\n{"text": "b"}\n{"text": "c",}\n')
+    with pytest.raises(HomogError, match=r"lines.jsonl, line 4: not valid JSON"):
+        load_source("file:lines.jsonl", root=tmp_path)
+    (tmp_path / "list.jsonl").write_text('{"text": "a"}\n[1, 2]\n')
+    with pytest.raises(HomogError, match=r"list.jsonl, line 2: expected a JSON object"):
+        load_source("file:list.jsonl", root=tmp_path)
+
+
+def test_cli_corpus_to_unwritable_path_is_a_clear_error(tmp_path, write_params):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    params = write_params(corpus={"n": 20})
+    for out, needle in (
+        (afile / "c.parquet", "is a file"),
+        ("/proc/homog/c.parquet", "cannot write"),
+    ):
+        res = CliRunner().invoke(main, ["corpus", "--params", str(params), "--out", str(out)])
+        assert res.exit_code == 1 and res.output.startswith("Error:"), res.output
+        assert needle in res.output and "Traceback" not in res.output

@@ -17,8 +17,10 @@ import torch
 import yaml
 from click.testing import CliRunner
 from conftest import ROOT, TINY, extract_config
+from test_metrics_sets import assert_matches, numpy_reference
 
 import homog.extract
+from homog.attention import TEXT_METRICS
 from homog.cli import main
 from homog.errors import HomogError
 from homog.extract import (
@@ -30,6 +32,7 @@ from homog.extract import (
     run_extract,
 )
 from homog.metrics import METRIC_NAMES
+from homog.metrics_sets import hidden_metric_names
 from homog.models import load_model
 
 WORDS = (
@@ -77,7 +80,13 @@ def run_tiny(loaded, texts, cfg, interventions, out, **kw) -> list[dict]:
 def read_outputs(path: Path) -> dict:
     out = {
         f: pd.read_parquet(path / f"{f}.parquet")
-        for f in ("layer_metrics", "attention_profile", "attention_heads", "dataset_spectra")
+        for f in (
+            "layer_metrics",
+            "attention_profile",
+            "attention_heads",
+            "dataset_spectra",
+            "massive_activations",
+        )
     }
     with np.load(path / "vectors.npz") as z:
         out["vectors"] = {k: z[k] for k in z.files}
@@ -140,6 +149,7 @@ def test_cli_matches_output_hidden_states(key, tmp_path):
         with torch.no_grad():
             hf = lm.model(**enc, output_hidden_states=True, output_attentions=True)
         assert len(hf.hidden_states) == lm.n_layers + 1
+        top_pos = []
         for layer, h in enumerate(hf.hidden_states):
             x = h[0].double().numpy()[~special]
             for metric, value in svd_reference(x).items():
@@ -148,7 +158,19 @@ def test_cli_matches_output_hidden_states(key, tmp_path):
                     layer,
                     metric,
                 )
+            # the token sets, the peers' metrics and massive activations (issue 13)
+            want = numpy_reference(h[0].numpy()[~special], np.flatnonzero(~special))
+            have = {m: got[(sid, layer, m)] for m in want}
+            assert_matches(have, want, 1e-4, (key, sid, layer))
+            top_pos.append(int(want["act_top1_pos"]))
+        eps = params["extract"].get("sink_epsilon", 0.3)
         for layer, a in enumerate(hf.attentions, start=1):
+            heads = a[0].double().numpy()  # (H, n, n)
+            sink = (heads[:, :, 0].mean(1) > eps).mean()
+            assert got[(sid, layer, "sink_rate")] == pytest.approx(sink, abs=1e-12)
+            j = top_pos[layer - 1]  # the block's input holds the massive activation
+            massive = heads[:, j:, j].mean(1).mean()
+            assert got[(sid, layer, "attn_massive")] == pytest.approx(massive, rel=1e-4)
             column = a[0].double().mean(1)  # (H, n): mean over query rows
             assert got[(sid, layer, "attn_first")] == pytest.approx(
                 column[:, 0].mean().item(), rel=1e-5
@@ -169,10 +191,14 @@ def test_metrics_do_not_depend_on_batch(tiny):
     ex = Extractor(tiny, cfg)
     try:
         together = ex.run_batch(enc, "none", plan)
-        assert together.metrics.shape == (len(enc), tiny.n_layers + 1, len(METRIC_NAMES))
+        n_names = len(hidden_metric_names(cfg.token_sets, cfg.peer_metrics))
+        assert together.metrics.shape == (len(enc), tiny.n_layers + 1, n_names)
+        assert together.names[: len(METRIC_NAMES)] == list(METRIC_NAMES)
         for i, t in enumerate(enc):
             alone = ex.run_batch([t], "none", plan)
             np.testing.assert_allclose(alone.metrics[0], together.metrics[i], rtol=1e-5)
+            np.testing.assert_allclose(alone.text_attn[0], together.text_attn[i], rtol=1e-4)
+            np.testing.assert_array_equal(alone.top[0][..., :2], together.top[i][..., :2])
             np.testing.assert_allclose(alone.heads[0], together.heads[i], rtol=1e-4, atol=1e-6)
             np.testing.assert_allclose(alone.profile[0], together.profile[i], atol=1e-6)
             np.testing.assert_allclose(
@@ -360,7 +386,8 @@ def test_output_contract(tiny, tmp_path):
     L, H = tiny.n_layers, tiny.n_heads
     lm = out["layer_metrics"]
     assert list(lm.columns) == ["run_id", "variant", "sample_id", "layer", "metric", "value"]
-    assert len(lm) == 24 * ((L + 1) * len(METRIC_NAMES) + L * 3)
+    n_hidden = len(hidden_metric_names(cfg.token_sets, cfg.peer_metrics))
+    assert len(lm) == 24 * ((L + 1) * n_hidden + L * (3 + len(TEXT_METRICS)))
     assert lm[lm.metric == "attn_first"].layer.min() == 1
     prof = out["attention_profile"]
     assert list(prof.columns) == ["run_id", "variant", "layer", "head", "bin", "mass"]
@@ -373,11 +400,19 @@ def test_output_contract(tiny, tmp_path):
     v = out["vectors"]
     for variant in ("original", "front", "end", "control"):
         assert v[f"tokens__{variant}"].shape == (L + 1, 25, tiny.d_model)
-        assert v[f"tokens__{variant}"].dtype == np.float16
+        assert v[f"tokens__{variant}"].dtype == np.float32
+        assert v[f"pooled_mean__{variant}"].dtype == np.float32
         assert v[f"pooled_mean__{variant}"].shape == (L + 1, 4, tiny.d_model)
         assert len(v[f"sample_ids__{variant}"]) == 4
     # pooled vectors equal the mean of the text's metric tokens: check one against tokens
-    assert rec["output_bytes"] < 2e6
+    assert rec["output_bytes"] < 3e6
+    ma = out["massive_activations"]
+    assert list(ma.columns) == [
+        "run_id", "variant", "layer", "rank", "position", "feature", "token_id", "n",
+        "share", "mean_abs", "max_abs", "sign",
+    ]  # fmt: skip
+    assert set(ma["rank"]) == {1, 2, 3} and ma.groupby(["variant", "layer"]).size().max() == 3
+    assert (ma["n"] <= 6).all() and ma["mean_abs"].gt(0).all()
 
 
 # --- bad input -----------------------------------------------------------------------------
@@ -494,7 +529,9 @@ def test_cli_runs_tiny_model(tmp_path):
     )
     assert result.exit_code == 0, result.output
     lm = pd.read_parquet(tmp_path / "o" / "zero_pos" / "layer_metrics.parquet")
-    assert lm.value[lm.metric != "mean_cosine"].map(math.isfinite).all()
+    # twonn_id may be NaN at the embedding layer: repeated words are duplicate points there
+    defined = (lm.metric != "mean_cosine") & ~(lm.metric.str.startswith("twonn") & (lm.layer == 0))
+    assert lm.value[defined].map(math.isfinite).all()
 
 
 # --- the package face ----------------------------------------------------------------------

@@ -90,3 +90,35 @@ def test_embedded_cache_is_reused(tmp_path, monkeypatch):
     assert models.embedded_dir("smollm2-135m") == first
     monkeypatch.setenv("HOMOG_CACHE", str(tmp_path))
     assert models.cache_dir() == tmp_path
+
+
+def test_hf_revision_parsing_loading_and_run_id(tmp_path, tiny):
+    """hf:<id>@<revision>: the revision is parsed off, passed to from_pretrained (a local
+    directory ignores it), recorded in the model info, and changes the run id."""
+    from homog.config import ExtractConfig
+    from homog.extract.plan import RunSpec
+    from homog.models import parse_source, split_revision
+
+    assert split_revision("EleutherAI/pythia-160m@step1000") == (
+        "EleutherAI/pythia-160m",
+        "step1000",
+    )
+    assert split_revision("EleutherAI/pythia-160m") == ("EleutherAI/pythia-160m", None)
+    assert split_revision("/data/run@2/model") == ("/data/run@2/model", None)  # a path
+    with pytest.raises(HomogError, match="non-empty"):
+        split_revision("EleutherAI/pythia-160m@")
+    assert parse_source("hf:org/m@v1") == ("hf", "org/m@v1")
+
+    model_dir = tmp_path / "tiny"
+    tiny.model.save_pretrained(model_dir)
+    tiny.tokenizer.save_pretrained(model_dir)
+    plain = load_model(f"hf:{model_dir}", device="cpu", attention=False)
+    pinned = load_model(f"hf:{model_dir}@main", device="cpu", attention=False)
+    assert pinned.info["revision"] == "main" and "revision" not in plain.info
+    assert pinned.n_layers == plain.n_layers
+    cfg = ExtractConfig()
+    ids = {
+        RunSpec("m", f"hf:{model_dir}{rev}", "none", cfg, "t").run_id
+        for rev in ("", "@main", "@step1000")
+    }
+    assert len(ids) == 3

@@ -41,6 +41,8 @@ def tiny_params() -> dict:
     params["posenc"].update(
         preset="tiny", encodings=["rope"], decompose_models=["tiny"], decompose_texts=2
     )
+    # the parse rephraser's LM fluency check and audit on the tiny model too (fast)
+    params["synth"]["fluency"].update(model="random:tiny-llama", audit_model="random:tiny-llama")
     return params
 
 
@@ -72,6 +74,7 @@ def project(tmp_path_factory) -> Path:
     # Stage deps name homog/*.py and data/demo; the commands run the installed homog.
     shutil.copytree(ROOT / "homog", root / "homog", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "data" / "demo", root / "data" / "demo")
+    shutil.copytree(ROOT / "requirements", root / "requirements")  # a dep of the synth stage
     (root / "params.yaml").write_text(yaml.safe_dump(tiny_params(), sort_keys=False))
     run(["git", "init", "-q"], root)
     run(["dvc", "init", "-q"], root)

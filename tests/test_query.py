@@ -11,6 +11,7 @@ import pytest
 from homog import store as q
 from homog.errors import HomogError
 from homog.store.demo import make_demo_db
+from homog.store.guard import reader_config
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +71,7 @@ def test_listings(con):
 def test_layer_curves_match_independent_computation(con, demo_db):
     rows = q.layer_curves(con, "erank", variants=["original", "front"], layers=[0, 3, 7])
     raw = (
-        duckdb.connect(str(demo_db), read_only=True)
+        duckdb.connect(str(demo_db), read_only=True, config=reader_config())
         .execute("SELECT run_id, variant, layer, value FROM layer_metrics WHERE metric = 'erank'")
         .df()
     )
@@ -111,7 +112,7 @@ def test_attention_profile_mean_over_heads(con, demo_db):
     run_id = q.list_runs(con)[0]["run_id"]
     rows = q.attention_profile(con, run_id, "front")
     raw = (
-        duckdb.connect(str(demo_db), read_only=True)
+        duckdb.connect(str(demo_db), read_only=True, config=reader_config())
         .execute("SELECT * FROM attention_profile WHERE run_id = ? AND variant = 'front'", [run_id])
         .df()
     )

@@ -41,7 +41,13 @@ HAS_RAY = importlib.util.find_spec("ray") is not None
 needs_ray = pytest.mark.skipif(not HAS_RAY, reason="Ray is not installed: pip install 'homog[ray]'")
 # Ray Data's own DataContext warns about its deprecated settings; not ours to fix
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray")
-OUTPUT_TABLES = ("layer_metrics", "attention_profile", "attention_heads", "dataset_spectra")
+OUTPUT_TABLES = (
+    "layer_metrics",
+    "attention_profile",
+    "attention_heads",
+    "dataset_spectra",
+    "massive_activations",
+)
 
 
 def demo_texts(n: int) -> pd.DataFrame:
@@ -164,7 +170,10 @@ def test_ray_matches_local_smollm2(ray_cluster, tmp_path):
     assert engine["shards"] == engine["shards_computed"] == 2
     for iv in ivs:
         lm = pd.read_parquet(tmp_path / "ray" / iv / "layer_metrics.parquet")
-        assert len(lm) == 4 * 31 * 7 + 4 * 30 * 3  # texts x layers x metrics (+ attention)
+        per_text = lm.groupby(["variant", "sample_id"]).size()
+        assert len(per_text) == 4 and per_text.nunique() == 1  # every text, the same rows
+        assert set(lm["layer"]) == set(range(31))  # embeddings + 30 blocks (+ final norm)
+        assert not lm.duplicated(["variant", "sample_id", "layer", "metric"]).any()
         assert_same_outputs(tmp_path / "ray" / iv, tmp_path / "local" / iv)
     assert not any(p.name.endswith(".work") for p in tmp_path.iterdir())  # work dirs removed
 

@@ -358,3 +358,39 @@ def test_control_moves_a_non_key_adverbial():
     )
     before, after = (relative_position(t, "restored print") for t in (sentence, text))
     assert 0 < abs(after - before) <= 0.15
+
+
+class _Fluency:
+    """A fake fluency scorer: replies containing 'garbled' read much worse."""
+
+    def delta(self, rewrites, originals):
+        import numpy as np
+
+        return np.array([-3.0 if "garbled" in r else -0.1 for r in rewrites])
+
+
+def test_llm_front_reply_is_forced_to_begin_with_the_phrase():
+    from homog.synth.rephrase.llm import LLMRephraser, forced_prefix
+
+    llm = object.__new__(LLMRephraser)
+    llm.tokenizer = type("Tok", (), {"chat_template": None})()
+    llm.retries, llm.batch_size, llm.seed = 0, 8, 0
+    llm.slack_words, llm.control_tolerance = 2, 0.15
+    llm.fluency, llm.threshold = _Fluency(), 0.5
+    prompts = []
+
+    def generate(batch, *, sample):
+        prompts.extend(batch)
+        # the model only continues after the forced prefix
+        return [" is what sinks the film, sadly.", " garbled garbled the the film."]
+
+    llm.generate = generate
+    s1 = "The film sinks under its wooden dialogue."
+    items = [(s1, "wooden dialogue", s1), (s1, "wooden dialogue", s1)]
+    out = llm.rewrite_many(items, "front")
+    assert all(p.endswith("Wooden dialogue") for p in prompts)
+    assert forced_prefix("wooden dialogue", "end") == ""
+    assert out[0].status == "rewritten"
+    assert out[0].text == "Wooden dialogue is what sinks the film, sadly."
+    assert out[0].fluency == pytest.approx(-0.1)
+    assert out[1].status == "rejected" and out[1].text == s1  # not fluent enough

@@ -135,3 +135,106 @@ def test_paired_contrasts_ragged_rows():
     out = paired_contrasts(a, b, n_boot=100, ci=0.95, seed=0)
     assert list(out["n"]) == [2, 3]
     assert out.loc[0, "mean_diff"] == pytest.approx(1.5)
+
+
+# --- issue 16: stale outputs are not trusted ------------------------------------------------
+
+
+def _run_dir(root, intervention, run_id, pair_key, max_tokens, shift=0.0):
+    """A finished run under root/data/extract/m/<intervention>/ (run.json + layer_metrics)."""
+    import json
+
+    d = root / "data" / "extract" / "m" / intervention
+    d.mkdir(parents=True, exist_ok=True)
+    record = {
+        "run_id": run_id,
+        "model": "m",
+        "intervention": intervention,
+        "n_layers": 3,
+        "config_json": json.dumps({"extract": {"max_tokens": max_tokens}}),
+    }
+    if pair_key is not None:
+        record["pair_key"] = pair_key
+    (d / "run.json").write_text(json.dumps(record))
+    rng = np.random.default_rng(len(run_id))
+    rows = [
+        (run_id, v, f"s{t}", layer, "erank", float(rng.normal(layer + shift, 1)))
+        for v in ("original", "front")
+        for t in range(6)
+        for layer in range(4)
+    ]
+    pd.DataFrame(
+        rows, columns=["run_id", "variant", "sample_id", "layer", "metric", "value"]
+    ).to_parquet(d / "layer_metrics.parquet")
+
+
+def _params(interventions=("none", "zero_pos")):
+    from tests.conftest import project_params
+
+    p = project_params()
+    p["models"] = {"m": {"source": "random:tiny-llama"}}
+    p["extract"]["interventions"] = list(interventions)
+    p["stats"]["n_boot"] = 50
+    return p
+
+
+def _baselines(root, params):
+    from homog.stats import compute_all
+
+    logged: list[str] = []
+    out = compute_all(params, root, log=logged.append)
+    return dict(
+        out.dropna(subset=["baseline_run_id"]).groupby("run_id")["baseline_run_id"].first()
+    ), logged
+
+
+def test_interrupted_re_extract_is_not_paired_with_the_new_run(tmp_path):
+    """Issue 16 item 5: a re-extract with new params (max_tokens 128 -> 64) wrote the new
+    `none` run and was interrupted during `zero_pos`; the old zero_pos run (max_tokens 128)
+    is still there. Stats must not compare it with the new none run."""
+    _run_dir(tmp_path, "none", "new-none", "key-64", 64)
+    _run_dir(tmp_path, "zero_pos", "old-zero", "key-128", 128, shift=1.0)
+    pairs, logged = _baselines(tmp_path, _params())
+    assert pairs == {}
+    assert any("old-zero" in m and "no unchanged (none) run" in m for m in logged)
+    # An old zero_pos output written before run.json had a pair_key: not paired either.
+    _run_dir(tmp_path, "zero_pos", "old-zero", None, 128, shift=1.0)
+    pairs, logged = _baselines(tmp_path, _params())
+    assert pairs == {} and any("no pair_key" in m for m in logged)
+    # The re-extract finishes: the same pair_key, so the runs are compared.
+    _run_dir(tmp_path, "zero_pos", "new-zero", "key-64", 64, shift=1.0)
+    pairs, logged = _baselines(tmp_path, _params())
+    assert pairs == {"new-zero": "new-none"} and logged == []
+
+
+def test_stats_reads_only_the_interventions_params_name(tmp_path):
+    from homog.stats import compute_all
+
+    _run_dir(tmp_path, "none", "n1", "k", 64)
+    _run_dir(tmp_path, "shuffle_pos", "s1", "k", 64)  # left from params that named it
+    out = compute_all(_params(("none", "zero_pos")), tmp_path, log=lambda m: None)
+    assert set(out["run_id"]) == {"n1"}
+    out = compute_all(_params(("none", "shuffle_pos")), tmp_path, log=lambda m: None)
+    assert set(out["run_id"]) == {"n1", "s1"}
+
+
+def test_pair_key_is_the_run_id_minus_the_intervention():
+    from homog.config import ExtractConfig
+    from homog.extract.plan import RunSpec
+    from homog.extract.run import run_record
+    from homog.models import ModelFacts
+
+    cfg = ExtractConfig(device="cpu", max_tokens=64)
+    a = RunSpec("m", "random:tiny-llama", "none", cfg, "t1")
+    b = RunSpec("m", "random:tiny-llama", "zero_pos", cfg, "t1")
+    assert a.run_id != b.run_id and a.pair_key == b.pair_key
+    for other in (
+        RunSpec(
+            "m", "random:tiny-llama", "zero_pos", ExtractConfig(device="cpu", max_tokens=128), "t1"
+        ),
+        RunSpec("m", "random:tiny-llama", "zero_pos", cfg, "t2"),
+        RunSpec("m", "random:other", "zero_pos", cfg, "t1"),
+    ):
+        assert other.pair_key != a.pair_key
+    facts = ModelFacts(n_layers=3, d_model=8, n_heads=2, dtype="float32", device="cpu")
+    assert run_record(facts, b, 0, [])["pair_key"] == a.pair_key

@@ -355,5 +355,17 @@ def test_corrupt_previous_database_is_reported(tmp_path):
     params = write_project(tmp_path, [("m1", "none", "r1")])
     db = tmp_path / "data" / "homog.duckdb"
     db.write_bytes(os.urandom(5000))
-    with pytest.raises(HomogError, match="move it away"):
+    with pytest.raises(HomogError, match="move it aside"):
         load(params, root=tmp_path)
+
+
+def test_load_reads_only_the_interventions_params_name(tmp_path):
+    """Issue 16: an intervention directory the params no longer name is not loaded."""
+    params = write_project(tmp_path, [("m1", "none", "r1"), ("m1", "shuffle_pos", "r3")])
+    params["extract"] = {"interventions": ["none", "zero_pos"]}
+    db = tmp_path / "data" / "homog.duckdb"
+    load(params, root=tmp_path)
+    assert [r[0] for r in table_rows(db, "runs")] == ["r1"]
+    params["extract"] = {"interventions": ["none", "shuffle_pos"]}
+    load(params, root=tmp_path)
+    assert [r[0] for r in table_rows(db, "runs")] == ["r1", "r3"]

@@ -31,8 +31,14 @@ def scorer() -> Scorer:
     return Scorer("embedded:all-minilm-l6-v2", num_layers=6)
 
 
+# the fluency check and its audit with a tiny random LM (fast); its threshold lets all pass
+TEST_FLUENCY = {"model": "random:tiny-llama", "audit_model": "random:tiny-llama",
+                "threshold": 100.0, "audit_sentences": 20}  # fmt: skip
+
+
 def params_for(tmp_path: Path, corpus: dict | None = None, synth: dict | None = None) -> dict:
     params = project_params()
+    params["synth"]["fluency"].update(TEST_FLUENCY)
     params["corpus"].update(corpus or {})
     for key, value in (synth or {}).items():
         if isinstance(value, dict):
@@ -92,6 +98,34 @@ def test_bertscore_matches_independent_computation(scorer):
     got = scorer.f1([cand, "An unrelated sentence about cooking pasta."], [ref, ref])
     assert got[0] == pytest.approx(expected, abs=1e-5)
     assert got[1] < got[0] - 0.1
+
+
+def long_review(n: int = 60) -> str:
+    """A made-up review of about 20 tokens per sentence, ``n`` sentences."""
+    moods = ["quiet", "loud", "tired", "brave", "clumsy", "gentle"]
+    things = ["pilot", "singer", "farmer", "baker", "sailor"]
+    places = ["harbour", "station", "church", "mill", "bridge", "market", "school"]
+    return " ".join(
+        f"In scene {i} the {moods[i % 6]} {things[i % 5]} waits near the old "
+        f"{places[i % 7]} for a while."
+        for i in range(n)
+    )
+
+
+def test_bertscore_scores_past_the_encoder_window(scorer):
+    """A change after token 512 lowers F1 (bert-score alone truncates and returns 1.0)."""
+    ref = long_review()
+    assert len(scorer._scorer._tokenizer(ref)["input_ids"]) > 900
+    cut = ref.rindex("In scene 55")
+    cand = ref[:cut] + "Then it turns into a cooking show about pasta, and nobody cares."
+    before = scorer.windowed
+    f1 = scorer.f1([cand, ref, "A short line."], [ref, ref, "A short line."])
+    assert f1[1] == pytest.approx(1.0, abs=1e-6) and f1[2] == pytest.approx(1.0, abs=1e-6)
+    assert f1[0] < 0.995
+    assert scorer.windowed - before == 2
+    # one window covers a short pair: the windowed path equals bert-score there
+    a, b = "The songs are wonderful, but the plot is thin.", "The plot is thin, but the songs are."
+    assert scorer._windowed(a, b) == pytest.approx(float(scorer.f1([a], [b])[0]), abs=1e-5)
 
 
 def test_threshold_filter_and_counts():
@@ -160,8 +194,8 @@ def test_demo_synth_end_to_end(tmp_path, scorer):
     originals = texts[texts["variant"] == "original"]
     assert (originals["bertscore_f1"] == 1.0).all()
     assert (texts["bertscore_f1"] >= report["threshold"]).all()
-    # the variants are rewrites of their original: same words, other order (the rule
-    # rephraser only rewords "so" as "because")
+    # the variants are rewrites of their original (the parse rephraser is the default)
+    assert report["rephraser"] == "parse"
     wide = texts.pivot(index="sample_id", columns="variant", values="text")
     changed = (wide["front"] != wide["original"]) | (wide["end"] != wide["original"])
     assert changed.all()
@@ -169,6 +203,20 @@ def test_demo_synth_end_to_end(tmp_path, scorer):
     assert pos["front"] < pos["original"] - 0.1 < pos["end"] - 0.2
     assert abs(pos["control"] - pos["original"]) < 0.05
     assert set(report["rewrite_rate"]) == {"front", "end", "control"}
+    # per-variant measures: edges, moves, changed texts, edit distance, kinds, fluency, audit
+    edges = report["keyphrase_edges"]
+    assert edges["front"]["at_front"] > edges["original"]["at_front"] + 0.2
+    assert edges["end"]["at_end"] > edges["original"]["at_end"] + 0.2
+    assert edges["control"]["moved"] <= 0.05
+    assert report["texts_changed"]["control"] >= 0.7
+    assert min(report["edit_distance"].values()) > 0
+    rewritten = report["sentence_status"]["front"]["rewritten"]
+    assert 0 < report["fluency"]["front"]["n"] <= rewritten
+    assert sum(report["rewrite_kinds"]["front"].values()) >= report["fluency"]["front"]["n"]
+    audit = report["fluency_audit"]
+    assert audit["model"] == "random:tiny-llama" and audit["front"]["n"] == 20
+    assert len(report["examples"]["end"]) == 20
+    assert report["bertscore_windowed"] == 0
     saved = json.loads((tmp_path / "synth" / "report.json").read_text())
     assert saved["texts_kept"] == report["texts_kept"]
     assert all(" | " in k or k for k in originals["keyphrase"])
@@ -204,7 +252,7 @@ def test_no_survivors_and_missing_corpus_fail(tmp_path, scorer):
     assert not (tmp_path / "synth" / "texts.parquet").exists()
     with pytest.raises(HomogError, match="run `homog corpus` first"):
         build_synth(params, corpus_path=tmp_path / "missing.parquet", scorer=scorer)
-    with pytest.raises(HomogError, match="synth.rephraser: expected one of 'rule', 'llm'"):
+    with pytest.raises(HomogError, match="synth.rephraser: expected one of 'parse', 'rule'"):
         build_synth(
             params_for(tmp_path, synth={"rephraser": "magic"}),
             corpus_path=tmp_path / "corpus.parquet",
@@ -220,7 +268,8 @@ def test_importing_synth_does_not_import_torch():
     code = (
         "import sys, homog.synth; light = 'pandas' not in sys.modules; "
         "import homog.synth.stage, homog.synth.bertscore, homog.synth.rephrase.rule, "
-        "homog.synth.rephrase.llm; print(light, 'torch' in sys.modules)"
+        "homog.synth.rephrase.llm, homog.synth.rephrase.parse, homog.synth.rephrase.moves, "
+        "homog.synth.fluency, homog.synth.report; print(light, 'torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "False"]
@@ -260,7 +309,9 @@ def test_cli_synth(tmp_path):
 @pytest.mark.skipif(not IMDB_SAMPLE.exists(), reason="no shared IMDB sample")
 def test_imdb_rule_synth_moves_key_phrases(tmp_path, scorer):
     """Acceptance: on real reviews the rule rephraser keeps most texts and moves the phrases."""
-    params = params_for(tmp_path, corpus={"source": f"file:{IMDB_SAMPLE}", "n": 40})
+    params = params_for(
+        tmp_path, corpus={"source": f"file:{IMDB_SAMPLE}", "n": 40}, synth={"rephraser": "rule"}
+    )
     report, texts = run_stage(tmp_path, params, scorer)
     assert report["texts_kept"] >= 0.75 * report["texts_in"]
     pos = report["keyphrase_position"]
@@ -315,3 +366,20 @@ def test_llm_rephraser_end_to_end_with_smollm2(tmp_path, scorer):
             for o, n in zip(orig, new, strict=True):
                 if o != n:
                     assert any(position_ok(o, n, p, target) for p in phrases)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not IMDB_SAMPLE.exists(), reason="no shared IMDB sample")
+def test_imdb_parse_synth_reaches_the_edges(tmp_path, scorer):
+    """Acceptance (issue 12) on 40 real reviews, parse rephraser without the LM check: the
+    key phrases reach the edges, the control changes texts without moving them."""
+    params = params_for(
+        tmp_path,
+        corpus={"source": f"file:{IMDB_SAMPLE}", "n": 40, "max_words": None},
+        synth={"fluency": {"model": None, "audit_model": None}},
+    )
+    report, _texts = run_stage(tmp_path, params, scorer)
+    edges = report["keyphrase_edges"]
+    assert report["texts_kept"] >= 0.85 * report["texts_in"]
+    assert edges["front"]["at_front"] >= 0.55 and edges["end"]["at_end"] >= 0.55
+    assert edges["control"]["moved"] <= 0.05 and report["texts_changed"]["control"] >= 0.7

@@ -47,7 +47,9 @@ def demo_db(demo_db_factory) -> Path:
 
 
 def sql(path: Path, query: str, args: list | None = None) -> list[tuple]:
-    con = duckdb.connect(str(path), read_only=True)
+    from homog.store.guard import reader_config
+
+    con = duckdb.connect(str(path), read_only=True, config=reader_config())
     try:
         return con.execute(query, args or []).fetchall()
     finally:
@@ -121,7 +123,12 @@ async def test_locked_database_says_locked(tmp_path: Path, demo_db: Path) -> Non
         async with app.run_test() as pilot:
             await settle(pilot)
             assert isinstance(app.screen, DbProblemScreen)
-            assert "lock" in app.screen.message.lower()
+            # a lock, not damage: retry, never "move it away"/"create it" (issue 16)
+            msg = app.screen.message
+            assert "locked by another process" in msg and f"pid {holder.pid}" in msg
+            assert "retry" in msg and "move it" not in msg and "dvc repro" not in msg
+            title = app.screen.query_one("#problem-title").render()
+            assert "locked" in str(title)
     finally:
         holder.kill()
         holder.wait()

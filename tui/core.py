@@ -22,6 +22,8 @@ HOW_TO_CREATE = (
     "outputs under data/ already exist. To look around without data: `homog tui --demo`."
 )
 
+RETRY_LOCKED = "Wait for it to finish, then press r to retry."
+
 Row = dict[str, Any]
 
 
@@ -67,19 +69,22 @@ def open_database(path: str | os.PathLike[str]) -> Database:
     says what is wrong and how to create the file, and ``con`` is None. Never raises.
     """
     from homog.errors import HomogError
-    from homog.store import connect
+    from homog.store import DatabaseLocked, connect
 
     path = Path(path)
     stamp = fingerprint(path)
     try:
         con = connect(path)
+    except DatabaseLocked as exc:
+        # A lock is not damage: say retry, never how to (re)create the file.
+        return Database(path, error=f"{exc}\n\n{RETRY_LOCKED}", stamp=stamp)
     except HomogError as exc:
         return Database(path, error=f"{exc}\n\n{HOW_TO_CREATE}", stamp=stamp)
     except Exception as exc:  # noqa: BLE001 - duckdb raises many types; show the message
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if "lock" in msg.lower():
             what = f"The database {path} is locked by another process (a running load?)."
-            hint = "Wait for it to finish, then press r to retry."
+            hint = RETRY_LOCKED
         else:
             what = f"The database {path} could not be opened: {msg}"
             hint = HOW_TO_CREATE

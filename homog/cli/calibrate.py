@@ -15,8 +15,9 @@ def calibrate(fmt: str) -> None:
     """Check the metrics on matrices whose answer is known.
 
     Orthonormal rows, identical rows, progressive averaging toward the mean, rotation and
-    scale invariance, low-rank-but-diverse vs collapsed data, and float32/bfloat16 against
-    float64. Exits 1 if any check fails.
+    scale invariance, low-rank-but-diverse vs collapsed data, one token with a 100x norm
+    (erank reads collapse, erank__no_sink and mean_cosine do not), and float32/bfloat16
+    against float64. Exits 1 if any check fails.
 
     \b
     Example:

@@ -66,7 +66,7 @@ def synth(params_path: Path, corpus_path: Path, out: Path) -> None:
     """Build the original/front/end/control variants and validate them with BERTScore.
 
     \b
-    Key phrases: synth.keyphrase (yake); rephraser: synth.rephraser (rule | llm);
+    Key phrases: synth.keyphrase (yake); rephraser: synth.rephraser (parse | rule | llm);
     validation: synth.bertscore (backbone, num_layers, threshold).
     Example: homog synth --params params.yaml
     Writes data/synth/texts.parquet (texts kept in every variant) and data/synth/report.json.

@@ -72,7 +72,8 @@ def load(params_path: Path, db_path: Path | None) -> None:
 
     Earlier runs (other params) stay; runs being loaded are replaced, so loading twice gives
     the same rows. The new file is built beside the old one and renamed into place under a
-    lock: readers never see a half-written database.
+    lock: readers never see a half-written database. Ctrl-C stops it cleanly (exit 130, the
+    old database unchanged); temporary files of killed loads are removed by the next load.
 
     \b
     Example:
@@ -80,6 +81,14 @@ def load(params_path: Path, db_path: Path | None) -> None:
     """
     from homog.store import load as load_db
 
-    counts = load_db(load_config(params_path), db_path)
+    params = load_config(params_path)
+    try:
+        counts = load_db(params, db_path)
+    except KeyboardInterrupt:
+        click.echo(
+            "load interrupted: the database is unchanged and no temporary file is left",
+            err=True,
+        )
+        raise click.exceptions.Exit(130) from None
     summary = ", ".join(f"{k} {v}" for k, v in counts.items() if v)
     click.echo(f"loaded: {summary}", err=True)

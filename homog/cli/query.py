@@ -12,7 +12,7 @@ import csv
 import io
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
@@ -206,15 +206,28 @@ def compare(
     emit(cols, out, "table", f"{metric} by layer")
 
 
+SQL_TABLE_ROWS = 1000  # default cap of `homog sql` table output
+
+
 @click.command()
 @click.argument("query")
 @db_option
 @format_option
-def sql(query: str, db_path: Path | None, fmt: str) -> None:
+@click.option(
+    "--max-rows",
+    type=click.IntRange(min=1),
+    default=SQL_TABLE_ROWS,
+    show_default=True,
+    help="Rows shown in table format (csv/json stream every row).",
+)
+def sql(query: str, db_path: Path | None, fmt: str, max_rows: int) -> None:
     """Run read-only SQL on the database; QUERY '-' reads it from stdin.
 
-    Write statements (INSERT, UPDATE, DELETE, CREATE, DROP, COPY, ATTACH, ...) are refused.
-    SQL errors print DuckDB's message and exit non-zero.
+    Only reading statements run (SELECT, SHOW, DESCRIBE, SUMMARIZE, EXPLAIN of a SELECT,
+    listing PRAGMAs such as table_info/show_tables/database_size); the connection cannot
+    touch files, settings or the network. Table output stops after --max-rows rows and says
+    how many were left out; --format csv/json stream every row. SQL errors print DuckDB's
+    message and exit non-zero.
 
     \b
     Example:
@@ -222,11 +235,45 @@ def sql(query: str, db_path: Path | None, fmt: str) -> None:
       homog sql "SELECT * FROM layer_summary WHERE metric = 'erank' AND layer = 10"
       echo "SELECT * FROM runs" | homog sql - --format csv
     """
-    from homog.store import run_sql
+    from homog.store import fetch_batches, sql_cursor
 
     text = sys.stdin.read() if query == "-" else query
-    cols, rows = run_sql(_connect(db_path), text)
-    emit(cols, rows, fmt)
+    cur = sql_cursor(_connect(db_path), text)
+    if cur is None:
+        return
+    cols = [d[0] for d in cur.description]
+    if fmt == "table":
+        rows = next(fetch_batches(cur, max_rows + 1), [])
+        more = len(rows) > max_rows
+        emit(cols, rows[:max_rows], fmt)
+        if more:
+            left = 1 + sum(len(b) for b in fetch_batches(cur, 100_000))
+            click.echo(
+                f"{left} more row(s) not shown (first {max_rows}); use --max-rows N, "
+                "--format csv or `homog export` for all rows",
+                err=True,
+            )
+        return
+    stream_rows(cols, fetch_batches(cur), fmt)
+
+
+def stream_rows(columns: list[str], batches: Iterable[Sequence[Sequence[Any]]], fmt: str) -> None:
+    """Write row batches as CSV or a JSON array on stdout without holding every row."""
+    out = sys.stdout
+    if fmt == "csv":
+        w = csv.writer(out, lineterminator="\n")
+        w.writerow(columns)
+        for batch in batches:
+            w.writerows([[_cell(v) for v in r] for r in batch])
+        return
+    out.write("[")
+    first = True
+    for batch in batches:
+        for r in batch:
+            obj = dict(zip(columns, map(_cell, r), strict=True))
+            out.write(("\n  " if first else ",\n  ") + json.dumps(obj, default=str))
+            first = False
+    out.write("\n]\n" if not first else "]\n")
 
 
 @click.command()
@@ -246,9 +293,13 @@ def sql(query: str, db_path: Path | None, fmt: str) -> None:
     default=None,
     help="File format (default: from the output suffix).",
 )
+@click.option("--force", is_flag=True, help="Overwrite OUT if it exists.")
 @db_option
-def export(source: str, out: Path, fmt: str | None, db_path: Path | None) -> None:
+def export(source: str, out: Path, fmt: str | None, force: bool, db_path: Path | None) -> None:
     """Export a table, view or read-only SELECT to Parquet or CSV.
+
+    An existing OUT is refused unless --force; the database itself never is a target. The
+    file is written beside OUT and renamed into place when complete.
 
     \b
     Example:
@@ -257,7 +308,7 @@ def export(source: str, out: Path, fmt: str | None, db_path: Path | None) -> Non
     """
     from homog.store import export as export_rel
 
-    n = export_rel(_connect(db_path), source, out, fmt)
+    n = export_rel(_connect(db_path), source, out, fmt, force=force)
     click.echo(f"wrote {out} ({n} rows)", err=True)
 
 

@@ -24,11 +24,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from homog.attention import HEAD_METRICS
+from homog.attention import HEAD_METRICS, TEXT_METRICS
 from homog.config import ExtractConfig
 from homog.errors import HomogError
 from homog.extract.plan import EncodedText, SamplePlan, make_batches, n_tokens, position_ids
-from homog.metrics import METRIC_NAMES
+from homog.metrics_sets import hidden_metric_names
 
 POOLINGS: tuple[str, ...] = ("mean", "last")
 
@@ -37,11 +37,14 @@ POOLINGS: tuple[str, ...] = ("mean", "last")
 class BatchResult:
     """Summaries of a batch (or, concatenated, of a shard); arrays are on the CPU.
 
-    indices (B,); metrics (B, L+1, len(METRIC_NAMES)) float64; heads (B, L, H, 3) float32
-    with HEAD_METRICS (None without attention); profile (B, L, H, N_BINS) float32 (or None);
-    pooled_mean, pooled_last (B, L+1, d) float16; tokens (L+1, K, d) float16 with
-    token_index / token_pos (K,) naming the text and position of each sampled token;
-    n_tokens (B,) real tokens per text.
+    indices (B,); metrics (B, L+1, M) float64 with the names ``metric_names`` (M,) (str;
+    None in shards of homog before the token sets: then ``METRIC_NAMES``); heads (B, L, H, 3)
+    float32 with HEAD_METRICS (None without attention); profile (B, L, H, N_BINS) float32
+    (or None); text_attn (B, L, 2) float64 with TEXT_METRICS (None without attention or peer
+    metrics); top (B, L+1, TOP_K, 3) float64 [position, feature, value] of the largest
+    |activations| (None without peer metrics); pooled_mean, pooled_last (B, L+1, d) float32;
+    tokens (L+1, K, d) float32 with token_index / token_pos (K,) naming the text and position
+    of each sampled token; n_tokens (B,) real tokens per text.
     """
 
     indices: np.ndarray
@@ -54,12 +57,35 @@ class BatchResult:
     tokens: np.ndarray
     token_index: np.ndarray
     token_pos: np.ndarray
+    metric_names: np.ndarray | None = None
+    text_attn: np.ndarray | None = None
+    top: np.ndarray | None = None
+
+    @property
+    def names(self) -> list[str]:
+        """The metric names of ``metrics`` (``METRIC_NAMES`` for shards that lack them)."""
+        from homog.metrics import METRIC_NAMES
+
+        return list(METRIC_NAMES) if self.metric_names is None else self.metric_names.tolist()
 
     @classmethod
     def concat(cls, parts: Sequence[BatchResult]) -> BatchResult:
+        """The parts one after the other. Raises HomogError when they hold different metrics
+        (e.g. a shard left by an older homog in a resumed run)."""
+        names = {tuple(p.names) for p in parts}
+        if len(names) > 1:
+            raise HomogError(
+                "shards hold different metric sets (a work dir left by another homog version "
+                "or other extract params?): delete the work dir and run again"
+            )
+
         def cat(name: str, axis: int = 0) -> Any:
             values = [getattr(p, name) for p in parts]
-            return None if values[0] is None else np.concatenate(values, axis=axis)
+            if name == "metric_names" or values[0] is None:
+                return values[0]
+            if any(v is None for v in values):
+                raise HomogError(f"some shards lack {name!r}: delete the work dir and run again")
+            return np.concatenate(values, axis=axis)
 
         return cls(
             **{
@@ -98,20 +124,25 @@ class BatchState:
     sample_p: torch.Tensor
     device: Any
     n_layers: int
-    vec_dtype: torch.dtype = torch.float16
+    # float32: massive activations (gemma3-270m: > 65,504 in layers 11-16) overflow float16
+    vec_dtype: torch.dtype = torch.float32
     metrics: list[torch.Tensor | None] = field(init=False)
     pooled: dict[str, list[torch.Tensor | None]] = field(init=False)
     tokens: list[torch.Tensor | None] = field(init=False)
+    top: list[torch.Tensor | None] = field(init=False)
     heads: list[torch.Tensor | None] = field(init=False)
     profile: list[torch.Tensor | None] = field(init=False)
+    text_attn: list[torch.Tensor | None] = field(init=False)
 
     def __post_init__(self) -> None:
         hidden = self.n_layers + 1
         self.metrics = [None] * hidden
         self.pooled = {how: [None] * hidden for how in POOLINGS}
         self.tokens = [None] * hidden
+        self.top = [None] * hidden
         self.heads = [None] * self.n_layers
         self.profile = [None] * self.n_layers
+        self.text_attn = [None] * self.n_layers
 
 
 def _stack(values: list[torch.Tensor | None], dim: int) -> np.ndarray:
@@ -125,13 +156,17 @@ class Extractor:
     each block's self-attention compute that layer's summaries on the device while the
     forward pass runs; nothing of size (tokens x d) outlives its layer. The LM head is never
     run (the decoder is called, not the causal-LM wrapper). Reusable by any engine: it holds
-    the model and the config, not the texts.
+    the model and the config, not the texts. ``vec_dtype`` is the dtype the pooled and sampled
+    vectors are kept in: float32, as float16 overflows on massive activations (gemma3-270m
+    exceeds 65,504 in layers 11-16).
     """
+
+    vec_dtype = torch.float32
 
     def __init__(self, loaded: Any, config: ExtractConfig):
         self.loaded = loaded
         self.config = config
-        self.metric_names = METRIC_NAMES
+        self.metric_names = hidden_metric_names(config.token_sets, config.peer_metrics)
         self._state: BatchState | None = None
         self._handles: list[Any] = []
         L = loaded.n_layers
@@ -175,11 +210,21 @@ class Extractor:
         return hook
 
     def _summarise_hidden(self, st: BatchState, layer: int, hidden: Any) -> None:
-        from homog.metrics import MetricInputError, NonFiniteError, layer_metrics, pool
+        from homog.metrics import MetricInputError, NonFiniteError, pool
+        from homog.metrics_sets import hidden_metrics
 
         mask = st.mask.to(hidden.device)
+        cfg = self.config
         try:
-            values = layer_metrics(hidden, mask, center=self.config.center)
+            values, top = hidden_metrics(
+                hidden,
+                mask,
+                center=cfg.center,
+                token_sets=cfg.token_sets,
+                peers=cfg.peer_metrics,
+                sink_norm_ratio=cfg.sink_norm_ratio,
+                renyi_alpha=cfg.renyi_alpha,
+            )
         except NonFiniteError as exc:
             names = sorted({st.names[i[0]] for i in exc.indices})
             raise HomogError(
@@ -190,20 +235,45 @@ class Extractor:
             raise HomogError(f"layer {layer}: {exc} (texts {', '.join(st.names[:10])})") from exc
         dev, vec = st.device, st.vec_dtype
         st.metrics[layer] = torch.stack([values[m] for m in self.metric_names], -1).to(dev)
-        # float32 is plenty for vectors stored as float16, and layer_metrics has just checked
-        # these tokens for NaN/inf.
+        if top is not None:
+            st.top[layer] = top.to(dev)
+        # hidden_metrics has just checked these tokens for NaN/inf; what is kept must stay
+        # finite in the stored dtype too (checked here, where it would arise, not at merge)
         for how in POOLINGS:
-            pooled = pool(hidden, mask, how, dtype=torch.float32, check_finite=False)
-            st.pooled[how][layer] = pooled.to(dev, vec)
+            pooled = pool(hidden, mask, how, dtype=torch.float32, check_finite=False).to(vec)
+            self._check_stored(st, layer, f"{how}-pooled vectors", pooled)
+            st.pooled[how][layer] = pooled.to(dev)
         b, p = st.sample_b, st.sample_p
-        st.tokens[layer] = hidden[b.to(hidden.device), p.to(hidden.device)].to(dev, vec)
+        tokens = hidden[b.to(hidden.device), p.to(hidden.device)].to(vec)
+        self._check_stored(st, layer, "sampled token vectors", tokens)
+        st.tokens[layer] = tokens.to(dev)
+
+    def _check_stored(self, st: BatchState, layer: int, what: str, values: Any) -> None:
+        """HomogError naming the layer when ``values`` (B, ...) overflow the stored dtype."""
+        finite = torch.isfinite(values)
+        if not bool(finite.all()):
+            raise HomogError(
+                f"{what} at layer {layer} overflow {str(st.vec_dtype).removeprefix('torch.')} "
+                f"(largest |value| above its range) in text(s) {', '.join(st.names[:10])}"
+            )
 
     def _summarise_attention(self, st: BatchState, index: int, weights: Any) -> None:
         from homog.attention import attention_stats
 
-        stats = attention_stats(weights, st.lengths)
+        peers = self.config.peer_metrics
+        # the token holding the largest |activation| of the block's input (hidden layer index)
+        top = st.top[index] if peers else None
+        stats = attention_stats(
+            weights,
+            st.lengths,
+            sink_epsilon=self.config.sink_epsilon if peers else None,
+            positions=top[:, 0, 0].long() if top is not None else None,
+        )
         st.heads[index] = torch.stack([stats[m] for m in HEAD_METRICS], -1).to(st.device)
         st.profile[index] = stats["profile"].to(st.device)
+        if peers:
+            text = torch.stack([stats[m].double() for m in TEXT_METRICS], -1)
+            st.text_attn[index] = text.to(st.device)
 
     # -- one batch --------------------------------------------------------------------------
 
@@ -243,20 +313,29 @@ class Extractor:
             sample_p=torch.tensor(sample_p, dtype=torch.long),
             device=dev,
             n_layers=lm.n_layers,
+            vec_dtype=self.vec_dtype,
         )
         self._state = st
         try:
-            with torch.inference_mode():
-                lm.decoder(
-                    input_ids=torch.from_numpy(ids).to(dev),
-                    attention_mask=attn_t.to(dev),
-                    position_ids=torch.from_numpy(pos).to(dev),
-                    use_cache=False,
-                )
+            try:
+                with torch.inference_mode():
+                    lm.decoder(
+                        input_ids=torch.from_numpy(ids).to(dev),
+                        attention_mask=attn_t.to(dev),
+                        position_ids=torch.from_numpy(pos).to(dev),
+                        use_cache=False,
+                    )
+            except torch.OutOfMemoryError as exc:
+                raise HomogError(
+                    f"out of memory on {dev} for a batch of {b} texts x {n_pad} tokens "
+                    f"({', '.join(st.names[:3])} ...): lower extract.batch_tokens "
+                    f"(now {self.config.batch_tokens}) or extract.max_tokens"
+                ) from exc
             missing = [i for i, v in enumerate(st.metrics) if v is None]
             if missing:
                 raise HomogError(f"no hidden states were captured for layer(s) {missing}")
             attention = self.config.attention
+            peers = self.config.peer_metrics
             result = BatchResult(
                 indices=np.array([t.index for t in texts]),
                 n_tokens=attn.sum(1),
@@ -268,6 +347,9 @@ class Extractor:
                 tokens=_stack(st.tokens, 0),
                 token_index=np.array([texts[r].index for r in sample_b], dtype=np.int64),
                 token_pos=np.array(sample_p, dtype=np.int64),
+                metric_names=np.array(self.metric_names),
+                text_attn=_stack(st.text_attn, 1) if attention and peers else None,
+                top=_stack(st.top, 1) if peers else None,
             )
         finally:
             self._state = None

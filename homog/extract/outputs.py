@@ -2,7 +2,8 @@
 
 ``load_shards`` reads and checks a run's shard files; ``build_outputs`` turns the combined
 ``BatchResult`` into the output tables (``RunOutputs``: layer_metrics, attention_profile,
-attention_heads, dataset_spectra, vectors) without touching the file system;
+attention_heads, dataset_spectra, massive_activations, vectors) without touching the file
+system;
 ``write_outputs`` writes them and run.json into a directory renamed into place only when
 complete. ``merge_shards`` is the three in a row. Everything is ordered by the (variant,
 sample_id) order of the encoded texts, so outputs do not depend on how the texts were
@@ -18,14 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from homog.attention import HEAD_METRICS
+from homog.attention import HEAD_METRICS, TEXT_METRICS
 from homog.errors import HomogError
 from homog.extract.hooks import BatchResult
 from homog.extract.plan import EncodedText, RunSpec, SamplePlan
 from homog.io import atomic_path, write_json
-from homog.metrics import METRIC_NAMES
 
-INT32_COLUMNS = ("layer", "head", "bin", "n")
+INT32_COLUMNS = ("layer", "head", "bin", "n", "rank", "position", "feature", "token_id")
 
 
 @dataclass
@@ -44,9 +44,10 @@ class RunOutputs:
     attention_heads: Any | None
     dataset_spectra: Any
     vectors: dict[str, np.ndarray]
-    n_texts: int
-    n_tokens: int
-    n_sampled_tokens: int
+    massive_activations: Any | None = None
+    n_texts: int = 0
+    n_tokens: int = 0
+    n_sampled_tokens: int = 0
     warnings: list[str] = field(default_factory=list)
 
     def tables(self) -> dict[str, Any]:
@@ -56,6 +57,7 @@ class RunOutputs:
             "attention_profile": self.attention_profile,
             "attention_heads": self.attention_heads,
             "dataset_spectra": self.dataset_spectra,
+            "massive_activations": self.massive_activations,
         }
         return {name: df for name, df in tables.items() if df is not None}
 
@@ -69,7 +71,13 @@ def load_shards(paths: Sequence[Path], n_texts: int) -> tuple[BatchResult, np.nd
 
     Raises HomogError when the shards do not cover the ``n_texts`` texts exactly once.
     """
-    res = BatchResult.concat([BatchResult.load(p) for p in paths])
+    try:
+        res = BatchResult.concat([BatchResult.load(p) for p in paths])
+    except (OSError, ValueError, KeyError) as exc:  # a damaged or foreign shard file
+        raise HomogError(
+            f"cannot read the shards in {paths[0].parent} ({exc}): delete that directory and "
+            "run again"
+        ) from exc
     order = np.argsort(res.indices, kind="stable")
     if not np.array_equal(res.indices[order], np.arange(n_texts)):
         raise HomogError(f"shards in {paths[0].parent} do not cover the {n_texts} texts")
@@ -157,10 +165,15 @@ def _spectra_frames(
     import pandas as pd
     import torch
 
-    from homog.metrics import dataset_spectra
+    from homog.metrics import MetricInputError, dataset_spectra
 
     if len(vecs) >= 2:
-        spectra = dataset_spectra(torch.from_numpy(vecs.transpose(1, 0, 2).copy()))
+        try:
+            spectra = dataset_spectra(torch.from_numpy(vecs.transpose(1, 0, 2).copy()))
+        except MetricInputError as exc:
+            raise HomogError(
+                f"dataset spectra of variant {variant} ({pooling}-pooled vectors): {exc}"
+            ) from exc
         values = {k: v.numpy() for k, v in spectra.items()}
     else:  # one text: no dataset spectrum; written as NaN and noted in run.json
         values = {k: np.full(n_layers + 1, np.nan) for k in ("rankme", "alpha_req", "alpha_req_r2")}
@@ -177,6 +190,88 @@ def _spectra_frames(
         )
         for metric, value in values.items()
     ]
+
+
+def _massive_frame(
+    variant: str, top: np.ndarray, encoded: Sequence[EncodedText], sel: np.ndarray
+) -> Any:
+    """The ``massive_activations`` rows of one variant.
+
+    top: (n, L+1, TOP_K, 3) [position, feature, value] of each text's largest |activations|.
+    Per layer, the TOP_K (position, feature) pairs that are most often among a text's top
+    activations (ties: larger mean |value| first), with n_texts (texts where the pair is among
+    their top), share (n_texts / texts), mean_abs and max_abs (|value| over those texts),
+    sign (of the mean value) and token_id (the most common token at that position).
+    """
+    import pandas as pd
+
+    n, n_layers, k, _ = top.shape
+    pos = top[..., 0].astype(np.int64)
+    rows = pd.DataFrame(
+        {
+            "text": np.repeat(np.arange(n), n_layers * k),
+            "layer": np.tile(np.repeat(np.arange(n_layers), k), n),
+            "position": pos.ravel(),
+            "feature": top[..., 1].astype(np.int64).ravel(),
+            "value": top[..., 2].ravel(),
+        }
+    )
+    ids = [encoded[i].input_ids for i in sel]
+    rows["token_id"] = [ids[t][p] for t, p in zip(rows["text"], rows["position"], strict=True)]
+    rows["abs"] = rows["value"].abs()
+    # topk returns distinct (position, feature) entries, so a pair counts once per text
+    keys = ["layer", "position", "feature"]
+    agg = (
+        rows.groupby(keys, sort=False)
+        .agg(
+            n_texts=("text", "size"),
+            mean_abs=("abs", "mean"),
+            max_abs=("abs", "max"),
+            mean_value=("value", "mean"),
+        )
+        .reset_index()
+    )
+    agg = agg.sort_values(["layer", "n_texts", "mean_abs"], ascending=[True, False, False])
+    agg = agg.groupby("layer", sort=True).head(k).copy()
+    agg["rank"] = agg.groupby("layer").cumcount() + 1
+    chosen = rows.merge(agg[keys], on=keys)
+    modal = (
+        chosen.groupby([*keys, "token_id"])
+        .size()
+        .reset_index(name="c")
+        .sort_values(["c", "token_id"], ascending=[False, True])
+        .drop_duplicates(keys)
+    )
+    agg = agg.merge(modal[[*keys, "token_id"]], on=keys)
+    agg = agg.sort_values(["layer", "rank"])
+    agg["share"] = agg["n_texts"] / n
+    agg["sign"] = np.sign(agg.pop("mean_value")).astype(np.int32)
+    agg.insert(0, "variant", variant)
+    cols = ["variant", "layer", "rank", "position", "feature", "token_id", "n_texts", "share",
+            "mean_abs", "max_abs", "sign"]  # fmt: skip
+    return agg[cols].rename(columns={"n_texts": "n"}).reset_index(drop=True)
+
+
+def _set_warnings(metrics: np.ndarray, names: list[str], encoded_names: list[str]) -> list[str]:
+    """run.json notes for token sets whose metrics are NaN because < 2 tokens were left."""
+    notes = []
+    reasons = {
+        "no_sink": "fewer than 2 tokens left after removing the first token and tokens with "
+        "norm > extract.sink_norm_ratio x the median norm",
+        "standardized": "fewer than 2 tokens, or every feature constant over the tokens",
+    }
+    for token_set, reason in reasons.items():
+        name = f"erank__{token_set}"
+        if name not in names:
+            continue
+        bad = np.isnan(metrics[:, :, names.index(name)])  # (N, L+1)
+        if bad.any():
+            texts = [encoded_names[i] for i in np.flatnonzero(bad.any(1))]
+            notes.append(
+                f"{token_set} metrics are NaN at {int(bad.sum())} (text, layer) positions of "
+                f"{len(texts)} text(s) ({', '.join(texts[:5])}): {reason}"
+            )
+    return notes
 
 
 def build_outputs(
@@ -197,7 +292,7 @@ def build_outputs(
     variants = np.array([t.variant for t in encoded])
     sample_ids = np.array([t.sample_id for t in encoded])
     n_layers = metrics.shape[1] - 1
-    names = list(METRIC_NAMES)
+    names = res.names
 
     frames = [_long_frame(metrics, names, variants, sample_ids, first_layer=0)]
     heads = profile = None
@@ -205,11 +300,15 @@ def build_outputs(
         heads = res.heads[order].astype(np.float64)  # (N, L, H, 3)
         profile = res.profile[order].astype(np.float64)  # (N, L, H, BINS)
         frames.append(_long_frame(heads.mean(2), list(HEAD_METRICS), variants, sample_ids, 1))
+    if res.text_attn is not None:
+        text_attn = res.text_attn[order]
+        frames.append(_long_frame(text_attn, list(TEXT_METRICS), variants, sample_ids, 1))
     layer_df = pd.concat(frames, ignore_index=True)
     layer_df.insert(0, "run_id", run_id)
 
-    profile_rows, head_rows, spectra_rows = [], [], []
-    warnings: list[str] = []
+    profile_rows, head_rows, spectra_rows, massive_rows = [], [], [], []
+    warnings: list[str] = _set_warnings(metrics, names, [t.name for t in encoded])
+    top = res.top[order] if res.top is not None else None
     vectors: dict[str, np.ndarray] = {}
     token_index = res.token_index
     for variant in sorted(set(variants)):
@@ -217,8 +316,10 @@ def build_outputs(
         if heads is not None:
             profile_rows.append(_profile_frame(variant, profile[sel].mean(0)))  # (L, H, BINS)
             head_rows.append(_heads_frame(variant, heads[sel]))  # (n, L, H, 3)
+        if top is not None:
+            massive_rows.append(_massive_frame(variant, top[sel], encoded, sel))
         for pooling, pooled in (("mean", res.pooled_mean), ("last", res.pooled_last)):
-            vecs = pooled[order][sel]  # (n, L+1, d) float16
+            vecs = pooled[order][sel]  # (n, L+1, d) float32
             spectra_rows += _spectra_frames(variant, pooling, vecs, n_layers, warnings)
         keep = np.array([i for i in sel if i in plan.pooled], dtype=np.int64)
         vectors[f"pooled_mean__{variant}"] = res.pooled_mean[order][keep].transpose(1, 0, 2)
@@ -243,6 +344,7 @@ def build_outputs(
         attention_heads=with_run(head_rows) if heads is not None else None,
         dataset_spectra=with_run(spectra_rows),
         vectors=vectors,
+        massive_activations=with_run(massive_rows) if massive_rows else None,
         n_texts=len(encoded),
         n_tokens=int(res.n_tokens.sum()),
         n_sampled_tokens=int(len(token_index)),

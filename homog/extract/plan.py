@@ -56,7 +56,17 @@ def read_texts(texts: Any) -> Any:
             raise HomogError(
                 f"texts file {path} not found: run `homog synth` first or pass --texts PATH"
             )
-        texts, where = pd.read_parquet(path), f"texts file {path}"
+        where = f"texts file {path}"
+        if path.is_dir():
+            raise HomogError(f"{where} is a directory; pass the Parquet file written by synth")
+        try:
+            texts = pd.read_parquet(path)
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for a bad file
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise HomogError(
+                f"{where} is not a readable Parquet file ({first}); pass the texts.parquet "
+                "written by `homog synth`"
+            ) from exc
     missing = [c for c in ("variant", "sample_id", "text") if c not in texts.columns]
     if missing:
         raise HomogError(f"{where} lacks column(s) {', '.join(missing)}")
@@ -241,6 +251,18 @@ class RunSpec:
             {
                 "source": self.source,
                 "intervention": self.intervention,
+                "extract": self.config.result_keys(),
+                "texts": self.texts_hash,
+            }
+        )
+
+    @property
+    def pair_key(self) -> str:
+        """The run id's inputs minus the intervention: runs of one model with the same
+        pair_key differ only by their intervention, so ``stats`` may pair them."""
+        return content_hash(
+            {
+                "source": self.source,
                 "extract": self.config.result_keys(),
                 "texts": self.texts_hash,
             }

@@ -21,10 +21,13 @@ the same rows:
    and run.json. Workers never touch the file system, so a cluster needs no shared storage.
 
 Fault tolerance: an actor that dies (killed, OOM, lost node) is restarted and its shard is
-retried (Ray's actor restarts and task retries, ``ray.max_retries`` times). A run that is
-interrupted resumes from the shard files already written: a shard file exists => that shard
-is done and is never computed or counted again; ``merge_shards`` checks that the shards
-cover every text exactly once. Shards are the local engine's files, so a run started with
+retried (Ray's actor restarts and task retries, ``ray.max_retries`` times). Each actor reports
+the start of every shard attempt to a small ``ShardLog`` actor on the driver's node, so the
+driver logs (and run.json's ``engine`` record keeps) the nodes lost during the run and the
+shards that were retried; a shard result that arrives twice is written and counted once. A
+run that is interrupted resumes from the shard files already written: a shard file exists =>
+that shard is done and is never computed or counted again; ``merge_shards`` checks that the
+shards cover every text exactly once. Shards are the local engine's files, so a run started with
 one engine can be resumed with the other.
 
 Importing this module does not import Ray (it is an optional extra: ``pip install
@@ -88,8 +91,12 @@ class ShardWorker:
     processes and the user would lose the message; the driver raises it.
     """
 
-    def __init__(self, source: str, config: dict[str, Any], num_threads: int = 0):
+    def __init__(
+        self, source: str, config: dict[str, Any], num_threads: int = 0, shard_log: Any = None
+    ):
         import torch
+
+        self.shard_log = shard_log  # a ShardLog actor handle (None: attempts not reported)
 
         if num_threads > 0:  # CPU actors: as many torch threads as CPUs reserved, no more
             torch.set_num_threads(num_threads)
@@ -128,6 +135,11 @@ class ShardWorker:
         rows = zip(batch["intervention"], batch["shard"], batch["payload"], strict=True)
         for iv, k, payload in rows:
             t0 = time.perf_counter()
+            if self.shard_log is not None:
+                import ray
+
+                node = ray.get_runtime_context().get_node_id()
+                ray.get(self.shard_log.started.remote(str(iv), int(k), node))
             try:
                 result = self.compute(str(iv), int(k), *pickle.loads(payload))
                 results.append(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
@@ -144,6 +156,41 @@ class ShardWorker:
             "error": np.array(errors, dtype=object),
             "compute_s": np.array(seconds, dtype=np.float64),
         }
+
+
+class ShardLog:
+    """A Ray actor on the driver's node: every shard attempt an actor starts, with its node.
+
+    Two starts of one shard mean it was retried (its actor died: killed, OOM, a lost node).
+    """
+
+    def __init__(self) -> None:
+        self.starts: list[tuple[str, int, str]] = []
+
+    def started(self, intervention: str, shard: int, node: str) -> None:
+        self.starts.append((intervention, shard, node))
+
+    def snapshot(self) -> list[tuple[str, int, str]]:
+        return list(self.starts)
+
+
+def fault_report(
+    starts: Sequence[tuple[str, int, str]], nodes_before: set[str], nodes_after: set[str]
+) -> dict[str, Any]:
+    """What run.json's engine record says about faults (pure): the nodes alive at the start
+    and gone at the end, and the shards started more than once (``"iv/k"``)."""
+    counts: dict[tuple[str, int], int] = {}
+    for iv, k, _ in starts:
+        counts[(iv, k)] = counts.get((iv, k), 0) + 1
+    return {
+        "lost_nodes": sorted(nodes_before - nodes_after),
+        "retried_shards": [f"{iv}/{k}" for (iv, k), n in sorted(counts.items()) if n > 1],
+        "shard_attempts": len(starts),
+    }
+
+
+def _alive_nodes(ray: Any) -> dict[str, dict[str, float]]:
+    return {n["NodeID"]: n["Resources"] for n in ray.nodes() if n.get("Alive")}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -177,10 +224,11 @@ class ShardJob:
     def n_texts(self, pairs: Iterable[tuple[str, int]]) -> int:
         return sum(len(self.shards[k]) for _, k in pairs)
 
-    def rows(self) -> list[dict[str, Any]]:
-        """One Ray Dataset row per pending shard, carrying its texts and sampled positions."""
+    def rows(self, todo: Sequence[tuple[str, int]] | None = None) -> list[dict[str, Any]]:
+        """One Ray Dataset row per shard of ``todo`` (default: the pending ones), carrying
+        its texts and sampled positions."""
         rows = []
-        for iv, k in self.pending:
+        for iv, k in self.pending if todo is None else todo:
             texts = self.shards[k]
             planned = self.prepared.plan.tokens
             tokens = {t.index: planned[t.index] for t in texts if t.index in planned}
@@ -279,7 +327,7 @@ def run_extract_ray(
     job = ShardJob(prepared, prepared.pending())
 
     t1 = time.perf_counter()
-    engine = run_job(ray, job, ray_config, worker, show_progress, f"{model} (ray)")
+    engine = run_job(ray, job, ray_config, worker, show_progress, f"{model} (ray)", log)
     extract_s = time.perf_counter() - t1
 
     records = []
@@ -304,6 +352,7 @@ def run_job(
     worker: type = ShardWorker,
     show_progress: bool = False,
     label: str = "extract (ray)",
+    log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Compute a job's pending shards on Ray, writing each one as soon as it arrives.
 
@@ -327,8 +376,10 @@ def run_job(
         ray.init(address=address, runtime_env=ray_config.runtime_env, **extra)
     try:
         cluster = ray.cluster_resources()
-        nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+        alive = _alive_nodes(ray)
+        nodes = list(alive.values())
         res = actor_resources(job.config, ray_config, nodes, max(1, len(job.pending)))
+        shard_log = _start_shard_log(ray) if job.pending else None
         info.update(
             ray_version=ray.__version__,
             actors=res["actors"] if job.pending else 0,
@@ -344,18 +395,62 @@ def run_job(
         facts = None
         total = len(job.works) * job.prepared.n_texts
         done = total - job.n_texts(job.pending)
+        saved: set[tuple[str, int]] = set()
+        duplicates = 0
+        restarts = 0
         with rate_progress(label, total, completed=done, show=show_progress) as advance:
-            for row in _map_shards(ray, job, worker, kwargs, res, ray_config):
-                iv, k = str(row["intervention"]), int(row["shard"])
-                if row["error"]:
-                    raise HomogError(
-                        f"{row['error']} ({iv} shard {k}; the shards written so far are kept: "
-                        "re-run to resume)"
+            actor_kwargs = {**kwargs, "shard_log": shard_log}
+            todo = list(job.pending)
+            while todo:
+                try:
+                    for row in _map_shards(ray, job, todo, worker, actor_kwargs, res, ray_config):
+                        iv, k = str(row["intervention"]), int(row["shard"])
+                        if row["error"]:
+                            raise HomogError(
+                                f"{row['error']} ({iv} shard {k}; the shards written so far "
+                                "are kept: re-run to resume)"
+                            )
+                        if (iv, k) in saved:  # a retried task's second result: counted once
+                            duplicates += 1
+                            continue
+                        saved.add((iv, k))
+                        facts = str(row["facts"])
+                        job.save(iv, k, pickle.loads(row["result"]), facts)
+                        advance(len(job.shards[k]), n_tokens(job.shards[k]))
+                        job.compute_s[iv] = job.compute_s.get(iv, 0.0) + float(row["compute_s"])
+                    todo = []
+                except ray.exceptions.RayError as exc:
+                    # Ray gave up on a shard (its actor's node is gone and the task retries
+                    # ran out while the actor restarted elsewhere): the shards written so far
+                    # stay; a new actor pool on the nodes still alive computes the rest.
+                    todo = [p for p in job.pending if p not in saved]
+                    restarts += 1
+                    if restarts > int(ray_config.max_retries) or not todo:
+                        raise HomogError(
+                            f"the Ray cluster failed {restarts} time(s) ({type(exc).__name__}); "
+                            "the shards written so far are kept: re-run to resume"
+                        ) from exc
+                    res = actor_resources(
+                        job.config, ray_config, list(_alive_nodes(ray).values()), len(todo)
                     )
-                facts = str(row["facts"])
-                job.save(iv, k, pickle.loads(row["result"]), facts)
-                advance(len(job.shards[k]), n_tokens(job.shards[k]))
-                job.compute_s[iv] = job.compute_s.get(iv, 0.0) + float(row["compute_s"])
+                    log(
+                        f"ray: {type(exc).__name__} (a lost node or actor); computing the "
+                        f"{len(todo)} remaining shard(s) on a new pool of {res['actors']} "
+                        f"actor(s) (restart {restarts} of at most {ray_config.max_retries})"
+                    )
+        info["pool_restarts"] = restarts
+        if shard_log is not None:
+            faults = fault_report(
+                ray.get(shard_log.snapshot.remote()), set(alive), set(_alive_nodes(ray))
+            )
+            info.update(faults, duplicate_results=duplicates)
+            if faults["lost_nodes"] or faults["retried_shards"]:
+                log(
+                    f"ray: lost {len(faults['lost_nodes'])} node(s) during the run "
+                    f"({', '.join(n[:12] for n in faults['lost_nodes']) or 'none'}); retried "
+                    f"shard(s): {', '.join(faults['retried_shards']) or 'none'}; every shard "
+                    "is written once"
+                )
         no_facts = [iv for iv, w in job.works.items() if not (w / MODEL_FACTS).exists()]
         if no_facts:
             remote = {"num_cpus": res["num_cpus"], "num_gpus": res["num_gpus"]}
@@ -368,6 +463,21 @@ def run_job(
     return info
 
 
+def _start_shard_log(ray: Any) -> Any:
+    """A ShardLog actor pinned to the driver's node (which outlives the worker nodes)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    here = ray.get_runtime_context().get_node_id()
+    return (
+        ray.remote(ShardLog)
+        .options(
+            num_cpus=0,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=False),
+        )
+        .remote()
+    )
+
+
 def _facts(worker: type, kwargs: dict[str, Any]) -> str:
     return worker(**kwargs).facts
 
@@ -375,18 +485,19 @@ def _facts(worker: type, kwargs: dict[str, Any]) -> str:
 def _map_shards(
     ray: Any,
     job: ShardJob,
+    todo: Sequence[tuple[str, int]],
     worker: type,
     kwargs: dict[str, Any],
     res: dict[str, Any],
     ray_config: RayConfig,
 ) -> Iterator[dict[str, Any]]:
-    """Result rows of the job's pending shards, mapped by a fixed pool of actors (streamed)."""
-    if not job.pending:
+    """Result rows of the ``todo`` shards, mapped by a fixed pool of actors (streamed)."""
+    if not todo:
         return
     ray.data.DataContext.get_current().enable_progress_bars = False  # homog's bar counts texts
     # one block per shard, so each shard is scheduled (and retried) on its own; the rows
     # are not kept here (they live in the object store until their shard is done)
-    ds = ray.data.from_items(job.rows(), override_num_blocks=len(job.pending))
+    ds = ray.data.from_items(job.rows(todo), override_num_blocks=len(todo))
     remote: dict[str, Any] = {"num_cpus": res["num_cpus"]}
     if res["num_gpus"]:
         remote["num_gpus"] = res["num_gpus"]

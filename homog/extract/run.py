@@ -157,8 +157,14 @@ def run_record(
         "padding": "right",
         "metric_tokens": "special tokens excluded" if spec.config.exclude_special else "all",
         "std": "sample std (ddof=1) over texts",
-        "vectors": "float16; tokens__ sampled uniformly per variant (seeded), "
+        "vectors": "float32; tokens__ sampled uniformly per variant (seeded), "
         "pooled_mean__ for up to pooled_texts texts per variant",
+        "token_sets": "all = metric tokens (names without suffix); no_sink = without the first "
+        "metric token and tokens with norm > sink_norm_ratio x median norm; standardized = "
+        "features z-scored over the text's tokens; stored as <metric>__<set>",
+        "massive_activations": "act_* over the metric tokens; positions are 0-based sequence "
+        "positions (special tokens counted); attn_massive at attention layer l uses the top "
+        "token of hidden layer l-1 (the block's input)",
         "model": facts.info,
         "versions": _versions(),
     }
@@ -171,6 +177,7 @@ def run_record(
         "dtype": facts.dtype,
         "device": facts.device,
         "intervention": spec.intervention,
+        "pair_key": spec.pair_key,
         "config_json": json.dumps(conventions, sort_keys=True, default=str),
         "homog_version": __version__,
         "created_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),

@@ -5,6 +5,8 @@ schema and contract in docs/design.md). The package splits into
 
 - :mod:`homog.store.schema`: table definitions (no I/O);
 - :mod:`homog.store.loader`: finding stage outputs and the atomic, idempotent, locked load;
+- :mod:`homog.store.guard`: the guards of every reader connection (DuckDB's sandbox, the
+  statement allow-list, lock errors told from damage);
 - :mod:`homog.store.query`: read-only queries shared by the CLI and the terminal UI;
 - :mod:`homog.store.demo`: a synthetic database for tests and benchmarks (a fixture, not
   re-exported here: ``from homog.store.demo import make_demo_db``).
@@ -14,6 +16,7 @@ schema and contract in docs/design.md). The package splits into
 
 from __future__ import annotations
 
+from homog.store.guard import READ_ONLY_FUNCTIONS, READER_CONFIG, DatabaseLocked
 from homog.store.loader import (
     LOCK_TIMEOUT_S,
     Sources,
@@ -27,11 +30,13 @@ from homog.store.query import (
     VARIANT_ORDER,
     attention_profile,
     attn_first_curves,
+    check_export_target,
     check_names,
     check_read_only,
     connect,
     contrasts,
     export,
+    fetch_batches,
     head_ablation,
     layer_curves,
     list_runs,
@@ -41,12 +46,16 @@ from homog.store.query import (
     relation,
     run_ids,
     run_sql,
+    sql_cursor,
     variants,
 )
 from homog.store.schema import SCHEMA_VERSION, TABLES, Table, create_schema, table_names
 
 __all__ = [
     "CREATE_HINT",
+    "READER_CONFIG",
+    "READ_ONLY_FUNCTIONS",
+    "DatabaseLocked",
     "LOCK_TIMEOUT_S",
     "SCHEMA_VERSION",
     "TABLES",
@@ -56,6 +65,7 @@ __all__ = [
     "atomic_database",
     "attention_profile",
     "attn_first_curves",
+    "check_export_target",
     "check_names",
     "check_read_only",
     "collect_sources",
@@ -63,6 +73,7 @@ __all__ = [
     "contrasts",
     "create_schema",
     "export",
+    "fetch_batches",
     "head_ablation",
     "layer_curves",
     "list_runs",
@@ -74,6 +85,7 @@ __all__ = [
     "relation",
     "run_ids",
     "run_sql",
+    "sql_cursor",
     "table_names",
     "variants",
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -23,7 +24,8 @@ import duckdb
 
 from homog.config import Params, as_params
 from homog.errors import HomogError
-from homog.layout import Layout, find_runs
+from homog.layout import Layout, find_runs, writable_dir
+from homog.store.guard import damaged, lock_error
 from homog.store.schema import SCHEMA_VERSION, TABLES, Table, create_schema
 
 # Seconds a load waits for another load holding the lock before giving up.
@@ -60,6 +62,7 @@ RUN_TABLE_FILES = {
     "attention_profile": "attention_profile.parquet",
     "attention_heads": "attention_heads.parquet",
     "dataset_spectra": "dataset_spectra.parquet",
+    "massive_activations": "massive_activations.parquet",
 }
 POSENC_TABLE_FILES = {
     "posenc_results": "results.parquet",
@@ -73,10 +76,11 @@ def collect_sources(
 ) -> Sources:
     """Find the stage outputs named by ``params`` under ``root`` (the project directory).
 
-    Reads the runs of the models of ``models:`` (every intervention directory of
-    ``Layout.extract_dir(key)`` with a ``run.json``), each model's MAUVE scores and, when
-    present, its ``homog posenc decompose`` output, the synthesised texts, the contrasts, and
-    the results of every encoding of ``posenc.encodings`` (paths: :class:`homog.layout.Layout`).
+    Reads the runs of the models of ``models:`` (the intervention directories of
+    ``Layout.extract_dir(key)`` named by ``extract.interventions`` that hold a ``run.json``),
+    each model's MAUVE scores and, when present, its ``homog posenc decompose`` output, the
+    synthesised texts, the contrasts, and the results of every encoding of ``posenc.encodings``
+    (paths: :class:`homog.layout.Layout`).
     Outputs of models no longer in params are not read (their runs stay in the database from
     earlier loads). Raises HomogError for an unreadable ``run.json`` or invalid params.
     """
@@ -84,7 +88,9 @@ def collect_sources(
     layout = Layout(Path(root))
     src = Sources()
     src.add("texts", layout.texts)
-    for run, run_dir in find_runs(params.models, layout.root):
+    for run, run_dir in find_runs(
+        params.models, layout.root, interventions=params.extract.interventions
+    ):
         src.runs.append(run)
         for table, name in RUN_TABLE_FILES.items():
             src.add(table, run_dir / name)
@@ -112,6 +118,35 @@ def collect_sources(
 def _remove_db_files(path: Path) -> None:
     for p in (path, path.with_name(path.name + ".wal")):
         p.unlink(missing_ok=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def remove_stale_builds(path: str | os.PathLike[str]) -> list[Path]:
+    """Remove ``.<name>.<pid>.tmp`` (and ``.wal``) builds of ``path`` left by killed loads.
+
+    Only files of processes that no longer run are removed (a live pid may be a load that
+    is building right now). Returns the removed paths.
+    """
+    path = Path(path)
+    removed = []
+    pattern = re.compile(rf"^\.{re.escape(path.name)}\.(\d+)\.tmp(\.wal)?$")
+    if not path.parent.is_dir():
+        return removed
+    for p in path.parent.iterdir():
+        m = pattern.match(p.name)
+        if m and int(m.group(1)) != os.getpid() and not _pid_alive(int(m.group(1))):
+            p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed
 
 
 @contextlib.contextmanager
@@ -235,9 +270,13 @@ def _build(con: duckdb.DuckDBPyConnection, sources: Sources, previous: Path | No
         try:
             con.execute(f"ATTACH '{previous.as_posix()}' AS prev (READ_ONLY)")
         except duckdb.Error as exc:
+            locked = lock_error(previous, exc)
+            if locked is not None:
+                raise locked from exc
             raise HomogError(
-                f"the existing database {previous} cannot be read ({exc}); move it away and "
-                "run `homog load` again to rebuild it from the stage outputs"
+                f"the existing database {previous} cannot be read ({exc}); move it aside "
+                "(keep it: it holds the runs of earlier params) and run `homog load` again to "
+                "build a new one from the stage outputs"
             ) from exc
         prev_tables = {
             r[0]
@@ -321,6 +360,9 @@ def load_database(
     rows. The new database is built by :func:`atomic_database` (beside ``db_path``, then
     renamed onto it) while holding ``<db_path>.lock``: a crash leaves the previous file
     intact, and a concurrent load waits (up to ``lock_timeout`` seconds, then HomogError).
+    The target directory is checked for writing first (a clear error, no wait), temporary
+    builds left by killed loads are removed, and an interrupt (Ctrl-C, also inside a DuckDB
+    query) leaves no temporary file and surfaces as KeyboardInterrupt.
 
     Raises HomogError when there is nothing to load, a source file is unreadable or lacks a
     required column, or the existing database cannot be read.
@@ -333,15 +375,28 @@ def load_database(
             " data/posenc/<pe>/...): run the pipeline first with `dvc repro`"
         )
     db_path = Path(db_path)
-    db_path.parent.mkdir(parents=True, exist_ok=True)
+    if db_path.is_dir():
+        raise HomogError(f"--db {db_path} is a directory; give the database file's path")
+    # Before the lock: an unwritable directory would otherwise look like a lock held forever.
+    writable_dir(db_path.parent, what="database")
     try:
         with FileLock(str(db_path) + ".lock", timeout=lock_timeout):
+            remove_stale_builds(db_path)
             previous = db_path if db_path.exists() else None
-            with atomic_database(db_path) as con:
-                counts = _build(con, sources, previous)
+            try:
+                with atomic_database(db_path) as con:
+                    counts = _build(con, sources, previous)
+            except duckdb.InterruptException as exc:
+                raise KeyboardInterrupt from exc
+            except duckdb.Error as exc:
+                # A damaged block of the previous database shows up while its rows are copied.
+                if previous is not None and ("prev" in str(exc) or "Corrupt" in str(exc)):
+                    raise damaged(previous, exc) from exc
+                raise HomogError(f"load failed: {str(exc).splitlines()[0]}") from exc
     except Timeout as exc:
         raise HomogError(
-            f"another load holds {db_path}.lock for over {lock_timeout:.0f} s; wait for it"
+            f"another load holds {db_path}.lock for over {lock_timeout:.0f} s; wait for it "
+            "(or, if no load runs, the lock file is stale: retry)"
         ) from exc
     return counts
 

@@ -8,6 +8,9 @@ Additive extensions (documented in the README):
   statistics (``attn_first``, ``attn_last``, ``attn_entropy``) over texts.
 - ``dataset_spectra(run_id, variant, layer, pooling, metric, value)``: dataset-level spectra
   (``rankme``, ``alpha_req``, ``alpha_req_r2``) of mean- or last-token pooled vectors.
+- ``massive_activations(run_id, variant, layer, rank, position, feature, token_id, n, share,
+  mean_abs, max_abs, sign)``: per layer, the 3 (token position, feature) pairs most often
+  among a text's 3 largest |activations| (``n`` texts, ``share`` of the variant's texts).
 - ``contrasts`` carries ``band``, ``baseline_run_id`` and ``n``:
   ``band`` is NULL for a single layer and ``'early'|'middle'|'late'`` for a depth band (first
   25 %, middle 50 %, last 25 % of the layers); band rows have ``layer`` NULL.
@@ -155,6 +158,26 @@ TABLES: dict[str, Table] = {
             scope="run",
             order_by=("run_id", "metric", "pooling", "variant", "layer"),
             required=("run_id", "variant", "layer", "pooling", "metric", "value"),
+        ),
+        Table(
+            "massive_activations",
+            (
+                ("run_id", V),
+                ("variant", V),
+                ("layer", I),
+                ("rank", I),
+                ("position", I),
+                ("feature", I),
+                ("token_id", I),
+                ("n", I),
+                ("share", D),
+                ("mean_abs", D),
+                ("max_abs", D),
+                ("sign", I),
+            ),
+            scope="run",
+            order_by=("run_id", "variant", "layer", "rank"),
+            required=("run_id", "variant", "layer", "rank", "position", "feature", "n"),
         ),
         Table(
             "mauve_scores",

@@ -13,6 +13,10 @@ Backbones (``synth.bertscore.backbone``):
 - ``roberta-large`` (bert-score's default English model; layer 17) or any HuggingFace encoder
   id or local directory (``hf:<id-or-dir>``), where it is available (cached or network).
 
+Texts longer than the encoder's window (512 tokens) are not truncated: such pairs are scored
+with the same greedy cosine matching over token vectors embedded in overlapping windows
+(``synth.bertscore.window_stride`` tokens apart), and counted (``Scorer.windowed``).
+
 ``rescale_with_baseline`` needs a baseline file for the backbone (bert-score ships them for
 its own model names only); without one bert-score merely warns and returns unrescaled
 scores, so ``Scorer`` refuses that combination with a HomogError instead.
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -68,6 +73,7 @@ class Scorer:
         rescale_with_baseline: bool = BertScoreConfig.rescale_with_baseline,
         baseline_path: str | None = BertScoreConfig.baseline_path,
         idf: bool = False,
+        window_stride: int = BertScoreConfig.window_stride,
     ) -> None:
         from bert_score import BERTScorer
         from bert_score.utils import model2layers
@@ -109,17 +115,95 @@ class Scorer:
             ) from exc
         tok = self._scorer._tokenizer
         max_pos = getattr(self._scorer._model.config, "max_position_embeddings", 512)
-        # Longer texts are truncated to what the encoder can embed (both sides alike).
+        # bert-score truncates what the encoder cannot embed; longer pairs go to ``_windowed``
         tok.model_max_length = min(int(tok.model_max_length), int(max_pos))
+        self.max_length = int(tok.model_max_length)
+        self.window_stride = window_stride
+        self.idf = idf
+        self.windowed = 0  # pairs scored in windows so far (reported by the synth stage)
+        self._embedded: dict[str, Any] = {}  # window-embedded texts (originals recur)
+
+    def _too_long(self, text: str) -> bool:
+        tok = self._scorer._tokenizer
+        n = len(tok(text, add_special_tokens=True, verbose=False)["input_ids"])
+        return n > self.max_length
 
     def f1(self, candidates: list[str], references: list[str]) -> np.ndarray:
-        """BERTScore F1 of each candidate against its reference (float64 array)."""
+        """BERTScore F1 of each candidate against its reference (float64 array).
+
+        A pair where either text is longer than the encoder's window (512 tokens) is scored
+        by ``_windowed`` instead of bert-score, which would silently drop the tokens past the
+        window, so a rewrite there would never be checked. ``windowed`` counts such pairs.
+        """
         if len(candidates) != len(references):
             raise ValueError("candidates and references differ in length")
         if not candidates:
             return np.zeros(0)
-        _p, _r, f = self._scorer.score(candidates, references, verbose=False)
-        return f.double().numpy()
+        out = np.zeros(len(candidates))
+        long = [
+            k for k, (c, r) in enumerate(zip(candidates, references, strict=True))
+            if self._too_long(c) or self._too_long(r)
+        ]  # fmt: skip
+        short = [k for k in range(len(candidates)) if k not in set(long)]
+        if short:
+            _p, _r, f = self._scorer.score(
+                [candidates[k] for k in short], [references[k] for k in short], verbose=False
+            )
+            out[short] = f.double().numpy()
+        if long and self.idf:
+            raise HomogError("BERTScore with idf weights cannot score texts past 512 tokens")
+        for k in long:
+            out[k] = self._windowed(candidates[k], references[k])
+            if self._scorer.rescale_with_baseline:  # as bert-score rescales F1
+                b = float(self._scorer.baseline_vals[2])
+                out[k] = (out[k] - b) / (1 - b)
+        self.windowed += len(long)
+        return out
+
+    def _embed(self, text: str) -> Any:
+        """Unit token vectors of ``text`` (no special tokens) from overlapping windows of the
+        encoder's length, ``window_stride`` tokens apart; each token keeps the vector of the
+        window where it sits most centrally."""
+        import torch
+
+        if text in self._embedded:  # an original is the reference of every variant
+            return self._embedded[text]
+        if len(self._embedded) >= 64:
+            self._embedded.clear()
+        tok, model = self._scorer._tokenizer, self._scorer._model
+        ids = tok(text, add_special_tokens=False, verbose=False)["input_ids"]
+        width = self.max_length - 2
+        stride = max(1, min(self.window_stride, width))
+        last = max(len(ids) - width, 0)
+        starts = sorted({*range(0, last + 1, stride), last})
+        device = next(model.parameters()).device
+        vecs: Any = None
+        best = np.full(len(ids), np.inf)
+        for a in starts:
+            chunk = [tok.cls_token_id, *ids[a : a + width], tok.sep_token_id]
+            x = torch.tensor([chunk], device=device)
+            with torch.no_grad():
+                hidden = model(x, attention_mask=torch.ones_like(x))[0][0, 1:-1].float().cpu()
+            if vecs is None:
+                vecs = torch.zeros(len(ids), hidden.shape[-1])
+            h = hidden.shape[0]
+            dist = np.abs(np.arange(h) - (h - 1) / 2)
+            closer = dist < best[a : a + h]
+            best[a : a + h][closer] = dist[closer]
+            rows = torch.from_numpy(np.flatnonzero(closer))
+            vecs[a + rows] = hidden[rows]
+        out = vecs / vecs.norm(dim=-1, keepdim=True).clamp(min=1e-12)
+        self._embedded[text] = out
+        return out
+
+    def _windowed(self, candidate: str, reference: str) -> float:
+        """BERTScore F1 (greedy cosine matching, uniform weights as bert-score without idf)
+        over every token of two texts of any length (``_embed``)."""
+        c, r = self._embed(candidate), self._embed(reference)
+        sim = c @ r.T
+        p = float(sim.max(dim=1).values.mean())
+        rec = float(sim.max(dim=0).values.mean())
+        return 2 * p * rec / (p + rec) if p + rec > 0 else 0.0
 
 
 def make_scorer(cfg: BertScoreConfig, device: str = "cpu") -> Scorer:
@@ -132,6 +216,7 @@ def make_scorer(cfg: BertScoreConfig, device: str = "cpu") -> Scorer:
         device=device,
         rescale_with_baseline=cfg.rescale_with_baseline,
         baseline_path=cfg.baseline_path,
+        window_stride=cfg.window_stride,
     )
 
 

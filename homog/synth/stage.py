@@ -74,6 +74,9 @@ class Variants:
     sentences: int
     keyed_sentences: int
     status: dict[str, dict[str, int]] = field(default_factory=dict)
+    # one row per (keyed sentence, target): sample_id, variant, sentence, phrase, original,
+    # text, status, kinds, fluency (see ``homog.synth.report``)
+    rewrites: pd.DataFrame | None = None
 
 
 def key_sentences(
@@ -124,6 +127,8 @@ def build_variants(
     from homog.progress import progress
 
     docs: list[Sentences] = []
+    # one batched pass over every sentence (the parse rephraser parses them all at once)
+    rephraser.prepare([text[a:b] for text in corpus["text"] for a, b in split_sentences(text)])
     with progress(transient=True) as bar:
         task = bar.add_task("key phrases", total=len(corpus), visible=show_progress)
         for text in corpus["text"]:
@@ -140,12 +145,27 @@ def build_variants(
             )
     status: dict[str, dict[str, int]] = {}
     rewrites: dict[str, dict[int, dict[int, str]]] = {t: {} for t in TARGETS}
+    sample_of = {id(d): sid for d, sid in zip(docs, corpus["sample_id"], strict=True)}
+    records = []
     for target, results in per_target.items():
         counts: dict[str, int] = {}
         for (doc, i), r in zip(items, results, strict=True):
             counts[r.status] = counts.get(r.status, 0) + 1
             if r.status == "rewritten":
                 rewrites[target].setdefault(id(doc), {})[i] = r.text
+            records.append(
+                {
+                    "sample_id": sample_of[id(doc)],
+                    "variant": target,
+                    "sentence": i,
+                    "phrase": doc.phrases[i],
+                    "original": doc.sentence(i),
+                    "text": r.text,
+                    "status": r.status,
+                    "kinds": "+".join(r.kinds),
+                    "fluency": r.fluency,
+                }
+            )
         status[target] = counts
     rows = []
     for doc, row in zip(docs, corpus.itertuples(index=False), strict=True):
@@ -170,6 +190,20 @@ def build_variants(
         sentences=sum(len(d.spans) for d in docs),
         keyed_sentences=len(items),
         status=status,
+        rewrites=pd.DataFrame.from_records(
+            records,
+            columns=[
+                "sample_id",
+                "variant",
+                "sentence",
+                "phrase",
+                "original",
+                "text",
+                "status",
+                "kinds",
+                "fluency",
+            ],
+        ),  # fmt: skip
     )
 
 
@@ -262,6 +296,33 @@ def make_report(
         "bertscore_f1": {v: _mean(by_variant[v]["bertscore_f1"]) for v in TARGETS},
         "bertscore_f1_all": {v: _mean(all_by_variant[v]["bertscore_f1"]) for v in TARGETS},
         "keyphrase_position": {v: _mean(by_variant[v]["position"]) for v in VARIANTS},
+        **variant_measures(variants, keep),
+    }
+
+
+def variant_measures(variants: Variants, keep: pd.Series) -> dict[str, Any]:
+    """The per-variant measures of kept texts (``homog.synth.report``): key phrases at the
+    front/end and moved, texts changed, word edit distance, rewrite kinds, fluency (pure)."""
+    from homog.synth import report as rep
+
+    table = variants.table
+    kept_ids = set(keep[keep].index)
+    kept = table[table["sample_id"].isin(kept_ids)]
+    wide = kept.pivot(index="sample_id", columns="variant", values="text")
+    changed = {
+        v: round(float((wide[v] != wide["original"]).mean()), 4) if len(wide) else None
+        for v in TARGETS
+    }
+    rw = variants.rewrites
+    if rw is None:
+        return {"texts_changed": changed}
+    rw = rw[rw["sample_id"].isin(kept_ids)]
+    return {
+        "texts_changed": changed,
+        "keyphrase_edges": rep.position_measures(rw),
+        "edit_distance": rep.edit_distance(rw, len(kept_ids)),
+        "rewrite_kinds": rep.kind_counts(rw),
+        "fluency": rep.fluency_filter(rw),
     }
 
 
@@ -271,6 +332,7 @@ def build_synth(
     corpus_path: Path = LAYOUT.corpus,
     out_dir: Path = LAYOUT.synth_dir,
     scorer: Any = None,
+    audit_scorer: Any = None,
     show_progress: bool = True,
 ) -> dict[str, Any]:
     """Run the synth stage; write ``out_dir/texts.parquet`` and ``out_dir/report.json``.
@@ -278,7 +340,8 @@ def build_synth(
     Reads ``params.synth`` (keyphrase, rephraser, llm options, bertscore) and, for the llm
     rephraser, ``params.models`` and ``params.seed``; a mapping is checked first
     (``homog.config.as_params``). ``scorer`` overrides the BERTScore model (tests). Returns
-    the report. Raises HomogError for bad params, a missing corpus, or when no text survives
+    the report. ``audit_scorer`` overrides the fluency audit model (False: no audit; tests).
+    Raises HomogError for bad params, a missing corpus, or when no text survives
     (the message gives the counts).
     """
     params = as_params(params)
@@ -296,6 +359,7 @@ def build_synth(
         show_progress=show_progress,
     )
     scorer = scorer or make_scorer(cfg.bertscore)
+    windowed_before = int(getattr(scorer, "windowed", 0))  # a scorer may be reused (tests)
     table = variants.table
     table["bertscore_f1"] = score_variants(table, scorer)
     threshold = cfg.bertscore.threshold
@@ -307,6 +371,23 @@ def build_synth(
         "threshold": threshold,
     }
     report = make_report(variants, keep, counts, meta)
+    report["bertscore_windowed"] = int(getattr(scorer, "windowed", 0)) - windowed_before
+    fcfg = cfg.fluency
+    if variants.rewrites is not None and report["texts_kept"]:
+        from homog.synth import report as rep
+
+        kept_rw = variants.rewrites[variants.rewrites["sample_id"].isin(keep[keep].index)]
+        report["fluency_threshold"] = fcfg.threshold
+        report["examples"] = rep.examples(kept_rw, fcfg.examples, params.seed)
+        if fcfg.audit_model and fcfg.audit_sentences and audit_scorer is not False:
+            if audit_scorer is None:
+                from homog.synth.fluency import FluencyScorer, fluency_source
+
+                source = fluency_source(fcfg.audit_model, params.model_sources())
+                audit_scorer = FluencyScorer(source, batch_size=fcfg.batch_size, seed=params.seed)
+            report["fluency_audit"] = rep.audit(
+                kept_rw, audit_scorer, fcfg.audit_sentences, params.seed, fcfg.threshold
+            )
     if report["texts_kept"] == 0:
         raise HomogError(
             f"no text survived synth: {report['texts_in']} in, dropped {report['dropped']}. "

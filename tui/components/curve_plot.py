@@ -8,7 +8,12 @@ from textual_plotext import PlotextPlot
 
 
 class CurvePlot(PlotextPlot):
-    """Plot ``{name: (xs, ys)}``; an empty mapping shows ``empty_text`` as the title."""
+    """Plot ``{name: (xs, ys)}``; an empty mapping shows ``empty_text`` as the title.
+
+    ``series`` and ``title`` keep what is shown (tests read them)."""
+
+    series: Mapping[str, tuple[Sequence[float], Sequence[float]]] = {}
+    title: str = ""
 
     def show(
         self,
@@ -18,6 +23,7 @@ class CurvePlot(PlotextPlot):
         xlabel: str,
         empty_text: str = "no data for this selection",
     ) -> None:
+        self.series, self.title = dict(series), (title if series else empty_text)
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()

@@ -6,6 +6,7 @@ from typing import Any
 
 from textual import on
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Select, Static
 
@@ -26,10 +27,25 @@ def fetch_profile(con: Any, run_id: str, variant: str, head: int | None) -> Prof
     return ProfileLoaded((run_id, variant, head), rows)
 
 
-def fetch_attn_first(con: Any, run_id: str) -> AttnFirstLoaded:
-    from homog.store import attn_first_curves
+SINK_CURVES = ("attn_first", "sink_rate")  # what the curve pane shows, cycled with "k"
+CURVE_TITLES = {
+    "attn_first": "attn_first (mass on token 0)",
+    "sink_rate": "sink_rate (share of sink heads)",
+}
 
-    return AttnFirstLoaded(run_id, as_rows(attn_first_curves(con, run_id)))
+
+def fetch_attn_first(con: Any, run_id: str, metric: str = "attn_first") -> AttnFirstLoaded:
+    """Worker body: the sink curve of one run, ``attn_first`` or ``sink_rate`` per variant
+    and layer (rows tagged with the metric, so a late answer to an earlier choice is seen)."""
+    from homog.store import attn_first_curves, layer_curves, metrics
+
+    if metric == "attn_first":
+        rows = as_rows(attn_first_curves(con, run_id))
+    else:
+        rows = (
+            as_rows(layer_curves(con, metric, run_ids=[run_id])) if metric in metrics(con) else []
+        )
+    return AttnFirstLoaded(run_id, [{**r, "metric": metric} for r in rows])
 
 
 def bin_range(b: int, n_bins: int) -> str:
@@ -43,6 +59,21 @@ class AttentionScreen(HomogScreen):
     (the mass on the first token) over layers, one line per variant."""
 
     MODE = "attention"
+    BINDINGS = [Binding("k", "cycle_curve", "attn_first / sink_rate")]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._curve: str | None = None  # None: sink_rate where the database has it
+
+    @property
+    def curve_metric(self) -> str:
+        """What the curve pane shows: the choice made with "k", else sink_rate (the
+        Attention-Sink paper's per-layer measure) when the database holds it."""
+        if self._curve is not None:
+            return self._curve
+        catalog = self.catalog
+        has_sink = catalog is not None and "sink_rate" in catalog.metrics
+        return "sink_rate" if has_sink else "attn_first"
 
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="attn-top"):
@@ -106,7 +137,16 @@ class AttentionScreen(HomogScreen):
         self.query_db(ProfileLoaded, fetch_profile, run, variant, head)
         if first_curve:
             self.query_one("#attn-first").loading = True
-            self.query_db(AttnFirstLoaded, fetch_attn_first, run)
+            self.query_db(AttnFirstLoaded, fetch_attn_first, run, self.curve_metric)
+
+    def action_cycle_curve(self) -> None:
+        """Switch the curve pane between attn_first and sink_rate."""
+        i = SINK_CURVES.index(self.curve_metric)
+        self._curve = SINK_CURVES[(i + 1) % len(SINK_CURVES)]
+        choice = self._choice()
+        if choice is not None:
+            self.query_one("#attn-first").loading = True
+            self.query_db(AttnFirstLoaded, fetch_attn_first, choice[0], self.curve_metric)
 
     @on(Select.Changed, "#attn-run")
     def _run_changed(self) -> None:
@@ -153,6 +193,9 @@ class AttentionScreen(HomogScreen):
         choice = self._choice()
         if choice is None or choice[0] != message.run_id:
             return
+        shown = rows[0].get("metric", "attn_first") if rows else self.curve_metric
+        if shown != self.curve_metric:
+            return  # an answer for the other curve; the current one is on its way
         plot = self.query_one("#attn-first", CurvePlot)
         plot.loading = False
         series: dict[str, tuple[list[float], list[float]]] = {}
@@ -164,9 +207,14 @@ class AttentionScreen(HomogScreen):
             ys.append(float(r["mean"]))
         plot.show(
             series,
-            title="attn_first (mass on token 0)",
+            title=CURVE_TITLES[self.curve_metric],
             xlabel="layer",
-            empty_text="no attn_first metric for this run",
+            empty_text=f"no {self.curve_metric} metric for this run"
+            + (
+                " (extracted without peer_metrics?) · k: attn_first"
+                if shown != "attn_first"
+                else ""
+            ),
         )
 
     @on(QueryFailed)

@@ -20,6 +20,21 @@ from tui.messages import CurveKey, CurvesLoaded, QueryFailed
 from tui.screens.base import HomogScreen
 
 DEFAULT_METRIC = "erank"
+# token sets of the hidden-state metrics: `all` keeps the plain names, the others are stored
+# as <metric>__<set> (issue 13: one loud token can fake collapse in the `all` set)
+TOKEN_SETS: tuple[str, ...] = ("all", "no_sink", "standardized")
+
+
+def split_token_set(metric: str) -> tuple[str, str]:
+    """('erank', 'no_sink') for 'erank__no_sink'; ('erank', 'all') for 'erank'."""
+    base, _, token_set = metric.partition("__")
+    return (base, token_set) if token_set in TOKEN_SETS else (metric, "all")
+
+
+def with_token_set(metric: str, token_set: str) -> str:
+    """The name of ``metric`` in ``token_set`` ('erank', 'no_sink' -> 'erank__no_sink')."""
+    base, _ = split_token_set(metric)
+    return base if token_set == "all" else f"{base}__{token_set}"
 
 
 def fetch_curves(con: Any, key: CurveKey) -> CurvesLoaded:
@@ -44,6 +59,7 @@ class CompareScreen(HomogScreen):
         Binding("m", "cycle_metric(1)", "Next metric"),
         Binding("M", "cycle_metric(-1)", "Prev metric", show=False),
         Binding("d", "toggle_depth", "Rel. depth"),
+        Binding("t", "cycle_token_set", "Token set"),
     ]
 
     def __init__(self) -> None:
@@ -56,7 +72,7 @@ class CompareScreen(HomogScreen):
     def compose_body(self) -> ComposeResult:
         with Container(id="compare-body"):
             with Vertical(id="compare-side"):
-                yield Label("Metric (m)", classes="side-title")
+                yield Label("Metric (m, t: set)", classes="side-title")
                 yield Select([], id="metric", prompt="metric", compact=True)
                 yield Label("Runs", classes="side-title")
                 yield SelectionList[str](id="pick-runs", compact=True)
@@ -172,6 +188,27 @@ class CompareScreen(HomogScreen):
         i = catalog.metrics.index(select.value) if select.value in catalog.metrics else -step
         select.value = catalog.metrics[(i + step) % len(catalog.metrics)]
 
+    def action_cycle_token_set(self) -> None:
+        """all -> no_sink -> standardized -> all for the current metric (e.g. erank ->
+        erank__no_sink), skipping sets the database does not hold for it."""
+        catalog = self.catalog
+        select = self.query_one("#metric", Select)
+        if catalog is None or not isinstance(select.value, str):
+            return
+        metric = select.value
+        _, current = split_token_set(metric)
+        i = TOKEN_SETS.index(current)
+        for step in range(1, len(TOKEN_SETS)):
+            candidate = with_token_set(metric, TOKEN_SETS[(i + step) % len(TOKEN_SETS)])
+            if candidate in catalog.metrics:
+                select.value = candidate
+                return
+        self.notify(
+            f"no other token set of {split_token_set(metric)[0]} in this database "
+            "(extracted before homog had token sets, or with extract.token_sets: [])",
+            severity="warning",
+        )
+
     def action_toggle_depth(self) -> None:
         box = self.query_one("#rel-depth", Checkbox)
         box.value = not box.value
@@ -228,8 +265,10 @@ class CompareScreen(HomogScreen):
             empty_text=empty,
         )
         n_sig = self.query_one(CurveTable).show(rows, labels)
+        token_set = split_token_set(metric)[1]
         self.query_one("#compare-status", Static).update(
-            f"{metric} · {len(runs)} run(s) × {len(variants)} variant(s) · {len(rows)} points"
+            f"{metric} · tokens: {token_set} · {len(runs)} run(s) × {len(variants)} variant(s)"
+            f" · {len(rows)} points"
             f" · [b yellow]*[/] {n_sig} differ from original (Holm p < {ALPHA})"
         )
         self.draws += 1

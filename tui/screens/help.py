@@ -18,12 +18,14 @@ HELP = """[b]homog[/b] · results database, read-only             esc closes thi
   a        mark all shown / none                enter  compare marked runs
 [b]2 Compare[/b]
   m / M    next / previous metric               d  relative-depth x axis
+  t        token set: all / no_sink / standardized (metric__no_sink, ...)
   space    in the lists: toggle a run or a variant
   table    mean, 95% CI, Holm p vs original;  *  = p < 0.05
 [b]3 Attention[/b]
   top      run, variant, head (or heads averaged)
   arrows   move over the map; the line under it reads the cell
   s        colour scale: square root / linear
+  k        curve: sink_rate (share of sink heads) / attn_first
 [b]4 PE lab[/b]
   enter    on an encoding: show its ablation grid   ◆  deposit head
 [b]5 SQL[/b]
@@ -31,8 +33,8 @@ HELP = """[b]homog[/b] · results database, read-only             esc closes thi
   e        back to the editor                   n / p  next / previous page
   Only reading statements run (SELECT, SHOW, DESCRIBE, EXPLAIN, ...).
   Tables: runs, layer_metrics, layer_summary (view), contrasts, texts,
-  attention_profile, attention_heads, dataset_spectra, mauve_scores,
-  posenc_results, head_ablation, logit_decomposition.
+  attention_profile, attention_heads, dataset_spectra, massive_activations,
+  mauve_scores, posenc_results, head_ablation, logit_decomposition.
 """
 
 

@@ -25,11 +25,21 @@ class DbProblemScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="problem-box"):
-            yield Static("Cannot open the database", id="problem-title")
+            yield Static(title_for(self.message), id="problem-title")
             yield Static(Text(self.message), id="problem-text")
             yield Static("r  retry    q  quit", id="problem-keys")
         yield Footer()
 
     def update(self, message: str) -> None:
         self.message = message
+        self.query_one("#problem-title", Static).update(title_for(message))
         self.query_one("#problem-text", Static).update(Text(message))
+
+
+def title_for(message: str) -> str:
+    """A lock is not a broken file: its own title (the message says retry)."""
+    return (
+        "The database is locked"
+        if "locked by another process" in message
+        else ("Cannot open the database")
+    )

@@ -31,7 +31,8 @@ def fetch_sql(con: Any, sql: str) -> SqlDone:
 
 class SqlScreen(HomogScreen):
     """Read-only SQL over the database. Errors show DuckDB's message; writes are refused
-    (statement check) and impossible anyway (the connection is read-only)."""
+    (the statement allow-list) and impossible anyway: the connection is read-only and cannot
+    reach files, settings or the network (``homog.store.guard``)."""
 
     MODE = "sql"
     AUTO_FOCUS = "#sql-editor"

@@ -3,7 +3,10 @@
 One interface (``Rephraser``), with implementations registered by name in ``REPHRASERS``
 (the name is ``synth.rephraser`` in params.yaml):
 
-- ``rule`` (``rule.py``, ``RuleRephraser``; default, offline, deterministic): parses the
+- ``parse`` (``parse.py``, ``ParseRephraser``; default): a spaCy dependency parse, a catalogue
+  of licensed constituent moves (``moves.py``) and a language-model fluency check
+  (``homog.synth.fluency``).
+- ``rule`` (``rule.py``, ``RuleRephraser``; offline, deterministic): parses the
   sentence into clauses and moves whole clauses or phrases; a sentence it cannot rewrite
   safely is left as it is and counted. Its word lists are in ``lexicon.py``.
 - ``llm`` (``llm.py``, ``LLMRephraser``): asks an instruct LM to rewrite the sentence with the
@@ -41,6 +44,7 @@ TARGETS = ("front", "end", "control")
 
 # name -> "module:class"; imported lazily by ``rephraser_class``.
 REPHRASERS: dict[str, str] = {
+    "parse": "homog.synth.rephrase.parse:ParseRephraser",
     "rule": "homog.synth.rephrase.rule:RuleRephraser",
     "llm": "homog.synth.rephrase.llm:LLMRephraser",
 }
@@ -48,10 +52,14 @@ REPHRASERS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class Rewrite:
-    """A rewritten sentence and what happened: rewritten | at_target | left_alone | rejected."""
+    """A rewritten sentence and what happened: rewritten | at_target | left_alone | rejected
+    (the parse rephraser adds unparsed | too_long | empty | not_fluent); ``kinds`` names the
+    moves applied, ``fluency`` is the LM score difference rewrite - original where checked."""
 
     text: str
     status: str
+    kinds: tuple[str, ...] = ()
+    fluency: float | None = None
 
 
 def check_target(target: str) -> None:
@@ -145,6 +153,9 @@ class Rephraser(ABC):
     def select_phrase(self, sentence: str, options: list[str], context: str = "") -> str:
         """The key phrase to use among ranked ``options`` (default: the best-ranked)."""
         return options[0]
+
+    def prepare(self, sentences: list[str]) -> None:  # noqa: B027 (optional hook)
+        """Called once with every sentence before ``select_phrase`` (batching; default no-op)."""
 
     @abstractmethod
     def rewrite_many(

@@ -1,5 +1,11 @@
 """The llm rephraser: an instruct LM asked to move the key phrase, its replies checked.
 
+For ``front`` the reply is forced to begin with the key phrase (the prompt ends with it), so
+even a small model only has to finish the sentence. Every reply must put the phrase where it
+was asked (``position_ok``), keep its length within a factor of two, and, with
+``synth.fluency.model`` set, be at most ``synth.fluency.threshold`` less fluent than the
+original (mean token log-probability); the stage's BERTScore check follows.
+
 The model is loaded through ``homog.models.load_model`` (torch is imported only when an
 ``LLMRephraser`` is built or generates, never by importing this module).
 """
@@ -10,7 +16,7 @@ import dataclasses
 import re
 from typing import Any
 
-from homog.config import LLMRephraserConfig, Params, SynthConfig
+from homog.config import FluencyConfig, LLMRephraserConfig, Params, SynthConfig
 from homog.synth.rephrase import Rephraser, Rewrite, check_target, position_ok
 
 PROMPTS = {
@@ -30,6 +36,11 @@ PROMPTS = {
         "Reply with the rewritten sentence only.\nSentence: {sentence}"
     ),
 }
+
+
+def forced_prefix(phrase: str, target: str) -> str:
+    """What the reply is made to begin with: the key phrase, capitalised, for ``front``."""
+    return phrase[:1].upper() + phrase[1:] if target == "front" else ""
 
 
 def clean_generation(text: str) -> str:
@@ -66,6 +77,8 @@ class LLMRephraser(Rephraser):
         slack_words: int = LLMRephraserConfig.slack_words,
         control_tolerance: float = SynthConfig.control_tolerance,
         seed: int = Params.seed,
+        fluency: Any = None,
+        threshold: float = FluencyConfig.threshold,
     ) -> None:
         from homog.models import load_model
 
@@ -79,6 +92,8 @@ class LLMRephraser(Rephraser):
         self.slack_words = slack_words
         self.control_tolerance = control_tolerance
         self.seed = seed
+        self.fluency = fluency  # a FluencyScorer: replies much less fluent are rejected
+        self.threshold = threshold
 
     @classmethod
     def from_params(cls, params: Params) -> LLMRephraser:
@@ -88,21 +103,33 @@ class LLMRephraser(Rephraser):
 
         synth = params.synth
         source = resolve_source(synth.llm_model, params.model_sources())
+        fluency = None
+        if synth.fluency.model:
+            from homog.synth.fluency import FluencyScorer, fluency_source
+
+            fsource = fluency_source(synth.fluency.model, params.model_sources())
+            fluency = FluencyScorer(fsource, batch_size=synth.fluency.batch_size, seed=params.seed)
         return cls(
             source,
             control_tolerance=synth.control_tolerance,
             seed=params.seed,
+            fluency=fluency,
+            threshold=synth.fluency.threshold,
             **dataclasses.asdict(synth.llm),
         )
 
     def _prompt(self, sentence: str, phrase: str, target: str) -> str:
+        """The prompt; for ``front`` it ends with the key phrase itself (a forced prefix), so
+        the model only has to finish a sentence that already begins with it."""
         content = PROMPTS[target].format(phrase=phrase, sentence=sentence)
         messages = [{"role": "user", "content": content}]
         if getattr(self.tokenizer, "chat_template", None):
-            return self.tokenizer.apply_chat_template(
+            prompt = self.tokenizer.apply_chat_template(
                 messages, tokenize=False, add_generation_prompt=True
             )
-        return content + "\nRewritten sentence:"
+        else:
+            prompt = content + "\nRewritten sentence: "
+        return prompt + forced_prefix(phrase, target)
 
     def generate(self, prompts: list[str], *, sample: bool) -> list[str]:
         """Replies (decoded new tokens) for ``prompts``, one batch; left padding for decoding."""
@@ -139,6 +166,14 @@ class LLMRephraser(Rephraser):
             control_tolerance=self.control_tolerance,
         )
 
+    def _fluency(self, ok: dict[int, str], items: list) -> dict[int, float | None]:
+        """Fluency differences (reply - original) under the check's LM (None without one)."""
+        if self.fluency is None or not ok:
+            return dict.fromkeys(ok)
+        keys = list(ok)
+        d = self.fluency.delta([ok[i] for i in keys], [items[i][0] for i in keys])
+        return {i: float(x) for i, x in zip(keys, d, strict=True)}
+
     def rewrite_many(
         self, items: list[tuple[str, str, str]], target: str, on_done: Any = None
     ) -> list[Rewrite]:
@@ -155,10 +190,15 @@ class LLMRephraser(Rephraser):
                     break
                 prompts = [self._prompt(items[i][0], items[i][1], target) for i in todo]
                 replies = self.generate(prompts, sample=attempt > 0)
+                ok = {}
                 for i, reply in zip(todo, replies, strict=True):
-                    text = clean_generation(reply)
+                    text = clean_generation(forced_prefix(items[i][1], target) + reply)
                     if self._accept(items[i][0], text, items[i][1], target):
-                        results[i] = Rewrite(text, "rewritten")
+                        ok[i] = text
+                deltas = self._fluency(ok, items)
+                for i, text in ok.items():
+                    if deltas[i] is None or deltas[i] >= -self.threshold:
+                        results[i] = Rewrite(text, "rewritten", ("llm",), deltas[i])
             for i in idx:
                 if results[i] is None:
                     results[i] = Rewrite(items[i][0], "rejected")

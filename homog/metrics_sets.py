@@ -1,0 +1,311 @@
+"""Token sets, the peers' per-layer metrics and massive activations, batched on the device.
+
+``hidden_metrics`` extends ``homog.metrics.layer_metrics`` (whose values it leaves unchanged
+for the ``all`` set) in the same pass over the same float64 Gram matrix:
+
+Token sets (docs/design.md; each metric of a set is stored as ``<metric>__<set>``):
+
+- ``all``: the metric tokens, as ``layer_metrics`` (names without a suffix).
+- ``no_sink``: without the text's first metric token and without every token whose norm
+  exceeds ``sink_norm_ratio`` times the median token norm of the text (``n_removed__no_sink``
+  counts them). Its Gram matrix is a sub-matrix of the ``all`` one.
+- ``standardized``: every feature z-scored over the text's tokens (population std; a constant
+  feature becomes 0), which removes rogue dimensions (Timkey & van Schijndel 2021).
+  ``mean_cosine__standardized`` is the anisotropy after standardisation.
+
+A set with fewer than 2 tokens gives NaN for all its metrics (never an error).
+
+The peers' metrics, per set (``PEER_METRICS``):
+
+- ``prompt_entropy``: matrix-based Renyi entropy (nats) of order ``renyi_alpha`` of the
+  trace-normalised Gram matrix, S = ln(sum_i p_i^alpha) / (1 - alpha), alpha = 1:
+  -sum p_i ln p_i, with p_i = sigma_i^2 / sum_j sigma_j^2 (Skean et al. 2025, "Layer by
+  Layer"; the same eigenvalues as the spectral metrics, so the same centring convention).
+- ``curvature``: the mean angle (radians, in [0, pi]) between consecutive difference vectors
+  v_k = x_(k+1) - x_k of the set's token trajectory (in text order; pairs with a zero
+  difference vector are left out; NaN with fewer than 3 tokens).
+- ``twonn_id``: the TwoNN intrinsic dimension (Facco et al. 2017) as dadapy computes it:
+  mu_i = r2_i / r1_i from each token's two nearest neighbours (Euclidean distances from the
+  Gram matrix), the 90 % smallest ln mu kept (n_eff = floor(0.9 N)), the slope through the
+  origin of -ln(1 - i/N) on the sorted ln mu (i = 1..n_eff). Tokens whose nearest neighbour
+  is a duplicate (squared distance <= 1e-10 of their squared norm, e.g. a repeated word at
+  the embedding layer) are left out of N. NaN when n_eff < 2.
+
+Massive activations, over the ``all`` tokens (``MASSIVE_METRICS``, Sun et al. 2024):
+``act_top1`` the largest |activation| over tokens and features, ``act_median`` the median
+|activation| (the mean of the two middle values for an even count), ``act_ratio`` their ratio
+(NaN when the median is 0), ``act_top1_pos`` the sequence position (0-based, special tokens
+counted) and ``act_top1_feature`` the feature index of the largest one. ``top_activations``
+gives the top 3 (position, feature, value) for the run's ``massive_activations`` table.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from homog.metrics import (
+    METRIC_NAMES,
+    _direction_metrics,
+    _eigenvalues,
+    _gram,
+    _prepare,
+    _spectral_gram,
+    spectral_metrics,
+)
+
+TOKEN_SETS: tuple[str, ...] = ("no_sink", "standardized")
+PEER_METRICS: tuple[str, ...] = ("prompt_entropy", "curvature", "twonn_id")
+MASSIVE_METRICS: tuple[str, ...] = (
+    "act_top1",
+    "act_median",
+    "act_ratio",
+    "act_top1_pos",
+    "act_top1_feature",
+)
+N_REMOVED = "n_removed__no_sink"
+TOP_K = 3  # (position, feature) pairs kept per text and layer for massive_activations
+TWONN_FRACTION = 0.9
+DUPLICATE_REL = 1e-10
+
+
+def set_metric_names(peers: bool) -> tuple[str, ...]:
+    """The metrics computed for every token set."""
+    return METRIC_NAMES + (PEER_METRICS if peers else ())
+
+
+def hidden_metric_names(token_sets: tuple[str, ...] = (), peers: bool = False) -> tuple[str, ...]:
+    """The names ``hidden_metrics`` returns, in their order (the order of the stored array)."""
+    names = list(set_metric_names(peers))
+    if peers:
+        names += MASSIVE_METRICS
+    for s in token_sets:
+        names += [f"{m}__{s}" for m in set_metric_names(peers)]
+        if s == "no_sink":
+            names.append(N_REMOVED)
+    return tuple(names)
+
+
+# ---------------------------------------------------------------------------------------------
+# the peers' metrics on one set
+
+
+def renyi_entropy(eig: Tensor, alpha: float) -> Tensor:
+    """Renyi entropy (nats) of order alpha of p = eig / sum(eig); eig (..., k) >= 0."""
+    p = eig / eig.sum(-1, keepdim=True)
+    if alpha == 1:
+        return -torch.special.xlogy(p, p).sum(-1)
+    return torch.log(torch.where(p > 0, p.pow(alpha), 0.0).sum(-1)) / (1 - alpha)
+
+
+def _compact(mask: Tensor) -> Tensor:
+    """Indices (..., n) that put the positions in ``mask`` first, in order."""
+    return torch.argsort((~mask).to(torch.int8), dim=-1, stable=True)
+
+
+def curvature(token_gram: Tensor, mask: Tensor) -> Tensor:
+    """Mean angle between consecutive difference vectors of the tokens in ``mask``, from
+    their n x n Gram matrix G (v_k . v_(k+1) = G12 - G11 - G02 + G01 for tokens 0, 1, 2 in a
+    row): O(n) work on a matrix already computed."""
+    n = mask.shape[-1]
+    if n < 3:
+        return torch.full(mask.shape[:-1], math.nan, dtype=torch.float64, device=mask.device)
+    idx = _compact(mask)
+    p0, p1, p2 = idx[..., :-2], idx[..., 1:-1], idx[..., 2:]
+    flat = token_gram.flatten(-2)
+
+    def g(p: Tensor, q: Tensor) -> Tensor:
+        return flat.gather(-1, p * n + q)
+
+    g11 = g(p1, p1)
+    v0 = (g(p0, p0) + g11 - 2 * g(p0, p1)).clamp_min(0)  # |v_k|^2
+    v1 = (g(p2, p2) + g11 - 2 * g(p1, p2)).clamp_min(0)  # |v_(k+1)|^2
+    dot = g(p1, p2) - g11 - g(p0, p2) + g(p0, p1)
+    k = torch.arange(n - 2, device=mask.device)
+    ok = (k + 2 < mask.sum(-1, keepdim=True)) & (v0 > 0) & (v1 > 0)
+    cos = (dot / (v0 * v1).sqrt()).clamp(-1, 1)
+    angle = torch.where(ok, torch.arccos(torch.where(ok, cos, 0.0)), 0.0)
+    count = ok.sum(-1)
+    out = angle.sum(-1) / count
+    return torch.where(count > 0, out, torch.full_like(out, math.nan))
+
+
+def twonn(token_gram: Tensor, mask: Tensor) -> Tensor:
+    """TwoNN intrinsic dimension of the tokens in ``mask`` from their n x n Gram matrix."""
+    n = token_gram.shape[-1]
+    sq = token_gram.diagonal(dim1=-2, dim2=-1)
+    d2 = (sq.unsqueeze(-1) + sq.unsqueeze(-2) - 2 * token_gram).clamp_min(0)
+    pair = mask.unsqueeze(-1) & mask.unsqueeze(-2)
+    pair = pair & ~torch.eye(n, dtype=torch.bool, device=mask.device)
+    d2 = torch.where(pair, d2, math.inf)
+    if n < 3:
+        return torch.full(mask.shape[:-1], math.nan, dtype=torch.float64, device=mask.device)
+    near = d2.topk(2, dim=-1, largest=False).values  # (..., n, 2): r1^2, r2^2
+    r1, r2 = near[..., 0], near[..., 1]
+    valid = mask & (r1 > DUPLICATE_REL * sq) & torch.isfinite(r2)
+    log_mu = 0.5 * (torch.log(torch.where(valid, r2, 1.0)) - torch.log(torch.where(valid, r1, 1.0)))
+    log_mu = torch.where(valid, log_mu, math.inf).sort(-1).values
+    big_n = valid.sum(-1, keepdim=True).to(torch.float64)
+    n_eff = torch.floor(big_n * TWONN_FRACTION)
+    i = torch.arange(1, n + 1, dtype=torch.float64, device=mask.device)
+    keep = i <= n_eff
+    y = -torch.log1p(-torch.where(keep, i / big_n, 0.0))
+    xs = torch.where(keep, log_mu, 0.0)
+    sxx = xs.square().sum(-1)
+    dim = (xs * y).sum(-1) / sxx
+    ok = (n_eff[..., 0] >= 2) & (sxx > 0)
+    return torch.where(ok, dim, torch.full_like(dim, math.nan))
+
+
+def _set_metrics(
+    x: Tensor,
+    eig: Tensor,
+    direction: dict[str, Tensor],
+    token_gram: Tensor | None,
+    mask: Tensor,
+    peers: bool,
+    alpha: float,
+) -> dict[str, Tensor]:
+    out = {**spectral_metrics(eig), **direction}
+    if peers:
+        out["prompt_entropy"] = renyi_entropy(eig, alpha)
+        out["curvature"] = curvature(token_gram, mask)  # type: ignore[arg-type]
+        out["twonn_id"] = twonn(token_gram, mask)  # type: ignore[arg-type]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# massive activations
+
+
+def _median(a: Tensor, count: Tensor) -> Tensor:
+    """Median of the non-NaN entries of a (..., N) (mean of the middle pair for an even
+    count); ``count`` (...,) is how many there are."""
+    lower = a.nanmedian(-1).values  # the lower middle value
+    le = (a <= lower.unsqueeze(-1)).sum(-1)  # NaN compares False
+    above = torch.where(a > lower.unsqueeze(-1), a, math.inf).amin(-1)
+    upper = torch.where(le >= count // 2 + 1, lower, above)
+    return torch.where(count % 2 == 1, lower, (lower + upper) / 2)
+
+
+def massive_activations(hidden: Tensor, mask: Tensor) -> tuple[dict[str, Tensor], Tensor]:
+    """(MASSIVE_METRICS as float64 (...,), top (..., TOP_K, 3) float64 [position, feature,
+    signed value]) over the tokens in ``mask`` (bool, shape hidden.shape[:-1])."""
+    d = hidden.shape[-1]
+    a = hidden.float().abs()
+    valid = mask.unsqueeze(-1).expand_as(a).flatten(-2)
+    flat = a.flatten(-2)
+    k = min(TOP_K, flat.shape[-1])
+    scored = torch.where(valid, flat, -1.0)
+    top_v, top_i = scored.topk(k, dim=-1)
+    # ties (a repeated token at the embedding layer): the first in (position, feature) order
+    order = top_i.argsort(dim=-1)
+    top_v, top_i = top_v.gather(-1, order), top_i.gather(-1, order)
+    order = top_v.argsort(dim=-1, descending=True, stable=True)
+    top_v, top_i = top_v.gather(-1, order), top_i.gather(-1, order)
+    top_i[..., 0] = scored.argmax(-1)  # the first maximum (torch.argmax's rule)
+    signed = hidden.flatten(-2).gather(-1, top_i).to(torch.float64)
+    med = _median(scored.masked_fill_(~valid, math.nan), mask.sum(-1) * d).to(torch.float64)
+    top1 = top_v[..., 0].to(torch.float64)
+    ratio = torch.where(med > 0, top1 / med, math.nan)
+    pos, feat = (top_i // d).to(torch.float64), (top_i % d).to(torch.float64)
+    metrics = {
+        "act_top1": top1,
+        "act_median": med,
+        "act_ratio": ratio,
+        "act_top1_pos": pos[..., 0],
+        "act_top1_feature": feat[..., 0],
+    }
+    return metrics, torch.stack([pos, feat, signed], -1)
+
+
+# ---------------------------------------------------------------------------------------------
+# everything at once
+
+
+def no_sink_mask(mask: Tensor, norms: Tensor, ratio: float) -> Tensor:
+    """``mask`` without the first token in it and without tokens whose norm exceeds ``ratio``
+    times the median norm of the tokens in it (numpy's median: the middle pair's mean)."""
+    n = mask.shape[-1]
+    pos = torch.arange(n, device=mask.device)
+    first = torch.where(mask, pos, n).amin(-1, keepdim=True)
+    med = torch.where(mask, norms, math.nan).nanquantile(0.5, dim=-1, keepdim=True)
+    return mask & (pos != first) & ~(norms > ratio * med)
+
+
+def standardize(x: Tensor, mask: Tensor) -> Tensor:
+    """Features z-scored over the tokens in ``mask`` (population std; constant features and
+    rows outside the mask are 0). x: (..., n, d) float64 with rows outside the mask zeroed."""
+    m = mask.unsqueeze(-1)
+    k = mask.sum(-1).to(x.dtype)[..., None, None]
+    mu = x.sum(-2, keepdim=True) / k
+    xc = torch.where(m, x - mu, 0.0)
+    sd = (xc.square().sum(-2, keepdim=True) / k).sqrt()
+    return xc / torch.where(sd > 0, sd, math.inf)
+
+
+def hidden_metrics(
+    hidden: Tensor,
+    mask: Tensor,
+    *,
+    center: bool = False,
+    token_sets: tuple[str, ...] = (),
+    peers: bool = False,
+    sink_norm_ratio: float = 10.0,
+    renyi_alpha: float = 1.0,
+) -> tuple[dict[str, Tensor], Tensor | None]:
+    """All ``hidden_metric_names(token_sets, peers)`` for every leading index of ``hidden``.
+
+    hidden: (..., n, d); mask: bool broadcastable to (..., n). Returns ({name: float64 tensor
+    of shape hidden.shape[:-2]}, the top activations (..., TOP_K, 3) or None without
+    ``peers``). One eigvalsh per token set (one batched call for all sets); the ``all`` values
+    equal ``layer_metrics``. Raises what ``layer_metrics`` raises.
+    """
+    unknown = set(token_sets) - set(TOKEN_SETS)
+    if unknown:
+        raise ValueError(f"unknown token set(s) {sorted(unknown)}: use {', '.join(TOKEN_SETS)}")
+    mask, x, gram, sq_norms = _prepare(hidden, mask)
+    n, d = hidden.shape[-2:]
+    small = n <= d
+
+    def token_gram_of(xs: Tensor, g: Tensor) -> Tensor | None:
+        return None if not peers else g if small else xs @ xs.mT
+
+    # (name suffix, x, mask, Gram, squared norms, centre?) per set
+    sets = [("", x, mask, gram, sq_norms, center, token_gram_of(x, gram))]
+    extra: dict[str, Tensor] = {}
+    if "no_sink" in token_sets:
+        m_ns = no_sink_mask(mask, sq_norms.clamp_min(0).sqrt(), sink_norm_ratio)
+        x_ns = x.masked_fill(~m_ns.unsqueeze(-1), 0.0)
+        pair = m_ns.unsqueeze(-1) & m_ns.unsqueeze(-2)
+        g_ns = torch.where(pair, gram, 0.0) if small else _gram(x_ns)
+        tg = sets[0][6]  # the same distances; twonn reads only the pairs in the mask
+        sets.append(("__no_sink", x_ns, m_ns, g_ns, torch.where(m_ns, sq_norms, 0.0), center, tg))
+        extra[N_REMOVED] = (mask.sum(-1) - m_ns.sum(-1)).to(torch.float64)
+    if "standardized" in token_sets:
+        x_st = standardize(x, mask)
+        g_st = _gram(x_st)
+        sq_st = g_st.diagonal(dim1=-2, dim2=-1) if small else x_st.square().sum(-1)
+        sets.append(("__standardized", x_st, mask, g_st, sq_st, False, token_gram_of(x_st, g_st)))
+
+    spectral = torch.stack([_spectral_gram(s[1], s[3], s[2], s[5]) for s in sets])
+    eigs = _eigenvalues(spectral, max(n, d)).unbind(0)
+    out: dict[str, Tensor] = {}
+    for (suffix, xs, ms, gs, sqs, _, tg), eig in zip(sets, eigs, strict=True):
+        direction = _direction_metrics(xs, gs, ms, sqs)
+        values = _set_metrics(xs, eig, direction, tg, ms, peers, renyi_alpha)
+        if suffix:
+            few = ms.sum(-1) < 2
+            if suffix == "__standardized":  # constant features only: nothing to measure
+                few = few | (sqs.sum(-1) == 0)
+            values = {k: torch.where(few, math.nan, v) for k, v in values.items()}
+        out.update({f"{k}{suffix}": v for k, v in values.items()})
+    out.update(extra)
+    top = None
+    if peers:
+        act, top = massive_activations(hidden, mask)
+        out.update(act)
+    names = hidden_metric_names(tuple(s for s in TOKEN_SETS if s in token_sets), peers)
+    return {k: out[k] for k in names}, top

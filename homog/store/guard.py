@@ -1,0 +1,187 @@
+"""Guards of every reader connection: DuckDB's own sandbox, a statement allow-list, lock errors.
+
+Readers (the query API, ``homog sql``/``export``/``compare``/``plot``, the terminal UI) open the
+database through :func:`open_reader`: read-only, with external access disabled (no file or
+network access from SQL: no ``COPY ... TO``, ``read_csv``, ``glob``, ``ATTACH``, ``INSTALL``),
+the configuration locked (no ``SET``, no ``enable_logging`` or profiling output files) and no
+extension autoload/autoinstall. On top of that, :func:`check_read_only` lets through only
+SELECT-like statements, EXPLAIN of a SELECT, and PRAGMA/CALL of a listed set of read-only
+functions. DuckDB's lock error (another process holds a write connection) is told apart from a
+damaged file: :class:`DatabaseLocked` says "retry", never "delete".
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import duckdb
+
+from homog.errors import HomogError
+
+# DuckDB's own guards for reader connections (docs: duckdb.org/docs/operations_manual/securing).
+READER_CONFIG: dict[str, object] = {
+    "enable_external_access": False,
+    "lock_configuration": True,
+    "autoload_known_extensions": False,
+    "autoinstall_known_extensions": False,
+}
+
+# PRAGMA name / CALL name(...) allowed: functions that only list or describe.
+READ_ONLY_FUNCTIONS = frozenset(
+    {
+        "collations",
+        "database_list",
+        "database_size",
+        "duckdb_columns",
+        "duckdb_constraints",
+        "duckdb_databases",
+        "duckdb_dependencies",
+        "duckdb_functions",
+        "duckdb_indexes",
+        "duckdb_keywords",
+        "duckdb_schemas",
+        "duckdb_sequences",
+        "duckdb_settings",
+        "duckdb_tables",
+        "duckdb_types",
+        "duckdb_views",
+        "functions",
+        "platform",
+        "pragma_collations",
+        "pragma_database_size",
+        "pragma_platform",
+        "pragma_show",
+        "pragma_storage_info",
+        "pragma_table_info",
+        "pragma_version",
+        "show",
+        "show_databases",
+        "show_tables",
+        "show_tables_expanded",
+        "storage_info",
+        "table_info",
+        "version",
+    }
+)
+# Statement types that only read (DuckDB's parser): SHOW, DESCRIBE, SUMMARIZE, VALUES and
+# FROM-first queries are SELECTs too.
+SELECT_TYPES = ("SELECT",)
+_GAP = r"(?:\s|/\*.*?\*/|--[^\n]*(?:\n|$))*"
+_EXPLAIN = re.compile(
+    rf"^{_GAP}EXPLAIN\b{_GAP}(?:ANALY[SZ]E\b{_GAP})?(?:\([^()]*\){_GAP})?", re.I | re.S
+)
+_FUNCTION = re.compile(
+    rf"^{_GAP}(PRAGMA|CALL)\s+([A-Za-z_][A-Za-z0-9_]*){_GAP}(\(|;|$)", re.I | re.S
+)
+_PID = re.compile(r"\(PID (\d+)\)")
+REFUSED = "homog sql is read-only (SELECT, SHOW, DESCRIBE, EXPLAIN SELECT, listing PRAGMAs)"
+
+
+class DatabaseLocked(HomogError):
+    """Another process holds a write connection to the database (a load in progress)."""
+
+
+def reader_config() -> dict[str, object]:
+    """READER_CONFIG plus a temp directory outside the project (spills never land beside
+    the database)."""
+    tmp = (
+        Path(tempfile.gettempdir()) / f"homog-duckdb-{os.getuid() if hasattr(os, 'getuid') else 0}"
+    )
+    return {**READER_CONFIG, "temp_directory": str(tmp)}
+
+
+def lock_error(path: str | os.PathLike[str], exc: BaseException) -> DatabaseLocked | None:
+    """A DatabaseLocked for DuckDB's lock error on ``path`` (None for any other error)."""
+    msg = str(exc)
+    if "Could not set lock" not in msg and "Conflicting lock" not in msg:
+        return None
+    pid = _PID.search(msg)
+    who = f" (pid {pid.group(1)})" if pid else ""
+    return DatabaseLocked(
+        f"the database {path} is locked by another process{who}, e.g. a running `homog load`; "
+        "retry when it finishes (the file is not damaged: do not move or delete it)"
+    )
+
+
+def damaged(path: str | os.PathLike[str] | None, exc: BaseException) -> HomogError:
+    """The HomogError for a database DuckDB cannot read (lock errors get DatabaseLocked)."""
+    locked = lock_error(path or "", exc)
+    if locked is not None:
+        return locked
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    where = f"the database {path}" if path else "the database"
+    return HomogError(
+        f"cannot read {where}: {first}. The file may be damaged: move it aside "
+        "(keep it: it holds the runs of earlier params) and rebuild with `homog load`"
+    )
+
+
+def open_reader(path: str | os.PathLike[str]) -> duckdb.DuckDBPyConnection:
+    """``path`` opened read-only with the reader guards; HomogError (DatabaseLocked for a
+    lock) when DuckDB cannot open it."""
+    try:
+        return duckdb.connect(str(path), read_only=True, config=reader_config())
+    except duckdb.Error as exc:
+        locked = lock_error(path, exc)
+        if locked is not None:
+            raise locked from exc
+        raise HomogError(
+            f"{path} is not a readable DuckDB database ({str(exc).splitlines()[0]}); move it "
+            "aside (do not delete it if it held earlier runs) and create it with `dvc repro` "
+            "or `homog load`"
+        ) from exc
+
+
+def _refuse(what: str) -> HomogError:
+    return HomogError(f"refused: {what}; {REFUSED}. Use `homog export` to write files.")
+
+
+def _check_statement(con: duckdb.DuckDBPyConnection, st: duckdb.Statement) -> None:
+    kind = st.type.name
+    text = st.query
+    if kind in SELECT_TYPES:
+        return
+    if kind == "EXPLAIN":
+        m = _EXPLAIN.match(text)
+        inner = text[m.end() :] if m else ""
+        try:
+            parts = con.extract_statements(inner) if inner.strip() else []
+        except duckdb.Error:
+            parts = []
+        if len(parts) != 1 or parts[0].type.name not in SELECT_TYPES:
+            raise _refuse("EXPLAIN is allowed only of a SELECT")
+        return
+    if kind in ("PRAGMA", "CALL"):
+        m = _FUNCTION.match(text)
+        name = m.group(2).lower() if m else None
+        if name is None or name not in READ_ONLY_FUNCTIONS:
+            shown = ", ".join(sorted(READ_ONLY_FUNCTIONS))
+            raise _refuse(
+                f"{kind} {name or '(unrecognised)'} is not a listed read-only function "
+                f"(allowed: {shown})"
+            )
+        return
+    raise _refuse(f"{kind} statements are not allowed")
+
+
+def check_read_only(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+    """Raise HomogError unless every statement in ``sql`` only reads.
+
+    Uses DuckDB's own parser (statement types), so comments, CTEs and odd spacing cannot hide a
+    write. Allowed: SELECT (incl. SHOW, DESCRIBE, SUMMARIZE, VALUES, FROM-first), EXPLAIN [ANALYZE]
+    of a SELECT, and PRAGMA/CALL of READ_ONLY_FUNCTIONS. Refused: everything else (INSERT,
+    COPY, ATTACH, SET, PRAGMA x = y, CALL enable_logging(...), EXPLAIN ANALYZE COPY ...). This is
+    the second guard: the connection itself (``open_reader``) cannot reach files or settings.
+    A syntax error raises HomogError with DuckDB's message.
+    """
+    try:
+        statements = con.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise HomogError(str(exc)) from exc
+    if not statements:
+        raise HomogError("no SQL statement given")
+    for st in statements:
+        _check_statement(con, st)

