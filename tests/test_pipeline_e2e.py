@@ -124,6 +124,8 @@ def test_first_repro_fills_every_table(project):
 
 
 def test_cli_shows_real_numbers(project):
+    report = (project / "data" / "report" / "report.html").read_text()  # the last stage
+    assert "Claims of arXiv 2508.17126" in report and "tiny" in report
     db = str(project / "data" / "homog.duckdb")
     out = run(["homog", "runs", "--db", db], project)
     assert "tiny" in out and "zero_pos" in out
@@ -145,7 +147,7 @@ def test_second_repro_does_nothing_and_params_rerun_dependents(project):
     params = yaml.safe_load((project / "params.yaml").read_text())
     params["stats"]["n_boot"] = 150
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    assert ran_stages(run(["dvc", "repro"], project)) == {"stats", "load"}
+    assert ran_stages(run(["dvc", "repro"], project)) == {"stats", "load", "report"}
     con = q.connect(db)
     # The reload replaced the same runs: no duplicated rows.
     assert con.execute("SELECT count(*) FROM layer_metrics").fetchone()[0] == before
