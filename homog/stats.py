@@ -348,27 +348,40 @@ def unchanged_run(
     return None
 
 
-def compute_all(
-    params: Params | Mapping[str, Any],
-    root: str | Path = ".",
-    log: Callable[[str], None] = _warn,
-) -> pd.DataFrame:
-    """All contrasts of all runs named by params (variant pairs and intervention vs none).
+def read_runs(
+    params: Params, root: str | Path = "."
+) -> tuple[list[tuple[dict[str, Any], Path]], dict[str, pd.DataFrame]]:
+    """(runs, run_id -> layer_metrics frame) of the interventions of ``extract.interventions``.
 
-    Reads only the interventions of ``extract.interventions``; an intervention run is
-    compared with the unchanged run of the same config (:func:`unchanged_run`).
+    Raises HomogError when there is no extracted run.
     """
-    from homog.progress import progress
-
-    params = as_params(params)
-    opts = {"n_boot": params.stats.n_boot, "ci": params.stats.ci, "seed": params.seed}
     runs = find_runs(params.models, root, interventions=params.extract.interventions)
     if not runs:
         raise HomogError(
             "no extracted runs under data/extract/<model>/ for the models in params.yaml; "
             "run `dvc repro` (or `homog extract --model KEY`) first"
         )
-    frames = {r["run_id"]: _read_metrics(d) for r, d in runs}
+    return runs, {r["run_id"]: _read_metrics(d) for r, d in runs}
+
+
+def compute_all(
+    params: Params | Mapping[str, Any],
+    root: str | Path = ".",
+    log: Callable[[str], None] = _warn,
+    *,
+    read: tuple[list[tuple[dict[str, Any], Path]], dict[str, pd.DataFrame]] | None = None,
+) -> pd.DataFrame:
+    """All contrasts of all runs named by params (variant pairs and intervention vs none).
+
+    Reads only the interventions of ``extract.interventions``; an intervention run is
+    compared with the unchanged run of the same config (:func:`unchanged_run`). ``read``:
+    what :func:`read_runs` returned, when the caller already has it (read once).
+    """
+    from homog.progress import progress
+
+    params = as_params(params)
+    opts = {"n_boot": params.stats.n_boot, "ci": params.stats.ci, "seed": params.seed}
+    runs, frames = read or read_runs(params, root)
     parts = []
     with progress() as bar:
         task = bar.add_task("stats", total=len(runs))
@@ -479,11 +492,11 @@ def stats_stage(
     params = as_params(params)
     layout = Layout(Path(root))
     out_dir = Path(out_dir) if out_dir is not None else layout.stats_dir
-    contrasts = compute_all(params, root)
-    found = find_runs(params.models, root, interventions=params.extract.interventions)
+    found, frames = read = read_runs(params, root)
+    contrasts = compute_all(params, root, read=read)
     runs = [r for r, _ in found]
     summaries = pd.concat(
-        [summarise(_read_metrics(d), r["run_id"]) for r, d in found], ignore_index=True
+        [summarise(frames[r["run_id"]], r["run_id"]) for r in runs], ignore_index=True
     )
     mauve_parts = [pd.read_parquet(p) for key in params.models if (p := layout.mauve(key)).exists()]
     mauve = pd.concat(mauve_parts, ignore_index=True) if mauve_parts else None
