@@ -14,3 +14,14 @@ params_option = click.option(
     show_default=True,
     help="Pipeline parameters file (each command reads its own section).",
 )
+
+
+def db_option(f):
+    """``--db PATH`` (db_path) of the commands that read the database, read-only."""
+    return click.option(
+        "--db",
+        "db_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="DuckDB file (default: params.yaml `db`, data/homog.duckdb); opened read-only.",
+    )(f)

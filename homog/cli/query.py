@@ -19,17 +19,8 @@ from typing import Any
 
 import click
 
+from homog.cli.options import db_option
 from homog.errors import HomogError
-
-
-def db_option(f: Callable) -> Callable:
-    return click.option(
-        "--db",
-        "db_path",
-        type=click.Path(dir_okay=False, path_type=Path),
-        default=None,
-        help="DuckDB file (default: params.yaml `db`, data/homog.duckdb).",
-    )(f)
 
 
 def format_option(f: Callable) -> Callable:

@@ -6,20 +6,14 @@ from pathlib import Path
 
 import click
 
-from homog.cli.options import params_option
+from homog.cli.options import db_option, params_option
 
 REPORT_DIR = Path("data/report")
 
 
 @click.command()
 @params_option
-@click.option(
-    "--db",
-    "db_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="DuckDB file to read (default: params `db`, data/homog.duckdb). Opened read-only.",
-)
+@db_option
 @click.option(
     "-o",
     "--out",
