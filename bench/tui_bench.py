@@ -10,9 +10,15 @@ Pilot at 80x24:
   drawn and painted; first pass queries the database, second pass is served from the cache;
 - variant switch: deselecting / reselecting a variant until redrawn.
 
-Targets (issue 6): first paint < 1 s, metric/variant redraw < 200 ms.
+Targets (issue 15): first paint < 300 ms; metric switch and variant toggle < 100 ms median and
+< 200 ms max.
 
-Usage: python bench/tui_bench.py [--db PATH] [--runs 10] [--texts 200]
+``--summary view`` builds the store the old way: ``layer_summary`` a view aggregating
+``layer_metrics`` at every read, as in databases built before ``homog load`` materialised it.
+The "before" of the README's table ran this script from a checkout of the earlier commit (its
+TUI code) on such a database; see the README's "Terminal UI" section.
+
+Usage: python bench/tui_bench.py [--db PATH] [--runs 10] [--texts 200] [--summary table|view]
 """
 
 from __future__ import annotations
@@ -92,6 +98,12 @@ def main() -> None:
     parser.add_argument("--db", type=Path, default=None, help="existing database to use")
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--texts", type=int, default=200)
+    parser.add_argument(
+        "--summary",
+        choices=("table", "view"),
+        default="table",
+        help="layer_summary as homog load builds it (table) or as older databases hold it (view)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tui-bench-") as tmp:
         db = args.db
@@ -100,22 +112,31 @@ def main() -> None:
 
             db = Path(tmp) / "bench.duckdb"
             start = time.perf_counter()
-            counts = make_demo_db(db, args.runs, args.texts)
+            counts = make_demo_db(db, args.runs, args.texts, summary=args.summary)
             print(
                 f"built {db.name}: {counts['runs']} runs, {counts['layer_metrics']:,} "
-                f"layer_metrics rows in {time.perf_counter() - start:.1f} s"
+                f"layer_metrics rows, layer_summary a {args.summary}, in "
+                f"{time.perf_counter() - start:.1f} s"
             )
         results = asyncio.run(measure(db))
     print(f"{'measure':<16}{'n':>4}{'median ms':>12}{'max ms':>10}  target")
-    targets = {"first_paint": 1000, "metric_query": 200, "metric_cached": 200, "variant": 200}
+    # (median, max) targets in ms; first paint is measured once
+    targets = {
+        "first_paint": (300, 300),
+        "metric_query": (100, 200),
+        "metric_cached": (100, 200),
+        "variant": (100, 200),
+    }
     targets.update({f"cpu_{k}": v for k, v in targets.items()})
     print(f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
     for key, values in results.items():
         ms = [v * 1000 for v in values]
-        verdict = "ok" if max(ms) < targets[key] else "SLOW"
+        med, top = statistics.median(ms), max(ms)
+        want_med, want_max = targets[key]
+        verdict = "ok" if med < want_med and top < want_max else "SLOW"
         print(
-            f"{key:<16}{len(ms):>4}{statistics.median(ms):>12.1f}{max(ms):>10.1f}  "
-            f"< {targets[key]} ms {verdict}"
+            f"{key:<16}{len(ms):>4}{med:>12.1f}{top:>10.1f}  "
+            f"median < {want_med}, max < {want_max} ms {verdict}"
         )
 
 

@@ -22,6 +22,8 @@ Per text (``TEXT_METRICS``, with ``sink_epsilon`` / ``positions``):
   (1 / (n - j)) sum_(i >= j) A_ij, mean over heads (= ``attn_first`` when j = 0).
 
 Everything is pure tensor computation on the weights' device; nothing loops over texts.
+``attention_stats`` reduces dense weights; ``stats_from_sums`` finishes from the per-head sums
+over query rows, which the blockwise path (``homog.extract.attn_blockwise``) accumulates.
 """
 
 from __future__ import annotations
@@ -56,34 +58,63 @@ def attention_stats(
     if weights.dim() != 4 or weights.shape[-1] != weights.shape[-2]:
         raise ValueError(f"attention weights must be (B, H, n, n); got {tuple(weights.shape)}")
     b, _, n, _ = weights.shape
-    if lengths.shape != (b,):
-        raise ValueError(f"lengths must have shape ({b},); got {tuple(lengths.shape)}")
-    lengths = lengths.to(weights.device)
-    if bool((lengths < 1).any()) or bool((lengths > n).any()):
-        raise ValueError(f"lengths must lie in 1..{n}; got {lengths.tolist()}")
-    pos = torch.arange(n, device=weights.device)
-    real = pos[None, :] < lengths[:, None]  # (B, n): rows and columns that count
+    lengths = check_lengths(lengths, b, n, weights.device)
+    real = torch.arange(n, device=weights.device)[None, :] < lengths[:, None]  # (B, n)
     a = weights.float()
     if not bool(real.all()):  # skip the copy when no text in the batch is padded
         a = torch.where(real[:, None, :, None], a, 0.0)
+    column = a.sum(-2)  # (B, H, n); padding rows are zero
+    entropy = -torch.special.xlogy(a, a).sum((-1, -2))  # (B, H); 0 on padding rows
+    return stats_from_sums(
+        column, entropy, lengths, n_bins, sink_epsilon=sink_epsilon, positions=positions
+    )
+
+
+def check_lengths(lengths: Tensor, b: int, n: int, device: torch.device) -> Tensor:
+    """``lengths`` on ``device`` after checking it is (b,) with values in 1..n (ValueError)."""
+    if lengths.shape != (b,):
+        raise ValueError(f"lengths must have shape ({b},); got {tuple(lengths.shape)}")
+    lengths = lengths.to(device)
+    if bool((lengths < 1).any()) or bool((lengths > n).any()):
+        raise ValueError(f"lengths must lie in 1..{n}; got {lengths.tolist()}")
+    return lengths
+
+
+def stats_from_sums(
+    column_sum: Tensor,
+    entropy_sum: Tensor,
+    lengths: Tensor,
+    n_bins: int = N_BINS,
+    *,
+    sink_epsilon: float | None = None,
+    positions: Tensor | None = None,
+) -> dict[str, Tensor]:
+    """``attention_stats``'s results from the two sums over a text's real query rows i.
+
+    column_sum: (B, H, n) float32, sum_i A_ij; entropy_sum: (B, H), sum_i H(A_i.);
+    lengths: (B,) real tokens (checked by the caller). Both the dense path
+    (``attention_stats``) and the blockwise one (``homog.extract.attn_blockwise``, which
+    adds up these sums block of query rows by block) end here, so they share every formula.
+    """
+    b, h, n = column_sum.shape
+    pos = torch.arange(n, device=column_sum.device)
+    real = pos[None, :] < lengths[:, None]  # (B, n)
     inv_len = 1.0 / lengths.float()[:, None, None]
-    column = a.sum(-2) * inv_len  # (B, H, n); padding rows are zero, padding columns ~0
-    column = torch.where(real[:, None, :], column, 0.0)
-    row_entropy = -torch.special.xlogy(a, a).sum(-1)  # (B, H, n); 0 on padding rows
-    entropy = row_entropy.sum(-1) * inv_len[..., 0]
+    column = torch.where(real[:, None, :], column_sum * inv_len, 0.0)  # padding columns ~0
+    entropy = entropy_sum * inv_len[..., 0]
     first = column[..., 0]
-    last = column.gather(-1, (lengths - 1).view(b, 1, 1).expand(b, column.shape[1], 1))[..., 0]
+    last = column.gather(-1, (lengths - 1).view(b, 1, 1).expand(b, h, 1))[..., 0]
     # bin of column j in text t: floor(n_bins * j / length_t), padding columns carry 0 mass
     bins = torch.div(pos[None, :] * n_bins, lengths[:, None], rounding_mode="floor")
     bins = bins.clamp(max=n_bins - 1).expand(b, n)
-    profile = torch.zeros(*column.shape[:2], n_bins, device=weights.device)
+    profile = torch.zeros(b, h, n_bins, device=column.device)
     profile.scatter_add_(-1, bins[:, None, :].expand_as(column), column)
     out = {"attn_first": first, "attn_last": last, "attn_entropy": entropy, "profile": profile}
     if sink_epsilon is not None:
         out["sink_rate"] = (first > sink_epsilon).double().mean(-1)
     if positions is not None:
-        j = positions.to(weights.device).long().view(b, 1, 1)
-        received = column.gather(-1, j.expand(b, column.shape[1], 1))[..., 0]  # (B, H)
+        j = positions.to(column.device).long().view(b, 1, 1)
+        received = column.gather(-1, j.expand(b, h, 1))[..., 0]  # (B, H)
         # column mass is (1/n) sum_i A_ij; the queries that see token j are n - j of them
         scale = lengths.float() / (lengths - j.view(b)).float()
         out["attn_massive"] = received.mean(-1) * scale

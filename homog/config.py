@@ -119,6 +119,9 @@ class BertScoreConfig:
     # texts longer than the encoder's window are scored in windows of that many tokens
     # with this stride (so a rewrite past token 512 is still validated)
     window_stride: int = 256
+    # a variant text below the threshold gets its most damaging rewrites reverted, one per
+    # round (largest word edit first), until it passes; 0: such a text is dropped at once
+    max_reverts: int = 10
 
     def __post_init__(self) -> None:
         _check(self.batch_size >= 1, "synth.bertscore.batch_size must be >= 1")
@@ -129,6 +132,10 @@ class BertScoreConfig:
         _check(
             self.window_stride >= 1,
             f"synth.bertscore.window_stride must be >= 1, got {self.window_stride}",
+        )
+        _check(
+            self.max_reverts >= 0,
+            f"synth.bertscore.max_reverts must be >= 0, got {self.max_reverts}",
         )
 
 
@@ -216,7 +223,11 @@ class ExtractConfig:
     max_tokens: int = 128  # longer texts are truncated (and counted)
     batch_tokens: int = 4096  # texts are batched by length up to this many padded tokens
     interventions: tuple[Literal["none", "zero_pos", "shuffle_pos"], ...] = ("none", "zero_pos")
-    attention: bool = True  # attention statistics (needs eager attention)
+    attention: bool = True  # attention statistics per head (and sink_rate, attn_massive)
+    # how they are computed: blockwise from each layer's q and k with an SDPA forward pass, or
+    # from eager attention's (heads x n x n) weights; equal results (issue 15)
+    attention_impl: Literal["blockwise", "eager"] = "blockwise"
+    attention_block: int = 256  # query rows per block of the blockwise path
     center: bool = False  # center columns over tokens before the spectrum
     exclude_special: bool = True  # drop tokenizer-added special tokens from hidden-state metrics
     sample_tokens: int = 100  # token vectors kept per (variant, layer) for MAUVE
@@ -249,7 +260,7 @@ class ExtractConfig:
             f"extract.token_sets repeats a set: {list(self.token_sets)}",
         )
         object.__setattr__(self, "token_sets", tuple(self.token_sets))
-        for name in ("max_tokens", "batch_tokens", "shard_texts"):
+        for name in ("max_tokens", "batch_tokens", "shard_texts", "attention_block"):
             value = getattr(self, name)
             _check(value >= 1, f"extract.{name} must be >= 1, got {value}")
         for name in ("sample_tokens", "pooled_texts"):
@@ -266,6 +277,7 @@ class ExtractConfig:
         when they differ from their defaults, so run ids of earlier runs stay the same.
         """
         skip = {"engine", "interventions", "device", "device_map", "batch_tokens", "shard_texts"}
+        skip |= {"attention_impl", "attention_block"}  # equal results either way
         return {
             k: v
             for k, v in dataclasses.asdict(self).items()

@@ -1,6 +1,7 @@
 """The random-initialised architectures behind ``random:<preset>`` model sources.
 
-Tiny presets (``tiny-llama``, ``tiny-gemma``, ``tiny-qwen``) keep tests fast; real-size ones
+Tiny presets (``tiny-llama``, ``tiny-gemma``, ``tiny-qwen``, ``tiny-qwen3``,
+``tiny-gemma-softcap``) keep tests fast; real-size ones
 (``llama-8b``, ``gemma-7b``, ``qwen2.5-7b``) follow the published configs and stand in for
 models that cannot be downloaded, in GPU benchmarks (speed does not depend on weight values).
 ``random_config`` turns a preset into a transformers config, ``count_params`` sizes it without
@@ -33,6 +34,20 @@ RANDOM_PRESETS: dict[str, dict[str, Any]] = {
         "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
     },
     "tiny-qwen": {"model_type": "qwen2", **_TINY, "num_key_value_heads": 2},
+    # q_norm / k_norm before RoPE (Qwen 3)
+    "tiny-qwen3": {"model_type": "qwen3", **_TINY, "num_key_value_heads": 2, "head_dim": 16},
+    # attention logit soft-capping and a short sliding window (Gemma 2 style, in Gemma 3
+    # code); larger initial weights so logits reach the cap (tests of the blockwise path)
+    "tiny-gemma-softcap": {
+        "model_type": "gemma3_text",
+        **_TINY,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "sliding_window": 8,
+        "layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
+        "attn_logit_softcapping": 2.0,
+        "initializer_range": 0.2,
+    },
     "llama-8b": {  # Meta-Llama-3-8B
         "model_type": "llama",
         "hidden_size": 4096,

@@ -409,20 +409,29 @@ def load_model(
     device_map: str | None = None,
     attention: bool = True,
     seed: int = 0,
+    attention_impl: str = "blockwise",
 ) -> LoadedModel:
     """Load a causal LM from a source string (see module docstring) in eval mode.
 
     dtype: float32 | bfloat16 | float16; device: cpu | cuda | auto; device_map: None or
-    "auto" (spread over GPUs with accelerate); attention: load with eager attention so
-    attention weights exist (SDPA otherwise). seed fixes the weights of random models.
+    "auto" (spread over GPUs with accelerate); attention: ready the model for attention
+    statistics, with ``attention_impl`` "blockwise" (SDPA forward, statistics from q and k:
+    ``homog.extract.attn_blockwise``; eager with a warning for architectures it does not
+    know) or "eager" (eager attention returns the weights); SDPA without attention.
+    ``info["attn_implementation"]`` says which was set. seed fixes the weights of random models.
     Raises HomogError for an unknown source, a missing path, CUDA asked where there is none,
     or a real-size random model on a CPU without the memory for it.
     """
     from transformers import AutoModelForCausalLM
 
+    from homog.extract.attn_blockwise import choose_implementation
+
     dev = resolve_device(device)
     tdtype = torch_dtype(dtype)
-    attn_impl = "eager" if attention else "sdpa"
+    if attention_impl not in ("blockwise", "eager"):
+        raise HomogError(f"unknown attention_impl {attention_impl!r}: use blockwise or eager")
+    # blockwise starts from SDPA (choose_implementation below switches to its function)
+    attn_impl = "eager" if attention and attention_impl == "eager" else "sdpa"
     kind, rest = parse_source(source)
     rest, revision = split_revision(rest) if kind == "hf" else (rest, None)
     if dev == "meta" and kind != "random":
@@ -446,6 +455,8 @@ def load_model(
     for p in model.parameters():
         p.requires_grad_(False)
     decoder, embed, layers, norm = _decoder_parts(model)
+    attn_modules = [_attn_module(b) for b in layers]
+    attn_impl = choose_implementation(model, attn_modules, attention, attention_impl)
     cfg = _text_config(model.config)
     return LoadedModel(
         model=model,
@@ -457,7 +468,7 @@ def load_model(
         decoder=decoder,
         embed=embed,
         layers=layers,
-        attn_modules=[_attn_module(b) for b in layers],
+        attn_modules=attn_modules,
         norm=norm,
         n_layers=len(layers),
         d_model=int(cfg.hidden_size),
@@ -475,7 +486,8 @@ def load_model(
 
 
 def load_for(source: str, config: ExtractConfig) -> LoadedModel:
-    """``load_model`` with the dtype, device, device map, attention and seed of an
+    """``load_model`` with the dtype, device, device map, attention (and its
+    implementation) and seed of an
     ``ExtractConfig`` (the one way both extract engines load a model)."""
     return load_model(
         source,
@@ -484,4 +496,5 @@ def load_for(source: str, config: ExtractConfig) -> LoadedModel:
         device_map=config.device_map,
         attention=config.attention,
         seed=config.seed,
+        attention_impl=config.attention_impl,
     )

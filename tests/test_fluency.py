@@ -41,3 +41,15 @@ def test_summary():
     s = summary([-1.0, 0.0, 1.0, float("nan")])
     assert s["n"] == 3 and s["median"] == 0.0 and s["mean"] == 0.0
     assert summary([])["n"] == 0
+
+
+def test_usage_counts_each_distinct_text_once():
+    f = FluencyScorer(TINY, batch_size=2)
+    texts = ["The crew filmed it.", "A quarry.", "The crew filmed it.", "A quarry at dusk, then."]
+    f.score(texts)
+    f.score(texts[:2])  # cached: no new work
+    ids = [f.tokenizer(t, add_special_tokens=False)["input_ids"] for t in dict.fromkeys(texts)]
+    used = f.usage()
+    assert used["model"] == TINY and used["texts"] == 3
+    assert used["tokens"] == sum(len(x) + 1 for x in ids)  # + the start token
+    assert used["cpu"] >= 0 and used["wall"] > 0

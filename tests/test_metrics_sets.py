@@ -17,6 +17,10 @@ from homog.metrics_sets import (
     PEER_METRICS,
     hidden_metric_names,
     hidden_metrics,
+    massive_activations,
+    median_of_valid,
+    sq_distances,
+    twonn,
 )
 
 # --- independent numpy definitions ---------------------------------------------------------
@@ -233,3 +237,54 @@ def test_standardize_removes_a_rogue_dimension():
     got = run(x[None], torch.ones(1, 40, dtype=torch.bool))
     assert got["mean_cosine"][0] > 0.9
     assert abs(got["mean_cosine__standardized"][0]) < 0.1
+
+
+@pytest.mark.parametrize("use_numpy", [True, False])  # the CPU selection and the device one
+def test_median_of_valid_equals_numpy_median(use_numpy):
+    """Odd and even counts, a single value, ties and zeros: the exact median of the entries
+    >= 0 (the others are the -1 fill), as np.median computes it."""
+    gen = np.random.default_rng(7)
+    n_all = 101
+    rows, counts = [], []
+    for c in (1, 2, 3, 50, 51, 100, 101):
+        vals = np.abs(gen.normal(size=c)).astype(np.float32)
+        vals[: c // 3] = np.round(vals[: c // 3])  # ties, and zeros among them
+        row = np.full(n_all, -1.0, dtype=np.float32)
+        row[gen.permutation(n_all)[:c]] = vals  # the fill is anywhere, not only at the end
+        rows.append(row)
+        counts.append(c)
+    scored = torch.from_numpy(np.stack(rows)).reshape(7, 1, n_all)  # leading dims kept
+    want = [np.median(r[r >= 0].astype(np.float64)) for r in rows]
+    got = median_of_valid(scored.clone(), torch.tensor(counts).reshape(7, 1), use_numpy=use_numpy)
+    assert got.dtype == torch.float64 and got.shape == (7, 1)
+    np.testing.assert_array_equal(got[:, 0].numpy(), want)
+
+
+def test_massive_activations_same_on_both_median_paths():
+    gen = torch.Generator().manual_seed(5)
+    h = torch.randn(3, 2, 9, 16, generator=gen)
+    mask = torch.ones(3, 2, 9, dtype=torch.bool)
+    mask[1, :, 6:] = False  # an odd and an even count of values
+    mask[2, :, 0] = False
+    out, top = massive_activations(h, mask)
+    flat = h.abs().masked_fill(~mask.unsqueeze(-1), -1.0).flatten(-2)
+    torch_path = median_of_valid(flat, mask.sum(-1) * 16, use_numpy=False)
+    np.testing.assert_array_equal(out["act_median"].numpy(), torch_path.numpy())
+    for b in range(3):
+        for layer in range(2):
+            vals = h[b, layer][mask[b, layer]].abs().double().numpy()
+            assert out["act_median"][b, layer] == np.median(vals)
+            assert out["act_top1"][b, layer] == vals.max()
+
+
+def test_twonn_with_shared_distances_equals_its_own():
+    """no_sink reuses the squared distances of all: same values as computing them anew."""
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(2, 12, 7, dtype=torch.float64, generator=gen)
+    g = x @ x.mT
+    mask = torch.ones(2, 12, dtype=torch.bool)
+    mask[:, :2] = False
+    d2 = sq_distances(g)
+    np.testing.assert_array_equal(twonn(g, mask, d2).numpy(), twonn(g, mask).numpy())
+    direct = ((x[:, :, None] - x[:, None]) ** 2).sum(-1)
+    np.testing.assert_allclose(d2.numpy(), direct.numpy(), rtol=1e-12, atol=1e-12)

@@ -45,14 +45,22 @@ def test_resolve_device():
             resolve_device("cuda")
 
 
-@pytest.mark.parametrize("preset", ["tiny-llama", "tiny-gemma", "tiny-qwen"])
-def test_tiny_presets_load_with_eager_attention(preset):
+@pytest.mark.parametrize(
+    "preset", ["tiny-llama", "tiny-gemma", "tiny-qwen", "tiny-qwen3", "tiny-gemma-softcap"]
+)
+def test_tiny_presets_load_with_each_attention(preset):
+    from homog.extract.attn_blockwise import ATTENTION_FUNCTION
+
     lm = load_model(f"random:{preset}", device="cpu", attention=True)
     spec = RANDOM_PRESETS[preset]
     assert lm.n_layers == spec["num_hidden_layers"] == len(lm.layers) == len(lm.attn_modules)
     assert lm.d_model == spec["hidden_size"] and lm.n_heads == spec["num_attention_heads"]
-    assert lm.model.config._attn_implementation == "eager"
+    # attention statistics blockwise by default (SDPA forward), eager on request
+    assert lm.model.config._attn_implementation == ATTENTION_FUNCTION
+    assert lm.info["attn_implementation"] == ATTENTION_FUNCTION
     assert lm.tokenizer.padding_side == "right"
+    eager = load_model(f"random:{preset}", device="cpu", attention=True, attention_impl="eager")
+    assert eager.model.config._attn_implementation == eager.info["attn_implementation"] == "eager"
     # the same seed gives the same weights; SDPA is used without attention statistics
     again = load_model(f"random:{preset}", device="cpu", attention=False)
     assert again.model.config._attn_implementation == "sdpa"

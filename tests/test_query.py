@@ -173,13 +173,17 @@ def test_export(con, tmp_path):
         q.export(con, "DROP TABLE runs", tmp_path / "x.csv")
 
 
+@pytest.mark.slow  # about a minute of wall time on a loaded 2-core machine
 def test_demo_db_full_size_builds_in_seconds(tmp_path):
-    t0 = time.perf_counter()
+    # CPU seconds of this process (DuckDB's threads included): on a busy shared machine wall
+    # time mostly measures waiting for a core.
+    t0 = time.process_time()
     counts = make_demo_db(tmp_path / "big.duckdb")
-    elapsed = time.perf_counter() - t0
+    elapsed = time.process_time() - t0
     assert counts["runs"] == 10 and counts["layer_metrics"] >= 2_000_000
     assert elapsed < 30, elapsed  # a few seconds on 2 cores; generous for a loaded CI box
     con = q.connect(tmp_path / "big.duckdb")
-    t0 = time.perf_counter()
+    assert q.summary_kind(con) == "table"
+    t0 = time.process_time()
     q.layer_curves(con, "erank")
-    assert time.perf_counter() - t0 < 5
+    assert time.process_time() - t0 < 1  # a lookup on the materialised layer_summary

@@ -369,3 +369,133 @@ def test_load_reads_only_the_interventions_params_name(tmp_path):
     params["extract"] = {"interventions": ["none", "shuffle_pos"]}
     load(params, root=tmp_path)
     assert [r[0] for r in table_rows(db, "runs")] == ["r1", "r3"]
+
+
+# -- layer_summary: a table built by load (issue 15), the view of older databases still read --
+
+# Rows of the table that differ from the view's aggregation on the same connection: keys on
+# one side only, or a value off by more than rounding (DuckDB's parallel sums may differ in
+# the last bits between two evaluations of the same aggregate).
+SUMMARY_MISMATCHES = """
+SELECT count(*) FROM layer_summary AS t
+FULL OUTER JOIN ({select}) AS v USING (run_id, model, variant, layer, metric)
+WHERE t.n IS NULL OR v.n IS NULL OR t.n <> v.n
+   OR NOT (abs(t.mean - v.mean) <= 1e-12 * (1 + abs(v.mean)))
+   OR (v.std IS NULL) <> (t.std IS NULL)
+   OR abs(t.std - v.std) > 1e-12 * (1 + abs(v.std))
+   OR abs(t.ci_low - v.ci_low) > 1e-12 * (1 + abs(v.ci_low))
+   OR abs(t.ci_high - v.ci_high) > 1e-12 * (1 + abs(v.ci_high))
+"""
+
+
+def summary_mismatches(con: duckdb.DuckDBPyConnection) -> int:
+    from homog.store.schema import LAYER_SUMMARY_SELECT
+
+    return con.execute(SUMMARY_MISMATCHES.format(select=LAYER_SUMMARY_SELECT)).fetchone()[0]
+
+
+def to_old_layout(db: Path) -> None:
+    """Turn a database into what homog built before materialising: layer_summary a view."""
+    from homog.store.schema import LAYER_SUMMARY_VIEW
+
+    con = duckdb.connect(str(db))
+    try:
+        con.execute("DROP TABLE layer_summary")
+        con.execute(LAYER_SUMMARY_VIEW)
+    finally:
+        con.close()
+
+
+def test_layer_summary_is_a_table_equal_to_the_view(tmp_path):
+    from homog.store import LAYER_SUMMARY, summary_kind
+    from homog.store.schema import LAYER_SUMMARY_SELECT
+
+    params = write_project(tmp_path, [("m1", "none", "r1"), ("m2", "zero_pos", "r2")])
+    # Non-finite values are left out of the summary: one NaN among finite values, one group
+    # (layer 0 of r2's mev, original) with nothing finite, which the view has no row for.
+    path = tmp_path / "data" / "extract" / "m2" / "zero_pos" / "layer_metrics.parquet"
+    frame = pd.read_parquet(path)
+    nan_one = (frame.metric == "erank") & (frame.layer == 1) & (frame.sample_id == "s0")
+    frame.loc[nan_one, "value"] = np.nan
+    all_inf = (frame.metric == "mev") & (frame.layer == 0) & (frame.variant == "original")
+    frame.loc[all_inf, "value"] = np.inf
+    frame.to_parquet(path)
+    counts = load(params, root=tmp_path)
+    db = tmp_path / "data" / "homog.duckdb"
+    con = duckdb.connect(str(db), read_only=True)
+    assert summary_kind(con) == "table"
+    # same columns and types as the view's SELECT
+    table_types = con.execute("DESCRIBE layer_summary").fetchall()
+    view_types = con.execute(f"DESCRIBE {LAYER_SUMMARY_SELECT}").fetchall()
+    assert [r[:2] for r in table_types] == [r[:2] for r in view_types]
+    assert [r[0] for r in table_types] == LAYER_SUMMARY.names
+    # same rows as the view's aggregation over the loaded layer_metrics
+    n_groups = 2 * 4 * 5 * 2  # runs x variants x layers x metrics
+    assert counts["layer_summary"] == n_groups - 1
+    assert con.execute("SELECT count(*) FROM layer_summary").fetchone()[0] == n_groups - 1
+    assert summary_mismatches(con) == 0
+    assert not con.execute(
+        "SELECT 1 FROM layer_summary WHERE run_id = 'r2' AND metric = 'mev' AND layer = 0 "
+        "AND variant = 'original'"
+    ).fetchall()
+    n_erank = con.execute(
+        "SELECT n FROM layer_summary WHERE run_id = 'r2' AND metric = 'erank' AND layer = 1 "
+        "AND variant = 'original'"
+    ).fetchone()[0]
+    assert n_erank == 5  # 6 texts, one NaN left out
+    # the check itself sees a changed row
+    con.close()
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE layer_summary SET mean = mean + 1e-6 WHERE run_id = 'r1' AND layer = 2")
+    assert summary_mismatches(con) == 2 * 4  # metrics x variants of that layer
+    con.close()
+
+
+def test_layer_summary_follows_reloads_and_replaces_an_old_view(tmp_path):
+    from homog.store import connect, layer_curves, summary_kind, summary_names
+
+    params = write_project(tmp_path, [("m1", "none", "r1")])
+    db = tmp_path / "data" / "homog.duckdb"
+    load(params, root=tmp_path)
+    con = connect(db)
+    table_curves = layer_curves(con, "erank")
+    table_names = summary_names(con)
+    con.close()
+    # A database built by older homog: the view gives the same answers to the same readers.
+    to_old_layout(db)
+    con = connect(db)
+    assert summary_kind(con) == "view"
+    old_curves = layer_curves(con, "erank")
+    assert [(r["run_id"], r["variant"], r["layer"], r["n"]) for r in old_curves] == [
+        (r["run_id"], r["variant"], r["layer"], r["n"]) for r in table_curves
+    ]
+    for old, new in zip(old_curves, table_curves, strict=True):
+        assert old["mean"] == pytest.approx(new["mean"], rel=1e-12)
+    assert summary_names(con) == table_names == (["erank", "mev"], list(VARIANTS))
+    con.close()
+    # Loading on top of it (a new run, r1 replaced): the new file has the table, with r9's rows.
+    write_run(tmp_path, "m1", "none", "r9", shift=50.0)
+    load(params, root=tmp_path)
+    con = duckdb.connect(str(db), read_only=True)
+    assert summary_kind(con) == "table"
+    assert summary_mismatches(con) == 0
+    runs = con.execute("SELECT DISTINCT run_id FROM layer_summary ORDER BY 1").fetchall()
+    assert runs == [("r1",), ("r9",)]
+    assert con.execute("SELECT min(mean) FROM layer_summary WHERE run_id = 'r9'").fetchone()[0] > 40
+
+
+def test_create_schema_summary_kinds():
+    from homog.store import materialize_layer_summary, summary_kind
+
+    con = duckdb.connect()
+    create_schema(con, summary="view")
+    assert summary_kind(con) == "view"
+    create_schema(con)  # an existing layer_summary (here the view) is kept
+    assert summary_kind(con) == "view"
+    con.execute("INSERT INTO runs (run_id, model, n_layers) VALUES ('r', 'm', 2)")
+    con.execute("INSERT INTO layer_metrics VALUES ('r', 'original', 's', 1, 'erank', 2.0)")
+    assert materialize_layer_summary(con) == 1  # the view replaced by the table
+    assert summary_kind(con) == "table"
+    assert summary_mismatches(con) == 0
+    with pytest.raises(ValueError, match="summary"):
+        create_schema(duckdb.connect(), summary="materialised")

@@ -28,7 +28,10 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def sets_db(demo_db_factory, tmp_path_factory) -> Path:
-    """The demo database plus erank__no_sink, erank__standardized and sink_rate rows."""
+    """The demo database plus erank__no_sink, erank__standardized and sink_rate rows (and
+    layer_summary rebuilt from them, as ``homog load`` does)."""
+    from homog.store import materialize_layer_summary
+
     path = tmp_path_factory.mktemp("sets") / "homog.duckdb"
     shutil.copy(demo_db_factory(3, 12), path)
     con = duckdb.connect(str(path))
@@ -43,6 +46,7 @@ def sets_db(demo_db_factory, tmp_path_factory) -> Path:
             "INSERT INTO layer_metrics SELECT run_id, variant, sample_id, layer, 'sink_rate', "
             "least(1, 2 * value) FROM layer_metrics WHERE metric = 'attn_first'"
         )
+        materialize_layer_summary(con)
     finally:
         con.close()
     return path

@@ -239,7 +239,12 @@ class Catalog:
 
 
 def load_catalog(con: Any) -> Catalog:
-    """Read runs, metrics, variants and whether the PE-lab tables have rows."""
+    """Read runs, metrics, variants and whether the PE-lab tables have rows.
+
+    Metrics and variants are those ``layer_summary`` has rows for (:func:`homog.store.
+    summary_names`: a lookup on the table ``homog load`` materialises, a scan of
+    ``layer_metrics`` on an older database's view).
+    """
     from homog import store
 
     def count(table: str) -> int:
@@ -248,10 +253,11 @@ def load_catalog(con: Any) -> Catalog:
         except Exception:  # noqa: BLE001 - an older database without the table
             return 0
 
+    metrics, variants = store.summary_names(con)
     return Catalog(
         runs=as_rows(store.list_runs(con)),
-        metrics=list(store.metrics(con)),
-        variants=list(store.variants(con)),
+        metrics=metrics,
+        variants=variants,
         n_posenc=count("posenc_results"),
         n_ablation=count("head_ablation"),
     )

@@ -14,7 +14,7 @@ from textual.message import Message
 
 from tui.core import Catalog, Row
 
-CurveKey = tuple[str, tuple[str, ...], tuple[str, ...]]  # (metric, run ids, variants)
+CurveKey = tuple[str, tuple[str, ...]]  # (metric, run ids): every variant's curves
 ProfileKey = tuple[str, str, int | None]  # (run id, variant, head or None for the mean)
 
 
@@ -33,7 +33,8 @@ class CatalogLoaded(QueryResult, bubble=False):
 
 
 class CurvesLoaded(QueryResult, bubble=False):
-    """Layer curves for ``key`` = (metric, run ids, variants)."""
+    """Layer curves for ``key`` = (metric, run ids), all variants (the screen shows those
+    chosen)."""
 
     def __init__(self, key: CurveKey, rows: list[Row]) -> None:
         super().__init__()

@@ -168,16 +168,14 @@ class Extractor:
         self.config = config
         self.metric_names = hidden_metric_names(config.token_sets, config.peer_metrics)
         self._state: BatchState | None = None
-        self._handles: list[Any] = []
+        # attention first: it may raise (a model loaded without attention), leaving no hooks
+        self._handles: list[Any] = self._attach_attention(loaded) if config.attention else []
         L = loaded.n_layers
         self._handles.append(loaded.embed.register_forward_hook(self._hidden_hook(0)))
         for i, block in enumerate(loaded.layers[:-1]):
             self._handles.append(block.register_forward_hook(self._hidden_hook(i + 1)))
         # HF's hidden_states[-1] is the final-norm output, not the last block's output.
         self._handles.append(loaded.norm.register_forward_hook(self._hidden_hook(L)))
-        if config.attention:
-            for i, attn in enumerate(loaded.attn_modules):
-                self._handles.append(attn.register_forward_hook(self._attention_hook(i)))
 
     def close(self) -> None:
         """Remove the hooks (the model behaves as before)."""
@@ -195,6 +193,40 @@ class Extractor:
 
         return hook
 
+    def _attach_attention(self, loaded: Any) -> list[Any]:
+        """Hooks (eager: the weights each attention module returns) or sinks (blockwise:
+        its q and k, ``homog.extract.attn_blockwise``) for the attention statistics, by the
+        implementation the modules run now. HomogError when they run neither."""
+        from homog.extract.attn_blockwise import ATTENTION_FUNCTION, SinkHandle
+
+        modules = loaded.attn_modules
+        impl = getattr(getattr(modules[0], "config", None), "_attn_implementation", None)
+        if impl == ATTENTION_FUNCTION:
+            return [SinkHandle(a, self._attention_sink(i)) for i, a in enumerate(modules)]
+        if impl == "eager":
+            return [a.register_forward_hook(self._attention_hook(i)) for i, a in enumerate(modules)]
+        raise HomogError(
+            f"attention statistics need the model loaded with attention=True (it runs {impl!r} "
+            "attention, which gives neither weights nor q and k): use homog.models.load_for"
+        )
+
+    def _attention_sink(self, index: int) -> Callable[..., None]:
+        def sink(query: Any, key: Any, **kw: Any) -> None:
+            from homog.attention import check_lengths
+            from homog.extract.attn_blockwise import attention_sums
+
+            st = self._state
+            if st is None:
+                return
+            b, _, n, _ = query.shape
+            lengths = check_lengths(st.lengths, b, n, query.device)
+            column, entropy = attention_sums(
+                query, key, lengths, block=self.config.attention_block, **kw
+            )
+            self._summarise_attention(st, index, None, sums=(column, entropy))
+
+        return sink
+
     def _attention_hook(self, index: int) -> Callable[..., None]:
         def hook(_module: Any, _inputs: Any, output: Any) -> None:
             if self._state is None:
@@ -203,7 +235,7 @@ class Extractor:
             if weights is None:
                 raise HomogError(
                     "attention statistics need attention weights but the model returned none: "
-                    "load it with attention=True (eager attention)"
+                    "load it with attention=True, attention_impl='eager'"
                 )
             self._summarise_attention(self._state, index, weights)
 
@@ -257,18 +289,25 @@ class Extractor:
                 f"(largest |value| above its range) in text(s) {', '.join(st.names[:10])}"
             )
 
-    def _summarise_attention(self, st: BatchState, index: int, weights: Any) -> None:
-        from homog.attention import attention_stats
+    def _summarise_attention(
+        self, st: BatchState, index: int, weights: Any, sums: tuple[Any, Any] | None = None
+    ) -> None:
+        """Attention layer ``index``'s statistics from its (B, H, n, n) weights (eager) or
+        from ``sums`` = (column_sum, entropy_sum) of ``attention_sums`` (blockwise)."""
+        from homog.attention import attention_stats, stats_from_sums
 
         peers = self.config.peer_metrics
         # the token holding the largest |activation| of the block's input (hidden layer index)
         top = st.top[index] if peers else None
-        stats = attention_stats(
-            weights,
-            st.lengths,
-            sink_epsilon=self.config.sink_epsilon if peers else None,
-            positions=top[:, 0, 0].long() if top is not None else None,
-        )
+        extra = {
+            "sink_epsilon": self.config.sink_epsilon if peers else None,
+            "positions": top[:, 0, 0].long() if top is not None else None,
+        }
+        if sums is None:
+            stats = attention_stats(weights, st.lengths, **extra)
+        else:
+            lengths = st.lengths.to(sums[0].device)
+            stats = stats_from_sums(sums[0], sums[1], lengths, **extra)
         st.heads[index] = torch.stack([stats[m] for m in HEAD_METRICS], -1).to(st.device)
         st.profile[index] = stats["profile"].to(st.device)
         if peers:

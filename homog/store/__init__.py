@@ -37,6 +37,7 @@ from homog.store.query import (
     contrasts,
     export,
     fetch_batches,
+    has_summary,
     head_ablation,
     layer_curves,
     list_runs,
@@ -47,15 +48,26 @@ from homog.store.query import (
     run_ids,
     run_sql,
     sql_cursor,
+    summary_names,
     variants,
 )
-from homog.store.schema import SCHEMA_VERSION, TABLES, Table, create_schema, table_names
+from homog.store.schema import (
+    LAYER_SUMMARY,
+    SCHEMA_VERSION,
+    TABLES,
+    Table,
+    create_schema,
+    materialize_layer_summary,
+    summary_kind,
+    table_names,
+)
 
 __all__ = [
     "CREATE_HINT",
     "READER_CONFIG",
     "READ_ONLY_FUNCTIONS",
     "DatabaseLocked",
+    "LAYER_SUMMARY",
     "LOCK_TIMEOUT_S",
     "SCHEMA_VERSION",
     "TABLES",
@@ -74,11 +86,13 @@ __all__ = [
     "create_schema",
     "export",
     "fetch_batches",
+    "has_summary",
     "head_ablation",
     "layer_curves",
     "list_runs",
     "load",
     "load_database",
+    "materialize_layer_summary",
     "metrics",
     "models",
     "posenc_results",
@@ -86,6 +100,8 @@ __all__ = [
     "run_ids",
     "run_sql",
     "sql_cursor",
+    "summary_kind",
+    "summary_names",
     "table_names",
     "variants",
 ]

@@ -14,7 +14,7 @@ import duckdb
 
 from homog.errors import HomogError
 from homog.store.loader import atomic_database
-from homog.store.schema import create_schema
+from homog.store.schema import create_schema, materialize_layer_summary
 
 DEMO_MODELS = (
     # (model key, source, n_layers, d_model, n_heads)
@@ -61,6 +61,7 @@ def make_demo_db(
     *,
     seed: int = 0,
     n_bins: int = 20,
+    summary: str = "table",
 ) -> dict[str, int]:
     """Write a synthetic, schema-valid homog database to ``path``; return row counts.
 
@@ -73,13 +74,15 @@ def make_demo_db(
     head_ablation and logit_decomposition. With the defaults (10 runs, 200 texts) layer_metrics
     has about 2.2 M rows and the build takes a few seconds: the rows come from DuckDB SQL,
     the Holm correction of the contrasts from :func:`homog.stats.holm`. The file is written
-    atomically by :func:`homog.store.loader.atomic_database`. Raises HomogError for
+    atomically by :func:`homog.store.loader.atomic_database`. ``layer_summary`` is materialised
+    as ``homog load`` does (``summary='table'``), or left the view that databases built by
+    older homog hold (``summary='view'``, the benchmark's "before"). Raises HomogError for
     ``n_runs < 1`` or ``n_texts < 2``.
     """
     if n_runs < 1 or n_texts < 2:
         raise HomogError("make_demo_db needs n_runs >= 1 and n_texts >= 2")
     with atomic_database(path) as con:
-        create_schema(con)
+        create_schema(con, summary=summary)
         con.executemany(
             "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             demo_runs(n_runs, n_texts, seed),
@@ -87,6 +90,8 @@ def make_demo_db(
         _fill_run_tables(con, n_texts, seed=seed, n_bins=n_bins)
         _fill_contrasts(con)
         _fill_posenc(con, seed=seed)
+        if summary == "table":
+            materialize_layer_summary(con)
         counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in DEMO_TABLES}
     return counts
 

@@ -26,7 +26,13 @@ from homog.config import Params, as_params
 from homog.errors import HomogError
 from homog.layout import Layout, find_runs, writable_dir
 from homog.store.guard import damaged, lock_error
-from homog.store.schema import SCHEMA_VERSION, TABLES, Table, create_schema
+from homog.store.schema import (
+    SCHEMA_VERSION,
+    TABLES,
+    Table,
+    create_schema,
+    materialize_layer_summary,
+)
 
 # Seconds a load waits for another load holding the lock before giving up.
 LOCK_TIMEOUT_S = 600.0
@@ -344,6 +350,8 @@ def _build(con: duckdb.DuckDBPyConnection, sources: Sources, previous: Path | No
         )
     if previous is not None:
         con.execute("DETACH prev")
+    # Last, from the complete layer_metrics and runs: every reader's summary is a lookup.
+    counts["layer_summary"] = materialize_layer_summary(con)
     return counts
 
 

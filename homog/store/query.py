@@ -129,6 +129,36 @@ def run_ids(con: duckdb.DuckDBPyConnection) -> list[str]:
 _all_variants, _all_models, _all_run_ids = variants, models, run_ids
 
 
+def summary_names(con: duckdb.DuckDBPyConnection) -> tuple[list[str], list[str]]:
+    """(metrics, variants) that ``layer_summary`` has rows for, ordered as :func:`metrics` and
+    :func:`variants` order them: the names a curve can be drawn for.
+
+    A lookup on a materialised summary (databases built by ``homog load``); on the view of an
+    older database, :func:`metrics` and :func:`variants` (a scan of ``layer_metrics``; the
+    view would aggregate every row first). The two differ only for a metric without one finite
+    value, which the summary leaves out (nothing to draw).
+    """
+    from homog.store.schema import summary_kind
+
+    try:
+        kind = summary_kind(con)
+    except duckdb.Error as exc:
+        raise damaged(_db_path(con), exc) from exc
+    if kind != "table":
+        return metrics(con), variants(con)
+    found_metrics = [
+        r[0] for r in _q(con, "SELECT DISTINCT metric FROM layer_summary ORDER BY metric")
+    ]
+    found = {r[0] for r in _q(con, "SELECT DISTINCT variant FROM layer_summary")}
+    ordered = [v for v in VARIANT_ORDER if v in found] + sorted(found - set(VARIANT_ORDER))
+    return found_metrics, ordered
+
+
+def has_summary(con: duckdb.DuckDBPyConnection, metric: str) -> bool:
+    """True when ``layer_summary`` has a row of ``metric`` (a lookup on the materialised table)."""
+    return bool(_q(con, "SELECT 1 FROM layer_summary WHERE metric = ? LIMIT 1", [metric]))
+
+
 def _in(column: str, values: Sequence[Any] | None, args: list[Any]) -> str:
     if not values:
         return ""
@@ -266,14 +296,12 @@ def attn_first_curves(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[
     Raises HomogError for an unknown run.
     """
     check_names("run", [run_id], run_ids(con))
-    return (
-        [
-            {k: r[k] for k in ("variant", "layer", "n", "mean", "ci_low", "ci_high")}
-            for r in layer_curves(con, "attn_first", run_ids=[run_id])
-        ]
-        if "attn_first" in metrics(con)
-        else []
-    )
+    if not has_summary(con, "attn_first"):  # extracted without attention statistics
+        return []
+    return [
+        {k: r[k] for k in ("variant", "layer", "n", "mean", "ci_low", "ci_high")}
+        for r in layer_curves(con, "attn_first", run_ids=[run_id])
+    ]
 
 
 def posenc_results(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:

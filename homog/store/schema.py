@@ -1,4 +1,4 @@
-"""The store's schema: every table's columns, keys and storage order, and the layer_summary view.
+"""The store's schema: every table's columns, keys and storage order, and layer_summary.
 
 The schema is a public contract (docs/design.md): tables are only ever extended, never renamed.
 Additive extensions (documented in the README):
@@ -19,9 +19,11 @@ Additive extensions (documented in the README):
   the unchanged run's id, ``variant_a = variant_b`` and ``mean_diff`` is intervention minus
   unchanged. ``n`` is the number of paired texts.
 - ``homog_meta(key, value)``: ``schema_version``.
+- ``layer_summary`` is a table that ``load`` materialises (same name, columns and types as the
+  view that older databases hold; readers use it either way).
 
-Definitions only: no files are read or written here (``create_schema`` runs the DDL on a
-connection it is given).
+Definitions only: no files are read or written here (``create_schema`` and
+``materialize_layer_summary`` run their SQL on a connection they are given).
 """
 
 from __future__ import annotations
@@ -248,8 +250,7 @@ TABLES: dict[str, Table] = {
 # Normal-approximation 95 % interval over texts. DuckDB has no t quantile; with the >= 20 texts
 # of any real run the difference from a t interval is under 5 %. Non-finite values (e.g.
 # mean_cosine of a one-token text) are left out of n, mean and std instead of poisoning them.
-LAYER_SUMMARY_VIEW = """
-CREATE OR REPLACE VIEW layer_summary AS
+LAYER_SUMMARY_SELECT = """
 SELECT run_id, model, variant, layer, metric, n, mean, std,
        mean - 1.959963984540054 * std / sqrt(n) AS ci_low,
        mean + 1.959963984540054 * std / sqrt(n) AS ci_high
@@ -262,16 +263,80 @@ FROM (
     GROUP BY m.run_id, r.model, m.variant, m.layer, m.metric
 )
 """
+# How databases built before homog materialised the summary define it (and how
+# ``create_schema(con, summary="view")`` still can): the same SELECT, evaluated at every read.
+LAYER_SUMMARY_VIEW = f"CREATE OR REPLACE VIEW layer_summary AS {LAYER_SUMMARY_SELECT}"
+
+# ``layer_summary`` as ``homog load`` materialises it: the view's columns and types, one row per
+# (run, variant, layer, metric), stored in the order the CLI and the TUI filter by (metric
+# first: a metric switch reads one contiguous stretch). Not in TABLES: it is derived from
+# layer_metrics and runs by :func:`materialize_layer_summary`, never loaded from stage outputs.
+LAYER_SUMMARY = Table(
+    "layer_summary",
+    (
+        ("run_id", V),
+        ("model", V),
+        ("variant", V),
+        ("layer", I),
+        ("metric", V),
+        ("n", "BIGINT"),
+        ("mean", D),
+        ("std", D),
+        ("ci_low", D),
+        ("ci_high", D),
+    ),
+    scope="run",
+    order_by=("metric", "run_id", "variant", "layer"),
+)
 
 
-def create_schema(con: duckdb.DuckDBPyConnection) -> None:
-    """Create every table of the store and the ``layer_summary`` view (idempotent).
+def summary_kind(con: duckdb.DuckDBPyConnection) -> str | None:
+    """'table' when ``layer_summary`` is materialised, 'view' in a database built before
+    (or by ``create_schema(con, summary="view")``), None when there is none."""
+    row = con.execute(
+        "SELECT table_type FROM information_schema.tables "
+        "WHERE table_name = 'layer_summary' AND table_schema = current_schema() "
+        "AND table_catalog = current_database()"
+    ).fetchone()
+    if row is None:
+        return None
+    return "view" if row[0] == "VIEW" else "table"
+
+
+def materialize_layer_summary(con: duckdb.DuckDBPyConnection) -> int:
+    """(Re)build ``layer_summary`` as a table from ``layer_metrics`` and ``runs``; return its
+    row count.
+
+    Input: a writable connection whose ``layer_metrics`` and ``runs`` are complete (the load
+    calls this last). A ``layer_summary`` view (an older database) is replaced by the table;
+    an existing table is emptied and refilled, so the result always equals the view's SELECT
+    on the current rows.
+    """
+    if summary_kind(con) == "view":
+        con.execute("DROP VIEW layer_summary")
+    con.execute(LAYER_SUMMARY.ddl())
+    con.execute("DELETE FROM layer_summary")
+    order = ", ".join(f'"{c}"' for c in LAYER_SUMMARY.order_by)
+    con.execute(f"INSERT INTO layer_summary {LAYER_SUMMARY_SELECT} ORDER BY {order}")
+    return con.execute("SELECT count(*) FROM layer_summary").fetchone()[0]
+
+
+def create_schema(con: duckdb.DuckDBPyConnection, *, summary: str = "table") -> None:
+    """Create every table of the store and ``layer_summary`` (idempotent).
 
     Input: a writable DuckDB connection. Existing tables are left as they are.
+    ``summary='table'`` (the default) creates ``layer_summary`` as an empty table, filled by
+    :func:`materialize_layer_summary` once ``layer_metrics`` is complete; ``'view'`` creates
+    the view that databases built before materialisation hold (the benchmark's "before").
+    An existing ``layer_summary`` of either kind is kept. Raises ValueError for another
+    ``summary``.
     """
+    if summary not in ("table", "view"):
+        raise ValueError(f"summary must be 'table' or 'view', not {summary!r}")
     for table in TABLES.values():
         con.execute(table.ddl())
-    con.execute(LAYER_SUMMARY_VIEW)
+    if summary_kind(con) is None:
+        con.execute(LAYER_SUMMARY.ddl() if summary == "table" else LAYER_SUMMARY_VIEW)
     con.execute(
         "INSERT INTO homog_meta SELECT 'schema_version', ? "
         "WHERE NOT EXISTS (SELECT 1 FROM homog_meta WHERE key = 'schema_version')",

@@ -74,6 +74,7 @@ class Scorer:
         baseline_path: str | None = BertScoreConfig.baseline_path,
         idf: bool = False,
         window_stride: int = BertScoreConfig.window_stride,
+        reuse: bool = True,
     ) -> None:
         from bert_score import BERTScorer
         from bert_score.utils import model2layers
@@ -121,44 +122,87 @@ class Scorer:
         self.window_stride = window_stride
         self.idf = idf
         self.windowed = 0  # pairs scored in windows so far (reported by the synth stage)
+        self.identical = 0  # pairs whose candidate equals its reference (F1 = 1, not embedded)
+        # False: embed identical pairs and every window anew (the slower path before the
+        # reuse, kept to check that reuse changes no score: bench/synth_speed.py, tests)
+        self.reuse = reuse
         self._embedded: dict[str, Any] = {}  # window-embedded texts (originals recur)
+        self._windows: dict[tuple[int, ...], Any] = {}  # window token ids -> vectors
+        self._lengths: dict[str, int] = {}  # text -> tokens (originals recur)
+
+    def _n_tokens(self, text: str) -> int:
+        if text not in self._lengths:
+            ids = self._scorer._tokenizer(text, add_special_tokens=True, verbose=False)
+            self._lengths[text] = len(ids["input_ids"])
+        return self._lengths[text]
 
     def _too_long(self, text: str) -> bool:
-        tok = self._scorer._tokenizer
-        n = len(tok(text, add_special_tokens=True, verbose=False)["input_ids"])
-        return n > self.max_length
+        return self._n_tokens(text) > self.max_length
 
-    def f1(self, candidates: list[str], references: list[str]) -> np.ndarray:
+    def f1(self, candidates: list[str], references: list[str], on_done: Any = None) -> np.ndarray:
         """BERTScore F1 of each candidate against its reference (float64 array).
 
-        A pair where either text is longer than the encoder's window (512 tokens) is scored
-        by ``_windowed`` instead of bert-score, which would silently drop the tokens past the
-        window, so a rewrite there would never be checked. ``windowed`` counts such pairs.
+        A candidate identical to its reference scores exactly 1.0 without being embedded
+        (greedy matching of a text with itself gives P = R = 1; bert-score's float32 returns
+        1 +- 1e-7 there) and is counted in ``identical``. A pair where either text is longer
+        than the encoder's window (512 tokens) is scored by ``_windowed`` instead of
+        bert-score, which would silently drop the tokens past the window, so a rewrite there
+        would never be checked; ``windowed`` counts such pairs. ``on_done(k)`` (optional) is
+        called as pairs finish (progress bars).
         """
         if len(candidates) != len(references):
             raise ValueError("candidates and references differ in length")
         if not candidates:
             return np.zeros(0)
-        out = np.zeros(len(candidates))
-        long = [
-            k for k, (c, r) in enumerate(zip(candidates, references, strict=True))
-            if self._too_long(c) or self._too_long(r)
-        ]  # fmt: skip
-        short = [k for k in range(len(candidates)) if k not in set(long)]
+        out = np.ones(len(candidates))
+        same = [self.reuse and c == r for c, r in zip(candidates, references, strict=True)]
+        todo = [k for k in range(len(candidates)) if not same[k]]
+        self.identical += len(candidates) - len(todo)
+        if on_done is not None and len(candidates) > len(todo):
+            on_done(len(candidates) - len(todo))
+        long = [k for k in todo if self._too_long(candidates[k]) or self._too_long(references[k])]
+        long_set = set(long)
+        short = [k for k in todo if k not in long_set]
         if short:
             _p, _r, f = self._scorer.score(
                 [candidates[k] for k in short], [references[k] for k in short], verbose=False
             )
             out[short] = f.double().numpy()
+            if on_done is not None:
+                on_done(len(short))
         if long and self.idf:
             raise HomogError("BERTScore with idf weights cannot score texts past 512 tokens")
-        for k in long:
+        # by reference, so each long reference is embedded once for all its candidates
+        for k in sorted(long, key=lambda k: references[k]):
             out[k] = self._windowed(candidates[k], references[k])
             if self._scorer.rescale_with_baseline:  # as bert-score rescales F1
                 b = float(self._scorer.baseline_vals[2])
                 out[k] = (out[k] - b) / (1 - b)
+            if on_done is not None:
+                on_done(1)
         self.windowed += len(long)
         return out
+
+    def _window_vectors(self, chunk: list[int]) -> Any:
+        """Hidden vectors of one window (CLS + ``chunk`` + SEP; special tokens removed),
+        cached by the chunk's token ids: a window whose tokens a rewrite left untouched (in a
+        variant, every window before its first change) is embedded once. The encoder sees
+        the same input either way, so the vectors are the same."""
+        import torch
+
+        key = tuple(chunk)
+        if self.reuse and key in self._windows:
+            return self._windows[key]
+        tok, model = self._scorer._tokenizer, self._scorer._model
+        device = next(model.parameters()).device
+        x = torch.tensor([[tok.cls_token_id, *chunk, tok.sep_token_id]], device=device)
+        with torch.inference_mode():
+            hidden = model(x, attention_mask=torch.ones_like(x))[0][0, 1:-1].float().cpu()
+        if len(self._windows) >= 64:  # ~50 MB: the windows of the last few references
+            self._windows.clear()
+        if self.reuse:
+            self._windows[key] = hidden
+        return hidden
 
     def _embed(self, text: str) -> Any:
         """Unit token vectors of ``text`` (no special tokens) from overlapping windows of the
@@ -168,22 +212,18 @@ class Scorer:
 
         if text in self._embedded:  # an original is the reference of every variant
             return self._embedded[text]
-        if len(self._embedded) >= 64:
+        if len(self._embedded) >= 8:  # f1 scores long pairs grouped by reference
             self._embedded.clear()
-        tok, model = self._scorer._tokenizer, self._scorer._model
+        tok = self._scorer._tokenizer
         ids = tok(text, add_special_tokens=False, verbose=False)["input_ids"]
         width = self.max_length - 2
         stride = max(1, min(self.window_stride, width))
         last = max(len(ids) - width, 0)
         starts = sorted({*range(0, last + 1, stride), last})
-        device = next(model.parameters()).device
         vecs: Any = None
         best = np.full(len(ids), np.inf)
         for a in starts:
-            chunk = [tok.cls_token_id, *ids[a : a + width], tok.sep_token_id]
-            x = torch.tensor([chunk], device=device)
-            with torch.no_grad():
-                hidden = model(x, attention_mask=torch.ones_like(x))[0][0, 1:-1].float().cpu()
+            hidden = self._window_vectors(ids[a : a + width])
             if vecs is None:
                 vecs = torch.zeros(len(ids), hidden.shape[-1])
             h = hidden.shape[0]

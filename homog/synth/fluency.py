@@ -9,6 +9,7 @@ stage accepts a rewrite when ``score(rewrite) >= score(original) - synth.fluency
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -39,16 +40,30 @@ class FluencyScorer:
         self._start = int(start)
         self._pad = int(tok.pad_token_id if tok.pad_token_id is not None else start)
         self._cache: dict[str, float] = {}
+        # work done so far (``usage``): texts and tokens run through the model, seconds
+        self._used = {"texts": 0, "tokens": 0, "wall": 0.0, "cpu": 0.0}
 
     def score(self, texts: Iterable[str]) -> np.ndarray:
-        """Mean token log-probability of each text (cached by text)."""
+        """Mean token log-probability of each text (cached by text: a string is scored once
+        however often it recurs; batches hold texts of similar token length)."""
         texts = list(texts)
-        todo = sorted({t for t in texts if t not in self._cache}, key=len)
+        todo = sorted({t for t in texts if t not in self._cache}, key=self._length)
+        w0, c0 = time.perf_counter(), time.process_time()
         for i in range(0, len(todo), self.batch_size):
             batch = todo[i : i + self.batch_size]
             for text, value in zip(batch, self._score_batch(batch), strict=True):
                 self._cache[text] = value
+        self._used["wall"] += time.perf_counter() - w0
+        self._used["cpu"] += time.process_time() - c0
         return np.array([self._cache[t] for t in texts], dtype=float)
+
+    def _length(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def usage(self) -> dict[str, float | int | str]:
+        """The model, texts and tokens scored so far, and the wall/CPU seconds it took."""
+        return {"model": self.source, **{k: round(v, 2) if isinstance(v, float) else v
+                                         for k, v in self._used.items()}}  # fmt: skip
 
     def _score_batch(self, texts: list[str]) -> list[float]:
         import torch
@@ -60,6 +75,8 @@ class FluencyScorer:
             for t in texts
         ]
         width = max(len(x) for x in ids)
+        self._used["texts"] += len(ids)
+        self._used["tokens"] += sum(len(x) for x in ids)
         inp = torch.full((len(ids), width), self._pad, dtype=torch.long)
         mask = torch.zeros((len(ids), width), dtype=torch.long)
         for r, x in enumerate(ids):

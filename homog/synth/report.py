@@ -135,20 +135,32 @@ def examples(rewrites: pd.DataFrame, n: int, seed: int) -> dict[str, list[dict[s
 
 
 def audit(
-    rewrites: pd.DataFrame, scorer: Any, n: int, seed: int, threshold: float
+    rewrites: pd.DataFrame,
+    scorer: Any,
+    n: int,
+    seed: int,
+    threshold: float,
+    *,
+    show_progress: bool = False,
 ) -> dict[str, Any]:
     """The audit model's score differences on up to ``n`` random rewrites per variant:
     their distribution, the share within ``threshold`` and whether the median is."""
+    from homog.progress import progress
     from homog.synth.fluency import summary
 
     out: dict[str, Any] = {"model": getattr(scorer, "source", "custom"), "threshold": threshold}
-    for v, rows in sample_rewrites(rewrites, n, seed).items():
-        if rows.empty:
-            out[v] = summary([])
-            continue
-        d = scorer.delta(rows["text"].tolist(), rows["original"].tolist())
-        s = summary(d)
-        s["within_threshold"] = round(float(np.mean(d >= -threshold)), 4)
-        s["median_within_threshold"] = bool(np.median(d) >= -threshold)
-        out[v] = s
+    samples = sample_rewrites(rewrites, n, seed)
+    with progress(transient=True) as bar:
+        task = bar.add_task("fluency audit", total=sum(len(r) for r in samples.values()),
+                            visible=show_progress)  # fmt: skip
+        for v, rows in samples.items():
+            if rows.empty:
+                out[v] = summary([])
+                continue
+            d = scorer.delta(rows["text"].tolist(), rows["original"].tolist())
+            s = summary(d)
+            s["within_threshold"] = round(float(np.mean(d >= -threshold)), 4)
+            s["median_within_threshold"] = bool(np.median(d) >= -threshold)
+            out[v] = s
+            bar.advance(task, len(rows))
     return out

@@ -8,7 +8,12 @@ place. ``keyphrase`` = the sentences' key phrases in order, joined with " | ".
 
 A text is kept when it has a key phrase, when front or end rewrote at least one of its
 sentences (``synth.require_rewrite``, see ``select``) and when every variant's BERTScore F1
-against the original is >= ``synth.bertscore.threshold``.
+against the original is >= ``synth.bertscore.threshold``; a variant text below it first gets
+its most damaging rewrites reverted until it passes (``homog.synth.repair``).
+
+Each phase (load, parse, keyphrases, rewrite_<target>, bertscore, revert, report, audit,
+write) has a progress bar and is timed: ``timings`` / ``timings_cpu`` in the report
+(``homog.synth.timing``).
 
 Output: ``texts.parquet`` (the ``texts`` table: dataset, variant, sample_id, text, label,
 keyphrase, bertscore_f1; only texts kept in all variants) and ``report.json`` (counts,
@@ -39,6 +44,7 @@ from homog.synth.keyphrase import (
     split_sentences,
 )
 from homog.synth.rephrase import TARGETS, Rephraser, Rewrite, rephraser_from_params
+from homog.synth.timing import Phases
 
 VARIANTS = ("original", *TARGETS)
 TEXT_COLUMNS = ["dataset", "variant", "sample_id", "text", "label", "keyphrase", "bertscore_f1"]
@@ -77,6 +83,21 @@ class Variants:
     # one row per (keyed sentence, target): sample_id, variant, sentence, phrase, original,
     # text, status, kinds, fluency (see ``homog.synth.report``)
     rewrites: pd.DataFrame | None = None
+    docs: dict[Any, Sentences] = field(default_factory=dict)  # sample_id -> its sentences
+    # variant -> sample_id -> {sentence index: rewritten sentence} (what ``table`` assembles)
+    edits: dict[str, dict[Any, dict[int, str]]] = field(default_factory=dict)
+
+
+def rebuild(variants: Variants, variant: str, sample_id: Any) -> None:
+    """Re-assemble one variant text of ``variants.table`` (text, position, n_rewritten) from
+    ``variants.edits`` after they changed (``homog.synth.repair``)."""
+    doc = variants.docs[sample_id]
+    done = variants.edits[variant].get(sample_id, {})
+    t = variants.table
+    k = t.index[(t["variant"] == variant) & (t["sample_id"] == sample_id)][0]
+    t.at[k, "text"] = assemble(doc, done)
+    t.at[k, "position"] = mean_position(doc, done)
+    t.at[k, "n_rewritten"] = len(done)
 
 
 def key_sentences(
@@ -118,18 +139,28 @@ def build_variants(
     *,
     candidates: int = KeyphraseConfig.candidates,
     show_progress: bool = True,
+    phases: Phases | None = None,
 ) -> Variants:
     """All four variants of every corpus text (texts without a key phrase included, marked).
 
     Returns a long table: dataset, variant, sample_id, text, label, keyphrase, position
-    (mean relative position), n_keyed (sentences with a key phrase), n_rewritten.
+    (mean relative position), n_keyed (sentences with a key phrase), n_rewritten. ``phases``
+    (optional) times parse, keyphrases and rewrite_<target>.
     """
     from homog.progress import progress
 
+    phases = phases or Phases()
     docs: list[Sentences] = []
-    # one batched pass over every sentence (the parse rephraser parses them all at once)
-    rephraser.prepare([text[a:b] for text in corpus["text"] for a, b in split_sentences(text)])
-    with progress(transient=True) as bar:
+    # one batched pass over every sentence (the parse rephraser parses them all at once);
+    # handed over in chunks only so that the bar moves
+    sentences = [text[a:b] for text in corpus["text"] for a, b in split_sentences(text)]
+    chunk = 512
+    with phases.phase("parse"), progress(transient=True) as bar:
+        task = bar.add_task("parse", total=len(sentences), visible=show_progress)
+        for a in range(0, len(sentences), chunk):
+            rephraser.prepare(sentences[a : a + chunk])
+            bar.advance(task, len(sentences[a : a + chunk]))
+    with phases.phase("keyphrases"), progress(transient=True) as bar:
         task = bar.add_task("key phrases", total=len(corpus), visible=show_progress)
         for text in corpus["text"]:
             docs.append(key_sentences(text, extractor, rephraser, candidates))
@@ -140,9 +171,10 @@ def build_variants(
     with progress(transient=True) as bar:
         for target in TARGETS:
             task = bar.add_task(f"rewrite {target}", total=len(requests), visible=show_progress)
-            per_target[target] = rephraser.rewrite_many(
-                requests, target, on_done=lambda k, t=task: bar.advance(t, k)
-            )
+            with phases.phase(f"rewrite_{target}"):
+                per_target[target] = rephraser.rewrite_many(
+                    requests, target, on_done=lambda k, t=task: bar.advance(t, k)
+                )
     status: dict[str, dict[str, int]] = {}
     rewrites: dict[str, dict[int, dict[int, str]]] = {t: {} for t in TARGETS}
     sample_of = {id(d): sid for d, sid in zip(docs, corpus["sample_id"], strict=True)}
@@ -167,6 +199,7 @@ def build_variants(
                 }
             )
         status[target] = counts
+    edits = {t: {sample_of[k]: v for k, v in rewrites[t].items()} for t in TARGETS}
     rows = []
     for doc, row in zip(docs, corpus.itertuples(index=False), strict=True):
         keyphrase = PHRASE_SEP.join(p for p in doc.phrases if p)
@@ -204,19 +237,35 @@ def build_variants(
                 "fluency",
             ],
         ),  # fmt: skip
+        docs={sample_of[id(d)]: d for d in docs},
+        edits=edits,
     )
 
 
-def score_variants(table: pd.DataFrame, scorer: Any) -> pd.Series:
+def score_variants(table: pd.DataFrame, scorer: Any, show_progress: bool = False) -> pd.Series:
     """BERTScore F1 of every row against its original (1.0 for the originals themselves)."""
+    from homog.progress import progress
+
     originals = table[table["variant"] == "original"].set_index("sample_id")["text"]
     f1 = pd.Series(1.0, index=table.index)
     mask = (table["variant"] != "original").to_numpy()
     rows = table[mask]
     if len(rows):
         refs = originals.loc[rows["sample_id"]].tolist()
-        f1[mask] = scorer.f1(rows["text"].tolist(), refs)
+        with progress(transient=True) as bar:
+            task = bar.add_task("BERTScore", total=len(rows), visible=show_progress)
+            f1[mask] = _f1(scorer, rows["text"].tolist(), refs, lambda k: bar.advance(task, k))
     return f1
+
+
+def _f1(scorer: Any, candidates: list[str], refs: list[str], on_done: Any) -> Any:
+    """``scorer.f1`` with a progress callback where the scorer takes one (test doubles may
+    not)."""
+    import inspect
+
+    if "on_done" in inspect.signature(scorer.f1).parameters:
+        return scorer.f1(candidates, refs, on_done=on_done)
+    return scorer.f1(candidates, refs)
 
 
 REQUIRE_REWRITE = ("none", "any", "all")
@@ -349,20 +398,28 @@ def build_synth(
     corpus = read_corpus(corpus_path)
     if corpus.empty:
         raise HomogError(f"corpus {corpus_path} holds no texts: re-run `homog corpus`")
-    extractor = extractor_from_config(cfg.keyphrase)
-    rephraser = rephraser_from_params(params)
+    phases = Phases()
+    with phases.phase("load"):
+        extractor = extractor_from_config(cfg.keyphrase)
+        rephraser = rephraser_from_params(params)
     variants = build_variants(
         corpus,
         extractor,
         rephraser,
         candidates=cfg.keyphrase.candidates,
         show_progress=show_progress,
+        phases=phases,
     )
-    scorer = scorer or make_scorer(cfg.bertscore)
+    with phases.phase("load"):
+        scorer = scorer or make_scorer(cfg.bertscore)
     windowed_before = int(getattr(scorer, "windowed", 0))  # a scorer may be reused (tests)
+    identical_before = int(getattr(scorer, "identical", 0))
     table = variants.table
-    table["bertscore_f1"] = score_variants(table, scorer)
+    with phases.phase("bertscore"):
+        table["bertscore_f1"] = score_variants(table, scorer, show_progress)
     threshold = cfg.bertscore.threshold
+    with phases.phase("revert"):
+        reverts = _revert(variants, scorer, cfg.bertscore, show_progress)
     keep, counts = select(table, threshold, require_rewrite=cfg.require_rewrite)
     meta = {
         "rephraser": cfg.rephraser,
@@ -370,8 +427,14 @@ def build_synth(
         "backbone": getattr(scorer, "backbone", "custom"),
         "threshold": threshold,
     }
-    report = make_report(variants, keep, counts, meta)
+    with phases.phase("report"):
+        report = make_report(variants, keep, counts, meta)
     report["bertscore_windowed"] = int(getattr(scorer, "windowed", 0)) - windowed_before
+    report["bertscore_identical"] = int(getattr(scorer, "identical", 0)) - identical_before
+    report["reverted"] = reverts
+    lm = getattr(rephraser, "fluency", None)
+    if lm is not None and hasattr(lm, "usage"):
+        report["fluency_lm"] = lm.usage()
     fcfg = cfg.fluency
     if variants.rewrites is not None and report["texts_kept"]:
         from homog.synth import report as rep
@@ -380,14 +443,21 @@ def build_synth(
         report["fluency_threshold"] = fcfg.threshold
         report["examples"] = rep.examples(kept_rw, fcfg.examples, params.seed)
         if fcfg.audit_model and fcfg.audit_sentences and audit_scorer is not False:
-            if audit_scorer is None:
-                from homog.synth.fluency import FluencyScorer, fluency_source
+            with phases.phase("audit"):
+                if audit_scorer is None:
+                    from homog.synth.fluency import FluencyScorer, fluency_source
 
-                source = fluency_source(fcfg.audit_model, params.model_sources())
-                audit_scorer = FluencyScorer(source, batch_size=fcfg.batch_size, seed=params.seed)
-            report["fluency_audit"] = rep.audit(
-                kept_rw, audit_scorer, fcfg.audit_sentences, params.seed, fcfg.threshold
-            )
+                    source = fluency_source(fcfg.audit_model, params.model_sources())
+                    if getattr(lm, "source", None) == source:  # loaded once for the stage
+                        audit_scorer = lm
+                    else:
+                        audit_scorer = FluencyScorer(
+                            source, batch_size=fcfg.batch_size, seed=params.seed
+                        )
+                report["fluency_audit"] = rep.audit(
+                    kept_rw, audit_scorer, fcfg.audit_sentences, params.seed, fcfg.threshold,
+                    show_progress=show_progress,
+                )  # fmt: skip
     if report["texts_kept"] == 0:
         raise HomogError(
             f"no text survived synth: {report['texts_in']} in, dropped {report['dropped']}. "
@@ -399,7 +469,23 @@ def build_synth(
     out = out.sort_values(
         ["variant", "sample_id"], key=lambda s: s.map(order) if s.name == "variant" else s
     ).reset_index(drop=True)
-    with atomic_path(out_dir / TEXTS_FILE) as tmp:
+    with phases.phase("write"), atomic_path(out_dir / TEXTS_FILE) as tmp:
         out.to_parquet(tmp, index=False)
+    report.update(phases.report())
     write_json(out_dir / REPORT_FILE, report)
     return report
+
+
+def _revert(variants: Variants, scorer: Any, cfg: Any, show_progress: bool) -> dict[str, Any]:
+    """``homog.synth.repair.revert_failing`` with a progress bar over the failing texts."""
+    from homog.progress import progress
+    from homog.synth.repair import revert_failing
+
+    table = variants.table
+    n = int(((table["variant"] != "original") & (table["bertscore_f1"] < cfg.threshold)).sum())
+    with progress(transient=True) as bar:
+        task = bar.add_task("revert rewrites", total=None, visible=show_progress and n > 0)
+        return revert_failing(
+            variants, scorer, cfg.threshold, cfg.max_reverts, rebuild=rebuild,
+            on_round=lambda k: bar.advance(task, k),
+        )  # fmt: skip

@@ -37,13 +37,13 @@ CURVE_TITLES = {
 def fetch_attn_first(con: Any, run_id: str, metric: str = "attn_first") -> AttnFirstLoaded:
     """Worker body: the sink curve of one run, ``attn_first`` or ``sink_rate`` per variant
     and layer (rows tagged with the metric, so a late answer to an earlier choice is seen)."""
-    from homog.store import attn_first_curves, layer_curves, metrics
+    from homog.store import attn_first_curves, has_summary, layer_curves
 
     if metric == "attn_first":
         rows = as_rows(attn_first_curves(con, run_id))
     else:
         rows = (
-            as_rows(layer_curves(con, metric, run_ids=[run_id])) if metric in metrics(con) else []
+            as_rows(layer_curves(con, metric, run_ids=[run_id])) if has_summary(con, metric) else []
         )
     return AttnFirstLoaded(run_id, [{**r, "metric": metric} for r in rows])
 

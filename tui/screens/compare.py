@@ -38,11 +38,12 @@ def with_token_set(metric: str, token_set: str) -> str:
 
 
 def fetch_curves(con: Any, key: CurveKey) -> CurvesLoaded:
-    """Worker body: the layer curves for (metric, run_ids, variants)."""
+    """Worker body: the layer curves of every variant for (metric, run_ids), a lookup on the
+    materialised ``layer_summary``."""
     from homog.store import layer_curves
 
-    metric, run_ids, variants = key
-    rows = layer_curves(con, metric, run_ids=list(run_ids), variants=list(variants))
+    metric, run_ids = key
+    rows = layer_curves(con, metric, run_ids=list(run_ids))
     return CurvesLoaded(key, as_rows(rows))
 
 
@@ -50,8 +51,8 @@ class CompareScreen(HomogScreen):
     """Pick a metric, runs and variants; see the curves and a table of mean, CI and the
     Holm-corrected p-value against the original variant (``*`` when below 0.05).
 
-    Results are cached per (metric, runs, variants), so going back to a choice redraws
-    without a query.
+    Results are cached per (metric, runs) with every variant, so a variant toggle, and going
+    back to a metric, redraws without a query.
     """
 
     MODE = "compare"
@@ -153,17 +154,20 @@ class CompareScreen(HomogScreen):
             self.query_one("#rel-depth", Checkbox).value = True
 
     def key(self) -> CurveKey | None:
+        """(metric, chosen run ids): what the cache and the query are keyed by."""
         metric = self.query_one("#metric", Select).value
         if not isinstance(metric, str):
             return None
-        runs = tuple(self.query_one("#pick-runs", SelectionList).selected)
-        variants = tuple(self.query_one("#pick-variants", SelectionList).selected)
-        return (metric, runs, variants)
+        return (metric, tuple(self.query_one("#pick-runs", SelectionList).selected))
+
+    def chosen_variants(self) -> tuple[str, ...]:
+        return tuple(self.query_one("#pick-variants", SelectionList).selected)
 
     # -- events ----------------------------------------------------------------------------
     @on(Select.Changed, "#metric")
     @on(SelectionList.SelectedChanged, "#pick-variants")
     def _choice_changed(self) -> None:
+        # A variant toggle finds (metric, runs) cached with every variant: a redraw, no query.
         if not self._syncing:
             self.refresh_curves()
 
@@ -219,7 +223,7 @@ class CompareScreen(HomogScreen):
         key = self.key()
         if key is None:
             return
-        if not key[1] or not key[2] or key in self._cache:
+        if not key[1] or key in self._cache:
             self.draw()
             return
         self.query_one("#compare-main").loading = True
@@ -248,8 +252,10 @@ class CompareScreen(HomogScreen):
         catalog = self.catalog
         if key is None or catalog is None:
             return
-        metric, runs, variants = key
-        rows = self._cache.get(key, []) if runs and variants else []
+        metric, runs = key
+        variants = self.chosen_variants()
+        shown = set(variants)
+        rows = [r for r in self._cache.get(key, []) if r["variant"] in shown]
         relative = self.query_one("#rel-depth", Checkbox).value
         labels = catalog.labels
         plot = self.query_one(CurvePlot)

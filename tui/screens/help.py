@@ -32,7 +32,7 @@ HELP = """[b]homog[/b] · results database, read-only             esc closes thi
   ctrl+r   run (also ctrl+j)                    esc  cancel / leave editor
   e        back to the editor                   n / p  next / previous page
   Only reading statements run (SELECT, SHOW, DESCRIBE, EXPLAIN, ...).
-  Tables: runs, layer_metrics, layer_summary (view), contrasts, texts,
+  Tables: runs, layer_metrics, layer_summary (means), contrasts, texts,
   attention_profile, attention_heads, dataset_spectra, massive_activations,
   mauve_scores, posenc_results, head_ablation, logit_decomposition.
 """

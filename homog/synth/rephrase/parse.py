@@ -293,6 +293,30 @@ class ParseRephraser(Rephraser):
 
     # -- rewriting ---------------------------------------------------------------------------
 
+    LM_CHUNK = 256  # items per progress step of the LM check
+
+    def _fluent(
+        self, items: list[tuple[str, str, str]], pending: dict[int, list[Option]]
+    ) -> dict[int, Rewrite]:
+        """For each pending item (index -> ranked options): the first of its best-placed
+        ``n_candidates`` options the LM finds fluent, else ``not_fluent`` (the sentence)."""
+        out: dict[int, Rewrite] = {}
+        open_ = dict(pending)
+        for r in range(self.n_candidates):
+            batch = {k: opts[r] for k, opts in open_.items() if len(opts) > r}
+            if not batch:
+                break
+            texts = [t for k, o in batch.items() for t in (items[k][0], o.text)]
+            scores = dict(zip(texts, self.fluency.score(texts), strict=True))
+            for k, o in batch.items():
+                base = scores[items[k][0]]
+                if scores[o.text] >= base - self.threshold:
+                    out[k] = Rewrite(o.text, "rewritten", o.kinds, scores[o.text] - base)
+                    del open_[k]
+        for k in open_:
+            out[k] = Rewrite(items[k][0], "not_fluent")
+        return out
+
     def rewrite_many(
         self, items: list[tuple[str, str, str]], target: str, on_done: Any = None
     ) -> list[Rewrite]:
@@ -308,22 +332,18 @@ class ParseRephraser(Rephraser):
                 results[k] = Rewrite(ranked[0].text, "rewritten", ranked[0].kinds)
             else:
                 pending[k] = ranked
-        # round r scores the r-th best-placed rewrite of every item still open, so most
-        # items cost one LM score besides their original's
-        for r in range(self.n_candidates):
-            batch = {k: opts[r] for k, opts in pending.items() if len(opts) > r}
-            if not batch:
-                break
-            texts = [t for k, o in batch.items() for t in (items[k][0], o.text)]
-            scores = dict(zip(texts, self.fluency.score(texts), strict=True))
-            for k, o in batch.items():
-                base = scores[items[k][0]]
-                if scores[o.text] >= base - self.threshold:
-                    results[k] = Rewrite(o.text, "rewritten", o.kinds, scores[o.text] - base)
-                    del pending[k]
-        for k in pending:
-            results[k] = Rewrite(items[k][0], "not_fluent")
-        if on_done is not None:
-            on_done(len(items))
+        if on_done is not None and len(items) > len(pending):
+            on_done(len(items) - len(pending))
+        # in chunks of items (so the bar moves); within a chunk, round r scores the r-th
+        # best-placed rewrite of every item still open, so most items cost one LM score
+        # besides their original's (scores are cached by text, so an original shared by
+        # several items or targets is scored once)
+        keys = list(pending)
+        for c in range(0, len(keys), self.LM_CHUNK):
+            chunk = {k: pending[k] for k in keys[c : c + self.LM_CHUNK]}
+            for k, r in self._fluent(items, chunk).items():
+                results[k] = r
+            if on_done is not None:
+                on_done(len(chunk))
         return [r if r is not None else Rewrite(items[k][0], "left_alone") for k, r in
                 enumerate(results)]  # fmt: skip
