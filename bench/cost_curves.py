@@ -271,7 +271,8 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
-    """2 x 2 panels: wall time and peak RSS against tokens per text and number of texts."""
+    """2 x 2 panels: process CPU time (robust to other load on the machine; wall time is in the
+    CSV) and peak RSS against tokens per text and number of texts."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -286,7 +287,7 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
         [("length", "tokens", "tokens per text"), ("count", "n_texts", "number of texts")]
     ):
         for row, (ykey, ylabel) in enumerate(
-            [("wall_s", "wall time (s)"), ("peak_rss_mib", "peak RSS (MiB)")]
+            [("cpu_s", "process CPU time (s)"), ("peak_rss_mib", "peak RSS (MiB)")]
         ):
             ax = axes[row][col]
             for config in CONFIGS:
