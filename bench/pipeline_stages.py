@@ -16,7 +16,7 @@ are unchanged) and times only the rest: how an "after" run measures the stages a
 touches without paying again for one it does not.
 
 Usage:
-    git clone /work/main /tmp/clone
+    git clone <this repo> /tmp/clone
     python bench/pipeline_stages.py /tmp/clone --out before.json      # runs dvc repro
     python bench/pipeline_stages.py /tmp/after --reuse-from /tmp/clone --reuse corpus,synth \
         --out after.json
