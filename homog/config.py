@@ -325,13 +325,20 @@ class MauveConfig:
 
 @dataclass(frozen=True)
 class StatsConfig:
-    """``stats:``: paired contrasts with bootstrap CIs and Holm-corrected Wilcoxon tests."""
+    """``stats:``: paired contrasts with bootstrap CIs and Holm-corrected paired tests."""
 
     n_boot: int = 2000
     ci: float = 0.95
     alpha: float = 0.05
+    test: str = "sign_flip"  # sign_flip (of the mean, like the CI) | wilcoxon
+    n_perm: int = 10000  # sign vectors of the sign-flip test (exact when 2^n <= n_perm)
 
     def __post_init__(self) -> None:
+        _check(
+            self.test in ("sign_flip", "wilcoxon"),
+            f"stats.test must be sign_flip or wilcoxon, got {self.test!r}",
+        )
+        _check(self.n_perm >= 1, f"stats.n_perm must be >= 1, got {self.n_perm}")
         _check(self.n_boot >= 1, f"stats.n_boot must be >= 1, got {self.n_boot}")
         _check(0 < self.ci < 1, f"stats.ci must lie in (0, 1), got {self.ci}")
         _check(0 < self.alpha < 1, f"stats.alpha must lie in (0, 1), got {self.alpha}")

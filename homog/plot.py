@@ -82,7 +82,7 @@ def layer_curves_figure(
 
     Shaded bands are the 95 % CIs; intervention runs are dashed/dotted; with ``significance``
     a small marker under a curve flags layers where the variant differs from the original
-    (Holm-corrected Wilcoxon p < significance). ``x``: 'layer' or 'rel_depth'.
+    (Holm-corrected p of the stats stage < significance). ``x``: 'layer' or 'rel_depth'.
     Writes ``out`` (.png/.pdf/.svg) atomically and returns its path.
     """
     import matplotlib

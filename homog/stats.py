@@ -3,8 +3,11 @@
 For each run, metric and layer, and each variant pair (front, end, control vs original; front,
 end vs control) the texts are paired by ``sample_id`` and the difference ``a - b`` is summarised
 by its mean, a seeded percentile-bootstrap CI (vectorised: one multinomial weight matrix for all
-layers), a Wilcoxon signed-rank p-value (scipy) and Holm's correction across the layers of the
-(run, metric, pair) family. Depth bands (first 25 %, middle 50 %, last 25 % of a metric's
+layers), a two-sided p-value and Holm's correction across the layers of the (run, metric, pair)
+family. The p-value (``stats.test``) is by default a paired sign-flip permutation test of the
+mean difference, the same statistic as the CI, so p and CI agree; ``wilcoxon`` (scipy's
+signed-rank test, a test of the median/symmetry that can disagree with the CI of the mean on
+skewed differences) is kept as an option. Depth bands (first 25 %, middle 50 %, last 25 % of a metric's
 layers; the per-text mean over the band's layers) get the same treatment, Holm across the three
 bands. An intervention run (``zero_pos``, ``shuffle_pos``) is compared with the unchanged
 (``none``) run of the same model and config (the same ``pair_key``: everything but the
@@ -12,13 +15,14 @@ intervention), variant by variant (``baseline_run_id`` set); only the interventi
 ``extract.interventions`` names are read.
 
 All-zero differences (a variant against itself, or a metric that does not move) have no
-Wilcoxon statistic; they get ``p_value = 1.0`` and a CI of ``[0, 0]`` instead of NaN and a
+test statistic; they get ``p_value = 1.0`` and a CI of ``[0, 0]`` instead of NaN and a
 warning. Pairs with a non-finite value on either side are dropped and the remaining count is
 reported in ``n``; a group with fewer than 2 pairs gets NaN p-values and CIs.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import warnings
@@ -114,6 +118,59 @@ def wilcoxon_p(diffs: np.ndarray) -> float:
         )
 
 
+TESTS = ("sign_flip", "wilcoxon")
+
+
+@functools.lru_cache(maxsize=8)
+def _signs(n: int, n_perm: int, seed: int) -> tuple[np.ndarray, bool]:
+    """[B, n] matrix of +-1 sign vectors and whether it is the exact enumeration.
+
+    Every one of the 2^n sign vectors when 2^n <= n_perm (exact test), else n_perm seeded random
+    ones. Cached: the same matrix serves every layer, band and metric of a stage run.
+    """
+    if n < 31 and 2**n <= n_perm:
+        codes = np.arange(2**n, dtype=np.int64)[:, None] >> np.arange(n, dtype=np.int64)
+        return np.where(codes & 1, -1.0, 1.0), True
+    rng = np.random.default_rng([seed, n, 0x5F11])
+    return np.where(rng.random((n_perm, n)) < 0.5, -1.0, 1.0), False
+
+
+def sign_flip_p(diffs: np.ndarray, *, n_perm: int = 10000, seed: int = 0) -> np.ndarray:
+    """Two-sided paired sign-flip permutation p-value of the mean of each row of ``diffs`` [G, n].
+
+    Under H0 each difference is as likely to have either sign, so the statistic |mean(s * d)|
+    over random sign vectors s is the null distribution of |mean(d)|. Exact (all 2^n sign
+    vectors) when 2^n <= n_perm, else Monte Carlo with n_perm seeded vectors and
+    p = (1 + #{|mean(s d)| >= |mean(d)|}) / (1 + n_perm), which is never 0. Rows must be complete
+    (no NaN). All-zero rows -> 1.0; n < 2 -> NaN.
+    """
+    diffs = np.asarray(diffs, dtype=float)
+    g, n = diffs.shape
+    out = np.full(g, np.nan)
+    if n < 2:
+        return out
+    signs, exact = _signs(n, n_perm, seed)
+    obs = np.abs(diffs.mean(axis=1))  # [G]
+    null = np.abs(diffs @ signs.T) / n  # [G, B]
+    # Ties within rounding count as "as extreme" (the identity and the full flip always do).
+    hits = (null >= obs[:, None] * (1 - 1e-9) - 1e-300).sum(axis=1)
+    out[:] = hits / signs.shape[0] if exact else (1 + hits) / (1 + signs.shape[0])
+    out[~np.any(diffs != 0, axis=1)] = 1.0
+    return out
+
+
+def paired_p(
+    diffs: np.ndarray, *, test: str = "sign_flip", n_perm: int = 10000, seed: int = 0
+) -> np.ndarray:
+    """p-values of the rows of ``diffs`` [G, n] (complete rows) by ``test`` (see TESTS)."""
+    diffs = np.asarray(diffs, dtype=float)
+    if test == "sign_flip":
+        return sign_flip_p(diffs, n_perm=n_perm, seed=seed)
+    if test == "wilcoxon":
+        return np.array([wilcoxon_p(row) for row in diffs], dtype=float)
+    raise HomogError(f"stats.test must be one of {', '.join(TESTS)}, got {test!r}")
+
+
 def paired_contrasts(
     wide_a: pd.DataFrame,
     wide_b: pd.DataFrame,
@@ -121,11 +178,14 @@ def paired_contrasts(
     n_boot: int,
     ci: float,
     seed: int,
+    test: str = "sign_flip",
+    n_perm: int = 10000,
 ) -> pd.DataFrame:
     """Contrasts a - b for aligned tables [layer x sample_id] (one per side) of one metric.
 
-    Returns one row per layer: layer, n, mean_diff, ci_low, ci_high, p_value, p_holm (Holm
-    across the layers given). Samples missing or non-finite on either side are dropped per layer.
+    Returns one row per layer: layer, n, mean_diff, ci_low, ci_high, p_value (``test``, see
+    :func:`paired_p`), p_holm (Holm across the layers given). Samples missing or non-finite on
+    either side are dropped per layer.
     """
     a, b = wide_a.align(wide_b, join="inner")
     d = (a - b).to_numpy(dtype=float)  # [G, n]
@@ -142,23 +202,24 @@ def paired_contrasts(
         }
         if di.size >= 1:
             row["mean_diff"] = float(di.mean())
-        if di.size >= 2:
-            row["p_value"] = wilcoxon_p(di)
         rows.append(row)
     out = pd.DataFrame(rows)
     if out.empty:
         return out
     complete = np.isfinite(d).all(axis=1) & (d.shape[1] >= 2)
+    test_opts = {"test": test, "n_perm": n_perm, "seed": seed}
     if complete.any():
         low, high = bootstrap_ci(d[complete], n_boot=n_boot, ci=ci, seed=seed)
         out.loc[complete, "ci_low"] = low
         out.loc[complete, "ci_high"] = high
+        out.loc[complete, "p_value"] = paired_p(d[complete], **test_opts)
     for i in np.flatnonzero(~complete):  # ragged rows (missing values): one at a time
         di = d[i][np.isfinite(d[i])]
         if di.size >= 2:
             low, high = bootstrap_ci(di[None, :], n_boot=n_boot, ci=ci, seed=seed)
             out.loc[i, ["ci_low", "ci_high"]] = [low[0], high[0]]
-    # Exact zeros everywhere: the bootstrap already gives [0, 0]; p_value is 1.0 (wilcoxon_p).
+            out.loc[i, "p_value"] = paired_p(di[None, :], **test_opts)[0]
+    # Exact zeros everywhere: the bootstrap already gives [0, 0] and the test p = 1.0.
     out["p_holm"] = holm(out["p_value"].to_numpy())
     return out
 
@@ -202,8 +263,11 @@ def _contrast_rows(
     n_boot: int,
     ci: float,
     seed: int,
+    test: str = "sign_flip",
+    n_perm: int = 10000,
 ) -> list[pd.DataFrame]:
-    layer_rows = paired_contrasts(side_a, side_b, n_boot=n_boot, ci=ci, seed=seed)
+    opts = {"n_boot": n_boot, "ci": ci, "seed": seed, "test": test, "n_perm": n_perm}
+    layer_rows = paired_contrasts(side_a, side_b, **opts)
     parts = []
     if not layer_rows.empty:
         parts.append(layer_rows.assign(band=None, **meta))
@@ -212,9 +276,7 @@ def _contrast_rows(
         band_rows = paired_contrasts(
             _band_tables(side_a, bands),
             _band_tables(side_b, bands),
-            n_boot=n_boot,
-            ci=ci,
-            seed=seed,
+            **opts,
         )
         band_rows = band_rows.rename(columns={"layer": "band"}).assign(layer=None, **meta)
         parts.append(band_rows)
@@ -229,12 +291,15 @@ def run_contrasts(
     ci: float = 0.95,
     seed: int = 0,
     pairs: Sequence[tuple[str, str]] = VARIANT_PAIRS,
+    test: str = "sign_flip",
+    n_perm: int = 10000,
 ) -> pd.DataFrame:
     """Contrasts between variants of one run.
 
     ``frame``: layer_metrics rows of the run (variant, sample_id, layer, metric, value).
     Pairs whose variants are absent are skipped. Returns CONTRAST_COLUMNS rows.
     """
+    opts = {"n_boot": n_boot, "ci": ci, "seed": seed, "test": test, "n_perm": n_perm}
     tables = _pivot(frame)
     metrics_ = sorted({m for _, m in tables})
     parts: list[pd.DataFrame] = []
@@ -250,7 +315,7 @@ def run_contrasts(
                 "baseline_run_id": None,
             }
             parts += _contrast_rows(
-                tables[(va, metric)], tables[(vb, metric)], meta, n_boot=n_boot, ci=ci, seed=seed
+                tables[(va, metric)], tables[(vb, metric)], meta, **opts
             )
     return _finish(parts)
 
@@ -264,6 +329,8 @@ def intervention_contrasts(
     n_boot: int = 2000,
     ci: float = 0.95,
     seed: int = 0,
+    test: str = "sign_flip",
+    n_perm: int = 10000,
 ) -> pd.DataFrame:
     """Contrasts of an intervention run against its unchanged run, variant by variant.
 
@@ -280,7 +347,9 @@ def intervention_contrasts(
             "metric": metric,
             "baseline_run_id": baseline_run_id,
         }
-        parts += _contrast_rows(mine[key], base[key], meta, n_boot=n_boot, ci=ci, seed=seed)
+        parts += _contrast_rows(
+            mine[key], base[key], meta, n_boot=n_boot, ci=ci, seed=seed, test=test, n_perm=n_perm
+        )
     return _finish(parts)
 
 
@@ -380,7 +449,13 @@ def compute_all(
     from homog.progress import progress
 
     params = as_params(params)
-    opts = {"n_boot": params.stats.n_boot, "ci": params.stats.ci, "seed": params.seed}
+    opts = {
+        "n_boot": params.stats.n_boot,
+        "ci": params.stats.ci,
+        "seed": params.seed,
+        "test": params.stats.test,
+        "n_perm": params.stats.n_perm,
+    }
     runs, frames = read or read_runs(params, root)
     parts = []
     with progress() as bar:

@@ -22,6 +22,7 @@ from scipy.stats import wilcoxon
 from homog.cli import main
 from homog.layout import Layout
 from homog.report import build_report, claims_table
+from homog.stats import sign_flip_p
 
 N_TEXTS, N_LAYERS, ALPHA = 24, 9, 0.05
 # per variant: shift of erank at each layer (front much lower, end slightly higher, control 0)
@@ -169,9 +170,10 @@ def test_claims_match_the_designed_effects(project):
     assert set(control["verdict"]) == {"not supported"}  # no paraphrase effect was designed
 
 
-def test_progression_claim_recomputed_with_numpy(project):
+@pytest.mark.parametrize("test", ["wilcoxon", "sign_flip"])
+def test_progression_claim_recomputed_with_numpy(project, test):
     f = frames(Layout(project).db())
-    t = claims_table(f["contrasts"], f["runs"], f["erank"], alpha=ALPHA, n_boot=200)
+    t = claims_table(f["contrasts"], f["runs"], f["erank"], alpha=ALPHA, n_boot=200, test=test)
     two = t[t["claim"] == "2"].set_index("model")
     ps = {}
     for model in ("m1", "m2"):
@@ -180,7 +182,11 @@ def test_progression_claim_recomputed_with_numpy(project):
         # 10 layers (0..9): bands of round(10/4) = 2 layers at each end
         d = wide[[8, 9]].mean(axis=1) - wide[[0, 1]].mean(axis=1)
         assert two.loc[model, "effect"] == pytest.approx(d.mean(), rel=1e-12)
-        ps[model] = wilcoxon(d.to_numpy()).pvalue
+        ps[model] = (
+            wilcoxon(d.to_numpy()).pvalue
+            if test == "wilcoxon"  # the stats stage's test (sign_flip_p is checked in test_stats)
+            else sign_flip_p(d.to_numpy()[None, :], n_perm=10000, seed=0)[0]
+        )
         steepest = int(wide.mean().diff().idxmin())
         assert two.loc[model, "scope"].startswith(f"steepest fall at layer {steepest} ")
     (m_lo, p_lo), (m_hi, p_hi) = sorted(ps.items(), key=lambda kv: kv[1])

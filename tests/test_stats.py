@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.stats import wilcoxon
+from scipy.stats import rankdata, wilcoxon
 
 from homog.stats import (
     band_of_layers,
@@ -17,6 +17,8 @@ from homog.stats import (
     paired_contrasts,
     run_contrasts,
     wilcoxon_p,
+    sign_flip_p,
+    paired_p,
 )
 
 
@@ -89,7 +91,7 @@ def test_run_contrasts_against_pandas():
     wide = f.pivot_table(index=["sample_id", "layer"], columns="variant", values="value")
     diff = (wide["front"] - wide["original"]).groupby("layer")
     assert fo["mean_diff"].to_numpy() == pytest.approx(diff.mean().to_numpy())
-    want_p = [wilcoxon(g.to_numpy()).pvalue for _, g in diff]
+    want_p = [sign_flip_p(g.to_numpy()[None, :], n_perm=10000, seed=0)[0] for _, g in diff]
     assert fo["p_value"].to_numpy() == pytest.approx(want_p)
     assert fo["p_holm"].to_numpy() == pytest.approx(holm(want_p))
     assert (fo["ci_low"] <= fo["mean_diff"]).all() and (fo["mean_diff"] <= fo["ci_high"]).all()
@@ -100,6 +102,81 @@ def test_run_contrasts_against_pandas():
     late = diff.mean().loc[[7, 8]].mean()  # 9 layers -> late band = last round(9/4) = 2
     assert bands.loc["late", "mean_diff"] == pytest.approx(late)
     assert bands["layer"].isna().all() and len(bands) == 3
+
+
+def test_run_contrasts_wilcoxon_option_matches_scipy():
+    f = frame({"original": 0.0, "front": -0.2})
+    out = run_contrasts(f, "r1", n_boot=100, seed=0, test="wilcoxon", pairs=[("front", "original")])
+    layers = out[out["band"].isna()]
+    wide = f.pivot_table(index=["sample_id", "layer"], columns="variant", values="value")
+    diff = (wide["front"] - wide["original"]).groupby("layer")
+    assert layers["p_value"].to_numpy() == pytest.approx([wilcoxon(g).pvalue for _, g in diff])
+
+
+def _brute_sign_flip(d: np.ndarray) -> float:
+    """Exact two-sided sign-flip p by listing every sign vector in Python (independent)."""
+    import itertools
+
+    obs = abs(sum(d) / len(d))
+    hits = total = 0
+    for signs in itertools.product([1, -1], repeat=len(d)):
+        m = abs(sum(s * x for s, x in zip(signs, d, strict=True)) / len(d))
+        hits += m >= obs - 1e-12
+        total += 1
+    return hits / total
+
+
+def test_sign_flip_exact_against_brute_force():
+    rng = np.random.default_rng(5)
+    for n in (2, 5, 9):
+        d = rng.normal(0.3, 1.0, size=(4, n))
+        got = sign_flip_p(d, n_perm=10000, seed=0)
+        assert got == pytest.approx([_brute_sign_flip(row) for row in d])
+    # 1..8 all positive: only the identity and the full flip reach |mean| = 4.5
+    assert sign_flip_p(np.arange(1.0, 9.0)[None, :])[0] == pytest.approx(2 / 2**8)
+
+
+def test_sign_flip_monte_carlo_close_to_exact_and_never_zero():
+    rng = np.random.default_rng(1)
+    d = rng.normal(0.4, 1.0, size=(3, 14))  # 2^14 = 16384 > n_perm: Monte Carlo
+    exact = [_brute_sign_flip(row) for row in d]
+    mc = sign_flip_p(d, n_perm=4000, seed=3)
+    assert np.abs(mc - exact).max() < 0.03  # binomial sd at p <= 0.5 and B = 4000: <= 0.008
+    big = np.full((1, 200), 1.0) + rng.normal(0, 0.01, size=(1, 200))
+    p = sign_flip_p(big, n_perm=500, seed=0)[0]
+    assert p == pytest.approx(1 / 501)  # never exactly 0
+    assert sign_flip_p(np.zeros((2, 30)))[0] == 1.0
+    assert np.isnan(sign_flip_p(np.ones((1, 1)))[0])
+
+
+def test_sign_flip_agrees_with_the_bootstrap_ci_where_wilcoxon_does_not():
+    """Skewed differences: mostly small negatives, a few large positives. The mean is clearly
+    positive (CI excludes 0); the signed-rank test is significant in the other direction (its
+    positive rank sum is the smaller); the sign-flip test of the mean agrees with the CI."""
+    rng = np.random.default_rng(0)
+    d = np.concatenate([-np.abs(rng.normal(0.05, 0.02, 170)), np.abs(rng.normal(1.5, 0.2, 30))])
+    low, high = bootstrap_ci(d[None, :], n_boot=2000, seed=0)
+    assert low[0] > 0
+    assert sign_flip_p(d[None, :], n_perm=5000, seed=0)[0] < 0.01
+    w = wilcoxon(d)
+    pos_ranks = sum(r for r, x in zip(rankdata(np.abs(d)), d, strict=True) if x > 0)
+    assert w.pvalue < 0.01 and pos_ranks < len(d) * (len(d) + 1) / 4  # the opposite direction
+
+
+def test_stats_params_validate_the_test():
+    from homog.config import as_params
+    from homog.io import HomogError
+
+    with pytest.raises(HomogError, match="stats.test"):
+        as_params({"stats": {"test": "ttest"}})
+    assert as_params({}).stats.test == "sign_flip"
+
+
+def test_paired_p_rejects_unknown_test():
+    from homog.io import HomogError
+
+    with pytest.raises(HomogError, match="stats.test"):
+        paired_p(np.ones((1, 3)), test="t")
 
 
 def test_identical_variants_give_p_one_without_warnings():

@@ -146,7 +146,7 @@ def compare(
     """Layer curves of one metric side by side, with 95 % CIs and contrast p-values.
 
     The table has one row per (model, run, layer) and, per variant, the mean over texts with
-    its CI; `p` is the Holm-corrected Wilcoxon p of the variant against the original at that
+    its CI; `p` is the Holm-corrected p (stats.test) of the variant against the original at that
     layer. CSV/JSON give the long rows (one per variant and layer).
 
     \b

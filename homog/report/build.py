@@ -80,14 +80,22 @@ def read_inputs(con: Any) -> dict[str, pd.DataFrame]:
     }
 
 
-def claims_section(claims: pd.DataFrame, alpha: float) -> Section:
+TEST_NAMES = {
+    "sign_flip": "paired sign-flip permutation test of the mean",
+    "wilcoxon": "Wilcoxon signed-rank",
+}
+
+
+def claims_section(
+    claims: pd.DataFrame, alpha: float, *, ci: float = 0.95, test: str = "sign_flip"
+) -> Section:
     sec = Section(
         "Claims of arXiv 2508.17126",
         paragraphs=[
             "One row per claim, model and scope. effect: the mean paired difference over texts "
             "(a - b; for claim 4 the number of layers where the metric separates the variants "
-            "in the claimed direction); CI: 95% percentile bootstrap; p_holm: Wilcoxon "
-            f"signed-rank, Holm-corrected within its family. Verdicts at alpha = {alpha:g}: "
+            f"in the claimed direction); CI: {ci:.0%} percentile bootstrap; p_holm: "
+            f"{TEST_NAMES[test]}, Holm-corrected within its family. Verdicts at alpha = {alpha:g}: "
             "supported (p_holm < alpha and the claimed sign), reversed (p_holm < alpha, the "
             "other sign), not supported (otherwise). Rows marked (no_sink) or (standardized) "
             "repeat claim 1 on the token sets without sink tokens or with standardized "
@@ -244,7 +252,8 @@ def build_report(
         st = params.stats
         claims = (
             claims_table(data["contrasts"], data["runs"], data["erank"], alpha=st.alpha,
-                         n_boot=st.n_boot, ci=st.ci, seed=params.seed)
+                         n_boot=st.n_boot, ci=st.ci, seed=params.seed, test=st.test,
+                         n_perm=st.n_perm)
             if not data["contrasts"].empty and not data["runs"].empty
             else pd.DataFrame(columns=["model", *CLAIM_COLUMNS])
         )  # fmt: skip
@@ -255,7 +264,7 @@ def build_report(
         with tempfile.TemporaryDirectory(prefix="homog-report-") as tmp:
             figdir = Path(tmp)
             sections = [
-                claims_section(claims, st.alpha),
+                claims_section(claims, st.alpha, ci=st.ci, test=st.test),
                 manipulation_section(data["texts"], synth),
                 *figure_sections(con, data["runs"], data["mauve"], figdir),
                 posenc_section(data["posenc"], data["ablation"], figdir),

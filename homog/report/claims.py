@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from homog.stats import BANDS, band_of_layers, bootstrap_ci, wilcoxon_p
+from homog.stats import BANDS, band_of_layers, bootstrap_ci, paired_p
 
 SUPPORTED, NOT_SUPPORTED, REVERSED = "supported", "not supported", "reversed"
 BIASED = ("front", "end")
@@ -231,13 +231,16 @@ def progression_claims(
     n_boot: int = 2000,
     ci: float = 0.95,
     seed: int = 0,
+    test: str = "sign_flip",
+    n_perm: int = 10000,
 ) -> list[Claim]:
     """Claim 2: erank falls from the early to the late band (per text, original variant), and
     the steepest fall between consecutive layers lies in the middle band.
 
     layer_metrics: rows (run_id, variant, sample_id, layer, metric, value) of erank. The effect
     is the mean over texts of (late-band mean - early-band mean); CI by the stats stage's
-    bootstrap, p by its Wilcoxon test (one test per model, Holm across the models).
+    bootstrap, p by its paired test (``stats.test``; one test per model, Holm across the
+    models).
     """
     rows: list[Claim] = []
     for run in _unchanged_runs(runs).itertuples():
@@ -274,7 +277,9 @@ def progression_claims(
                 effect=float(d.mean()) if d.size else math.nan,
                 ci_low=float(low[0]),
                 ci_high=float(high[0]),
-                p_holm=wilcoxon_p(d),
+                p_holm=float(paired_p(d[None, :], test=test, n_perm=n_perm, seed=seed)[0])
+                if d.size >= 2
+                else math.nan,
                 n=int(d.size),
                 verdict="",
                 note="steepest fall in the middle band"
@@ -301,12 +306,16 @@ def claims_table(
     n_boot: int = 2000,
     ci: float = 0.95,
     seed: int = 0,
+    test: str = "sign_flip",
+    n_perm: int = 10000,
 ) -> pd.DataFrame:
     """Every claim row for every model, in claim order (one DataFrame; columns of Claim)."""
     metrics = sorted(set(contrasts["metric"]))
     rows = [
         *band_claims(contrasts, runs, metrics, alpha),
-        *progression_claims(layer_metrics, runs, alpha, n_boot=n_boot, ci=ci, seed=seed),
+        *progression_claims(
+            layer_metrics, runs, alpha, n_boot=n_boot, ci=ci, seed=seed, test=test, n_perm=n_perm
+        ),
         *separation_claims(contrasts, runs, alpha),
         *intervention_claims(contrasts, runs, alpha),
     ]

@@ -179,7 +179,7 @@ def layer_curves(
     Filters (None = all): ``run_ids``, ``variants``, ``layers`` (layer indices), ``models``
     (model keys). Rows, ordered by model, run, variant (original, front, end, control), layer:
     run_id, model, intervention, variant, layer, rel_depth (layer / n_layers), n, mean, std,
-    ci_low, ci_high, p_holm_vs_original (Holm-corrected Wilcoxon p of variant vs original at
+    ci_low, ci_high, p_holm_vs_original (Holm-corrected p, stats.test, of variant vs original at
     that layer from ``contrasts``; None for the original itself or when stats did not run).
     Raises HomogError for an unknown metric, variant, model or run, listing the valid ones.
     """
