@@ -7,9 +7,9 @@ layers), a two-sided p-value and Holm's correction across the layers of the (run
 family. The p-value (``stats.test``) is by default a paired sign-flip permutation test of the
 mean difference, the same statistic as the CI, so p and CI agree; ``wilcoxon`` (scipy's
 signed-rank test, a test of the median/symmetry that can disagree with the CI of the mean on
-skewed differences) is kept as an option. Depth bands (first 25 %, middle 50 %, last 25 % of a metric's
-layers; the per-text mean over the band's layers) get the same treatment, Holm across the three
-bands. An intervention run (``zero_pos``, ``shuffle_pos``) is compared with the unchanged
+skewed differences) is kept as an option. Depth bands (first 25 %, middle 50 %, last 25 % of a
+metric's layers; the per-text mean over the band's layers) get the same treatment, Holm across
+the three bands. An intervention run (``zero_pos``, ``shuffle_pos``) is compared with the unchanged
 (``none``) run of the same model and config (the same ``pair_key``: everything but the
 intervention), variant by variant (``baseline_run_id`` set); only the interventions that
 ``extract.interventions`` names are read.
@@ -314,9 +314,7 @@ def run_contrasts(
                 "metric": metric,
                 "baseline_run_id": None,
             }
-            parts += _contrast_rows(
-                tables[(va, metric)], tables[(vb, metric)], meta, **opts
-            )
+            parts += _contrast_rows(tables[(va, metric)], tables[(vb, metric)], meta, **opts)
     return _finish(parts)
 
 

@@ -15,10 +15,10 @@ from homog.stats import (
     holm,
     intervention_contrasts,
     paired_contrasts,
-    run_contrasts,
-    wilcoxon_p,
-    sign_flip_p,
     paired_p,
+    run_contrasts,
+    sign_flip_p,
+    wilcoxon_p,
 )
 
 

@@ -39,7 +39,7 @@ def mauve(model: str, params_path: Path) -> None:
 @click.command()
 @params_option
 def stats(params_path: Path) -> None:
-    """Paired contrasts between variants and interventions (bootstrap CI, sign-flip or Wilcoxon test, Holm).
+    """Paired contrasts between variants and interventions (bootstrap CI, paired test, Holm).
 
     Reads data/extract/*/*/layer_metrics.parquet (models of params.yaml) and writes
     data/stats/contrasts.parquet, data/stats/metrics.json (DVC metrics) and
