@@ -106,6 +106,27 @@ def _compact(mask: Tensor) -> Tensor:
     return torch.argsort((~mask).to(torch.int8), dim=-1, stable=True)
 
 
+def curvature_from_vectors(x: Tensor, mask: Tensor) -> Tensor:
+    """``curvature`` from the token vectors x (..., n, d) themselves: the difference vectors
+    of the compacted trajectory, O(n d) memory (for n > d, where no n x n matrix is made)."""
+    n = mask.shape[-1]
+    if n < 3:
+        return torch.full(mask.shape[:-1], math.nan, dtype=torch.float64, device=mask.device)
+    idx = _compact(mask)
+    xs = x.gather(-2, idx.unsqueeze(-1).expand(*idx.shape, x.shape[-1]))
+    v = xs[..., 1:, :] - xs[..., :-1, :]  # (..., n - 1, d)
+    v0, v1 = v[..., :-1, :], v[..., 1:, :]
+    dot = (v0 * v1).sum(-1)
+    n0, n1 = v0.square().sum(-1), v1.square().sum(-1)
+    k = torch.arange(n - 2, device=mask.device)
+    ok = (k + 2 < mask.sum(-1, keepdim=True)) & (n0 > 0) & (n1 > 0)
+    cos = (dot / (n0 * n1).sqrt()).clamp(-1, 1)
+    angle = torch.where(ok, torch.arccos(torch.where(ok, cos, 0.0)), 0.0)
+    count = ok.sum(-1)
+    out = angle.sum(-1) / count
+    return torch.where(count > 0, out, torch.full_like(out, math.nan))
+
+
 def curvature(token_gram: Tensor, mask: Tensor) -> Tensor:
     """Mean angle between consecutive difference vectors of the tokens in ``mask``, from
     their n x n Gram matrix G (v_k . v_(k+1) = G12 - G11 - G02 + G01 for tokens 0, 1, 2 in a
@@ -140,18 +161,50 @@ def sq_distances(token_gram: Tensor) -> Tensor:
     return torch.add(sq.unsqueeze(-1) + sq.unsqueeze(-2), token_gram, alpha=-2).clamp_min_(0)
 
 
-def twonn(token_gram: Tensor, mask: Tensor, d2: Tensor | None = None) -> Tensor:
+def _two_nearest(d2: Tensor, row_mask: Tensor, col_mask: Tensor, first_row: int = 0) -> Tensor:
+    """(..., b, 2) squared distances to the two nearest other tokens in ``col_mask`` for the
+    b rows of ``d2`` (..., b, n) (rows first_row .. first_row + b - 1 of the full matrix)."""
+    b, n = d2.shape[-2:]
+    pair = row_mask.unsqueeze(-1) & col_mask.unsqueeze(-2)
+    rows = torch.arange(first_row, first_row + b, device=d2.device)
+    pair = pair & (rows.unsqueeze(-1) != torch.arange(n, device=d2.device))
+    return torch.where(pair, d2, math.inf).topk(2, dim=-1, largest=False).values
+
+
+def two_nearest_blockwise(x: Tensor, sq: Tensor, mask: Tensor, block: int) -> Tensor:
+    """``_two_nearest`` for all n tokens of x (..., n, d) (squared norms ``sq``), ``block``
+    rows of distances at a time: memory (..., block, n) instead of (..., n, n), the same
+    distances (|x_i|^2 + |x_j|^2 - 2 x_i.x_j, clipped at 0) as ``sq_distances``."""
+    n = x.shape[-2]
+    parts = []
+    for a in range(0, n, block):
+        xb = x[..., a : a + block, :]
+        d2 = torch.add(sq[..., a : a + block, None] + sq.unsqueeze(-2), xb @ x.mT, alpha=-2)
+        parts.append(_two_nearest(d2.clamp_min_(0), mask[..., a : a + block], mask, a))
+    return torch.cat(parts, dim=-2)
+
+
+def twonn(
+    token_gram: Tensor | None,
+    mask: Tensor,
+    d2: Tensor | None = None,
+    *,
+    near: Tensor | None = None,
+    sq: Tensor | None = None,
+) -> Tensor:
     """TwoNN intrinsic dimension of the tokens in ``mask`` from their n x n Gram matrix
-    (``d2``: its ``sq_distances`` when already computed for another token set)."""
-    n = token_gram.shape[-1]
-    sq = token_gram.diagonal(dim1=-2, dim2=-1)
-    d2 = sq_distances(token_gram) if d2 is None else d2
-    pair = mask.unsqueeze(-1) & mask.unsqueeze(-2)
-    pair = pair & ~torch.eye(n, dtype=torch.bool, device=mask.device)
-    d2 = torch.where(pair, d2, math.inf)
+    (``d2``: its ``sq_distances`` when already computed for another token set), or from
+    ``near`` (..., n, 2), each token's two smallest squared distances
+    (``two_nearest_blockwise``), and ``sq`` the squared norms, when there is no Gram matrix."""
+    n = mask.shape[-1]
     if n < 3:
         return torch.full(mask.shape[:-1], math.nan, dtype=torch.float64, device=mask.device)
-    near = d2.topk(2, dim=-1, largest=False).values  # (..., n, 2): r1^2, r2^2
+    if near is None:
+        assert token_gram is not None
+        sq = token_gram.diagonal(dim1=-2, dim2=-1)
+        d2 = sq_distances(token_gram) if d2 is None else d2
+        near = _two_nearest(d2, mask, mask)  # (..., n, 2): r1^2, r2^2
+    assert sq is not None
     r1, r2 = near[..., 0], near[..., 1]
     valid = mask & (r1 > DUPLICATE_REL * sq) & torch.isfinite(r2)
     log_mu = 0.5 * (torch.log(torch.where(valid, r2, 1.0)) - torch.log(torch.where(valid, r1, 1.0)))
@@ -168,6 +221,9 @@ def twonn(token_gram: Tensor, mask: Tensor, d2: Tensor | None = None) -> Tensor:
     return torch.where(ok, dim, torch.full_like(dim, math.nan))
 
 
+NEIGHBOUR_BLOCK = 256  # rows of the distance matrix at a time when n > d (twonn_id)
+
+
 def _set_metrics(
     eig: Tensor,
     direction: dict[str, Tensor],
@@ -175,14 +231,23 @@ def _set_metrics(
     d2: Tensor | None,
     mask: Tensor,
     alpha: float,
+    vectors: Tensor | None = None,
+    block: int | None = None,
 ) -> dict[str, Tensor]:
     """The set's metrics; the peers' too when ``token_gram`` (and its ``sq_distances``
-    ``d2``) are given."""
+    ``d2``) or, for n > d, the token ``vectors`` themselves are given (then no n x n matrix
+    is made: curvature from the difference vectors, twonn_id from blocks of distance rows)."""
     out = {**spectral_metrics(eig), **direction}
     if token_gram is not None:
         out["prompt_entropy"] = renyi_entropy(eig, alpha)
         out["curvature"] = curvature(token_gram, mask)
         out["twonn_id"] = twonn(token_gram, mask, d2)
+    elif vectors is not None:
+        sq = vectors.square().sum(-1)
+        out["prompt_entropy"] = renyi_entropy(eig, alpha)
+        out["curvature"] = curvature_from_vectors(vectors, mask)
+        near = two_nearest_blockwise(vectors, sq, mask, block or NEIGHBOUR_BLOCK)
+        out["twonn_id"] = twonn(None, mask, near=near, sq=sq)
     return out
 
 
@@ -316,19 +381,25 @@ def hidden_metrics(
     small = n <= d
 
     def token_gram_of(xs: Tensor, g: Tensor) -> Tensor | None:
-        return None if not peers else g if small else xs @ xs.mT
+        # n > d: no n x n matrix (4,096 tokens: 134 MB per text and copy); the peers' metrics
+        # then come from the vectors (``_set_metrics``)
+        return g if peers and small else None
 
     # (name suffix, x, mask, Gram, squared norms, centre?) per set
     sets = [("", x, mask, gram, sq_norms, center, token_gram_of(x, gram))]
+    peer_x: dict[str, Tensor] = {}  # the vectors of a set's peer metrics when not x_set
     extra: dict[str, Tensor] = {}
     if "no_sink" in token_sets:
         m_ns = no_sink_mask(mask, sq_norms.clamp_min(0).sqrt(), sink_norm_ratio)
         # with n <= d only the Gram matrix is read (x just for its shape): no copy of x
         x_ns = x if small else x.masked_fill(~m_ns.unsqueeze(-1), 0.0)
-        pair = m_ns.unsqueeze(-1) & m_ns.unsqueeze(-2)
-        g_ns = torch.where(pair, gram, 0.0) if small else _gram(x_ns)
+        if small:
+            g_ns = torch.where(m_ns.unsqueeze(-1) & m_ns.unsqueeze(-2), gram, 0.0)
+        else:
+            g_ns = _gram(x_ns)
         tg = sets[0][6]  # the same distances; twonn reads only the pairs in the mask
         sets.append(("__no_sink", x_ns, m_ns, g_ns, torch.where(m_ns, sq_norms, 0.0), center, tg))
+        peer_x["__no_sink"] = x  # the tokens' own vectors (x_ns has the removed rows zeroed)
         extra[N_REMOVED] = (mask.sum(-1) - m_ns.sum(-1)).to(torch.float64)
     if "standardized" in token_sets:
         x_st = standardize(x, mask)
@@ -345,7 +416,8 @@ def hidden_metrics(
         d2 = None if tg is None else distances.get(id(tg))
         if tg is not None and d2 is None:
             d2 = distances[id(tg)] = sq_distances(tg)
-        values = _set_metrics(eig, direction, tg, d2, ms, renyi_alpha)
+        vectors = peer_x.get(suffix, xs) if peers and not small else None
+        values = _set_metrics(eig, direction, tg, d2, ms, renyi_alpha, vectors)
         if suffix:
             few = ms.sum(-1) < 2
             if suffix == "__standardized":  # constant features only: nothing to measure

@@ -288,3 +288,38 @@ def test_twonn_with_shared_distances_equals_its_own():
     np.testing.assert_array_equal(twonn(g, mask, d2).numpy(), twonn(g, mask).numpy())
     direct = ((x[:, :, None] - x[:, None]) ** 2).sum(-1)
     np.testing.assert_allclose(d2.numpy(), direct.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_long_texts_make_no_n_by_n_tensor_and_match_numpy(monkeypatch):
+    """n > d: the peers' metrics come from the vectors (curvature from the difference vectors,
+    twonn_id from blocks of distance rows), equal to numpy, and no (n x n) tensor is made."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    import homog.metrics_sets as ms
+
+    n, d, block = 90, 6, 16
+    monkeypatch.setattr(ms, "NEIGHBOUR_BLOCK", block)
+    gen = torch.Generator().manual_seed(4)
+    h = torch.randn(2, n, d, dtype=torch.float64, generator=gen)
+    h[0, 5] *= 50  # a massive token: no_sink drops it
+    h[1, 10] = h[1, 30]  # a duplicate point: left out of twonn's N
+    mask = torch.ones(2, n, dtype=torch.bool)
+    mask[1, 70:] = False  # padding
+    h = torch.where(mask[..., None], h, torch.nan)
+
+    class Largest(TorchDispatchMode):
+        largest = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in out if isinstance(out, (tuple, list)) else [out]:
+                if isinstance(t, torch.Tensor):
+                    Largest.largest = max(Largest.largest, t.numel())
+            return out
+
+    with Largest():
+        got = run(h, mask)
+    assert Largest.largest < n * n  # the biggest: a (2 x 16 x 90) block of distances
+    for b, k in enumerate([n, 70]):
+        want = numpy_reference(h[b, :k].numpy(), np.arange(k))
+        assert_matches({m: float(v[b]) for m, v in got.items()}, want, 1e-7, (b,))
