@@ -19,7 +19,17 @@ from homog.report.claims import claims_table
 from homog.report.document import Section, Table, to_html, to_markdown
 
 FORMATS = ("html", "md")
-CURVE_METRICS = ("erank", "mev", "attn_first", "resultant_length")
+# erank__no_sink / erank__standardized: does the effect survive without sink tokens and rogue
+# dimensions (extract.token_sets); sink_rate: where the attention sinks form (when present)
+CURVE_METRICS = (
+    "erank",
+    "erank__no_sink",
+    "erank__standardized",
+    "mev",
+    "attn_first",
+    "sink_rate",
+    "resultant_length",
+)
 # Accuracy reported by arXiv 2505.13027 (test split, %): (encoding, task) -> accuracy
 PAPER_POSENC = {
     ("rope", "distance"): 92.64,
