@@ -67,7 +67,8 @@ def extract(
     """Run a causal LM over every text and keep small per-layer summaries.
 
     Writes data/extract/<model>/<intervention>/ (layer_metrics, attention_profile,
-    attention_heads, dataset_spectra Parquet files, vectors.npz, run.json). An interrupted
+    attention_heads, dataset_spectra, massive_activations Parquet files, vectors.npz,
+    run.json). An interrupted
     run resumes from its finished shards when started again with the same parameters.
 
     \b
