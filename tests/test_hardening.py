@@ -193,6 +193,9 @@ def test_load_removes_stale_temporary_builds(tmp_path):
 INTERRUPT = textwrap.dedent(
     """
     import os, signal, sys
+    # Ctrl-C as in a terminal, even when the test runs as a background job (which inherits an
+    # ignored SIGINT, so Python would not install its KeyboardInterrupt handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     import homog.store.loader as loader
     real = loader._build
     def build(con, sources, previous):

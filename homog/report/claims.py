@@ -167,7 +167,10 @@ def separation_claims(contrasts: pd.DataFrame, runs: pd.DataFrame, alpha: float)
                 sig = c[c["p_holm"] < alpha]
                 agree = int((np.sign(sig["mean_diff"]) == sign).sum())
                 against = int((np.sign(sig["mean_diff"]) == -sign).sum())
-                verdict = SUPPORTED if agree else REVERSED if against else NOT_SUPPORTED
+                # the majority of the separating layers decides (a tie: not supported)
+                verdict = (
+                    SUPPORTED if agree > against else REVERSED if against > agree else NOT_SUPPORTED
+                )
                 out.append(
                     Claim(
                         model=run.model,
