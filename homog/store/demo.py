@@ -225,7 +225,8 @@ def _fill_contrasts(con: duckdb.DuckDBPyConnection) -> None:
     """Contrasts vs original from the synthetic rows, Holm-adjusted over each run's layers.
 
     Paired differences with normal-approximation p-values (the demo needs plausible numbers,
-    not the stage's `stats.test` p-values); the Holm family is (run, variant, metric), as in the stats stage.
+    not the stage's ``stats.test`` p-values); the Holm family is (run, variant, metric), as in
+    the stats stage.
     """
     from homog.stats import holm
 
