@@ -106,6 +106,19 @@ def _compact(mask: Tensor) -> Tensor:
     return torch.argsort((~mask).to(torch.int8), dim=-1, stable=True)
 
 
+def _mean_angle(dot: Tensor, n0: Tensor, n1: Tensor, mask: Tensor) -> Tensor:
+    """Mean over k of the angle between v_k and v_(k+1) from their dot products and squared
+    norms (..., n - 2), over the consecutive triples of the set's tokens; pairs with a zero
+    vector are left out; NaN when none is left."""
+    k = torch.arange(dot.shape[-1], device=mask.device)
+    ok = (k + 2 < mask.sum(-1, keepdim=True)) & (n0 > 0) & (n1 > 0)
+    cos = (dot / (n0 * n1).sqrt()).clamp(-1, 1)
+    angle = torch.where(ok, torch.arccos(torch.where(ok, cos, 0.0)), 0.0)
+    count = ok.sum(-1)
+    out = angle.sum(-1) / count
+    return torch.where(count > 0, out, torch.full_like(out, math.nan))
+
+
 def curvature_from_vectors(x: Tensor, mask: Tensor) -> Tensor:
     """``curvature`` from the token vectors x (..., n, d) themselves: the difference vectors
     of the compacted trajectory, O(n d) memory (for n > d, where no n x n matrix is made)."""
@@ -116,15 +129,7 @@ def curvature_from_vectors(x: Tensor, mask: Tensor) -> Tensor:
     xs = x.gather(-2, idx.unsqueeze(-1).expand(*idx.shape, x.shape[-1]))
     v = xs[..., 1:, :] - xs[..., :-1, :]  # (..., n - 1, d)
     v0, v1 = v[..., :-1, :], v[..., 1:, :]
-    dot = (v0 * v1).sum(-1)
-    n0, n1 = v0.square().sum(-1), v1.square().sum(-1)
-    k = torch.arange(n - 2, device=mask.device)
-    ok = (k + 2 < mask.sum(-1, keepdim=True)) & (n0 > 0) & (n1 > 0)
-    cos = (dot / (n0 * n1).sqrt()).clamp(-1, 1)
-    angle = torch.where(ok, torch.arccos(torch.where(ok, cos, 0.0)), 0.0)
-    count = ok.sum(-1)
-    out = angle.sum(-1) / count
-    return torch.where(count > 0, out, torch.full_like(out, math.nan))
+    return _mean_angle((v0 * v1).sum(-1), v0.square().sum(-1), v1.square().sum(-1), mask)
 
 
 def curvature(token_gram: Tensor, mask: Tensor) -> Tensor:
@@ -144,14 +149,7 @@ def curvature(token_gram: Tensor, mask: Tensor) -> Tensor:
     g11 = g(p1, p1)
     v0 = (g(p0, p0) + g11 - 2 * g(p0, p1)).clamp_min(0)  # |v_k|^2
     v1 = (g(p2, p2) + g11 - 2 * g(p1, p2)).clamp_min(0)  # |v_(k+1)|^2
-    dot = g(p1, p2) - g11 - g(p0, p2) + g(p0, p1)
-    k = torch.arange(n - 2, device=mask.device)
-    ok = (k + 2 < mask.sum(-1, keepdim=True)) & (v0 > 0) & (v1 > 0)
-    cos = (dot / (v0 * v1).sqrt()).clamp(-1, 1)
-    angle = torch.where(ok, torch.arccos(torch.where(ok, cos, 0.0)), 0.0)
-    count = ok.sum(-1)
-    out = angle.sum(-1) / count
-    return torch.where(count > 0, out, torch.full_like(out, math.nan))
+    return _mean_angle(g(p1, p2) - g11 - g(p0, p2) + g(p0, p1), v0, v1, mask)
 
 
 def sq_distances(token_gram: Tensor) -> Tensor:

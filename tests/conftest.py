@@ -85,3 +85,22 @@ def demo_db_factory(tmp_path_factory: pytest.TempPathFactory):
 
 
 # --- synth and corpus fixtures ------------------------------------------------------------
+
+
+def largest_tensor_mode() -> Any:
+    """A torch dispatch mode that records the element count of the largest tensor any op
+    makes inside it (``mode.largest``): memory-bound tests check what is never allocated."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Largest(TorchDispatchMode):
+        largest = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in out if isinstance(out, (tuple, list)) else [out]:
+                if isinstance(t, torch.Tensor):
+                    type(self).largest = max(type(self).largest, t.numel())
+            return out
+
+    return Largest()

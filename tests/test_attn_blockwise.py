@@ -17,7 +17,7 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 import torch
-from conftest import extract_config
+from conftest import extract_config, largest_tensor_mode
 
 from homog.attention import attention_stats, stats_from_sums
 from homog.config import ExtractConfig
@@ -222,8 +222,6 @@ def test_extractor_blockwise_equals_eager(source):
 def test_forward_is_sdpa_and_never_holds_heads_n_n(monkeypatch):
     """Blockwise: every layer's output comes from torch's SDPA, the hidden states equal a
     plain SDPA model's, and no tensor of (heads x n x n) elements is ever made."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
     source, n = "random:tiny-llama", 96
     lm = blockwise_model(source)
     plain = load_model(source, device="cpu", attention=False)
@@ -239,27 +237,18 @@ def test_forward_is_sdpa_and_never_holds_heads_n_n(monkeypatch):
         calls.append(args[0].shape)
         return sdpa(*args, **kwargs)
 
-    class Largest(TorchDispatchMode):
-        largest = 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            for t in out if isinstance(out, (tuple, list)) else [out]:
-                if isinstance(t, torch.Tensor):
-                    Largest.largest = max(Largest.largest, t.numel())
-            return out
-
     monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", counted)
     ex = Extractor(lm, extract_config(attention_block=16))
+    mode = largest_tensor_mode()
     try:
-        with Largest():
+        with mode:
             result = ex.run_batch(texts, "none", plan)
     finally:
         ex.close()
     assert len(calls) == lm.n_layers
     assert np.isfinite(result.heads).all()
     # the biggest tensors made: the MLP's (n x 128), HF's (n x n) mask, (heads x 16 x n)
-    assert 0 < Largest.largest <= n * 128 < lm.n_heads * n * n / 2
+    assert 0 < mode.largest <= n * 128 < lm.n_heads * n * n / 2
     ids = torch.tensor(np.stack([t.input_ids for t in texts]))
     with torch.inference_mode():
         a = lm.decoder(input_ids=ids, use_cache=False).last_hidden_state

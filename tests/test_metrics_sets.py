@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from conftest import largest_tensor_mode
 
 from homog.metrics import METRIC_NAMES, layer_metrics
 from homog.metrics_sets import (
@@ -293,8 +294,6 @@ def test_twonn_with_shared_distances_equals_its_own():
 def test_long_texts_make_no_n_by_n_tensor_and_match_numpy(monkeypatch):
     """n > d: the peers' metrics come from the vectors (curvature from the difference vectors,
     twonn_id from blocks of distance rows), equal to numpy, and no (n x n) tensor is made."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
     import homog.metrics_sets as ms
 
     n, d, block = 90, 6, 16
@@ -307,19 +306,10 @@ def test_long_texts_make_no_n_by_n_tensor_and_match_numpy(monkeypatch):
     mask[1, 70:] = False  # padding
     h = torch.where(mask[..., None], h, torch.nan)
 
-    class Largest(TorchDispatchMode):
-        largest = 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            for t in out if isinstance(out, (tuple, list)) else [out]:
-                if isinstance(t, torch.Tensor):
-                    Largest.largest = max(Largest.largest, t.numel())
-            return out
-
-    with Largest():
+    mode = largest_tensor_mode()
+    with mode:
         got = run(h, mask)
-    assert Largest.largest < n * n  # the biggest: a (2 x 16 x 90) block of distances
+    assert mode.largest < n * n  # the biggest: a (2 x 16 x 90) block of distances
     for b, k in enumerate([n, 70]):
         want = numpy_reference(h[b, :k].numpy(), np.arange(k))
         assert_matches({m: float(v[b]) for m, v in got.items()}, want, 1e-7, (b,))
