@@ -334,9 +334,10 @@ class StatsConfig:
     n_perm: int = 10000  # sign vectors of the sign-flip test (exact when 2^n <= n_perm)
 
     def __post_init__(self) -> None:
+        from homog.paired_tests import TESTS
+
         _check(
-            self.test in ("sign_flip", "wilcoxon"),
-            f"stats.test must be sign_flip or wilcoxon, got {self.test!r}",
+            self.test in TESTS, f"stats.test must be one of {', '.join(TESTS)}, got {self.test!r}"
         )
         _check(self.n_perm >= 1, f"stats.n_perm must be >= 1, got {self.n_perm}")
         _check(self.n_boot >= 1, f"stats.n_boot must be >= 1, got {self.n_boot}")
