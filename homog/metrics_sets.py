@@ -385,7 +385,6 @@ def hidden_metrics(
 
     # (name suffix, x, mask, Gram, squared norms, centre?) per set
     sets = [("", x, mask, gram, sq_norms, center, token_gram_of(x, gram))]
-    peer_x: dict[str, Tensor] = {}  # the vectors of a set's peer metrics when not x_set
     extra: dict[str, Tensor] = {}
     if "no_sink" in token_sets:
         m_ns = no_sink_mask(mask, sq_norms.clamp_min(0).sqrt(), sink_norm_ratio)
@@ -397,7 +396,6 @@ def hidden_metrics(
             g_ns = _gram(x_ns)
         tg = sets[0][6]  # the same distances; twonn reads only the pairs in the mask
         sets.append(("__no_sink", x_ns, m_ns, g_ns, torch.where(m_ns, sq_norms, 0.0), center, tg))
-        peer_x["__no_sink"] = x  # the tokens' own vectors (x_ns has the removed rows zeroed)
         extra[N_REMOVED] = (mask.sum(-1) - m_ns.sum(-1)).to(torch.float64)
     if "standardized" in token_sets:
         x_st = standardize(x, mask)
@@ -414,7 +412,9 @@ def hidden_metrics(
         d2 = None if tg is None else distances.get(id(tg))
         if tg is not None and d2 is None:
             d2 = distances[id(tg)] = sq_distances(tg)
-        vectors = peer_x.get(suffix, xs) if peers and not small else None
+        # n > d: the peers' metrics from the vectors; no_sink reads the tokens' own vectors
+        # (x_ns has the removed rows zeroed) under its mask, as the Gram route does
+        vectors = (x if suffix == "__no_sink" else xs) if peers and not small else None
         values = _set_metrics(eig, direction, tg, d2, ms, renyi_alpha, vectors)
         if suffix:
             few = ms.sum(-1) < 2
