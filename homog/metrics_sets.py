@@ -312,7 +312,11 @@ def massive_activations(hidden: Tensor, mask: Tensor) -> tuple[dict[str, Tensor]
     top_v, top_i = top_v.gather(-1, order), top_i.gather(-1, order)
     order = top_v.argsort(dim=-1, descending=True, stable=True)
     top_v, top_i = top_v.gather(-1, order), top_i.gather(-1, order)
-    top_i[..., 0] = scored.argmax(-1)  # the first maximum (torch.argmax's rule)
+    # the first maximum (torch.argmax's rule): already top_i[..., 0] unless all k values tie,
+    # when more equal ones may lie outside the top k; only those rows are scanned again
+    tied = (top_v[..., 0] == top_v[..., -1]).nonzero(as_tuple=True)
+    if tied[0].numel():
+        top_i[..., 0][tied] = scored[tied].argmax(-1)
     signed = hidden.flatten(-2).gather(-1, top_i).to(torch.float64)
     med = median_of_valid(scored, mask.sum(-1) * d)  # last: it reorders ``scored``
     top1 = top_v[..., 0].to(torch.float64)

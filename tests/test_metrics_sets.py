@@ -259,6 +259,33 @@ def test_median_of_valid_equals_numpy_median(use_numpy):
     got = median_of_valid(scored.clone(), torch.tensor(counts).reshape(7, 1), use_numpy=use_numpy)
     assert got.dtype == torch.float64 and got.shape == (7, 1)
     np.testing.assert_array_equal(got[:, 0].numpy(), want)
+    # 35 rows in a shuffled order: each row still its own median
+    many = scored.repeat(5, 1, 1)[torch.randperm(35, generator=torch.Generator().manual_seed(1))]
+    many_counts = torch.tensor(counts).repeat(5)[
+        torch.randperm(35, generator=torch.Generator().manual_seed(1))
+    ]
+    got = median_of_valid(many.clone(), many_counts.reshape(35, 1), use_numpy=use_numpy)
+    want = [np.median(r[r >= 0].astype(np.float64)) for r in many[:, 0].numpy()]
+    np.testing.assert_array_equal(got[:, 0].numpy(), want)
+
+
+def test_massive_top1_is_the_first_of_many_tied_maxima():
+    """More tied maxima than the top k kept (a token repeated 5 times at the embedding layer):
+    act_top1_pos/feature name the first in (position, feature) order, as np.argmax does."""
+    gen = torch.Generator().manual_seed(3)
+    h = torch.randn(4, 10, 8, generator=gen)
+    h[1:, [2, 4, 5, 7, 9], 3] = 30.0  # five equal maxima in feature 3 (rows 1-3)
+    h[2, 1, 6] = -30.0  # an earlier tie of the same |value|, of the other sign
+    mask = torch.ones(4, 10, dtype=torch.bool)
+    mask[3, 2] = False  # the first maximum masked out: the next one counts
+    out, top = massive_activations(h, mask)
+    for b in range(4):
+        a = h[b].abs().masked_fill(~mask[b].unsqueeze(-1), -1.0).numpy()
+        flat = int(np.argmax(a))
+        assert out["act_top1_pos"][b] == flat // 8, b
+        assert out["act_top1_feature"][b] == flat % 8, b
+        assert top[b, 0, 2] == h[b].flatten()[flat]  # the signed value
+    assert (out["act_top1_pos"][1:] == torch.tensor([2.0, 1.0, 4.0], dtype=torch.float64)).all()
 
 
 def test_massive_activations_same_on_both_median_paths():
