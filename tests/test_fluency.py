@@ -53,3 +53,53 @@ def test_usage_counts_each_distinct_text_once():
     assert used["model"] == TINY and used["texts"] == 3
     assert used["tokens"] == sum(len(x) + 1 for x in ids)  # + the start token
     assert used["cpu"] >= 0 and used["wall"] > 0
+
+
+def _full_path_scores(f: FluencyScorer, texts: list[str]) -> np.ndarray:
+    """The scores through the whole model's (B, T, vocab) logits, for comparison."""
+    head = f._head
+    f._head = None
+    try:
+        f._cache.clear()
+        return f.score(texts)
+    finally:
+        f._head = head
+        f._cache.clear()
+
+
+TEXTS = [
+    "As for the acting, it was far better than I had expected.",
+    "Short.",
+    "It is the score that carries the second half of this long and uneven film, surely.",
+]
+
+
+@pytest.mark.parametrize("source", ["random:tiny-llama", "random:tiny-gemma", "random:tiny-qwen"])
+def test_head_on_real_tokens_only_equals_the_whole_model(source):
+    f = FluencyScorer(source, batch_size=3)
+    assert f.split_head  # the decoder + chunked head path passed its self-check
+    f._head_rows = 5  # several chunks per batch
+    split = f.score(TEXTS)
+    assert np.allclose(split, _full_path_scores(f, TEXTS), atol=1e-5)
+
+
+def test_final_logit_softcapping_is_applied_like_the_model():
+    f = FluencyScorer("random:tiny-gemma", batch_size=3)
+    cfg = f.loaded.model.config
+    cfg.final_logit_softcapping = 0.5  # strong: every logit is capped
+    assert f._setup_head() and f._softcap == 0.5
+    capped = f.score(TEXTS)
+    assert np.allclose(capped, _full_path_scores(f, TEXTS), atol=1e-5)
+    cfg.final_logit_softcapping = None
+    assert f._setup_head()
+    assert not np.allclose(capped, f.score(TEXTS), atol=1e-3)  # the cap mattered
+
+
+def test_a_head_that_disagrees_with_the_model_falls_back_to_the_whole_model():
+    import torch
+
+    f = FluencyScorer(TINY, batch_size=3)
+    wrong = torch.nn.Linear(f.loaded.d_model, f.loaded.model.config.vocab_size, bias=False)
+    f.loaded.model.get_output_embeddings = lambda: wrong
+    assert not f._setup_head() and f._head is None
+    assert np.allclose(f.score(TEXTS), _full_path_scores(f, TEXTS))

@@ -15,6 +15,9 @@ from typing import Any
 
 import numpy as np
 
+# the self-check's probe: a rewrite-like sentence (two rows: full length and half, padded)
+_PROBE = "As for the acting, it was far better than I had expected from a film like this."
+
 
 class FluencyScorer:
     """Mean token log-probability under the causal LM ``source`` (``homog.models`` source)."""
@@ -40,8 +43,41 @@ class FluencyScorer:
         self._start = int(start)
         self._pad = int(tok.pad_token_id if tok.pad_token_id is not None else start)
         self._cache: dict[str, float] = {}
+        self._head, self._head_rows, self._softcap = None, 0, None
+        self.split_head = self._setup_head()
         # work done so far (``usage``): texts and tokens run through the model, seconds
         self._used = {"texts": 0, "tokens": 0, "wall": 0.0, "cpu": 0.0}
+
+    def _setup_head(self) -> bool:
+        """Use the decoder + the LM head on real tokens only when this model splits that way
+        and the split reproduces the whole model's log-probabilities on a probe (to 1e-4);
+        otherwise keep the whole-model path. Returns which path is used."""
+        import torch
+
+        model = self.loaded.model
+        get_head = getattr(model, "get_output_embeddings", None)
+        head = get_head() if callable(get_head) else None
+        if head is None or self.loaded.decoder is None or not hasattr(head, "weight"):
+            return False
+        self._head = head
+        self._head_rows = max(1, 2**25 // int(head.weight.shape[0]))  # <= 128 MB of logits
+        self._softcap = getattr(model.config, "final_logit_softcapping", None)
+        ids = [self._start, *self.tokenizer(_PROBE, add_special_tokens=False)["input_ids"]]
+        half = len(ids) // 2
+        inp = torch.full((2, len(ids)), self._pad, dtype=torch.long)
+        inp[0], inp[1, :half] = torch.tensor(ids), torch.tensor(ids[:half])
+        mask = torch.zeros_like(inp)
+        mask[0], mask[1, :half] = 1, 1
+        with torch.inference_mode():
+            try:
+                split = self._token_logprobs(inp, mask)
+            except Exception:  # noqa: BLE001 - any failure of the split means: do not use it
+                split = None
+            full = self._token_logprobs_full(inp, mask)
+        if split is None or not torch.allclose(split, full, rtol=1e-4, atol=1e-4):
+            self._head = None
+            return False
+        return True
 
     def score(self, texts: Iterable[str]) -> np.ndarray:
         """Mean token log-probability of each text (cached by text: a string is scored once
@@ -82,17 +118,49 @@ class FluencyScorer:
         for r, x in enumerate(ids):
             inp[r, : len(x)] = torch.tensor(x)
             mask[r, : len(x)] = 1
-        dev = self.loaded.input_device
         with torch.inference_mode():
-            logits = self.loaded.model(
-                input_ids=inp.to(dev), attention_mask=mask.to(dev)
-            ).logits.float()
-            logp = torch.log_softmax(logits[:, :-1], dim=-1)
-            target = inp[:, 1:].to(logp.device)
-            tok_lp = logp.gather(-1, target.unsqueeze(-1)).squeeze(-1)
-            m = mask[:, 1:].to(logp.device).float()
+            m = mask[:, 1:].float()
+            tok_lp = self._token_logprobs(inp, mask)
             mean = (tok_lp * m).sum(1) / m.sum(1).clamp(min=1)
-        return [float(v) for v in mean.cpu()]
+        return [float(v) for v in mean]
+
+    def _token_logprobs(self, inp: Any, mask: Any) -> Any:
+        """log p(token t | tokens < t) for t = 1..T-1 of each row, (B, T-1) on the CPU, zero
+        where ``mask`` is 0. The LM head runs only at the real tokens' positions, in chunks of
+        rows, so the (B, T, vocab) logits (1 GB per batch for a 262k vocabulary) never exist."""
+        import torch
+
+        if self._head is None:
+            return self._token_logprobs_full(inp, mask)
+        dev = self.loaded.input_device
+        hidden = self.loaded.decoder(
+            input_ids=inp.to(dev), attention_mask=mask.to(dev)
+        ).last_hidden_state[:, :-1]
+        keep = mask[:, 1:].bool()
+        h = hidden[keep.to(hidden.device)]
+        target = inp[:, 1:][keep].to(h.device)
+        out = torch.empty(len(target), dtype=torch.float32)
+        for i in range(0, len(target), self._head_rows):
+            logits = self._head(h[i : i + self._head_rows]).float()
+            if self._softcap:
+                logits = torch.tanh(logits / self._softcap) * self._softcap
+            picked = logits.gather(1, target[i : i + self._head_rows, None]).squeeze(1)
+            out[i : i + self._head_rows] = (picked - torch.logsumexp(logits, 1)).cpu()
+        tok_lp = torch.zeros(keep.shape, dtype=torch.float32)
+        tok_lp[keep] = out
+        return tok_lp
+
+    def _token_logprobs_full(self, inp: Any, mask: Any) -> Any:
+        """The same through the whole model's logits (the reference of the self-check, and the
+        path for models whose decoder and head homog cannot split)."""
+        import torch
+
+        dev = self.loaded.input_device
+        logits = self.loaded.model(input_ids=inp.to(dev), attention_mask=mask.to(dev)).logits
+        logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+        target = inp[:, 1:].to(logp.device)
+        tok_lp = logp.gather(-1, target.unsqueeze(-1)).squeeze(-1).cpu()
+        return tok_lp * mask[:, 1:].float()
 
     def delta(self, rewrites: list[str], originals: list[str]) -> np.ndarray:
         """score(rewrite) - score(original), per pair (negative: the rewrite reads worse)."""
