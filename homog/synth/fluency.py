@@ -30,11 +30,15 @@ class FluencyScorer:
         batch_size: int = 32,
         max_tokens: int = 96,
         seed: int = 0,
+        dtype: str = "float32",
     ) -> None:
         from homog.models import load_model
 
         self.source = source
-        self.loaded = load_model(source, device=device, attention=False, seed=seed)
+        self.dtype = resolve_dtype(dtype, device)
+        self.loaded = load_model(
+            source, device=device, dtype=self.dtype, attention=False, seed=seed
+        )
         self.tokenizer = self.loaded.tokenizer
         self.batch_size = batch_size
         self.max_tokens = max_tokens
@@ -47,6 +51,13 @@ class FluencyScorer:
         self.split_head = self._setup_head()
         # work done so far (``usage``): texts and tokens run through the model, seconds
         self._used = {"texts": 0, "tokens": 0, "wall": 0.0, "cpu": 0.0}
+
+    @classmethod
+    def from_config(cls, name: str, fcfg: Any, sources: dict[str, str], seed: int) -> FluencyScorer:
+        """The scorer of ``synth.fluency`` (``fcfg``) for the model ``name`` (``model`` or
+        ``audit_model``: a ``models:`` key, an embedded name or a source)."""
+        source = fluency_source(name, sources)
+        return cls(source, batch_size=fcfg.batch_size, seed=seed, dtype=fcfg.dtype)
 
     def _setup_head(self) -> bool:
         """Use the decoder + the LM head on real tokens only when this model splits that way
@@ -74,7 +85,8 @@ class FluencyScorer:
             except Exception:  # noqa: BLE001 - any failure of the split means: do not use it
                 split = None
             full = self._token_logprobs_full(inp, mask)
-        if split is None or not torch.allclose(split, full, rtol=1e-4, atol=1e-4):
+        tol = 1e-4 if self.dtype == "float32" else 2e-2  # bfloat16: 8 mantissa bits
+        if split is None or not torch.allclose(split, full, rtol=tol, atol=tol):
             self._head = None
             return False
         return True
@@ -98,8 +110,8 @@ class FluencyScorer:
 
     def usage(self) -> dict[str, float | int | str]:
         """The model, texts and tokens scored so far, and the wall/CPU seconds it took."""
-        return {"model": self.source, **{k: round(v, 2) if isinstance(v, float) else v
-                                         for k, v in self._used.items()}}  # fmt: skip
+        used = {k: round(v, 2) if isinstance(v, float) else v for k, v in self._used.items()}
+        return {"model": self.source, "dtype": self.dtype, **used}
 
     def _score_batch(self, texts: list[str]) -> list[float]:
         import torch
@@ -165,6 +177,30 @@ class FluencyScorer:
     def delta(self, rewrites: list[str], originals: list[str]) -> np.ndarray:
         """score(rewrite) - score(original), per pair (negative: the rewrite reads worse)."""
         return self.score(rewrites) - self.score(originals)
+
+
+def bf16_is_fast(device: str) -> bool:
+    """Whether bfloat16 matrix products run natively here: a CUDA device, or a CPU whose
+    oneDNN has bfloat16 kernels (AVX512-BF16 or AMX). Elsewhere bfloat16 is emulated and
+    slower than float32."""
+    import torch
+
+    if device.startswith("cuda"):
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a torch without the check: assume not
+        return False
+
+
+def resolve_dtype(dtype: str, device: str = "cpu") -> str:
+    """``synth.fluency.dtype``: ``auto`` is bfloat16 where it is fast (``bf16_is_fast``),
+    float32 elsewhere; ``float32`` and ``bfloat16`` are taken as they are."""
+    if dtype == "auto":
+        return "bfloat16" if bf16_is_fast(device) else "float32"
+    if dtype not in ("float32", "bfloat16"):
+        raise ValueError(f"fluency dtype must be auto, float32 or bfloat16, got {dtype!r}")
+    return dtype
 
 
 def fluency_source(name: str, sources: dict[str, str]) -> str:

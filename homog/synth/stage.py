@@ -451,8 +451,8 @@ def build_synth(
                     if getattr(lm, "source", None) == source:  # loaded once for the stage
                         audit_scorer = lm
                     else:
-                        audit_scorer = FluencyScorer(
-                            source, batch_size=fcfg.batch_size, seed=params.seed
+                        audit_scorer = FluencyScorer.from_config(
+                            source, fcfg, params.model_sources(), params.seed
                         )
                 report["fluency_audit"] = rep.audit(
                     kept_rw, audit_scorer, fcfg.audit_sentences, params.seed, fcfg.threshold,

@@ -105,10 +105,11 @@ class LLMRephraser(Rephraser):
         source = resolve_source(synth.llm_model, params.model_sources())
         fluency = None
         if synth.fluency.model:
-            from homog.synth.fluency import FluencyScorer, fluency_source
+            from homog.synth.fluency import FluencyScorer
 
-            fsource = fluency_source(synth.fluency.model, params.model_sources())
-            fluency = FluencyScorer(fsource, batch_size=synth.fluency.batch_size, seed=params.seed)
+            fluency = FluencyScorer.from_config(
+                synth.fluency.model, synth.fluency, params.model_sources(), params.seed
+            )
         return cls(
             source,
             control_tolerance=synth.control_tolerance,

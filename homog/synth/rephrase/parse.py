@@ -154,14 +154,15 @@ class ParseRephraser(Rephraser):
     def from_params(cls, params: Params) -> ParseRephraser:
         """The rephraser configured by ``synth.parser``, ``synth.fluency`` (its ``model``
         loaded as the fluency scorer unless null) and ``synth.control_tolerance``."""
-        from homog.synth.fluency import FluencyScorer, fluency_source
+        from homog.synth.fluency import FluencyScorer
 
         synth = params.synth
         fcfg = synth.fluency
         scorer = None
         if fcfg.model:
-            source = fluency_source(fcfg.model, params.model_sources())
-            scorer = FluencyScorer(source, batch_size=fcfg.batch_size, seed=params.seed)
+            scorer = FluencyScorer.from_config(
+                fcfg.model, fcfg, params.model_sources(), params.seed
+            )
         p = synth.parser
         return cls(
             p.model,
