@@ -499,3 +499,39 @@ def test_create_schema_summary_kinds():
     assert summary_mismatches(con) == 0
     with pytest.raises(ValueError, match="summary"):
         create_schema(duckdb.connect(), summary="materialised")
+
+
+# -- the package's public names are imported on first use ------------------------------------
+
+
+def test_store_public_names_resolve():
+    import importlib
+
+    import homog.store as store
+
+    for name in store.__all__:
+        module = importlib.import_module(f"homog.store.{store._EXPORTS[name]}")
+        assert getattr(store, name) is getattr(module, name), name
+    assert set(store.__all__) == set(store._EXPORTS)
+    assert set(store.__all__) <= set(dir(store))
+    with pytest.raises(AttributeError, match="no_such_name"):
+        store.no_such_name  # noqa: B018
+    namespace: dict = {}
+    exec("from homog.store import *", namespace)
+    assert set(store.__all__) <= set(namespace)
+
+
+def test_store_import_is_lazy():
+    """`from homog.store import connect` (what the terminal UI's first paint needs) does not
+    import the loader, homog.config or YAML; asking for `load` then does."""
+    code = (
+        "import sys; from homog.store import connect, DatabaseLocked; "
+        "heavy = ('homog.store.loader', 'homog.config', 'yaml'); "
+        "before = [m for m in heavy if m in sys.modules]; "
+        "from homog.store import load; import homog.store.loader as loader; "
+        "assert load is loader.load; "
+        "print(before, [m for m in heavy if m not in sys.modules])"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[] []"

@@ -254,11 +254,58 @@ async def test_metric_switch_uses_cache(demo_db: Path) -> None:
     async with app.run_test() as pilot:
         await settle(pilot)
         await goto(pilot, "compare")
+        screen = app.screen
+        plot = screen.query_one(CurvePlot)
         await pilot.press("m")
         await settle(pilot)
-        await pilot.press("M")  # back to erank: from the cache, drawn without a worker
+        builds, draws = plot.builds, screen.draws
+        workers = len(app.workers)
+        await pilot.press("M")  # back to erank: drawn in the key's action, no worker
         assert app.screen.query_one("#metric", Select).value == "erank"
+        assert screen.draws == draws + 1 and len(app.workers) == workers
+        assert "erank" in status_text(screen, "#compare-status")
+        await pilot.pause()
         assert not app.screen.query_one("#compare-main").loading
+        assert screen.draws == draws + 1  # the Select's Changed message found it drawn
+        # the plot of erank at this size was rendered before: plotext does not run again
+        assert plot.builds == builds
+
+
+async def test_compare_dedupes_queries_and_delays_spinner(
+    demo_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    import tui.screens.compare as compare
+
+    release = threading.Event()
+    calls: list = []
+    real = compare.fetch_curves
+
+    def slow(con, key, generation=0):
+        calls.append(key)
+        release.wait(10)
+        return real(con, key, generation)
+
+    app = HomogApp(demo_db, watch_interval=3600)
+    async with app.run_test() as pilot:
+        await settle(pilot)
+        await goto(pilot, "compare")
+        screen = app.screen
+        monkeypatch.setattr(compare, "fetch_curves", slow)
+        draws = screen.draws
+        await pilot.press("m")
+        screen.refresh_curves()  # the same choice again while its query runs: no new query
+        screen.refresh_curves()
+        main = screen.query_one("#compare-main")
+        await pilot.pause(0.05)
+        assert len(calls) == 1 and not main.loading  # no spinner for a short wait
+        await pilot.pause(compare.SPINNER_DELAY_S + 0.1)
+        assert main.loading and screen.draws == draws  # a slow query: the spinner shows
+        release.set()
+        await settle(pilot)
+        assert not main.loading and screen.draws == draws + 1 and len(calls) == 1
+        assert screen.key() in screen._cache and not screen._pending
 
 
 # -- attention ----------------------------------------------------------------------------------

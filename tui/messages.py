@@ -12,7 +12,7 @@ from typing import Any
 
 from textual.message import Message
 
-from tui.core import Catalog, Row
+from tui.core import Catalog, Database, Row
 
 CurveKey = tuple[str, tuple[str, ...]]  # (metric, run ids): every variant's curves
 ProfileKey = tuple[str, str, int | None]  # (run id, variant, head or None for the mean)
@@ -30,6 +30,21 @@ class CatalogLoaded(QueryResult, bubble=False):
     def __init__(self, catalog: Catalog) -> None:
         super().__init__()
         self.catalog = catalog
+
+
+class DbOpened(Message, bubble=False):
+    """The app's open worker finished: ``db`` (open, or with the error to show), and the
+    catalog read through it (``catalog`` None and ``error`` set when reading failed).
+    ``generation`` tells a superseded open (an older reload) from the latest."""
+
+    def __init__(
+        self, generation: int, db: Database, catalog: Catalog | None, error: str | None
+    ) -> None:
+        super().__init__()
+        self.generation = generation
+        self.db = db
+        self.catalog = catalog
+        self.error = error
 
 
 class CurvesLoaded(QueryResult, bubble=False):

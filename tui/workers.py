@@ -1,9 +1,9 @@
 """Running read-only queries off the UI thread.
 
 One DuckDB connection is not safe to share between threads, so every worker takes its own
-``con.cursor()``. Workers run with ``thread=True, exclusive=True, exit_on_error=False`` in a
-group per result kind: a newer query of the same kind supersedes the older one, whose result
-is dropped instead of posted. The outcome travels back as a typed message
+``con.cursor()``. Workers run with ``thread=True, exit_on_error=False`` in a group per result kind,
+by default ``exclusive``: a newer query of the same kind supersedes the older one, whose
+result is dropped instead of posted. The outcome travels back as a typed message
 (:mod:`tui.messages`): the result the query function returns, or :class:`QueryFailed`.
 """
 
@@ -34,14 +34,16 @@ def run_query(
     fn: Callable[..., R],
     *args: Any,
     on_cursor: Callable[[Any], None] | None = None,
+    exclusive: bool = True,
 ) -> Worker | None:
     """Run ``fn(cursor, *args)`` in a thread worker and post the message it returns to ``node``.
 
     ``fn`` returns an instance of ``result``; the worker sets its ``elapsed_s``. When ``fn``
     raises, ``QueryFailed(result, error)`` is posted instead. ``on_cursor(cursor)`` is called
     (from the worker thread) once the cursor exists, so a caller can keep it to interrupt a
-    long query. Returns the worker, or None when there is no open database (a QueryFailed is
-    posted then).
+    long query. ``exclusive=False`` lets queries of the same kind run side by side (each
+    result is posted; the caller tells them apart). Returns the worker, or None when there
+    is no open database (a QueryFailed is posted then).
     """
     db = node.app.db
     if db is None or not db.ok:
@@ -77,5 +79,5 @@ def run_query(
 
     group = result.__name__
     return node.run_worker(
-        job, name=group, group=group, thread=True, exclusive=True, exit_on_error=False
+        job, name=group, group=group, thread=True, exclusive=exclusive, exit_on_error=False
     )

@@ -11,56 +11,74 @@ schema and contract in docs/design.md). The package splits into
 - :mod:`homog.store.demo`: a synthetic database for tests and benchmarks (a fixture, not
   re-exported here: ``from homog.store.demo import make_demo_db``).
 
-``from homog.store import load, connect, layer_curves, ...`` gives the public names.
+``from homog.store import load, connect, layer_curves, ...`` gives the public names. They are
+imported on first use (module ``__getattr__``): ``from homog.store import connect`` loads the
+guard and the query API (and DuckDB) but not the loader, which pulls in ``homog.config`` and
+YAML; the terminal UI's first paint waits on these imports.
 """
 
 from __future__ import annotations
 
-from homog.store.guard import READ_ONLY_FUNCTIONS, READER_CONFIG, DatabaseLocked
-from homog.store.loader import (
-    LOCK_TIMEOUT_S,
-    Sources,
-    atomic_database,
-    collect_sources,
-    load,
-    load_database,
-)
-from homog.store.query import (
-    CREATE_HINT,
-    VARIANT_ORDER,
-    attention_profile,
-    attn_first_curves,
-    check_export_target,
-    check_names,
-    check_read_only,
-    connect,
-    contrasts,
-    export,
-    fetch_batches,
-    has_summary,
-    head_ablation,
-    layer_curves,
-    list_runs,
-    metrics,
-    models,
-    posenc_results,
-    relation,
-    run_ids,
-    run_sql,
-    sql_cursor,
-    summary_names,
-    variants,
-)
-from homog.store.schema import (
-    LAYER_SUMMARY,
-    SCHEMA_VERSION,
-    TABLES,
-    Table,
-    create_schema,
-    materialize_layer_summary,
-    summary_kind,
-    table_names,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# public name -> submodule that defines it
+_EXPORTS: dict[str, str] = {
+    **dict.fromkeys(("READ_ONLY_FUNCTIONS", "READER_CONFIG", "DatabaseLocked"), "guard"),
+    **dict.fromkeys(
+        (
+            "LOCK_TIMEOUT_S",
+            "Sources",
+            "atomic_database",
+            "collect_sources",
+            "load",
+            "load_database",
+        ),
+        "loader",
+    ),
+    **dict.fromkeys(
+        (
+            "CREATE_HINT",
+            "VARIANT_ORDER",
+            "attention_profile",
+            "attn_first_curves",
+            "check_export_target",
+            "check_names",
+            "check_read_only",
+            "connect",
+            "contrasts",
+            "export",
+            "fetch_batches",
+            "has_summary",
+            "head_ablation",
+            "layer_curves",
+            "list_runs",
+            "metrics",
+            "models",
+            "posenc_results",
+            "relation",
+            "run_ids",
+            "run_sql",
+            "sql_cursor",
+            "summary_names",
+            "variants",
+        ),
+        "query",
+    ),
+    **dict.fromkeys(
+        (
+            "LAYER_SUMMARY",
+            "SCHEMA_VERSION",
+            "TABLES",
+            "Table",
+            "create_schema",
+            "materialize_layer_summary",
+            "summary_kind",
+            "table_names",
+        ),
+        "schema",
+    ),
+}
 
 __all__ = [
     "CREATE_HINT",
@@ -105,3 +123,65 @@ __all__ = [
     "table_names",
     "variants",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's submodule on first use (PEP 562) and keep the name here."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:  # what type checkers and IDEs see: the eager imports
+    from homog.store.guard import READ_ONLY_FUNCTIONS, READER_CONFIG, DatabaseLocked
+    from homog.store.loader import (
+        LOCK_TIMEOUT_S,
+        Sources,
+        atomic_database,
+        collect_sources,
+        load,
+        load_database,
+    )
+    from homog.store.query import (
+        CREATE_HINT,
+        VARIANT_ORDER,
+        attention_profile,
+        attn_first_curves,
+        check_export_target,
+        check_names,
+        check_read_only,
+        connect,
+        contrasts,
+        export,
+        fetch_batches,
+        has_summary,
+        head_ablation,
+        layer_curves,
+        list_runs,
+        metrics,
+        models,
+        posenc_results,
+        relation,
+        run_ids,
+        run_sql,
+        sql_cursor,
+        summary_names,
+        variants,
+    )
+    from homog.store.schema import (
+        LAYER_SUMMARY,
+        SCHEMA_VERSION,
+        TABLES,
+        Table,
+        create_schema,
+        materialize_layer_summary,
+        summary_kind,
+        table_names,
+    )

@@ -10,8 +10,10 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Vertical
+from textual.timer import Timer
 from textual.widgets import Checkbox, Label, Select, SelectionList, Static
 from textual.widgets.selection_list import Selection
+from textual.worker import Worker
 
 from tui.components.curve_plot import CurvePlot
 from tui.components.curve_table import CurveTable
@@ -20,6 +22,7 @@ from tui.messages import CurveKey, CurvesLoaded, QueryFailed
 from tui.screens.base import HomogScreen
 
 DEFAULT_METRIC = "erank"
+SPINNER_DELAY_S = 0.15  # a query shows the loading spinner only when it takes longer
 # token sets of the hidden-state metrics: `all` keeps the plain names, the others are stored
 # as <metric>__<set> (issue 13: one loud token can fake collapse in the `all` set)
 TOKEN_SETS: tuple[str, ...] = ("all", "no_sink", "standardized")
@@ -37,14 +40,17 @@ def with_token_set(metric: str, token_set: str) -> str:
     return base if token_set == "all" else f"{base}__{token_set}"
 
 
-def fetch_curves(con: Any, key: CurveKey) -> CurvesLoaded:
+def fetch_curves(con: Any, key: CurveKey, generation: int = 0) -> CurvesLoaded:
     """Worker body: the layer curves of every variant for (metric, run_ids), a lookup on the
-    materialised ``layer_summary``."""
+    materialised ``layer_summary``. ``generation`` travels back with the result (a result
+    from before a reload is dropped)."""
     from homog.store import layer_curves
 
     metric, run_ids = key
     rows = layer_curves(con, metric, run_ids=list(run_ids))
-    return CurvesLoaded(key, as_rows(rows))
+    message = CurvesLoaded(key, as_rows(rows))
+    message.generation = generation
+    return message
 
 
 class CompareScreen(HomogScreen):
@@ -66,6 +72,10 @@ class CompareScreen(HomogScreen):
     def __init__(self) -> None:
         super().__init__()
         self._cache: dict[CurveKey, list[Row]] = {}
+        self._pending: dict[CurveKey, Worker] = {}  # queries in flight, one per key
+        self._generation = 0  # bumped when the database is (re)read: older results are stale
+        self._drawn: tuple | None = None  # what the widgets show now
+        self._spinner: Timer | None = None
         self._syncing = False
         self.draws = 0  # how many times curves were drawn (the benchmark waits on it)
         self.last_draw_s = 0.0
@@ -88,6 +98,9 @@ class CompareScreen(HomogScreen):
     # -- choices ---------------------------------------------------------------------------
     def catalog_changed(self, catalog: Catalog) -> None:
         self._cache.clear()
+        self._pending.clear()
+        self._generation += 1
+        self._drawn = None
         self._syncing = True
         try:
             metric = self.query_one("#metric", Select)
@@ -190,7 +203,13 @@ class CompareScreen(HomogScreen):
         if catalog is None or not catalog.metrics:
             return
         i = catalog.metrics.index(select.value) if select.value in catalog.metrics else -step
-        select.value = catalog.metrics[(i + step) % len(catalog.metrics)]
+        self._set_metric(catalog.metrics[(i + step) % len(catalog.metrics)])
+
+    def _set_metric(self, metric: str) -> None:
+        """Choose ``metric`` and draw it now when it is cached (the Select's Changed message,
+        handled later, then finds it drawn); otherwise start its query."""
+        self.query_one("#metric", Select).value = metric
+        self.refresh_curves()
 
     def action_cycle_token_set(self) -> None:
         """all -> no_sink -> standardized -> all for the current metric (e.g. erank ->
@@ -205,7 +224,7 @@ class CompareScreen(HomogScreen):
         for step in range(1, len(TOKEN_SETS)):
             candidate = with_token_set(metric, TOKEN_SETS[(i + step) % len(TOKEN_SETS)])
             if candidate in catalog.metrics:
-                select.value = candidate
+                self._set_metric(candidate)
                 return
         self.notify(
             f"no other token set of {split_token_set(metric)[0]} in this database "
@@ -219,18 +238,43 @@ class CompareScreen(HomogScreen):
 
     # -- data ------------------------------------------------------------------------------
     def refresh_curves(self) -> None:
-        """Draw from the cache, or ask a worker for the curves of the current choice."""
+        """Draw from the cache at once, or ask a worker for the curves of the current choice
+        (unless the same query is already running). The spinner shows only when the query
+        takes longer than SPINNER_DELAY_S."""
         key = self.key()
         if key is None:
             return
         if not key[1] or key in self._cache:
             self.draw()
             return
-        self.query_one("#compare-main").loading = True
-        self.query_db(CurvesLoaded, fetch_curves, key)
+        worker = self._pending.get(key)
+        if worker is None or worker.is_finished:
+            worker = self.query_db(
+                CurvesLoaded, fetch_curves, key, self._generation, exclusive=False
+            )
+            if worker is None:
+                return
+            self._pending[key] = worker
+        if self._spinner is None:
+            self._spinner = self.set_timer(SPINNER_DELAY_S, self._show_spinner)
+
+    def _show_spinner(self) -> None:
+        self._spinner = None
+        key = self.key()
+        if key is not None and key in self._pending and key not in self._cache:
+            self.query_one("#compare-main").loading = True
+
+    def _stop_spinner(self) -> None:
+        if self._spinner is not None:
+            self._spinner.stop()
+            self._spinner = None
+        self.query_one("#compare-main").loading = False
 
     @on(CurvesLoaded)
     def _curves_loaded(self, message: CurvesLoaded) -> None:
+        if getattr(message, "generation", 0) != self._generation:
+            return  # a result from before the database was re-read
+        self._pending.pop(message.key, None)
         self._cache[message.key] = message.rows
         if message.key == self.key():
             self.draw()
@@ -240,23 +284,29 @@ class CompareScreen(HomogScreen):
         if message.result is not CurvesLoaded:
             return
         message.prevent_default()
-        self.query_one("#compare-main").loading = False
+        self._pending = {k: w for k, w in self._pending.items() if not w.is_finished}
+        self._stop_spinner()
         self.query_one("#compare-status", Static).update(
             Text.assemble(("query failed: ", "bold red"), message.error)
         )
 
     def draw(self) -> None:
-        """Plot and tabulate the cached rows of the current choice."""
-        self.query_one("#compare-main").loading = False
+        """Plot and tabulate the cached rows of the current choice (nothing to do when the
+        widgets already show it)."""
+        self._stop_spinner()
         key = self.key()
         catalog = self.catalog
         if key is None or catalog is None:
             return
         metric, runs = key
         variants = self.chosen_variants()
+        relative = self.query_one("#rel-depth", Checkbox).value
+        state = (key, variants, relative, key in self._cache)
+        if state == self._drawn:
+            return
+        self._drawn = state
         shown = set(variants)
         rows = [r for r in self._cache.get(key, []) if r["variant"] in shown]
-        relative = self.query_one("#rel-depth", Checkbox).value
         labels = catalog.labels
         plot = self.query_one(CurvePlot)
         empty = (
@@ -272,10 +322,12 @@ class CompareScreen(HomogScreen):
         )
         n_sig = self.query_one(CurveTable).show(rows, labels)
         token_set = split_token_set(metric)[1]
+        # one line of fixed size: no layout pass (it would repaint every scrollbar)
         self.query_one("#compare-status", Static).update(
             f"{metric} · tokens: {token_set} · {len(runs)} run(s) × {len(variants)} variant(s)"
             f" · {len(rows)} points"
-            f" · [b yellow]*[/] {n_sig} differ from original (Holm p < {ALPHA})"
+            f" · [b yellow]*[/] {n_sig} differ from original (Holm p < {ALPHA})",
+            layout=False,
         )
         self.draws += 1
         self.last_draw_s = time.perf_counter()

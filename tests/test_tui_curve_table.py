@@ -1,0 +1,148 @@
+"""The Compare screen's numbers table (a Line-API ScrollView): rows, marks, cursor, scrolling."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("textual")
+
+from textual.app import App, ComposeResult  # noqa: E402
+
+from tui.components.curve_table import COLUMNS, TABLE_WIDTH, CurveTable  # noqa: E402
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+LABELS = {"r1": "llama-8b", "r2": "gpt2"}
+
+
+def row(run: str, variant: str, layer: int, mean: float, p: float | None) -> dict:
+    return {
+        "run_id": run,
+        "variant": variant,
+        "layer": layer,
+        "mean": mean,
+        "ci_low": mean - 0.5,
+        "ci_high": mean + 0.5,
+        "n": 12,
+        "p_holm_vs_original": p,
+    }
+
+
+ROWS = [
+    row("r1", "front", 1, 3.25, 0.001),
+    row("r1", "original", 0, 4.0, None),
+    row("r2", "end", 0, 2.5, 0.2),
+    row("r1", "front", 0, 3.5, 0.00001),
+]
+
+
+class TableApp(App[None]):
+    def compose(self) -> ComposeResult:
+        yield CurveTable(id="t")
+
+
+def line_text(table: CurveTable, y: int) -> str:
+    return table.render_line(y).text
+
+
+async def test_rows_sorted_formatted_and_marked() -> None:
+    app = TableApp()
+    async with app.run_test(size=(80, 12)) as pilot:
+        table = app.query_one(CurveTable)
+        n_sig = table.show(ROWS, LABELS)
+        await pilot.pause()
+        assert n_sig == 2 and table.row_count == 4
+        # sorted by (run label, variant, layer); gpt2 sorts before llama-8b
+        assert [table.get_row_at(i)[0] for i in range(4)] == [
+            "gpt2 end",
+            "llama-8b front",
+            "llama-8b front",
+            "llama-8b original",
+        ]
+        assert table.get_row_at(1) == ["llama-8b front", "0", "3.5", "<1e-4", "*", "3…4", "12"]
+        assert table.get_row_at(2)[3:5] == ["0.0010", "*"]
+        assert table.get_row_at(0)[3:5] == ["0.2000", ""]  # not significant: no mark
+        assert table.get_row_at(3)[3:5] == ["", ""]  # the original variant has no p
+
+        header = line_text(table, 0)
+        for label, _, _ in COLUMNS:
+            assert label in header
+        assert line_text(table, 2).split()[:6] == ["llama-8b", "front", "0", "3.5", "<1e-4", "*"]
+        assert len(line_text(table, 1)) == table.size.width
+
+        # the significant row's p and mark are bold yellow, the plain row's are not
+        def styles(y: int, text: str) -> list:
+            return [s.style for s in table.render_line(y) if text in s.text]
+
+        hot = styles(2, "<1e-4")
+        assert hot and all(s.bold and s.color.name == "yellow" for s in hot)
+        cold = styles(1, "0.2000")
+        assert cold and not any(s.color is not None and s.color.name == "yellow" for s in cold)
+
+
+async def test_empty_input() -> None:
+    app = TableApp()
+    async with app.run_test(size=(80, 12)) as pilot:
+        table = app.query_one(CurveTable)
+        assert table.show([], LABELS) == 0
+        await pilot.pause()
+        assert table.row_count == 0
+        with pytest.raises(IndexError):
+            table.get_row_at(0)
+        assert "series" in line_text(table, 0)  # the header stays
+        assert line_text(table, 1).strip() == ""
+        table.focus()
+        await pilot.press("down", "end", "pagedown", "home", "up")
+        assert table.cursor_row == 0
+
+
+async def test_cursor_and_scrolling() -> None:
+    rows = [row("r1", "original", layer, float(layer), None) for layer in range(100)]
+    app = TableApp()
+    async with app.run_test(size=(80, 12)) as pilot:
+        table = app.query_one(CurveTable)
+        table.show(rows, LABELS)
+        table.focus()
+        await pilot.pause()
+        assert table.virtual_size.height == 101 and table.virtual_size.width == TABLE_WIDTH
+        visible = table.scrollable_content_region.height - 1  # less the header
+        await pilot.press("end")
+        await pilot.pause()
+        assert table.cursor_row == 99
+        assert table.scroll_y == table.max_scroll_y > 0
+        last = line_text(table, table.scrollable_content_region.height - 1)
+        assert last.split()[:3] == ["llama-8b", "original", "99"]
+        assert "series" in line_text(table, 0)  # the header does not scroll
+        await pilot.press("home")
+        await pilot.pause()
+        assert table.cursor_row == 0 and table.scroll_y == 0
+        await pilot.press("pagedown")
+        await pilot.pause()
+        assert table.cursor_row == visible
+        assert table.scroll_y == 1  # the cursor row is the last one on screen
+        await pilot.press("up", "up")
+        assert table.cursor_row == visible - 2
+        # a click on the third data line puts the cursor there
+        await pilot.click(CurveTable, offset=(5, 3))
+        assert table.cursor_row == round(table.scroll_y) + 2
+
+
+async def test_cursor_follows_its_row_across_refills() -> None:
+    app = TableApp()
+    async with app.run_test(size=(80, 12)) as pilot:
+        table = app.query_one(CurveTable)
+        table.show(ROWS, LABELS)
+        table.cursor_row = 3  # llama-8b original 0
+        await pilot.pause()
+        # a variant toggle: gpt2's rows go, the cursor stays on its row
+        table.show([r for r in ROWS if r["run_id"] == "r1"], LABELS)
+        assert table.get_row_at(table.cursor_row)[:2] == ["llama-8b original", "0"]
+        # its row gone: the cursor stays in range
+        table.show(ROWS[:1], LABELS)
+        assert table.cursor_row == 0
