@@ -79,6 +79,9 @@ class KeyphraseConfig:
     extractor: Literal["yake"] = "yake"
     ngram: int = 3  # maximum n-gram size of a key phrase
     candidates: int = 12  # ranked phrases per sentence the rephraser may choose among
+    # parse rephraser: also offer the sentence's noun phrases (spaCy noun chunks, leading
+    # determiners dropped) as candidates, ranked after the extractor's
+    noun_chunks: bool = True
 
     def __post_init__(self) -> None:
         _check(self.ngram >= 1, f"synth.keyphrase.ngram must be >= 1, got {self.ngram}")

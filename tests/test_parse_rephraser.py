@@ -207,6 +207,96 @@ def test_fluency_filter_takes_the_furthest_fluent_rewrite(nlp):
     assert r.status == "not_fluent" and r.text == s
 
 
+def test_noun_chunks_are_key_phrase_candidates(nlp):
+    from homog.synth.rephrase.parse import noun_chunks
+
+    s = "The man the movie starts with in the opening sequence is the only reason the film won."
+    # determiners dropped, pronoun-like heads ("this one", "everyone") skipped
+    assert noun_chunks(nlp(s)) == ["man", "movie", "opening sequence", "only reason", "film"]
+    assert noun_chunks(nlp("Even die-hard fans like myself should avoid this one!")) == [
+        "die-hard fans"
+    ]
+    # a YAKE n-gram across constituents ("lost the old") reaches the front only; the noun
+    # chunk "brother" reaches both edges (front: "My brother lost ...", end: "... by my
+    # brother"), so it is chosen and counted
+    s = "Sadly, my brother lost the old DVD of the show during the move last year."
+    with_chunks = ParseRephraser(nlp=nlp, fluency=None)
+    assert with_chunks.select_phrase(s, ["lost the old"], s) == "brother"
+    for target, side in (("front", 0), ("end", 1)):
+        best = with_chunks.ranked(s, "brother", target)[1][0]
+        assert edges(best.text, "brother")[side] <= 2
+    without = ParseRephraser(nlp=nlp, fluency=None, noun_chunks=False)
+    assert without.select_phrase(s, ["lost the old"], s) == "lost the old"
+    # the next choice once "brother" is excluded (its rewrites failed the fluency check)
+    alt = with_chunks.alternative_phrase(s, ["lost the old"], s, frozenset({"brother"}))
+    assert alt not in (None, "brother")
+    every = frozenset(c.lower() for c in noun_chunks(nlp(s)))
+    assert with_chunks.alternative_phrase(s, [], s, every) is None
+
+
+def test_retry_takes_another_phrase_when_every_rewrite_reads_badly(nlp):
+    """The synth stage's second try: the chosen phrase's front and end rewrites all fail the
+    fluency check, so the next phrase is tried, and kept because it reaches an edge."""
+    import numpy as np
+
+    from homog.synth.keyphrase import split_sentences
+    from homog.synth.rephrase import TARGETS
+    from homog.synth.stage import Sentences, _at_edges, retry_phrases
+
+    s = "The crew filmed the last chase in a disused quarry near Leeds."
+    free = ParseRephraser(nlp=nlp, fluency=None)
+    first = free.select_phrase(s, ["last chase"], s)
+    bad = {o.text for t in ("front", "end") for o in free.ranked(s, first, t)[1]}
+
+    class Picky:  # every rewrite that moves the first phrase reads badly
+        def score(self, texts):
+            return np.array([-9.0 if t in bad else 0.0 for t in texts])
+
+    checked = ParseRephraser(nlp=nlp, fluency=Picky())
+    doc = Sentences(s, split_sentences(s), [first], [["last chase"]])
+    results = {t: checked.rewrite_many([(s, first, s)], t) for t in TARGETS}
+    assert {results[t][0].status for t in ("front", "end")} == {"not_fluent"}
+    assert _at_edges(results, 0, first) == 0
+    assert retry_phrases([(doc, 0)], results, checked) == {"tried": 1, "changed": 1}
+    second = doc.phrases[0]
+    assert second != first and _at_edges(results, 0, second) >= 1
+    # nothing left to try: counted, nothing changed
+    assert retry_phrases([], {t: [] for t in TARGETS}, checked) == {"tried": 0, "changed": 0}
+
+
+def test_fragment_items_are_reordered(parse):
+    """A list or fragment without a subject (real reviews have many) is no clause; its items
+    move instead, the conjunction staying before the last item."""
+    s = "Really heartwarming, and definitely recommended."
+    assert parse.parsed(s).status == "ok"
+    front = parse.rewrite_many([(s, "definitely recommended", s)], "front")[0]
+    assert front.text == "Definitely recommended, and really heartwarming."
+    assert front.kinds == ("fragment_swap",)
+    s = "Great acting, great story, and a brilliant score!"
+    end = parse.rewrite_many([(s, "great acting", s)], "end")[0]
+    assert end.text == "Great story, a brilliant score, and great acting!"
+    control = parse.rewrite_many([(s, "brilliant score", s)], "control")[0]
+    assert control.status == "rewritten" and control.text.endswith("a brilliant score!")
+    # a clause the reader cannot follow is no list: nothing to reorder, counted as unparsed
+    for s in (
+        "There is a lot of heart in this movie, a lot of wit to.",
+        "A well made movie, one which I will always remember, and watch again.",
+    ):
+        assert parse.parsed(s).status == "unparsed" and not parse.parsed(s).options
+
+
+def test_adjunct_objects_are_not_dislocated(parse):
+    """The object of a time adjunct or a fixed phrase is no argument: "The move, my brother
+    lost the DVD during it" and "The end, ... in it" are not offered."""
+    for s in (
+        "In the end, the studio released the final cut of the film in a few small theaters.",
+        "Sadly, my brother lost the old DVD of the show during the move last year.",
+    ):
+        texts = [o.text for o in parse.parsed(s).options]
+        assert texts and not [t for t in texts if t.startswith(("The end", "The move"))]
+        assert not [t for t in texts if "during it" in t or "during them" in t]
+
+
 def test_missing_model_says_how_to_install():
     with pytest.raises(HomogError, match="pip install --require-hashes"):
         load_parser("xx_no_such_model")

@@ -297,6 +297,9 @@ def test_demo_synth_end_to_end(tmp_path, scorer):
     assert (texts["bertscore_f1"] >= report["threshold"]).all()
     # the variants are rewrites of their original (the parse rephraser is the default)
     assert report["rephraser"] == "parse"
+    sources, retries = report["keyphrase_sources"], report["phrase_retries"]
+    assert sum(sources.values()) == report["keyphrase_sentences"]
+    assert 0 <= retries["changed"] <= retries["tried"]
     wide = texts.pivot(index="sample_id", columns="variant", values="text")
     changed = (wide["front"] != wide["original"]) | (wide["end"] != wide["original"])
     assert changed.all()
@@ -319,7 +322,7 @@ def test_demo_synth_end_to_end(tmp_path, scorer):
     assert len(report["examples"]["end"]) == 20
     assert report["bertscore_windowed"] == 0
     phases = {"load", "parse", "keyphrases", "rewrite_front", "rewrite_end", "rewrite_control",
-              "bertscore", "revert", "report", "audit", "write", "total"}  # fmt: skip
+              "retry", "bertscore", "revert", "report", "audit", "write", "total"}  # fmt: skip
     assert set(report["timings"]) == phases == set(report["timings_cpu"])
     assert report["timings"]["total"] == pytest.approx(
         sum(v for k, v in report["timings"].items() if k != "total"), abs=0.05

@@ -11,7 +11,7 @@ sentences (``synth.require_rewrite``, see ``select``) and when every variant's B
 against the original is >= ``synth.bertscore.threshold``; a variant text below it first gets
 its most damaging rewrites reverted until it passes (``homog.synth.repair``).
 
-Each phase (load, parse, keyphrases, rewrite_<target>, bertscore, revert, report, audit,
+Each phase (load, parse, keyphrases, rewrite_<target>, retry, bertscore, revert, report, audit,
 write) has a progress bar and is timed: ``timings`` / ``timings_cpu`` in the report
 (``homog.synth.timing``).
 
@@ -40,6 +40,7 @@ from homog.synth.bertscore import make_scorer
 from homog.synth.keyphrase import (
     KeyphraseExtractor,
     extractor_from_config,
+    phrase_span,
     relative_position,
     split_sentences,
 )
@@ -62,6 +63,7 @@ class Sentences:
     text: str
     spans: list[tuple[int, int]]
     phrases: list[str | None]
+    options: list[list[str]] = field(default_factory=list)  # the extractor's, per sentence
 
     def sentence(self, i: int) -> str:
         a, b = self.spans[i]
@@ -86,6 +88,10 @@ class Variants:
     docs: dict[Any, Sentences] = field(default_factory=dict)  # sample_id -> its sentences
     # variant -> sample_id -> {sentence index: rewritten sentence} (what ``table`` assembles)
     edits: dict[str, dict[Any, dict[int, str]]] = field(default_factory=dict)
+    # where the chosen key phrases came from ("extractor", "noun_chunk"), and the second
+    # phrase tried for sentences whose rewrites failed the fluency check ("tried", "changed")
+    keyphrase_sources: dict[str, int] = field(default_factory=dict)
+    phrase_retries: dict[str, int] = field(default_factory=dict)
 
 
 def rebuild(variants: Variants, variant: str, sample_id: Any) -> None:
@@ -106,10 +112,70 @@ def key_sentences(
     """Split ``text`` and choose each sentence's key phrase (None where none is extracted)."""
     spans = split_sentences(text)
     phrases: list[str | None] = []
+    extracted: list[list[str]] = []
     for a, b in spans:
         options = extractor.extract(text[a:b], candidates)
+        extracted.append(options)
         phrases.append(rephraser.select_phrase(text[a:b], options, text) if options else None)
-    return Sentences(text, spans, phrases)
+    return Sentences(text, spans, phrases, extracted)
+
+
+def _at_edges(results: dict[str, list[Rewrite]], j: int, phrase: str) -> int:
+    """How many of front/end put ``phrase`` within 2 words of their edge in item j's result."""
+    reached = 0
+    for target, side in (("front", 0), ("end", 1)):
+        span = phrase_span(results[target][j].text, phrase)
+        if span is not None:
+            i, k, n = span
+            reached += (i if side == 0 else n - i - k) <= 2
+    return reached
+
+
+def retry_phrases(
+    items: list[tuple[Sentences, int]],
+    per_target: dict[str, list[Rewrite]],
+    rephraser: Rephraser,
+    on_done: Any = None,
+    on_start: Any = None,
+) -> dict[str, int]:
+    """A sentence whose front or end rewrite failed the fluency check gets one more try with
+    the next phrase ``rephraser.alternative_phrase`` offers: its three rewrites replace the
+    first ones (and it becomes the sentence's key phrase) when they put the phrase at more
+    of the two edges. ``items`` and ``per_target`` are updated in place; returns
+    {"tried": .., "changed": ..}. ``on_start(n)`` learns the number of rewrites to come,
+    ``on_done(k)`` each k done (progress)."""
+    failed = [
+        j
+        for j in range(len(items))
+        if any(per_target[t][j].status == "not_fluent" for t in ("front", "end"))
+    ]
+    alternatives: dict[int, str] = {}
+    for j in failed:
+        doc, i = items[j]
+        phrase = doc.phrases[i] or ""
+        options = doc.options[i] if i < len(doc.options) else []
+        alt = rephraser.alternative_phrase(
+            doc.sentence(i), options, doc.text, frozenset({phrase.lower()})
+        )
+        if alt and alt.lower() != phrase.lower():
+            alternatives[j] = alt
+    keys = list(alternatives)
+    requests = [
+        (items[j][0].sentence(items[j][1]), alternatives[j], items[j][0].text) for j in keys
+    ]
+    if on_start is not None:
+        on_start(len(TARGETS) * len(requests))
+    second = {t: rephraser.rewrite_many(requests, t, on_done=on_done) for t in TARGETS}
+    changed = 0
+    for n, j in enumerate(keys):
+        doc, i = items[j]
+        new = {t: [second[t][n]] for t in TARGETS}
+        if _at_edges(new, 0, alternatives[j]) > _at_edges(per_target, j, doc.phrases[i] or ""):
+            doc.phrases[i] = alternatives[j]
+            for t in TARGETS:
+                per_target[t][j] = second[t][n]
+            changed += 1
+    return {"tried": len(keys), "changed": changed}
 
 
 def assemble(doc: Sentences, rewrites: dict[int, str]) -> str:
@@ -145,7 +211,7 @@ def build_variants(
 
     Returns a long table: dataset, variant, sample_id, text, label, keyphrase, position
     (mean relative position), n_keyed (sentences with a key phrase), n_rewritten. ``phases``
-    (optional) times parse, keyphrases and rewrite_<target>.
+    (optional) times parse, keyphrases, rewrite_<target> and retry.
     """
     from homog.progress import progress
 
@@ -175,6 +241,19 @@ def build_variants(
                 per_target[target] = rephraser.rewrite_many(
                     requests, target, on_done=lambda k, t=task: bar.advance(t, k)
                 )
+    with phases.phase("retry"), progress(transient=True) as bar:
+        task = bar.add_task("retry not fluent", total=None, visible=show_progress)
+        retries = retry_phrases(
+            items,
+            per_target,
+            rephraser,
+            on_done=lambda k: bar.advance(task, k),
+            on_start=lambda n: bar.update(task, total=n),
+        )
+    sources = {"extractor": 0, "noun_chunk": 0}
+    for d, i in items:
+        extracted = {o.lower() for o in (d.options[i] if i < len(d.options) else [])}
+        sources["extractor" if (d.phrases[i] or "").lower() in extracted else "noun_chunk"] += 1
     status: dict[str, dict[str, int]] = {}
     rewrites: dict[str, dict[int, dict[int, str]]] = {t: {} for t in TARGETS}
     sample_of = {id(d): sid for d, sid in zip(docs, corpus["sample_id"], strict=True)}
@@ -239,6 +318,8 @@ def build_variants(
         ),  # fmt: skip
         docs={sample_of[id(d)]: d for d in docs},
         edits=edits,
+        keyphrase_sources=sources,
+        phrase_retries=retries,
     )
 
 
@@ -341,6 +422,8 @@ def make_report(
         "sentences": variants.sentences,
         "keyphrase_sentences": variants.keyed_sentences,
         "sentence_status": variants.status,
+        "keyphrase_sources": variants.keyphrase_sources,
+        "phrase_retries": variants.phrase_retries,
         "rewrite_rate": rate,
         "bertscore_f1": {v: _mean(by_variant[v]["bertscore_f1"]) for v in TARGETS},
         "bertscore_f1_all": {v: _mean(all_by_variant[v]["bertscore_f1"]) for v in TARGETS},

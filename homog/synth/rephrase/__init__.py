@@ -154,6 +154,14 @@ class Rephraser(ABC):
         """The key phrase to use among ranked ``options`` (default: the best-ranked)."""
         return options[0]
 
+    def alternative_phrase(
+        self, sentence: str, options: list[str], context: str, exclude: frozenset[str]
+    ) -> str | None:
+        """The phrase to try instead when the chosen one's rewrites failed the fluency check:
+        ``select_phrase`` among the options not in ``exclude`` (lower case); None if none."""
+        rest = [o for o in options if o.lower() not in exclude]
+        return self.select_phrase(sentence, rest, context) if rest else None
+
     def prepare(self, sentences: list[str]) -> None:  # noqa: B027 (optional hook)
         """Called once with every sentence before ``select_phrase`` (batching; default no-op)."""
 

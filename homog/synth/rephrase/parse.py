@@ -21,10 +21,10 @@ does not keep contiguous), ``left_alone`` (questions, no rewrite in the asked di
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from homog.config import FluencyConfig, Params, ParserConfig, SynthConfig
+from homog.config import FluencyConfig, KeyphraseConfig, Params, ParserConfig, SynthConfig
 from homog.errors import HomogError
 from homog.synth.keyphrase import phrase_span, relative_position, words
 from homog.synth.rephrase import Rephraser, Rewrite, check_target
@@ -39,6 +39,11 @@ INSTALL_HINT = (
     "spaCy package or model directory"
 )
 QUOTES = frozenset('"\u201c\u201d')
+# a noun chunk offered as a key phrase: words, hyphens, apostrophes and spaces only
+CHUNK_TEXT = re.compile(r"\w+(?:['\u2019-]\w+)*(?: \w+(?:['\u2019-]\w+)*)*")
+CHUNK_LEAD = frozenset({"DET", "PRON", "PART", "CCONJ", "ADP", "PUNCT", "NUM", "ADV"})
+MAX_CHUNK_WORDS = 4
+CHUNK_SKIP = frozenset({"one", "ones"})  # "this one": a pronoun in all but its tag
 
 
 def load_parser(name: str = ParserConfig.model) -> Any:
@@ -72,10 +77,35 @@ class Option:
 
 @dataclass
 class Parsed:
-    """A sentence's parse outcome: its status (``ok`` or why not) and its rewrites."""
+    """A sentence's parse outcome: its status (``ok`` or why not), its rewrites and its noun
+    phrases (key-phrase candidates)."""
 
     status: str
     options: list[Option]
+    chunks: list[str] = field(default_factory=list)
+
+
+def noun_chunks(doc: Any) -> list[str]:
+    """The noun phrases of a parsed sentence as key-phrase candidates: spaCy's noun chunks
+    headed by a noun or proper noun, without leading determiners, pronouns, numbers or
+    adverbs ("the opening sequence" -> "opening sequence"), at most MAX_CHUNK_WORDS words,
+    only words (no punctuation inside), each once, in order."""
+    out: list[str] = []
+    for chunk in doc.noun_chunks:
+        root = chunk.root
+        if root.pos_ not in ("NOUN", "PROPN") or root.lower_ in CHUNK_SKIP:
+            continue
+        start = chunk.start
+        while start < root.i and doc[start].pos_ in CHUNK_LEAD:
+            start += 1
+        text = doc[start : chunk.end].text
+        if (
+            len(text.split()) <= MAX_CHUNK_WORDS
+            and CHUNK_TEXT.fullmatch(text)
+            and text.lower() not in {c.lower() for c in out}
+        ):
+            out.append(text)
+    return out
 
 
 def _quote_spans(doc: Any) -> list[tuple[int, int]]:
@@ -136,6 +166,7 @@ class ParseRephraser(Rephraser):
         fluency: Any = None,
         threshold: float = FluencyConfig.threshold,
         n_candidates: int = FluencyConfig.candidates,
+        noun_chunks: bool = KeyphraseConfig.noun_chunks,
         nlp: Any = None,
     ) -> None:
         self.nlp = nlp if nlp is not None else load_parser(model)
@@ -147,6 +178,7 @@ class ParseRephraser(Rephraser):
         self.fluency = fluency
         self.threshold = threshold
         self.n_candidates = n_candidates
+        self.noun_chunks = noun_chunks
         self._parsed: dict[str, Parsed] = {}
         self._lean = [0, 0]  # one-edge phrases chosen so far: (front, end)
 
@@ -173,6 +205,7 @@ class ParseRephraser(Rephraser):
             fluency=scorer,
             threshold=fcfg.threshold,
             n_candidates=fcfg.candidates,
+            noun_chunks=synth.keyphrase.noun_chunks,
         )
 
     # -- parsing ---------------------------------------------------------------------------
@@ -202,7 +235,7 @@ class ParseRephraser(Rephraser):
         sentences (the splitter keeps "Okay.. this was ..." together) is rewritten one part at
         a time, the other parts kept as they are."""
         from homog.synth.rephrase.clauses import analyse, render
-        from homog.synth.rephrase.moves import candidates
+        from homog.synth.rephrase.moves import candidates, fragment_candidates
 
         sents = list(doc.sents)
         parts = [(None, doc)] if len(sents) == 1 else [
@@ -231,7 +264,16 @@ class ParseRephraser(Rephraser):
                     continue
                 seen.add(key)
                 options.append(Option(text, cand.kinds))
-        return Parsed("ok" if parsed_any else "unparsed", options)
+        if not parsed_any:  # a fragment or a list: its items may still be reordered
+            spans = _quote_spans(doc)
+            for cand in fragment_candidates(doc):
+                text = render(doc, cand.items)
+                key = tuple(words(text))
+                if key in seen or not _keeps_spans(cand.items, spans):
+                    continue
+                seen.add(key)
+                options.append(Option(text, cand.kinds))
+        return Parsed("ok" if parsed_any or options else "unparsed", options, noun_chunks(doc))
 
     def parsed(self, sentence: str) -> Parsed:
         if sentence not in self._parsed:
@@ -274,7 +316,33 @@ class ParseRephraser(Rephraser):
         """The option that can reach both edges (front: at most 2 words before it; end: at
         most 2 after it), else one edge, else the best-ranked; a phrase that occurs earlier in
         the text counts less (a reader would find it there first). Between phrases that reach
-        one edge each, the edge chosen less often so far wins, so neither variant is starved."""
+        one edge each, the edge chosen less often so far wins, so neither variant is starved.
+        With ``noun_chunks`` the sentence's noun phrases are candidates too, ranked after
+        the extractor's (a YAKE n-gram often crosses constituents, which no move can carry)."""
+        return self._choose(sentence, options, context, frozenset(), count=True) or options[0]
+
+    def alternative_phrase(
+        self, sentence: str, options: list[str], context: str, exclude: frozenset[str]
+    ) -> str | None:
+        """The phrase ``select_phrase`` would choose without those in ``exclude`` (lower
+        case); None when no other is left."""
+        return self._choose(sentence, options, context, exclude, count=False)
+
+    def _choose(
+        self,
+        sentence: str,
+        options: list[str],
+        context: str,
+        exclude: frozenset[str],
+        *,
+        count: bool,
+    ) -> str | None:
+        if self.noun_chunks and (extra := self.parsed(sentence).chunks):
+            known = {o.lower() for o in options}
+            options = [*options, *(c for c in extra if c.lower() not in known)]
+        options = [o for o in options if o.lower() not in exclude]
+        if not options:
+            return None
         scores = []
         for rank, phrase in enumerate(options):
             reach = []
@@ -288,7 +356,7 @@ class ParseRephraser(Rephraser):
             lean = lean or (reach[1] and not reach[0] and self._lean[1] < self._lean[0])
             scores.append((sum(reach) - 2 * earlier, lean, -rank, reach))
         best = max(scores, key=lambda x: x[:3])
-        if sum(best[3]) == 1:
+        if count and sum(best[3]) == 1:
             self._lean[0 if best[3][0] else 1] += 1
         return options[scores.index(best)]
 
