@@ -106,6 +106,16 @@ CATALOGUE = [
         "It carries the weaker scenes, the soundtrack.",
     ),
     (
+        "adverbial_raised",
+        "You have to watch it with subtitles.",
+        "With subtitles, you have to watch it.",
+    ),
+    (
+        "adverbial_raised",
+        "No one seemed to have any emotion throughout most of the film.",
+        "Throughout most of the film, no one seemed to have any emotion.",
+    ),
+    (
         "matrix_end",
         "I think the remake improves on the original.",
         "The remake improves on the original, I think.",
@@ -133,9 +143,20 @@ def test_what_never_moves(nlp):
         ("She was looking for a better script.", "For a better script"),
         ("The best scene is in the kitchen.", "In the kitchen"),
         ("He based the plot on a true crime.", "On a true crime"),
+        # out of an infinitive that is itself the event wanted or tried
+        ("I want to see it in a theater.", "In a theater"),
+        ("They tried to film it in one take.", "In one take"),
     ]:
         texts = {t for ts in rewrites(nlp, sentence).values() for t in ts}
         assert not any(t.startswith(bad) for t in texts), texts
+    # no passive of a verb of having, measure or likeness
+    for sentence in (
+        "You have a twelve year old boy's dream movie.",
+        "The sequel lacks the charm of the first film.",
+        "The plot resembles a bad soap opera.",
+    ):
+        assert "passive" not in rewrites(nlp, sentence)
+    assert "passive" in rewrites(nlp, "The studio cut the best scene.")
 
 
 def test_quoted_title_stays_whole(parse):
@@ -232,6 +253,24 @@ def test_noun_chunks_are_key_phrase_candidates(nlp):
     assert alt not in (None, "brother")
     every = frozenset(c.lower() for c in noun_chunks(nlp(s)))
     assert with_chunks.alternative_phrase(s, [], s, every) is None
+
+
+def test_phrase_from_an_earlier_sentence_comes_last(nlp):
+    """A phrase whose words already occur in an earlier sentence would be found there first
+    (by a reader, and by the position measure), so it loses to any other phrase, even one
+    that reaches fewer edges; a mere substring ("brothers") is no earlier occurrence."""
+    s = "Sadly, my brother lost the old DVD of the show during the move last year."
+    rp = ParseRephraser(nlp=nlp, fluency=None)
+    assert rp.select_phrase(s, ["lost the old"], s) == "brother"
+    text = "My brother likes the show. " + s
+    chosen = rp.select_phrase(s, ["lost the old"], text)
+    assert chosen != "brother"
+    text = "My brothers like the show. " + s
+    assert rp.select_phrase(s, ["lost the old"], text) == "brother"
+    # when every option occurred earlier, the usual ranking still picks one
+    only = ParseRephraser(nlp=nlp, fluency=None, noun_chunks=False)
+    text = "My brother lost the old DVD. " + s
+    assert only.select_phrase(s, ["lost the old", "brother"], text) == "brother"
 
 
 def test_retry_takes_another_phrase_when_every_rewrite_reads_badly(nlp):

@@ -54,6 +54,24 @@ def test_split_sentences_keeps_abbreviations_and_gaps():
     assert got == ["Mr. Smith liked it.", "So did Dr. J. Jones!", "Really? yes, really."]
 
 
+def test_split_sentences_lower_case_openings():
+    """Reviews often open a sentence in lower case: a lone "." splits before it, "..", "?",
+    a closing quote and abbreviations (U.S., e.g.) do not."""
+    text = (
+        "It was pointless. every episode ends badly. Like the Avon Lady.. and lost big time. "
+        'Shown in the U.S. and Canada, e.g. the long cut. "Great." he said. Élan vital.'
+    )
+    got = [text[a:b] for a, b in split_sentences(text)]
+    assert got == [
+        "It was pointless.",
+        "every episode ends badly.",
+        "Like the Avon Lady.. and lost big time.",
+        "Shown in the U.S. and Canada, e.g. the long cut.",
+        '"Great." he said.',
+        "Élan vital.",
+    ]
+
+
 def test_yake_extractor_returns_phrases_found_in_text():
     ex = make_extractor("yake", ngram=2)
     phrases = ex.extract("The lighthouse keeper plays chess with a stubborn ghost.", 3)

@@ -24,8 +24,11 @@ from homog.errors import HomogError
 
 _WORD = re.compile(r"\w+(?:['\u2019]\w+)*")
 # A sentence ends at . ! ? (repeats allowed) plus closing quotes/brackets, followed by space
-# and something that opens a sentence. Lower-case openings (common in IMDB) do not split.
-_BOUNDARY = re.compile(r"[.!?]+[\"'\u201d\u2019)\]]*\s+(?=[\"'\u201c\u2018(\[]?[A-Z0-9])")
+# and something that opens a sentence. Reviews often open a sentence in lower case: a lone
+# "." before a lower-case word splits too ("It was pointless. every episode ..."), but not
+# "..", "?" or "!" ("Really? yes, really."; "like the Avon Lady.. and lost big time").
+_BOUNDARY = re.compile(r"[.!?]+[\"'\u201d\u2019)\]]*\s+(?=[\"'\u201c\u2018(\[]?\w)")
+_LOWER_OK = re.compile(r"\.\s+$")
 _ABBREV = {
     "mr",
     "mrs",
@@ -48,19 +51,32 @@ _ABBREV = {
     "inc",
     "ltd",
     "co",
+    "a.k.a",
+    "aka",
+    "a.m",
+    "p.m",
+    "u.s",
+    "u.k",
+    "cf",
 }
 
 
 def split_sentences(text: str) -> list[tuple[int, int]]:
     """Sentence spans [(start, end), ...] of ``text`` (pure).
 
-    Splits after . ! ? when the next word starts with a capital, digit or opening quote;
-    not after abbreviations (Mr., Dr., e.g.) or single-letter initials (J. R.). Spans cover
-    sentences without the whitespace between them.
+    Splits after . ! ? when the next word starts with a capital or a digit (after an
+    optional opening quote), and after a lone "." before a lower-case word; not after
+    abbreviations (Mr., Dr., e.g.) or single-letter initials (J. R.). Spans cover sentences
+    without the whitespace between them.
     """
     spans: list[tuple[int, int]] = []
     start = 0
     for m in _BOUNDARY.finditer(text):
+        opening = text[m.end() : m.end() + 2].lstrip("\"'\u201c\u2018([")[:1]
+        if opening.islower() and not _LOWER_OK.fullmatch(m.group()):
+            continue
+        if opening == "_":
+            continue
         head = text[start : m.start()]
         last = head.rsplit(None, 1)[-1] if head.split() else ""
         token = last.lower().rstrip(".")

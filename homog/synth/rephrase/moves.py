@@ -10,6 +10,10 @@ The catalogue (the ``kind`` of each move, reported by the synth stage):
 - ``adverbial_front``: a clause-final adverbial (prepositional phrase, subordinate clause,
   participle clause, time noun phrase, -ly adverb) to the front, with a comma;
 - ``adverbial_end``: a clause-initial adverbial (before the subject) to the end;
+- ``adverbial_raised``: the final adverbial of a clause-final to-infinitive after a verb that
+  adds no event of its own (have to, need to, seem to, used to, ...) to the front of the
+  whole clause ("You have to watch it with subtitles." -> "With subtitles, you have to
+  watch it.");
 - ``clause_swap``: "A, but B." -> "B, but A.";
 - ``passive``: active -> passive ("The crew shot the scenes" -> "The scenes were shot by the
   crew"); ``active``: passive with a by-agent -> active;
@@ -42,6 +46,7 @@ from homog.synth.rephrase.clauses import (
     Item,
     Seg,
     Sentence,
+    _clause,
     drop_comma,
     slot_tokens,
     subject_index,
@@ -87,6 +92,17 @@ IDIOM_OBJECTS = frozenset(
 # verbs whose prepositional complement cannot open the sentence ("looking for a film"); the
 # rule rephraser's list, less "shot"/"filmed in" (a place or time, which can)
 SELECTED = {p: frozenset(v.split()) - {"shot", "filmed"} for p, v in SELECTED_BY.items()}
+# verbs before a to-infinitive that add no event of their own, so an adverbial of the
+# infinitive may open the whole clause ("I had to see it in daylight" -> "In daylight, I had
+# to see it"); "want", "try", "decide" are out (the adverbial would change what is wanted)
+RAISING_VERBS = frozenset(
+    "have need seem appear use tend begin start continue get manage happen ought go".split()
+)
+# verbs of having, measure or likeness take no passive ("a dream movie is had by you", "the
+# book is resembled by it")
+NO_PASSIVE = frozenset(
+    "have lack resemble cost weigh fit suit get possess contain equal mean last total".split()
+)
 QUANTIFIERS = frozenset("no any every each all some".split())
 # nouns for people: "it" cannot stand for them (the clefts still apply)
 PERSON_NOUNS = frozenset(
@@ -184,6 +200,39 @@ def adverbial_moves(doc: Any, cl: Clause) -> list[tuple[list[Seg], str, int]]:
     return out
 
 
+def raised_adverbial_moves(doc: Any, cl: Clause) -> list[tuple[list[Seg], str, int]]:
+    """``adverbial_raised``: "S have to V O ADV" -> "ADV, S have to V O" (module docstring)."""
+    deps = cl.deps
+    last = len(deps) - 1
+    while last >= 0 and deps[last] == "punct":
+        last -= 1
+    if (
+        last < 0
+        or deps[last] != "xcomp"
+        or doc[cl.head].lemma_ not in RAISING_VERBS
+        or subject_index(cl) is None
+    ):
+        return []
+    verb = doc[cl.tops[last]]
+    if verb.pos_ not in ("VERB", "AUX") or not any(
+        c.dep_ == "aux" and c.lower_ == "to" for c in verb.children
+    ):
+        return []
+    inner = _clause(doc, verb.i, {i for i in cl.slots[last] if isinstance(i, int)})
+    if inner is None:
+        return []
+    k = len(inner.deps) - 1
+    if k <= inner.deps.index("HEAD") or not _is_adverbial(doc, inner, k):
+        return []
+    slots, ideps = [list(x) for x in inner.slots], list(inner.deps)
+    moved = slots.pop(k)
+    ideps.pop(k)
+    drop_comma(doc, slots, ideps, k)
+    outer = [list(x) for x in cl.slots[: last + 1]]
+    outer[last] = [i for x in slots for i in x]
+    return [([moved, [","], *outer], "adverbial_raised", inner.tops[k])]
+
+
 def _inflect(lemma: str, tag: str) -> str | None:
     from lemminflect import getInflection
 
@@ -247,6 +296,8 @@ def voice_moves(doc: Any, cl: Clause) -> list[tuple[list[Seg], str]]:
         if o < deps.index("HEAD") or "dative" in deps or "ccomp" in deps or "xcomp" in deps:
             return out
         if doc[cl.tops[subj]].lower_ in ("it", "there", "that", "this", "which", "who"):
+            return out
+        if h.lemma_ in NO_PASSIVE:
             return out
         other_aux = [k for k in aux if deps[k] == "aux" and doc[cl.tops[k]].tag_ != "MD"]
         if any(doc[cl.tops[k]].lemma_ != "do" for k in other_aux) or h.tag_ == "VBG":
@@ -475,7 +526,7 @@ def clause_variants(doc: Any, cl: Clause, phrase: set[int], depth: int) -> list[
     base: Seg = [i for s in cl.slots for i in s]
     out: list[tuple[Seg, tuple]] = [(base, ())]
     adv = adverbial_moves(doc, cl)
-    for segs, kind, _top in adv:
+    for segs, kind, _top in adv + raised_adverbial_moves(doc, cl):
         out.append(([i for s in segs for i in s], (kind,)))
     structural: list[tuple[list[Seg], str]] = []
     structural += voice_moves(doc, cl)

@@ -314,8 +314,9 @@ class ParseRephraser(Rephraser):
 
     def select_phrase(self, sentence: str, options: list[str], context: str = "") -> str:
         """The option that can reach both edges (front: at most 2 words before it; end: at
-        most 2 after it), else one edge, else the best-ranked; a phrase that occurs earlier in
-        the text counts less (a reader would find it there first). Between phrases that reach
+        most 2 after it), else one edge, else the best-ranked; a phrase whose words occur in an
+        earlier sentence of the text comes last whatever it reaches (a reader, and the
+        position measure, find it there first). Between phrases that reach
         one edge each, the edge chosen less often so far wins, so neither variant is starved.
         With ``noun_chunks`` the sentence's noun phrases are candidates too, ranked after
         the extractor's (a YAKE n-gram often crosses constituents, which no move can carry)."""
@@ -343,6 +344,7 @@ class ParseRephraser(Rephraser):
         options = [o for o in options if o.lower() not in exclude]
         if not options:
             return None
+        before = context[: max(0, context.find(sentence))]
         scores = []
         for rank, phrase in enumerate(options):
             reach = []
@@ -350,14 +352,13 @@ class ParseRephraser(Rephraser):
                 _status, ranked = self.ranked(sentence, phrase, target)
                 e = edges(ranked[0].text, phrase) if ranked else edges(sentence, phrase)
                 reach.append(e is not None and e[side] <= 2)
-            first = context.lower().find(phrase.lower())
-            earlier = first != -1 and first < max(0, context.find(sentence))
+            earlier = phrase_span(before, phrase) is not None
             lean = reach[0] and not reach[1] and self._lean[0] <= self._lean[1]
             lean = lean or (reach[1] and not reach[0] and self._lean[1] < self._lean[0])
-            scores.append((sum(reach) - 2 * earlier, lean, -rank, reach))
-        best = max(scores, key=lambda x: x[:3])
-        if count and sum(best[3]) == 1:
-            self._lean[0 if best[3][0] else 1] += 1
+            scores.append((not earlier, sum(reach), lean, -rank, reach))
+        best = max(scores, key=lambda x: x[:4])
+        if count and sum(best[4]) == 1:
+            self._lean[0 if best[4][0] else 1] += 1
         return options[scores.index(best)]
 
     # -- rewriting ---------------------------------------------------------------------------
