@@ -152,11 +152,18 @@ class ParserConfig:
     batch_size: int = 64  # sentences per nlp.pipe batch
     max_words: int = 80  # longer sentences are left alone (and counted)
     depth: int = 2  # moves combined in one rewrite (the clause swap adds one more)
+    # a front/end rewrite that leaves the phrase more than 2 words from the edge must move
+    # it by at least this share of the sentence (smaller moves add paraphrase, no position)
+    min_shift: float = 0.2
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "max_words", "depth"):
             value = getattr(self, name)
             _check(value >= 1, f"synth.parser.{name} must be >= 1, got {value}")
+        _check(
+            0 <= self.min_shift < 1,
+            f"synth.parser.min_shift must be in [0, 1), got {self.min_shift}",
+        )
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ def test_read_errors_name_the_file(tmp_path):
         (("extract", "center"), "false", r"center: expected a boolean .* got 'false' \(a string\)"),
         (("extract", "attention"), "no", r"extract.attention: expected a boolean"),
         (("synth", "keyphrase", "noun_chunks"), "yes", r"noun_chunks: expected a boolean"),
+        (("synth", "parser", "min_shift"), 1.0, r"synth.parser.min_shift must be in \[0, 1\)"),
         # a scalar used to be iterated letter by letter ("unknown intervention 'n'")
         (("extract", "interventions"), "none", r"extract.interventions: expected a list"),
         (("extract", "interventions"), ["none", "nope"], r"interventions\[1\]: expected one"),

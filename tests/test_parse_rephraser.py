@@ -157,6 +157,12 @@ def test_what_never_moves(nlp):
     ):
         assert "passive" not in rewrites(nlp, sentence)
     assert "passive" in rewrites(nlp, "The studio cut the best scene.")
+    # nor with a personal pronoun as its agent ("... was liked by me")
+    for sentence in ("I also liked her spoiled cousin.", "You will love the soundtrack."):
+        assert "passive" not in rewrites(nlp, sentence)
+    # "S, I do not think" would turn the negation around
+    assert "matrix_end" not in rewrites(nlp, "I do not think the remake improves on it.")
+    assert "matrix_end" in rewrites(nlp, "I think the remake improves on it.")
 
 
 def test_quoted_title_stays_whole(parse):
@@ -253,6 +259,29 @@ def test_noun_chunks_are_key_phrase_candidates(nlp):
     assert alt not in (None, "brother")
     every = frozenset(c.lower() for c in noun_chunks(nlp(s)))
     assert with_chunks.alternative_phrase(s, [], s, every) is None
+
+
+def test_a_rewrite_short_of_the_edge_must_move_the_phrase_far_enough(nlp):
+    """``min_shift``: a cleft of the subject moves "purely focused" a little toward the end
+    (paraphrase without position); it is offered only when min_shift allows it."""
+    from homog.synth.keyphrase import relative_position
+
+    s = "The game would have been much better had it been purely focused on the Holy Grail."
+    loose = ParseRephraser(nlp=nlp, fluency=None, min_shift=0.0)
+    strict = ParseRephraser(nlp=nlp, fluency=None)  # the default, 0.2
+    orig = relative_position(s, "purely focused")
+    short = [
+        o.text
+        for o in loose.ranked(s, "purely focused", "end")[1]
+        if edges(o.text, "purely focused")[1] > 2
+        and relative_position(o.text, "purely focused") - orig < 0.2
+    ]
+    assert short, "expected a small move toward the end"
+    kept = {o.text for o in strict.ranked(s, "purely focused", "end")[1]}
+    assert not kept & set(short)
+    for text in kept:  # what remains reaches the edge or moves the phrase 0.2 or more
+        far = relative_position(text, "purely focused") - orig >= 0.2
+        assert edges(text, "purely focused")[1] <= 2 or far
 
 
 def test_phrase_from_an_earlier_sentence_comes_last(nlp):

@@ -98,6 +98,7 @@ SELECTED = {p: frozenset(v.split()) - {"shot", "filmed"} for p, v in SELECTED_BY
 RAISING_VERBS = frozenset(
     "have need seem appear use tend begin start continue get manage happen ought go".split()
 )
+PERSONAL_PRONOUNS = frozenset("i you we he she they one".split())
 # verbs of having, measure or likeness take no passive ("a dream movie is had by you", "the
 # book is resembled by it")
 NO_PASSIVE = frozenset(
@@ -296,6 +297,9 @@ def voice_moves(doc: Any, cl: Clause) -> list[tuple[list[Seg], str]]:
         if o < deps.index("HEAD") or "dative" in deps or "ccomp" in deps or "xcomp" in deps:
             return out
         if doc[cl.tops[subj]].lower_ in ("it", "there", "that", "this", "which", "who"):
+            return out
+        # "... is played by you", "was liked by me": a personal pronoun makes a poor agent
+        if doc[cl.tops[subj]].lower_ in PERSONAL_PRONOUNS and len(cl.slots[subj]) == 1:
             return out
         if h.lemma_ in NO_PASSIVE:
             return out
@@ -505,6 +509,9 @@ def matrix_moves(doc: Any, cl: Clause) -> list[tuple[list[Seg], str]]:
     head = doc[cl.head]
     words_ = {doc[i].lower_ for i in matrix} | {head.lemma_}
     if len(matrix) > 7 or not (PARENTHETICAL & words_) or subject_index(cl) is None:
+        return []
+    # "I do not think S" -> "S, I do not think" turns the negation around
+    if any(doc[i].dep_ == "neg" for i in matrix):
         return []
     if any(deps[j] in ("advcl", "prep", "dobj") for j in range(c)):
         return []

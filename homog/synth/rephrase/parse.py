@@ -162,6 +162,7 @@ class ParseRephraser(Rephraser):
         batch_size: int = ParserConfig.batch_size,
         max_words: int = ParserConfig.max_words,
         depth: int = ParserConfig.depth,
+        min_shift: float = ParserConfig.min_shift,
         control_tolerance: float = SynthConfig.control_tolerance,
         fluency: Any = None,
         threshold: float = FluencyConfig.threshold,
@@ -174,6 +175,7 @@ class ParseRephraser(Rephraser):
         self.batch_size = batch_size
         self.max_words = max_words
         self.depth = depth
+        self.min_shift = min_shift
         self.control_tolerance = control_tolerance
         self.fluency = fluency
         self.threshold = threshold
@@ -201,6 +203,7 @@ class ParseRephraser(Rephraser):
             batch_size=p.batch_size,
             max_words=p.max_words,
             depth=p.depth,
+            min_shift=p.min_shift,
             control_tolerance=synth.control_tolerance,
             fluency=scorer,
             threshold=fcfg.threshold,
@@ -297,11 +300,12 @@ class ParseRephraser(Rephraser):
             pos, e = relative_position(o.text, phrase), edges(o.text, phrase)
             if pos is None or e is None:
                 continue
+            far = abs(pos - orig) >= self.min_shift - 1e-9
             if target == "front":
-                if pos < orig - 1e-9 and e[0] <= edge[0]:
+                if pos < orig - 1e-9 and e[0] <= edge[0] and (e[0] <= 2 or far):
                     scored.append(((e[0], pos, len(o.kinds)), o))
             elif target == "end":
-                if pos > orig + 1e-9 and e[1] <= edge[1]:
+                if pos > orig + 1e-9 and e[1] <= edge[1] and (e[1] <= 2 or far):
                     scored.append(((e[1], -pos, len(o.kinds)), o))
             elif abs(pos - orig) <= self.control_tolerance:
                 scored.append(((round(abs(pos - orig) / 0.05), -len(o.kinds)), o))
