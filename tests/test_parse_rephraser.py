@@ -137,6 +137,18 @@ def test_combined_moves_and_clause_swap(nlp):
     assert "The villain is wasted, and in the middle, the plot drags." in both
 
 
+def test_joiner_hung_on_a_word_of_the_first_clause(parse):
+    """spaCy often attaches the "and" between two clauses to the first clause's object; the
+    sentence is still read as two clauses (it used to count as unparsed)."""
+    s = "It has very real portrayals of the characters and most of the actors do a fine job."
+    doc = parse.nlp(s)
+    assert [t.head.dep_ for t in doc if t.text == "and"] != ["ROOT"]  # the misparse
+    texts = {o.text for o in parse.parsed(s).options if o.kinds == ("clause_swap",)}
+    assert texts == {
+        "Most of the actors do a fine job and it has very real portrayals of the characters."
+    }
+
+
 def test_what_never_moves(nlp):
     # a complement the verb selects, a predicate PP of "be", a quoted title split apart
     for sentence, bad in [

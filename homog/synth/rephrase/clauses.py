@@ -96,7 +96,19 @@ def analyse(doc: Any) -> Sentence | None:
     if sorted(c2_tokens) != list(range(c2_start, n)):
         return None
     j = c2_start
-    while j - 1 >= start and toks[j - 1].dep_ in ("cc", "punct") and toks[j - 1].head.i == root.i:
+    # the joiner: "and"/"but"/","/";" on the root, or (a common misparse) a bare "and"
+    # or comma that the parser hung on a word of the first clause
+    while (
+        j - 1 >= start
+        and toks[j - 1].dep_ in ("cc", "punct")
+        and (
+            toks[j - 1].head.i == root.i
+            or (
+                (toks[j - 1].text in (",", ";") or toks[j - 1].dep_ == "cc")
+                and not list(toks[j - 1].children)
+            )
+        )
+    ):
         j -= 1
     joiner = list(range(j, c2_start))
     if not joiner or not any(toks[i].dep_ == "cc" or toks[i].text == ";" for i in joiner):
