@@ -149,6 +149,20 @@ def test_joiner_hung_on_a_word_of_the_first_clause(parse):
     }
 
 
+def test_so_joins_two_clauses_that_keep_their_order(parse):
+    """ "A, so B": two clauses joined by the adverb (once counted as unparsed); each clause
+    is rewritten, but they never trade places (B follows from A)."""
+    s = "The case had a couple of award symbols on it, so I figured it could not be too bad."
+    options = parse.parsed(s).options
+    assert options and not [o for o in options if "clause_swap" in o.kinds]
+    texts = {o.text for o in options}
+    assert (
+        "On it, the case had a couple of award symbols, so I figured it could not be too bad."
+        in texts
+    )
+    assert all(t.endswith(", so I figured it could not be too bad.") for t in texts)
+
+
 def test_what_never_moves(nlp):
     # a complement the verb selects, a predicate PP of "be", a quoted title split apart
     for sentence, bad in [

@@ -1,10 +1,12 @@
 """Read a spaCy-parsed sentence into clauses and constituent slots, and render rewrites.
 
 A sentence is read as at most two top-level clauses (the root's clause and one conjoined
-clause with its own subject, joined by ", and|but|or|yet|so" or ";"), each a list of *slots*:
-the verb and the whole subtree of each of its dependents (a constituent), in order. A rewrite
-is a sequence of *items*: token indices of the parsed doc, or literal words ("it", "was",
-"that", ","); ``render`` turns it into text; ``homog.synth.rephrase.moves`` holds the moves.
+clause with its own subject, joined by ", and|but|or|yet|so" or ";", or by a comma and an
+adverb "so|then|yet|thus|hence|therefore", which keeps the clauses in their order), each a
+list of *slots*: the verb and the whole subtree of each of its dependents (a constituent), in
+order. A rewrite is a sequence of *items*: token indices of the parsed doc, or literal words
+("it", "was", "that", ","); ``render`` turns it into text; ``homog.synth.rephrase.moves``
+holds the moves.
 """
 
 from __future__ import annotations
@@ -55,6 +57,13 @@ class Sentence:
     clauses: list[Clause]
     joiner: Seg
     final: Seg
+    # may the two clauses trade places? not across ", so" / ", then" (cause, sequence)
+    swappable: bool = True
+
+
+# adverbs that open a second clause after a bare comma: "A, so B" is two clauses whose
+# order carries meaning
+CLAUSE_ADVERBS = frozenset("so then yet thus hence therefore".split())
 
 
 def analyse(doc: Any) -> Sentence | None:
@@ -111,13 +120,24 @@ def analyse(doc: Any) -> Sentence | None:
     ):
         j -= 1
     joiner = list(range(j, c2_start))
-    if not joiner or not any(toks[i].dep_ == "cc" or toks[i].text == ";" for i in joiner):
+    swappable = True
+    if (
+        joiner
+        and toks[joiner[-1]].text == ","
+        and toks[c2_start].lower_ in CLAUSE_ADVERBS
+        and toks[c2_start].head.i == c.i
+        and not list(toks[c2_start].children)
+    ):  # "A, so B": the adverb joins, and the clauses keep their order
+        joiner.append(c2_start)
+        c2_tokens = c2_tokens - {c2_start}
+        swappable = False
+    elif not joiner or not any(toks[i].dep_ == "cc" or toks[i].text == ";" for i in joiner):
         return None
     c1 = _clause(doc, root.i, set(range(start, j)))
     c2 = _clause(doc, c.i, c2_tokens)
     if c1 is None or c2 is None:
         return None
-    return Sentence(doc, lead, [c1, c2], joiner, final)
+    return Sentence(doc, lead, [c1, c2], joiner, final, swappable)
 
 
 def slot_tokens(doc: Any, slot: Seg) -> list[Any]:

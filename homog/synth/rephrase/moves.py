@@ -604,7 +604,7 @@ def candidates(doc: Any, sent: Sentence, phrase: set[int], depth: int = 2) -> li
                 out.append(Candidate((*sent.lead, *items, *sent.final), kinds))
         return out
     c1, c2 = per_clause
-    for swap in (False, True):
+    for swap in (False, True) if sent.swappable else (False,):
         for (i1, k1), (i2, k2) in [(a, c2[0]) for a in c1] + [(c1[0], b) for b in c2[1:]]:
             kinds = (*k1, *k2, *(("clause_swap",) if swap else ()))
             if not kinds or len(kinds) > depth + 1:
