@@ -1,0 +1,79 @@
+"""Progress where no bar can be drawn: plain lines when stderr is not a terminal."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from rich.progress import Progress
+
+from homog.progress import LineProgress, progress, rate_progress
+
+
+def _console(terminal: bool) -> tuple[Console, io.StringIO]:
+    buf = io.StringIO()
+    return Console(file=buf, force_terminal=terminal, width=60), buf
+
+
+def test_not_a_terminal_gets_plain_lines():
+    out, buf = _console(False)
+    with progress(out=out, transient=True) as bar:
+        assert isinstance(bar, LineProgress)
+        task = bar.add_task("parse", total=4)
+        hidden = bar.add_task("hidden", total=2, visible=False)
+        for _ in range(4):
+            bar.advance(task)
+        bar.advance(hidden, 2)
+    lines = buf.getvalue().splitlines()
+    # throttled: nothing between start and done within LOG_EVERY_S; hidden tasks say nothing
+    assert lines[0] == "parse: started (4)"
+    assert lines[1].startswith("parse: done 4/4 (100 %) in ") and len(lines) == 2
+
+
+def test_lines_while_running_and_when_left_unfinished():
+    out, buf = _console(False)
+    with progress(out=out) as bar:
+        bar.every_s = 0.0  # a line on every step
+        task = bar.add_task("retry", total=None)  # the total is learnt later
+        bar.update(task, total=10)
+        bar.advance(task, 3)
+    lines = buf.getvalue().splitlines()
+    assert lines[0] == "retry: started"
+    assert lines[1].startswith("retry: 0/10 (0 %), ")
+    assert lines[2].startswith("retry: 3/10 (30 %), ") and "elapsed" in lines[2]
+    assert lines[-1] == "retry: stopped at 3/10 (30 %)"
+
+
+def test_a_terminal_gets_the_live_bar():
+    out, _buf = _console(True)
+    bar = progress(out=out)
+    assert isinstance(bar, Progress) and not isinstance(bar, LineProgress)
+
+
+def test_rate_progress_reports_its_rate_in_the_last_line(monkeypatch):
+    import homog.progress as hp
+
+    out, buf = _console(False)
+    monkeypatch.setattr(hp, "console", out)
+    with rate_progress("extract", total=2) as advance:
+        advance(1, 100)
+        advance(1, 50)
+    last = buf.getvalue().splitlines()[-1]
+    assert last.startswith("extract: done 2/2 (100 %) in ") and "texts/s" in last
+    assert "tok/s" in last
+
+
+def test_a_task_without_total_is_done_when_its_block_ends():
+    import pytest
+
+    out, buf = _console(False)
+    with progress(out=out) as bar:
+        task = bar.add_task("revert rewrites", total=None)
+        bar.advance(task, 45)
+    assert buf.getvalue().splitlines()[-1].startswith("revert rewrites: done 45 in ")
+    out, buf = _console(False)
+    with pytest.raises(RuntimeError), progress(out=out) as bar:
+        task = bar.add_task("revert rewrites", total=None)
+        bar.advance(task, 5)
+        raise RuntimeError("stage failed")
+    assert buf.getvalue().splitlines()[-1] == "revert rewrites: stopped at 5"
