@@ -461,6 +461,16 @@ def parse_params(data: Mapping[str, Any], where: str = "params.yaml") -> Params:
         raise HomogError(
             f"{where} has unknown top-level key(s) {', '.join(unknown)}; valid: {', '.join(known)}"
         )
+    try:
+        return _parse_sections(data, where)
+    except HomogError as exc:  # the sections' own checks say "params.yaml": name the file
+        prefix = "params.yaml "
+        if where != "params.yaml" and str(exc).startswith(prefix):
+            raise HomogError(f"{where} {str(exc)[len(prefix) :]}") from None
+        raise
+
+
+def _parse_sections(data: Mapping[str, Any], where: str) -> Params:
     hints = typing.get_type_hints(Params)
     seed = coerce(data.get("seed", 0), int, "seed")
     kwargs: dict[str, Any] = {"seed": seed}

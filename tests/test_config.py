@@ -49,6 +49,12 @@ def test_read_errors_name_the_file(tmp_path):
     broken.write_text("a: [1,\n")
     with pytest.raises(HomogError, match="not valid YAML"):
         load_config(broken)
+    # a section's own range check names the file it came from, not "params.yaml"
+    other = tmp_path / "other.yaml"
+    other.write_text("synth:\n  parser:\n    min_shift: 1.5\n")
+    with pytest.raises(HomogError) as info:
+        load_config(other)
+    assert str(info.value).startswith(f"params file {other} synth.parser.min_shift must be")
 
 
 @pytest.mark.parametrize(
