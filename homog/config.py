@@ -40,9 +40,18 @@ POSENC_TASKS: tuple[str, ...] = ("distance", "count")
 # Fields filled in by the loader from the top level, never read from the section itself.
 
 
+class ParamsValueError(HomogError):
+    """A section's own check failed: ``detail`` says what, the message names the file
+    (``params.yaml`` unless ``parse_params`` knows better)."""
+
+    def __init__(self, detail: str, where: str = "params.yaml") -> None:
+        super().__init__(f"{where} {detail}")
+        self.detail = detail
+
+
 def _check(condition: bool, message: str) -> None:
     if not condition:
-        raise HomogError(f"params.yaml {message}")
+        raise ParamsValueError(message)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -463,11 +472,8 @@ def parse_params(data: Mapping[str, Any], where: str = "params.yaml") -> Params:
         )
     try:
         return _parse_sections(data, where)
-    except HomogError as exc:  # the sections' own checks say "params.yaml": name the file
-        prefix = "params.yaml "
-        if where != "params.yaml" and str(exc).startswith(prefix):
-            raise HomogError(f"{where} {str(exc)[len(prefix) :]}") from None
-        raise
+    except ParamsValueError as exc:  # name the file the bad value came from
+        raise ParamsValueError(exc.detail, where) from None
 
 
 def _parse_sections(data: Mapping[str, Any], where: str) -> Params:

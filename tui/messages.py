@@ -51,10 +51,11 @@ class CurvesLoaded(QueryResult, bubble=False):
     """Layer curves for ``key`` = (metric, run ids), all variants (the screen shows those
     chosen)."""
 
-    def __init__(self, key: CurveKey, rows: list[Row]) -> None:
+    def __init__(self, key: CurveKey, rows: list[Row], generation: int = 0) -> None:
         super().__init__()
         self.key = key
         self.rows = rows
+        self.generation = generation  # the screen's reload count when the query started
 
 
 class ProfileLoaded(QueryResult, bubble=False):

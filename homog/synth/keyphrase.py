@@ -5,7 +5,7 @@
 - ``KeyphraseExtractor``: a small interface (``extract(text, top_k) -> list[str]``, best first);
   ``YakeExtractor`` is the default. Add an extractor by writing a class with that method and
   registering it in ``EXTRACTORS``.
-- ``phrase_span`` / ``relative_position``: where a phrase is, in words.
+- ``phrase_span`` / ``edges`` / ``relative_position``: where a phrase is, in words.
 
 Relative position (used by the synth report and the rephrasers' checks): a sentence of n words
 (``\\w+`` tokens, apostrophes kept inside words) holding a phrase of k words whose first word is
@@ -27,7 +27,7 @@ _WORD = re.compile(r"\w+(?:['\u2019]\w+)*")
 # and something that opens a sentence. Reviews often open a sentence in lower case: a lone
 # "." before a lower-case word splits too ("It was pointless. every episode ..."), but not
 # "..", "?" or "!" ("Really? yes, really."; "like the Avon Lady.. and lost big time").
-_BOUNDARY = re.compile(r"[.!?]+[\"'\u201d\u2019)\]]*\s+(?=[\"'\u201c\u2018(\[]?\w)")
+_BOUNDARY = re.compile(r"[.!?]+[\"'\u201d\u2019)\]]*\s+(?=[\"'\u201c\u2018(\[]?[^\W_])")
 _LOWER_OK = re.compile(r"\.\s+$")
 _ABBREV = {
     "mr",
@@ -75,8 +75,6 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
         opening = text[m.end() : m.end() + 2].lstrip("\"'\u201c\u2018([")[:1]
         if opening.islower() and not _LOWER_OK.fullmatch(m.group()):
             continue
-        if opening == "_":
-            continue
         head = text[start : m.start()]
         last = head.rsplit(None, 1)[-1] if head.split() else ""
         token = last.lower().rstrip(".")
@@ -106,6 +104,15 @@ def phrase_span(sentence: str, phrase: str) -> tuple[int, int, int] | None:
         if sw[i : i + k] == pw:
             return i, k, len(sw)
     return None
+
+
+def edges(sentence: str, phrase: str) -> tuple[int, int] | None:
+    """(words before the phrase, words after it) in ``sentence``; None if not found."""
+    span = phrase_span(sentence, phrase)
+    if span is None:
+        return None
+    i, k, n = span
+    return i, n - k - i
 
 
 def relative_position(sentence: str, phrase: str) -> float | None:

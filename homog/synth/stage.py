@@ -39,8 +39,8 @@ from homog.layout import Layout
 from homog.synth.bertscore import make_scorer
 from homog.synth.keyphrase import (
     KeyphraseExtractor,
+    edges,
     extractor_from_config,
-    phrase_span,
     relative_position,
     split_sentences,
 )
@@ -68,6 +68,10 @@ class Sentences:
     def sentence(self, i: int) -> str:
         a, b = self.spans[i]
         return self.text[a:b]
+
+    def extracted(self, i: int) -> list[str]:
+        """The extractor's phrases for sentence i (none when they were not kept)."""
+        return self.options[i] if i < len(self.options) else []
 
     @property
     def keyed(self) -> list[int]:
@@ -124,10 +128,8 @@ def _at_edges(results: dict[str, list[Rewrite]], j: int, phrase: str) -> int:
     """How many of front/end put ``phrase`` within 2 words of their edge in item j's result."""
     reached = 0
     for target, side in (("front", 0), ("end", 1)):
-        span = phrase_span(results[target][j].text, phrase)
-        if span is not None:
-            i, k, n = span
-            reached += (i if side == 0 else n - i - k) <= 2
+        e = edges(results[target][j].text, phrase)
+        reached += e is not None and e[side] <= 2
     return reached
 
 
@@ -153,9 +155,8 @@ def retry_phrases(
     for j in failed:
         doc, i = items[j]
         phrase = doc.phrases[i] or ""
-        options = doc.options[i] if i < len(doc.options) else []
         alt = rephraser.alternative_phrase(
-            doc.sentence(i), options, doc.text, frozenset({phrase.lower()})
+            doc.sentence(i), doc.extracted(i), doc.text, frozenset({phrase.lower()})
         )
         if alt and alt.lower() != phrase.lower():
             alternatives[j] = alt
@@ -252,7 +253,7 @@ def build_variants(
         )
     sources = {"extractor": 0, "noun_chunk": 0}
     for d, i in items:
-        extracted = {o.lower() for o in (d.options[i] if i < len(d.options) else [])}
+        extracted = {o.lower() for o in d.extracted(i)}
         sources["extractor" if (d.phrases[i] or "").lower() in extracted else "noun_chunk"] += 1
     status: dict[str, dict[str, int]] = {}
     rewrites: dict[str, dict[int, dict[int, str]]] = {t: {} for t in TARGETS}

@@ -48,9 +48,7 @@ def fetch_curves(con: Any, key: CurveKey, generation: int = 0) -> CurvesLoaded:
 
     metric, run_ids = key
     rows = layer_curves(con, metric, run_ids=list(run_ids))
-    message = CurvesLoaded(key, as_rows(rows))
-    message.generation = generation
-    return message
+    return CurvesLoaded(key, as_rows(rows), generation)
 
 
 class CompareScreen(HomogScreen):
@@ -272,7 +270,7 @@ class CompareScreen(HomogScreen):
 
     @on(CurvesLoaded)
     def _curves_loaded(self, message: CurvesLoaded) -> None:
-        if getattr(message, "generation", 0) != self._generation:
+        if message.generation != self._generation:
             return  # a result from before the database was re-read
         self._pending.pop(message.key, None)
         self._cache[message.key] = message.rows

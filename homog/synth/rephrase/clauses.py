@@ -29,7 +29,7 @@ class Clause:
     tops: list[int]  # the top token of each slot
 
 
-def _clause(doc: Any, head: int, tokens: set[int]) -> Clause | None:
+def read_clause(doc: Any, head: int, tokens: set[int]) -> Clause | None:
     """The clause of verb ``head`` over ``tokens`` (None unless its slots are contiguous)."""
     h = doc[head]
     slots: list[tuple[int, Seg, str, int]] = [(head, [head], "HEAD", head)]
@@ -97,7 +97,7 @@ def analyse(doc: Any) -> Sentence | None:
         conj = []
     everything = set(range(start, n))
     if not conj:
-        c1 = _clause(doc, root.i, everything)
+        c1 = read_clause(doc, root.i, everything)
         return Sentence(doc, lead, [c1], [], final) if c1 else None
     c = conj[0]
     c2_tokens = {t.i for t in c.subtree if t.i < n}
@@ -133,8 +133,8 @@ def analyse(doc: Any) -> Sentence | None:
         swappable = False
     elif not joiner or not any(toks[i].dep_ == "cc" or toks[i].text == ";" for i in joiner):
         return None
-    c1 = _clause(doc, root.i, set(range(start, j)))
-    c2 = _clause(doc, c.i, c2_tokens)
+    c1 = read_clause(doc, root.i, set(range(start, j)))
+    c2 = read_clause(doc, c.i, c2_tokens)
     if c1 is None or c2 is None:
         return None
     return Sentence(doc, lead, [c1, c2], joiner, final, swappable)

@@ -46,8 +46,8 @@ from homog.synth.rephrase.clauses import (
     Item,
     Seg,
     Sentence,
-    _clause,
     drop_comma,
+    read_clause,
     slot_tokens,
     subject_index,
 )
@@ -219,7 +219,7 @@ def raised_adverbial_moves(doc: Any, cl: Clause) -> list[tuple[list[Seg], str, i
         c.dep_ == "aux" and c.lower_ == "to" for c in verb.children
     ):
         return []
-    inner = _clause(doc, verb.i, {i for i in cl.slots[last] if isinstance(i, int)})
+    inner = read_clause(doc, verb.i, {i for i in cl.slots[last] if isinstance(i, int)})
     if inner is None:
         return []
     k = len(inner.deps) - 1
@@ -662,7 +662,7 @@ def fragment_candidates(doc: Any) -> list[Candidate]:
         if not item or len(item) > MAX_FRAGMENT_ITEM_TOKENS:
             return []
         stripped.append(item)
-    if conj is not None and doc[items[-1][0]].i != conj:
+    if conj is not None and items[-1][0] != conj:
         return []  # "and" in the middle of the list: its place is not clear
     n = len(stripped)
     orders = dict.fromkeys(

@@ -26,7 +26,7 @@ from typing import Any
 
 from homog.config import FluencyConfig, KeyphraseConfig, Params, ParserConfig, SynthConfig
 from homog.errors import HomogError
-from homog.synth.keyphrase import phrase_span, relative_position, words
+from homog.synth.keyphrase import edges, phrase_span, relative_position, words
 from homog.synth.rephrase import Rephraser, Rewrite, check_target
 
 # The default name and the packages that provide it (the official package first, then its
@@ -91,6 +91,7 @@ def noun_chunks(doc: Any) -> list[str]:
     adverbs ("the opening sequence" -> "opening sequence"), at most MAX_CHUNK_WORDS words,
     only words (no punctuation inside), each once, in order."""
     out: list[str] = []
+    seen: set[str] = set()
     for chunk in doc.noun_chunks:
         root = chunk.root
         if root.pos_ not in ("NOUN", "PROPN") or root.lower_ in CHUNK_SKIP:
@@ -102,8 +103,9 @@ def noun_chunks(doc: Any) -> list[str]:
         if (
             len(text.split()) <= MAX_CHUNK_WORDS
             and CHUNK_TEXT.fullmatch(text)
-            and text.lower() not in {c.lower() for c in out}
+            and text.lower() not in seen
         ):
+            seen.add(text.lower())
             out.append(text)
     return out
 
@@ -139,15 +141,6 @@ def _keeps_spans(items: tuple, spans: list[tuple[int, int]]) -> bool:
         if any(where.get(a + j) != where[a] + j for j in range(b - a + 1)):
             return False
     return True
-
-
-def edges(sentence: str, phrase: str) -> tuple[int, int] | None:
-    """(words before the phrase, words after it) in ``sentence``; None if not found."""
-    span = phrase_span(sentence, phrase)
-    if span is None:
-        return None
-    i, k, n = span
-    return i, n - k - i
 
 
 class ParseRephraser(Rephraser):
@@ -246,17 +239,12 @@ class ParseRephraser(Rephraser):
         ]  # fmt: skip
         seen = {tuple(words(sentence))}
         options: list[Option] = []
-        parsed_any = False
-        for span, sub in parts:
-            try:
-                sent = analyse(sub)
-            except (ValueError, IndexError, KeyError):  # a parse the reader cannot follow
-                sent = None
-            if sent is None:
-                continue
-            parsed_any = True
+
+        def offer(sub: Any, cands: list[Any], span: Any = None) -> None:
+            """Render ``cands`` of ``sub`` (a part ``span`` of doc, or all of it) as options:
+            quoted stretches kept whole, no stray commas, each wording once."""
             spans = _quote_spans(sub)
-            for cand in candidates(sub, sent, set(), self.depth):
+            for cand in cands:
                 if not _keeps_spans(cand.items, spans):
                     continue
                 text = render(sub, cand.items)
@@ -267,15 +255,19 @@ class ParseRephraser(Rephraser):
                     continue
                 seen.add(key)
                 options.append(Option(text, cand.kinds))
+
+        parsed_any = False
+        for span, sub in parts:
+            try:
+                sent = analyse(sub)
+            except (ValueError, IndexError, KeyError):  # a parse the reader cannot follow
+                sent = None
+            if sent is None:
+                continue
+            parsed_any = True
+            offer(sub, candidates(sub, sent, set(), self.depth), span)
         if not parsed_any:  # a fragment or a list: its items may still be reordered
-            spans = _quote_spans(doc)
-            for cand in fragment_candidates(doc):
-                text = render(doc, cand.items)
-                key = tuple(words(text))
-                if key in seen or not _keeps_spans(cand.items, spans):
-                    continue
-                seen.add(key)
-                options.append(Option(text, cand.kinds))
+            offer(doc, fragment_candidates(doc))
         return Parsed("ok" if parsed_any or options else "unparsed", options, noun_chunks(doc))
 
     def parsed(self, sentence: str) -> Parsed:
