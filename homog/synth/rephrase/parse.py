@@ -231,7 +231,8 @@ class ParseRephraser(Rephraser):
         sentences (the splitter keeps "Okay.. this was ..." together) is rewritten one part at
         a time, the other parts kept as they are."""
         from homog.synth.rephrase.clauses import analyse, render
-        from homog.synth.rephrase.moves import candidates, fragment_candidates
+        from homog.synth.rephrase.fragments import fragment_candidates
+        from homog.synth.rephrase.moves import candidates
 
         sents = list(doc.sents)
         parts = [(None, doc)] if len(sents) == 1 else [
