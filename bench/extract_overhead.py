@@ -53,6 +53,9 @@ from homog.errors import HomogError
 from homog.extract import EncodedText, Extractor, make_batches, plan_samples
 from homog.models import load_model, resolve_source
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _bench_util import read_reviews  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 TODAY = {"token_sets": (), "peer_metrics": False}  # the metrics before issue 13
 
@@ -69,12 +72,11 @@ def real_texts(tokenizer: Any, path: Path, n_texts: int, tokens: int) -> list[En
     """n_texts texts of exactly `tokens` token ids of real reviews (the ``text`` field of a
     JSON-lines file): consecutive reviews, tokenized without special tokens, are joined until
     a text is long enough. SystemExit when the file is missing or runs out."""
-    if not path.exists():
-        raise SystemExit(f"texts file {path} not found: pass --texts PATH (a JSON-lines file)")
-    lines = (json.loads(s)["text"] for s in path.read_text(encoding="utf-8").splitlines() if s)
     out: list[np.ndarray] = []
     current: list[int] = []
-    for review in lines:
+    # read_reviews splits on newlines only: str.splitlines would also split inside a review
+    # at U+2028 or U+0085, which real reviews contain
+    for review in read_reviews(path):
         current += tokenizer(review, add_special_tokens=False)["input_ids"]
         if len(current) >= tokens:
             out.append(np.asarray(current[:tokens], dtype=np.int64))

@@ -285,11 +285,21 @@ def _build_random(
             "or set HOMOG_ALLOW_BIG_CPU=1 to build it in RAM anyway"
         )
     torch.manual_seed(seed)  # same weights on every load
+    # The CPU's and CUDA's generators draw different numbers from one seed, and a draw in
+    # bfloat16 is not the float32 draw rounded; so a model the CPU can hold is drawn there in
+    # float32, then cast and moved: one seed gives the same weights (rounded to the dtype) on
+    # every device. A real-size preset (GPU only) is drawn on its device in its dtype.
+    if n_params <= CPU_MAX_RANDOM_PARAMS and device != "meta":
+        with torch.device("cpu"):
+            model = AutoModelForCausalLM.from_config(
+                config, dtype=torch.float32, attn_implementation=attn_impl
+            )
+        model.config.dtype = torch_dtype(dtype)  # what from_config in that dtype records
+        return model.to(device=device, dtype=torch_dtype(dtype))
     with torch.device(device):
-        model = AutoModelForCausalLM.from_config(
+        return AutoModelForCausalLM.from_config(
             config, dtype=torch_dtype(dtype), attn_implementation=attn_impl
         )
-    return model
 
 
 # ---------------------------------------------------------------------------------------------
@@ -418,7 +428,9 @@ def load_model(
     statistics, with ``attention_impl`` "blockwise" (SDPA forward, statistics from q and k:
     ``homog.extract.attn_blockwise``; eager with a warning for architectures it does not
     know) or "eager" (eager attention returns the weights); SDPA without attention.
-    ``info["attn_implementation"]`` says which was set. seed fixes the weights of random models.
+    ``info["attn_implementation"]`` says which was set. seed fixes the weights of random models
+    (for presets the CPU can hold, the same on every device and dtype, up to rounding;
+    real-size ones are drawn on their device in their dtype).
     Raises HomogError for an unknown source, a missing path, CUDA asked where there is none,
     or a real-size random model on a CPU without the memory for it.
     """
