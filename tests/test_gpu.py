@@ -3,7 +3,7 @@
 These need a CUDA device. They carry the ``gpu`` marker, which the default run deselects
 (``pyproject.toml``), so ``make test`` never counts them; run them on a GPU machine with
 ``python -m pytest -m gpu tests/test_gpu.py``. On a machine without CUDA they are skipped with
-that reason. The README ("Checked on a GPU") gives the last run's result.
+that reason. The README (Benchmarks, "On a GPU") gives the last run's result.
 """
 
 from __future__ import annotations
