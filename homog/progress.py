@@ -9,6 +9,8 @@ one when it finishes (or when its stage leaves it unfinished).
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -102,6 +104,18 @@ class LineProgress(Progress):
 
     def _say(self, line: str) -> None:
         self._out.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def quiet_library_bars(stream: Any = None) -> None:
+    """Switch off the bars of huggingface_hub and transformers ("Loading weights", downloads)
+    when ``stream`` (stderr) is not a terminal: there each of their updates is a
+    carriage-return line in the log, while homog's own bars write plain lines
+    (``LineProgress``). transformers reads the setting when it is imported, so this runs
+    first (the ``homog`` command group calls it); a user's own HF_HUB_DISABLE_PROGRESS_BARS
+    wins."""
+    stream = sys.stderr if stream is None else stream
+    if not stream.isatty():
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
 def progress(*extra_columns: Any, transient: bool = False, out: Console | None = None) -> Progress:

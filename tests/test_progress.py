@@ -77,3 +77,36 @@ def test_a_task_without_total_is_done_when_its_block_ends():
         bar.advance(task, 5)
         raise RuntimeError("stage failed")
     assert buf.getvalue().splitlines()[-1] == "revert rewrites: stopped at 5"
+
+
+def test_library_bars_are_off_when_stderr_is_not_a_terminal():
+    """In a log, transformers' "Loading weights" bar is off (it would write one carriage-
+    return line per update); on a terminal, or when the user set the variable, it is as set."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import io, sys\n"
+        "from homog.progress import quiet_library_bars\n"
+        "class Tty(io.StringIO):\n"
+        "    def isatty(self): return True\n"
+        "quiet_library_bars(Tty() if sys.argv[1] == 'tty' else io.StringIO())\n"
+        "from transformers.utils import logging\n"
+        "print(logging.is_progress_bar_enabled())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}
+
+    def enabled(stream: str, **extra: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", code, stream],
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return done.stdout.strip()
+
+    assert enabled("log") == "False"
+    assert enabled("tty") == "True"
+    assert enabled("log", HF_HUB_DISABLE_PROGRESS_BARS="0") == "True"

@@ -91,3 +91,6 @@ def main() -> None:
     Checks:
       calibrate
     """
+    from homog.progress import quiet_library_bars
+
+    quiet_library_bars()
