@@ -120,6 +120,21 @@ CATALOGUE = [
         "I think the remake improves on the original.",
         "The remake improves on the original, I think.",
     ),
+    (
+        "reverse_pseudo_cleft",
+        "The acting is a disaster.",
+        "A disaster is what the acting is.",
+    ),
+    (
+        "reverse_pseudo_cleft",
+        "It's a really bad mess.",
+        "A really bad mess is what it is.",
+    ),
+    (
+        "reverse_pseudo_cleft",
+        "It was probably a mistake.",
+        "A mistake was what it probably was.",
+    ),
 ]
 
 
@@ -186,6 +201,24 @@ def test_what_never_moves(nlp):
     # nor with a personal pronoun as its agent ("... was liked by me")
     for sentence in ("I also liked her spoiled cousin.", "You will love the soundtrack."):
         assert "passive" not in rewrites(nlp, sentence)
+    # a predicate noun first only when it ends an affirmative copular clause: not negated,
+    # not quantified, not a cleft already, nothing after it
+    for sentence in (
+        "It is not a good film.",
+        "The movie isn't a comedy.",
+        "This was no accident.",
+        "It is the music that I remember.",
+        "She's quite a gas, once you get to know her.",
+        # a predicate that identifies (definite, possessive, a name), a subject naming a role
+        "He is the purifier.",
+        "This is his best performance.",
+        "She is Emmie.",
+        "The problem is a weak script.",
+        # "there" and quantifiers are no subjects to put last
+        "There are lots of scenes of filth.",
+        "All of the acting is a joke.",
+    ):
+        assert "reverse_pseudo_cleft" not in rewrites(nlp, sentence), sentence
     # "S, I do not think" would turn the negation around
     assert "matrix_end" not in rewrites(nlp, "I do not think the remake improves on it.")
     assert "matrix_end" in rewrites(nlp, "I think the remake improves on it.")

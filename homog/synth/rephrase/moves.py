@@ -29,7 +29,9 @@ The catalogue (the ``kind`` of each move, reported by the synth stage):
   or the object of an infinitival complement: ``cleft`` ("It was X that ..."),
   ``pseudo_cleft`` ("What ... was X", objects), ``as_for`` ("As for X, ... it ..."),
   ``left_dislocation`` ("X, ... it ...", objects), ``right_dislocation`` ("... it ..., X"),
-  ``topicalization`` ("X the crew shot", objects).
+  ``topicalization`` ("X the crew shot", objects);
+- ``reverse_pseudo_cleft``: the predicate noun phrase of a copular clause first ("It's a
+  real mess." -> "A real mess is what it is."; in ``homog.synth.rephrase.predicates``).
 
 Nothing here decides which rewrite is wanted: ``candidates`` lists every rewrite reachable in
 up to ``depth`` moves with its kinds; the rephraser chooses (position, then fluency).
@@ -52,6 +54,7 @@ from homog.synth.rephrase.clauses import (
     subject_index,
 )
 from homog.synth.rephrase.lexicon import FRONTABLE_PREPOSITIONS, SELECTED_BY
+from homog.synth.rephrase.predicates import predicate_moves
 
 SUBORDINATORS = frozenset(
     "because although though while when whenever if since after before until unless as once "
@@ -539,6 +542,7 @@ def clause_variants(doc: Any, cl: Clause, phrase: set[int], depth: int) -> list[
     structural += voice_moves(doc, cl)
     structural += object_moves(doc, cl)
     structural += matrix_moves(doc, cl)
+    structural += predicate_moves(doc, cl)
     for k in range(len(cl.slots)):
         if cl.deps[k] in NP_SLOTS:
             structural += np_moves(doc, cl, k)
