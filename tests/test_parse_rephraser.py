@@ -433,3 +433,17 @@ def test_registered():
     assert rephraser_class("parse") is ParseRephraser
     with pytest.raises(HomogError, match="parse"):
         make_rephraser("nope")
+
+
+def test_a_plural_looking_title_keeps_its_capital_and_takes_it(nlp):
+    """"Little Fires" is one film: displaced, its first word keeps its capital although the
+    tagger reads it as an adjective, and its pronoun agrees with "is"."""
+    found = rewrites(nlp, "Little Fires is a warm coming-of-age story.")
+    assert "A warm coming-of-age story is what Little Fires is." in found["reverse_pseudo_cleft"]
+    assert "As for Little Fires, it is a warm coming-of-age story." in found["as_for"]
+    # a plural subject with a plural verb stays "they"
+    assert "As for the songs, they are lovely." in rewrites(nlp, "The songs are lovely.")["as_for"]
+    # a determiner before a name is lower-cased as usual
+    assert "A fun ride is what the Matrix is." in rewrites(nlp, "The Matrix is a fun ride.")[
+        "reverse_pseudo_cleft"
+    ]

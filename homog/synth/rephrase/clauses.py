@@ -202,9 +202,19 @@ def render(doc: Any, items: tuple[Item, ...]) -> str:
 
 def _keeps_capital(tok: Any) -> bool:
     text = tok.text
+    nxt = tok.nbor(1) if tok.i + 1 < len(tok.doc) else None
     return (
         text == "I"
         or tok.pos_ == "PROPN"
         or bool(tok.ent_type_)
         or (len(text) > 1 and text.isupper())
+        # the first word of a name or title the tagger missed ("Little Fires is ..."); not a
+        # determiner ("The Matrix" -> "the Matrix")
+        or (
+            nxt is not None
+            and tok.pos_ != "DET"
+            and nxt.pos_ == "PROPN"
+            and nxt.text[:1].isupper()
+            and tok.head.i == nxt.i
+        )
     )

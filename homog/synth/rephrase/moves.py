@@ -270,9 +270,16 @@ def _pronoun(doc: Any, top: int, subject: bool) -> str | None:
         return None
     if t.pos_ not in ("NOUN", "PROPN"):
         return None
-    if _plural(doc, top):
+    if _plural(doc, top) and not (subject and _singular_verb(t.head)):
         return "they" if subject else "them"
     return "it"
+
+
+def _singular_verb(verb: Any) -> bool:
+    """Does the verb (or its first auxiliary) agree with a singular subject? A plural-looking
+    title takes one ("Little Fires is ..."): its pronoun is "it", not "they is"."""
+    first = next((c for c in verb.children if c.dep_ in ("aux", "auxpass")), verb)
+    return first.tag_ == "VBZ" or first.lower_ == "was"
 
 
 def _past(doc: Any, cl: Clause) -> bool:
