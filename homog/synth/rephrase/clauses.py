@@ -140,6 +140,25 @@ def analyse(doc: Any) -> Sentence | None:
     return Sentence(doc, lead, [c1, c2], joiner, final, swappable)
 
 
+def is_plural(doc: Any, top: int) -> bool:
+    """Is the noun phrase headed by ``top`` plural (a plural tag, a plural pronoun, or
+    conjoined: "the cast and the crew")?"""
+    t = doc[top]
+    return (
+        t.tag_ in ("NNS", "NNPS")
+        or t.lower_ in ("they", "them", "we", "us", "you")
+        or any(c.dep_ == "conj" for c in t.children)
+    )
+
+
+def is_past(doc: Any, cl: Clause) -> bool:
+    """Is the clause in the past tense (its first auxiliary, else its verb)?"""
+    h = doc[cl.head]
+    auxes = [doc[t] for t, d in zip(cl.tops, cl.deps, strict=True) if d in ("aux", "auxpass")]
+    first = auxes[0] if auxes else h
+    return first.tag_ in ("VBD", "VBN") or first.lower_ in ("had", "was", "were", "did")
+
+
 def slot_tokens(doc: Any, slot: Seg) -> list[Any]:
     return [doc[i] for i in slot if isinstance(i, int)]
 

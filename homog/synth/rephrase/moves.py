@@ -29,7 +29,7 @@ The catalogue (the ``kind`` of each move, reported by the synth stage):
   or the object of an infinitival complement: ``cleft`` ("It was X that ..."),
   ``pseudo_cleft`` ("What ... was X", objects), ``as_for`` ("As for X, ... it ..."),
   ``left_dislocation`` ("X, ... it ...", objects), ``right_dislocation`` ("... it ..., X"),
-  ``topicalization`` ("X the crew shot", objects);
+  ``topicalization`` ("X the crew shot", objects); in ``homog.synth.rephrase.nounphrases``;
 - ``reverse_pseudo_cleft``: the predicate noun phrase of a copular clause first ("It's a
   real mess." -> "A real mess is what it is."; in ``homog.synth.rephrase.predicates``).
 
@@ -43,17 +43,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from homog.synth.rephrase.clauses import (
-    SUBJECT_DEPS,
     Clause,
     Item,
     Seg,
     Sentence,
     drop_comma,
+    is_past,
+    is_plural,
     read_clause,
     slot_tokens,
     subject_index,
 )
 from homog.synth.rephrase.lexicon import FRONTABLE_PREPOSITIONS, SELECTED_BY
+from homog.synth.rephrase.nounphrases import NP_SLOTS, np_moves
 from homog.synth.rephrase.predicates import predicate_moves
 
 SUBORDINATORS = frozenset(
@@ -78,20 +80,7 @@ DATIVE_TO = frozenset(
     "give show send offer hand tell teach lend sell bring owe promise pay".split()
 )
 DATIVE_FOR = frozenset("buy make get find build cook".split())
-ARG_DEPS = ("nsubj", "nsubjpass", "dobj")
-NP_SLOTS = (*ARG_DEPS, "prep", "xcomp")
 MAX_SLOT_TOKENS = 14
-# prepositions of adjuncts (time, concession): their object is no argument of the verb, so
-# "The move, my brother lost the DVD during it" is out
-ADJUNCT_PREPOSITIONS = frozenset(
-    "during after before since until till throughout despite within without upon via amid "
-    "amidst besides beyond except per".split()
-)
-# objects of fixed prepositional phrases ("in the end", "at first", "in fact")
-IDIOM_OBJECTS = frozenset(
-    "end beginning start fact way case time meantime general addition particular short sum "
-    "least most all first last moment whole".split()
-)
 # verbs whose prepositional complement cannot open the sentence ("looking for a film"); the
 # rule rephraser's list, less "shot"/"filmed in" (a place or time, which can)
 SELECTED = {p: frozenset(v.split()) - {"shot", "filmed"} for p, v in SELECTED_BY.items()}
@@ -106,15 +95,6 @@ PERSONAL_PRONOUNS = frozenset("i you we he she they one".split())
 # book is resembled by it")
 NO_PASSIVE = frozenset(
     "have lack resemble cost weigh fit suit get possess contain equal mean last total".split()
-)
-QUANTIFIERS = frozenset("no any every each all some".split())
-# nouns for people: "it" cannot stand for them (the clefts still apply)
-PERSON_NOUNS = frozenset(
-    """man woman men women boy girl guy child kid baby mother father mom dad parent sister
-    brother son daughter wife husband friend girlfriend boyfriend family people person actor
-    actress director writer producer viewer audience cast crew character hero heroine villain
-    protagonist star lead kid teacher student doctor cop officer soldier king queen prince
-    princess lady gentleman fan critic filmmaker team group couple neighbour neighbor""".split()
 )
 # structural moves that may follow an adverbial move (the others would put an adverbial
 # before "as for X" or "it was X that")
@@ -244,49 +224,11 @@ def _inflect(lemma: str, tag: str) -> str | None:
     return forms[0] if forms else None
 
 
-def _plural(doc: Any, top: int) -> bool:
-    t = doc[top]
-    return (
-        t.tag_ in ("NNS", "NNPS")
-        or t.lower_ in ("they", "them", "we", "us", "you")
-        or any(c.dep_ == "conj" for c in t.children)
-    )
-
-
 def _case(doc: Any, seg: Seg, table: dict[str, str]) -> Seg:
     """A one-word pronoun slot in the other case (he -> him); other slots unchanged."""
     if len(seg) == 1 and isinstance(seg[0], int) and doc[seg[0]].lower_ in table:
         return [table[doc[seg[0]].lower_]]
     return list(seg)
-
-
-def _pronoun(doc: Any, top: int, subject: bool) -> str | None:
-    """The pronoun that can stand for the noun phrase headed by ``top`` (None: people,
-    pronouns, quantifiers)."""
-    t = doc[top]
-    if t.pos_ in ("PRON", "NUM") or t.ent_type_ in ("PERSON", "NORP", "ORG"):
-        return None
-    if t.lemma_.lower() in PERSON_NOUNS or t.lower_.endswith(("ess", "ist", "ian")):
-        return None
-    if t.pos_ not in ("NOUN", "PROPN"):
-        return None
-    if _plural(doc, top) and not (subject and _singular_verb(t.head)):
-        return "they" if subject else "them"
-    return "it"
-
-
-def _singular_verb(verb: Any) -> bool:
-    """Does the verb (or its first auxiliary) agree with a singular subject? A plural-looking
-    title takes one ("Little Fires is ..."): its pronoun is "it", not "they is"."""
-    first = next((c for c in verb.children if c.dep_ in ("aux", "auxpass")), verb)
-    return first.tag_ == "VBZ" or first.lower_ == "was"
-
-
-def _past(doc: Any, cl: Clause) -> bool:
-    h = doc[cl.head]
-    auxes = [doc[t] for t, d in zip(cl.tops, cl.deps, strict=True) if d in ("aux", "auxpass")]
-    first = auxes[0] if auxes else h
-    return first.tag_ in ("VBD", "VBN") or first.lower_ in ("had", "was", "were", "did")
 
 
 def voice_moves(doc: Any, cl: Clause) -> list[tuple[list[Seg], str]]:
@@ -320,12 +262,12 @@ def voice_moves(doc: Any, cl: Clause) -> list[tuple[list[Seg], str]]:
         if vbn is None:
             return out
         obj = _case(doc, cl.slots[o], OBJ_TO_SUBJ)
-        plural = _plural(doc, cl.tops[o])
+        plural = is_plural(doc, cl.tops[o])
         first = isinstance(obj[0], str) and obj[0] == "i"
         if modal:
             be: Seg = [*modal[0], *(["not"] if neg else []), "be"]
         else:
-            if _past(doc, cl):
+            if is_past(doc, cl):
                 word = "were" if plural and not first else "was"
             else:
                 word = "am" if first else ("are" if plural else "is")
@@ -350,7 +292,7 @@ def voice_moves(doc: Any, cl: Clause) -> list[tuple[list[Seg], str]]:
         atop = [c for c in doc[cl.tops[a]].children if c.dep_ == "pobj"]
         if not atop:
             return out
-        plural = _plural(doc, atop[0].i) or (isinstance(new_subj[0], str) and new_subj[0] == "i")
+        plural = is_plural(doc, atop[0].i) or (isinstance(new_subj[0], str) and new_subj[0] == "i")
         have = [k for k in aux if doc[cl.tops[k]].lemma_ == "have"]
         if modal:
             verb: Seg = [*modal[0], *(["not"] if neg else []), h.lemma_]
@@ -359,7 +301,7 @@ def voice_moves(doc: Any, cl: Clause) -> list[tuple[list[Seg], str]]:
             word = "had" if hv.tag_ == "VBD" else ("have" if plural else "has")
             verb = [word, *(["not"] if neg else []), h.text]
         else:
-            past = _past(doc, cl)
+            past = is_past(doc, cl)
             if neg:
                 do = "did" if past else ("do" if plural else "does")
                 verb = [do, "not", h.lemma_]
@@ -409,93 +351,6 @@ def object_moves(doc: Any, cl: Clause) -> list[tuple[list[Seg], str]]:
         elif o + 1 == p and not obj_pron:
             new[o], new[p] = slots[p], slots[o]
             out.append((new, "particle"))
-    return out
-
-
-def _np_site(doc: Any, cl: Clause, k: int) -> tuple[Seg, Any, str, Seg, int] | None:
-    """The noun phrase slot k offers to NP moves: (its items, head token, role, the slot
-    without it, where it was in the slot); None if none. A subject or object is the whole
-    slot; in a prepositional phrase on the verb the preposition stays behind ("waited for");
-    in an infinitival complement its object ("wanted to see [the sequel]")."""
-    dep, top, slot = cl.deps[k], doc[cl.tops[k]], cl.slots[k]
-    if dep in ARG_DEPS:
-        return list(slot), top, dep, [], 0
-    if dep == "prep":
-        pobj = [c for c in top.children if c.dep_ == "pobj"]
-        if (
-            len(pobj) != 1
-            or len(list(top.children)) != 1
-            or top.lower_ in ("by", "than", "as", "like")
-            or top.lower_ in ADJUNCT_PREPOSITIONS
-            or pobj[0].lemma_.lower() in IDIOM_OBJECTS
-        ):
-            return None
-        return list(slot[1:]), pobj[0], "pobj", [slot[0]], 1
-    if dep == "xcomp" and top.pos_ == "VERB":
-        objs = [c for c in top.children if c.dep_ == "dobj"]
-        if len(objs) != 1 or "prt" in {c.dep_ for c in top.children}:
-            return None
-        np = sorted(t.i for t in objs[0].subtree)
-        if np != list(range(np[0], np[-1] + 1)) or not set(np) <= set(slot):
-            return None
-        at = slot.index(np[0])
-        return np, objs[0], "dobj", [i for i in slot if i not in set(np)], at
-    return None
-
-
-def _has_clause(doc: Any, slot: Seg) -> bool:
-    """Does ``slot`` hold a conjoined clause with its own subject?"""
-    return any(
-        isinstance(i, int)
-        and doc[i].dep_ == "conj"
-        and any(c.dep_ in SUBJECT_DEPS for c in doc[i].children)
-        for i in slot
-    )
-
-
-def np_moves(doc: Any, cl: Clause, k: int) -> list[tuple[list[Seg], str]]:
-    """Cleft, pseudo-cleft, dislocations and topicalization of the noun phrase in slot k: a
-    subject, an object, the object of a prepositional phrase on the verb (the preposition
-    stays behind: "It was the sequel that I waited for") or of an infinitival complement."""
-    out: list[tuple[list[Seg], str]] = []
-    site = _np_site(doc, cl, k)
-    if site is None:
-        return out
-    np, top, dep, gap, at = site
-    deps, slots = cl.deps, cl.slots
-    if top.pos_ not in ("NOUN", "PROPN") or not np or len(np) > 10:
-        return out
-    if any(c.dep_ == "det" and c.lower_ in QUANTIFIERS for c in top.children):
-        return out
-    h = deps.index("HEAD")
-    subj = subject_index(cl)
-    if subj is None or any(d in ("ccomp", "csubj") for d in deps):
-        return out
-    if dep not in SUBJECT_DEPS and k < h:
-        return out
-    last = len(slots) - 1 if deps[-1] == "punct" else len(slots)
-    pre = [slots[j] for j in range(subj)]
-    rest = [slots[j] if j != k else gap for j in range(subj, last)]
-    copula = "was" if _past(doc, cl) else "is"
-    out.append(([*pre, ["it", copula], np, ["that"], *rest], "cleft"))
-    pron = _pronoun(doc, top.i, subject=dep in SUBJECT_DEPS)
-    if dep == "dobj" and ("prt" in deps or "dative" in deps):
-        pron = None  # "picked up it", "gave my brother it"
-    with_pron = [slots[j] if j != k else [*gap[:at], pron, *gap[at:]] for j in range(subj, last)]
-    # a phrase dislocated to the end must end its own clause: not past a conjoined clause
-    # the parser hung inside a constituent
-    inner = any(_has_clause(doc, slots[j]) for j in range(subj, last) if j != k)
-    if pron:
-        out.append(([*pre, ["as", "for"], np, [","], *with_pron], "as_for"))
-        if dep != "pobj" and not inner:
-            out.append(([*pre, *with_pron, [","], np], "right_dislocation"))
-    if dep in ("dobj", "pobj"):
-        if pron:
-            out.append(([*pre, np, [","], *with_pron], "left_dislocation"))
-        if dep == "dobj" and doc[cl.tops[subj]].pos_ != "PRON":
-            out.append(([*pre, np, *rest], "topicalization"))
-        if not pre and not inner and top.ent_type_ != "PERSON" and top.lemma_ not in PERSON_NOUNS:
-            out.append(([["what"], *rest, [copula], np], "pseudo_cleft"))
     return out
 
 
