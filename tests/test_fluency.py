@@ -127,3 +127,33 @@ def test_bfloat16_scores_follow_float32():
     a, b = f32.score(TEXTS), f16.score(TEXTS)
     assert np.all(np.isfinite(b)) and np.allclose(a, b, atol=0.05)
     assert not np.array_equal(a, b)  # it did run in bfloat16
+
+
+def test_batches_do_not_depend_on_the_hash_seed():
+    """The texts of a batch are the same in every run: a score depends (at rounding level, in
+    bfloat16) on the batch it shares, and a set's order follows PYTHONHASHSEED."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "from homog.synth.fluency import FluencyScorer\n"
+        "s = FluencyScorer.__new__(FluencyScorer)\n"
+        "s._cache, s.batch_size = {}, 3\n"
+        "s._used = {'texts': 0, 'tokens': 0, 'wall': 0.0, 'cpu': 0.0}\n"
+        "s._length = lambda t: len(t.split())\n"
+        "batches = []\n"
+        "s._score_batch = lambda b: batches.append(b) or [0.0] * len(b)\n"
+        "s.score([f'text number {i}' for i in range(12)] + ['a longer text number one'])\n"
+        "print(batches)\n"
+    )
+
+    def batches(seed: str) -> str:
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        )
+        return done.stdout
+
+    first = batches("1")
+    assert all(batches(seed) == first for seed in ("2", "3", "4"))

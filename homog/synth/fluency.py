@@ -95,7 +95,11 @@ class FluencyScorer:
         """Mean token log-probability of each text (cached by text: a string is scored once
         however often it recurs; batches hold texts of similar token length)."""
         texts = list(texts)
-        todo = sorted({t for t in texts if t not in self._cache}, key=self._length)
+        # by length, then by text: a set's order changes from run to run (string hashing), and
+        # a text's score depends (at rounding level, in bfloat16) on the batch it shares
+        todo = sorted(
+            {t for t in texts if t not in self._cache}, key=lambda t: (self._length(t), t)
+        )
         w0, c0 = time.perf_counter(), time.process_time()
         for i in range(0, len(todo), self.batch_size):
             batch = todo[i : i + self.batch_size]
