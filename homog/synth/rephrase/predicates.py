@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from homog.synth.rephrase.clauses import Clause, Seg, subject_index
+from homog.synth.rephrase.clauses import Clause, Seg, is_past, subject_index
 
 # a copula that ends its clause cannot stay contracted ("... what it's")
 FULL_COPULA = {"'s": "is", "'re": "are", "'m": "am", "’s": "is", "’re": "are", "’m": "am"}
@@ -72,7 +72,7 @@ def predicate_moves(doc: Any, cl: Clause) -> list[tuple[list[Seg], str]]:
         c.dep_ == "relcl" and doc[c.left_edge.i].lower_ in RELATIVE_OPENERS for c in top.children
     ):
         return []  # "It is the music that I remember": a cleft, not a predicate
-    copula = "was" if _past_copula(doc, cl, subj, a) else "is"
+    copula = "was" if is_past(doc, cl) else "is"
     middle = [slots[j] for j in range(subj + 1, a) if deps[j] != "HEAD"]
     verb: Seg = [FULL_COPULA.get(head.text.lower(), cl.head)]
     pre = [slots[j] for j in range(subj)]
@@ -118,10 +118,3 @@ def _plain_subject(doc: Any, subject: Seg, top: int) -> bool:
         or t.tag_ in ("JJS", "RBS")
         for t in toks
     )
-
-
-def _past_copula(doc: Any, cl: Clause, subj: int, a: int) -> bool:
-    """Is the copula (or its first auxiliary) in the past tense?"""
-    verbs = [doc[cl.tops[j]] for j in range(subj + 1, a) if cl.deps[j] in ("aux", "HEAD")]
-    first = verbs[0]
-    return first.tag_ in ("VBD", "VBN") or first.lower_ in ("was", "were", "had")
