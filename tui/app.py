@@ -11,8 +11,9 @@ import importlib
 import os
 import threading
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from textual import on
 from textual.app import App
@@ -20,11 +21,13 @@ from textual.binding import Binding
 from textual.reactive import reactive
 from textual.screen import Screen
 
-from tui.core import Catalog, Database, fingerprint, load_catalog, open_database
-from tui.messages import CatalogLoaded, DbOpened, QueryFailed
+from tui.core import Catalog, Database, fingerprint, open_database, open_with_catalog
+from tui.messages import CatalogLoaded, CatalogPreviewed, DbOpened, QueryFailed
 from tui.screens.problem import DbProblemScreen
 from tui.screens.runs import RunsScreen
-from tui.workers import error_text
+
+if TYPE_CHECKING:
+    from tui.preview import CatalogPreview
 
 # Screens other than Runs are imported when first shown (plotext, the SQL editor: tens of ms
 # that the first paint need not wait for), and in a background thread once the runs are in.
@@ -37,6 +40,7 @@ LAZY_SCREENS = {
 
 
 PRELOAD_AFTER_S = 0.3
+PAINT_WAIT_S = 2.0  # the worker opens the file after the previewed runs are drawn, or this
 
 
 def _lazy_screen(module: str, name: str) -> Callable[[], Screen]:
@@ -52,17 +56,15 @@ def preload_screens() -> None:
         importlib.import_module(module)
 
 
-def fetch_catalog(con: Any) -> CatalogLoaded:
-    """Worker body: what the database holds (runs, metrics, variants, PE-lab rows)."""
-    return CatalogLoaded(load_catalog(con))
-
-
 class HomogApp(App[None]):
     """``HomogApp(db_path).run()``. ``watch_interval`` (seconds) is how often the file is
     checked for a rebuild; tests pass a large value and call :meth:`check_file`."""
 
     CSS_PATH = "app.tcss"
     TITLE = "homog"
+    # The app starts in Runs (not in Textual's blank "_default" screen, switched away from
+    # on mount: that drew an empty frame and re-parsed every stylesheet twice first).
+    DEFAULT_MODE = "runs"
     MODES = {
         "runs": RunsScreen,
         **{mode: _lazy_screen(*where) for mode, where in LAZY_SCREENS.items()},
@@ -82,9 +84,19 @@ class HomogApp(App[None]):
     selected_runs: reactive[tuple[str, ...]] = reactive(())
     db_note: reactive[str] = reactive("")
 
-    def __init__(self, db_path: str | os.PathLike[str], *, watch_interval: float = 1.0) -> None:
+    def __init__(
+        self,
+        db_path: str | os.PathLike[str],
+        *,
+        watch_interval: float = 1.0,
+        preview: CatalogPreview | None = None,
+    ) -> None:
         super().__init__()
         self.db_path = Path(db_path)
+        # The first open shows the catalog that this child process read, when it read the
+        # same file (``homog tui`` starts it before importing Textual: tui.command.make_app).
+        self._preview = preview if preview is not None and preview.path == self.db_path else None
+        self._pending_mode: str | None = None  # a screen asked for before the file opened
         self.db: Database | None = None
         self.db_changed = False  # the file on disk is newer than what we show
         self.watch_interval = watch_interval
@@ -93,7 +105,6 @@ class HomogApp(App[None]):
 
     # -- database --------------------------------------------------------------------------
     def on_mount(self) -> None:
-        self.switch_mode("runs")
         self.open_db()
         self.set_interval(self.watch_interval, self.check_file)
 
@@ -101,6 +112,10 @@ class HomogApp(App[None]):
         """(Re)open the file in a thread worker (importing DuckDB, opening the file and
         reading the catalog take a good part of the first paint; Textual starts meanwhile).
         The screens keep what they show until new data arrives; :class:`DbOpened` comes back.
+
+        The first open starts from the preview child's catalog when there is one: shown at
+        once when it is already in (else :class:`CatalogPreviewed` brings it), then the file
+        is opened after that paint, and read again only if it changed in between.
         """
         # DuckDB reuses an open database instance for the same path within a process, so
         # the old connection must be closed first or the rebuilt file would not be read.
@@ -109,18 +124,50 @@ class HomogApp(App[None]):
             self.db = None
         self._open_generation += 1
         generation, path = self._open_generation, self.db_path
+        preview, self._preview = self._preview, None  # only ever the first open
+
+        def open_own(stamp: tuple[int, int, int] | None, catalog: Catalog) -> None:
+            """The app's own connection, once the previewed catalog is on screen."""
+            db = open_database(path)
+            if not db.ok or db.stamp == stamp:  # the file the child read: its catalog holds
+                self.post_message(DbOpened(generation, db, catalog if db.ok else None, None))
+                return
+            db.close()  # the file changed since the child read it: read it again
+            self.post_message(DbOpened(generation, *open_with_catalog(path)))
 
         def job() -> None:
-            db = open_database(path)
-            catalog, error = None, None
-            if db.ok:
-                try:
-                    catalog = fetch_catalog(db.con).catalog
-                except Exception as exc:  # noqa: BLE001 - any database error goes to the UI
-                    error = error_text(exc)
-            self.post_message(DbOpened(generation, db, catalog, error))
+            got = preview.result() if preview is not None else None
+            if got is None:
+                self.post_message(DbOpened(generation, *open_with_catalog(path)))
+                return
+            painted = threading.Event()
+            self.post_message(CatalogPreviewed(generation, got[1], painted))
+            painted.wait(PAINT_WAIT_S)  # DuckDB's import would slow that paint down
+            open_own(*got)
 
+        got = preview.result() if preview is not None and preview.ready() else None
+        if got is not None:  # already read: the runs are in the first frame
+            self.db_note = str(path)
+            self.catalog = got[1]
+            self.call_after_refresh(
+                self.run_worker,
+                partial(open_own, *got),
+                name="open-db",
+                group="open-db",
+                thread=True,
+                exit_on_error=False,
+            )
+            return
         self.run_worker(job, name="open-db", group="open-db", thread=True, exit_on_error=False)
+
+    @on(CatalogPreviewed)
+    def _catalog_previewed(self, message: CatalogPreviewed) -> None:
+        if message.generation != self._open_generation or not self.is_running:
+            message.painted.set()
+            return
+        self.db_note = str(self.db_path)
+        self.catalog = message.catalog
+        self.call_after_refresh(message.painted.set)
 
     @on(DbOpened)
     def _db_opened(self, message: DbOpened) -> None:
@@ -155,7 +202,11 @@ class HomogApp(App[None]):
 
     @on(CatalogLoaded)
     def _catalog_loaded(self, message: CatalogLoaded) -> None:
-        self.catalog = message.catalog
+        if message.catalog is not self.catalog:  # not the previewed one, already shown
+            self.catalog = message.catalog
+        if self._pending_mode is not None:
+            mode, self._pending_mode = self._pending_mode, None
+            self.action_goto(mode)
         if not self._preloaded:  # once the runs are painted, not competing with that
             self._preloaded = True
             self.set_timer(
@@ -197,6 +248,9 @@ class HomogApp(App[None]):
 
     # -- navigation ------------------------------------------------------------------------
     def action_goto(self, mode: str) -> None:
+        if self.db is None and self.catalog is not None:
+            self._pending_mode = mode  # runs previewed, file not open yet: go there once it is
+            return
         if self.db is None or not self.db.ok:
             return  # the problem screen stays until the database opens
         if self.current_mode != mode:

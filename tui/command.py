@@ -7,10 +7,25 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
+if TYPE_CHECKING:
+    from tui.app import HomogApp
+
 DEMO_RUNS, DEMO_TEXTS = 6, 40
+
+
+def make_app(db_path: Path, **kwargs: object) -> HomogApp:
+    """The app for ``db_path``, its catalog read by a child process started before Textual
+    is imported (the two cost about as much CPU each; see :mod:`tui.preview`)."""
+    from tui.preview import CatalogPreview
+
+    preview = CatalogPreview(db_path)
+    from tui.app import HomogApp
+
+    return HomogApp(db_path, preview=preview, **kwargs)
 
 
 @click.command("tui")
@@ -44,16 +59,14 @@ def tui(db_path: Path | None, params: Path, demo: bool) -> None:
       homog tui --db data/homog.duckdb
       homog tui --demo
     """
-    from tui.app import HomogApp
-
     if demo:
         from homog.store.demo import make_demo_db
 
         with tempfile.TemporaryDirectory(prefix="homog-demo-") as tmp:
             path = Path(tmp) / "demo.duckdb"
             make_demo_db(path, DEMO_RUNS, DEMO_TEXTS)
-            HomogApp(path).run()
+            make_app(path).run()
         return
     from homog.layout import default_db
 
-    HomogApp(db_path or default_db(params)).run()
+    make_app(db_path or default_db(params)).run()

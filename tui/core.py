@@ -92,6 +92,28 @@ def open_database(path: str | os.PathLike[str]) -> Database:
     return Database(path, con=con, stamp=stamp)
 
 
+def error_text(exc: BaseException) -> str:
+    """The message to show for a failed query: DuckDB's own text, first lines only."""
+    text = str(exc).strip() or type(exc).__name__
+    lines = text.splitlines()
+    return "\n".join(lines[:8])
+
+
+def open_with_catalog(path: str | os.PathLike[str]) -> tuple[Database, Catalog | None, str | None]:
+    """Open ``path`` (:func:`open_database`) and read its catalog through the connection.
+
+    Returns (database, catalog, error): the catalog is None and ``error`` says why when the
+    file opened but could not be read. Never raises for a bad file.
+    """
+    db = open_database(path)
+    if not db.ok:
+        return db, None, None
+    try:
+        return db, load_catalog(db.con), None
+    except Exception as exc:  # noqa: BLE001 - any database error goes to the UI
+        return db, None, error_text(exc)
+
+
 def as_rows(result: Any, columns: Sequence[str] | None = None) -> list[Row]:
     """Normalise what a query function returns into a list of dicts.
 

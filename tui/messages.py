@@ -8,6 +8,7 @@ posted. None of them bubble: each is for the node that started the query.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from textual.message import Message
@@ -30,6 +31,17 @@ class CatalogLoaded(QueryResult, bubble=False):
     def __init__(self, catalog: Catalog) -> None:
         super().__init__()
         self.catalog = catalog
+
+
+class CatalogPreviewed(Message, bubble=False):
+    """The catalog as the ``tui.preview`` child read it, before the app has its own
+    connection. The app shows it, then sets ``painted`` so the worker opens the file."""
+
+    def __init__(self, generation: int, catalog: Catalog, painted: threading.Event) -> None:
+        super().__init__()
+        self.generation = generation
+        self.catalog = catalog
+        self.painted = painted
 
 
 class DbOpened(Message, bubble=False):

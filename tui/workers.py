@@ -16,16 +16,10 @@ from typing import Any, TypeVar
 from textual.dom import DOMNode
 from textual.worker import Worker, get_current_worker
 
+from tui.core import error_text
 from tui.messages import QueryFailed, QueryResult
 
 R = TypeVar("R", bound=QueryResult)
-
-
-def error_text(exc: BaseException) -> str:
-    """The message to show for a failed query: DuckDB's own text, first lines only."""
-    text = str(exc).strip() or type(exc).__name__
-    lines = text.splitlines()
-    return "\n".join(lines[:8])
 
 
 def run_query(

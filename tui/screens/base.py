@@ -36,7 +36,11 @@ class HomogScreen(Screen):
         yield from ()
 
     def on_mount(self) -> None:
-        self.watch(self.app, "catalog", self._catalog_watch)
+        self.watch(self.app, "catalog", self._catalog_watch, init=False)
+        # The catalog the app already has is shown after the first refresh: by then every
+        # widget has composed its own children (a Select's label, say), which a screen's
+        # Mount does not wait for.
+        self.call_after_refresh(self._catalog_watch, self.app.catalog)  # type: ignore[attr-defined]
 
     def _catalog_watch(self, catalog: Catalog | None) -> None:
         if catalog is not None:
