@@ -174,3 +174,24 @@ def test_homog_finds_tui_without_scanning_entry_points(monkeypatch: pytest.Monke
     assert calls == []
     assert cli.main.get_command(ctx, "hello") is not None and calls == [1]
     assert cli.main.get_command(ctx, "nope") is None
+
+
+def test_the_command_path_forks_before_textual_or_duckdb_is_loaded(demo_db: Path) -> None:
+    """``homog tui`` starts the preview with neither Textual nor DuckDB imported: the child
+    then forks (on Linux) and the parent's Textual import overlaps the child's work."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from homog.cli import main; import click; "
+        "main.get_command(click.Context(main), 'tui'); "
+        "loaded = sorted(m for m in ('textual', 'duckdb') if m in sys.modules); "
+        "from tui.preview import CatalogPreview; p = CatalogPreview(sys.argv[1]); "
+        "ok = p.result(60) is not None; print(loaded, p.how, ok)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(demo_db)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    how = "fork" if sys.platform == "linux" else "spawn"
+    assert done.stdout.split() == ["[]", how, "True"]

@@ -5,7 +5,7 @@ importing and starting Textual, and both hold the GIL, so a thread barely overla
 ``homog tui`` therefore starts a child process first: it reads the catalog on another core
 and pickles it to a pipe, the app paints the runs from it, and opens its own read-only
 connection only after that paint. On Linux, in a process with no other thread, the child is
-a fork (no interpreter start-up; it has nothing of DuckDB's yet); elsewhere it is
+a fork (no interpreter start-up), when this process has not loaded DuckDB; elsewhere it is
 ``python -m tui.preview PATH``.
 
 Nothing here imports Textual. Any failure of the child (no interpreter, a crash, a bad file)
@@ -33,15 +33,20 @@ class CatalogPreview:
     """``python -m tui.preview PATH`` started now; :meth:`result` is its (stamp, catalog)."""
 
     def __init__(self, path: str | os.PathLike[str], *, fork: bool | None = None) -> None:
-        """``fork``: None picks (a fork on Linux when this is the only thread), False spawns
-        ``python -m tui.preview``, True forks (Linux, one thread)."""
+        """``fork``: None picks (a fork on Linux when this is the only thread and DuckDB is
+        not loaded), False spawns ``python -m tui.preview``, True forks."""
         self.path = Path(path)
         self.how = "none"
         self._out: tuple[tuple[int, int, int] | None, Catalog] | None = None
         self._done = threading.Event()
         self._kill: Callable[[], None] = lambda: None
-        if fork is None:
-            fork = sys.platform == "linux" and threading.active_count() == 1
+        if fork is None:  # a fork copies one thread: only where no other (DuckDB's native
+            # worker threads included) could hold a lock the child would need
+            fork = (
+                sys.platform == "linux"
+                and threading.active_count() == 1
+                and "duckdb" not in sys.modules
+            )
         try:
             read = self._fork() if fork else self._spawn()
         except OSError:
