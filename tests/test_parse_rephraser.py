@@ -436,7 +436,7 @@ def test_registered():
 
 
 def test_a_plural_looking_title_keeps_its_capital_and_takes_it(nlp):
-    """"Little Fires" is one film: displaced, its first word keeps its capital although the
+    """ "Little Fires" is one film: displaced, its first word keeps its capital although the
     tagger reads it as an adjective, and its pronoun agrees with "is"."""
     found = rewrites(nlp, "Little Fires is a warm coming-of-age story.")
     assert "A warm coming-of-age story is what Little Fires is." in found["reverse_pseudo_cleft"]
@@ -444,6 +444,7 @@ def test_a_plural_looking_title_keeps_its_capital_and_takes_it(nlp):
     # a plural subject with a plural verb stays "they"
     assert "As for the songs, they are lovely." in rewrites(nlp, "The songs are lovely.")["as_for"]
     # a determiner before a name is lower-cased as usual
-    assert "A fun ride is what the Matrix is." in rewrites(nlp, "The Matrix is a fun ride.")[
-        "reverse_pseudo_cleft"
-    ]
+    assert (
+        "A fun ride is what the Matrix is."
+        in rewrites(nlp, "The Matrix is a fun ride.")["reverse_pseudo_cleft"]
+    )
