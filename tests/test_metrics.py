@@ -179,3 +179,41 @@ def test_dataset_spectra_against_numpy():
 def test_dataset_spectra_needs_two_texts():
     with pytest.raises(MetricInputError, match="at least 2 texts"):
         dataset_spectra(torch.randn(3, 1, 8))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_cpu_eigensolvers_agree(monkeypatch: pytest.MonkeyPatch, threads: int) -> None:
+    """NumPy's eigensolver (the CPU default) and torch's give the same eigenvalues, batched
+    and split over threads, on Gram matrices with a massive direction."""
+    import homog.metrics as hm
+
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 5, 40, 48, generator=gen, dtype=torch.float64)
+    x[..., 0] *= 1e4  # a massive feature: eigenvalues spread over 8 orders of magnitude
+    gram = x @ x.mT
+    saved = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        monkeypatch.setenv("HOMOG_CPU_EIGENSOLVER", "torch")
+        ref = hm._eigvalsh(gram)
+        monkeypatch.setenv("HOMOG_CPU_EIGENSOLVER", "numpy")
+        got = hm._eigvalsh(gram)
+        monkeypatch.delenv("HOMOG_CPU_EIGENSOLVER")
+        default = hm._eigvalsh(gram)
+    finally:
+        torch.set_num_threads(saved)
+    assert got.shape == ref.shape == (2, 5, 40) and got.dtype == torch.float64
+    top = ref[..., -1:]
+    assert torch.allclose(got, ref, rtol=0, atol=float(top.max()) * 1e-13)
+    assert torch.equal(default, got)
+    # and both against an independent SVD: sigma^2
+    sv = torch.linalg.svdvals(x).flip(-1) ** 2
+    assert torch.allclose(got, sv, rtol=0, atol=float(top.max()) * 1e-12)
+
+
+def test_cpu_eigensolver_setting_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    import homog.metrics as hm
+
+    monkeypatch.setenv("HOMOG_CPU_EIGENSOLVER", "mkl")
+    with pytest.raises(MetricInputError, match="HOMOG_CPU_EIGENSOLVER='mkl'.*numpy.*torch"):
+        hm._eigvalsh(torch.eye(3, dtype=torch.float64))
