@@ -4,8 +4,10 @@ Importing this package imports neither torch nor pandas: the stage's names
 (``build_synth``, ``VARIANTS``, ``TEXT_COLUMNS``, ...) are resolved lazily from ``stage`` on
 first use, and the rephrasers load their models only when built. The modules:
 
-- ``stage``: the stage itself (variants, selection, report; it writes the ``texts`` table of
+- ``stage``: the stage itself (it builds the variants and writes the ``texts`` table of
   docs/design.md and ``report.json``);
+- ``selection``: BERTScore of every variant, and which texts are kept (``select``);
+- ``report``: the report's per-variant measures and ``make_report``;
 - ``keyphrase``: sentence splitting, key-phrase extractors, relative positions;
 - ``rephrase``: the rephrasers by name (``rule``, ``llm``: ``REPHRASERS``) and what they
   share; ``rephrase.lexicon``, ``rephrase.rule``, ``rephrase.llm`` hold the kinds;

@@ -13,12 +13,17 @@ end: up, control: either way).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from homog.synth.keyphrase import phrase_span, relative_position, words
+from homog.synth.rephrase import TARGETS
+from homog.synth.selection import VARIANTS
+
+if TYPE_CHECKING:
+    from homog.synth.stage import Variants
 
 EDGE_WORDS = 2
 MOVE = 0.2
@@ -164,3 +169,68 @@ def audit(
             out[v] = s
             bar.advance(task, len(rows))
     return out
+
+
+def _mean(values: pd.Series) -> float | None:
+    v = values.dropna()
+    return round(float(v.mean()), 4) if len(v) else None
+
+
+def make_report(
+    variants: Variants, keep: pd.Series, counts: dict[str, Any], meta: dict[str, Any]
+) -> dict[str, Any]:
+    """The report.json dict (pure): counts, rewrite rates, mean F1 and positions."""
+    table = variants.table
+    kept = table[table["sample_id"].isin(keep[keep].index)]
+    rate = {
+        t: round(variants.status[t].get("rewritten", 0) / max(variants.keyed_sentences, 1), 4)
+        for t in TARGETS
+    }
+    by_variant = {v: kept[kept["variant"] == v] for v in VARIANTS}
+    all_by_variant = {v: table[table["variant"] == v] for v in VARIANTS}
+    return {
+        **meta,
+        "texts_in": int(table["sample_id"].nunique()),
+        "texts_kept": int(keep.sum()),
+        "kept_per_variant": counts["pass_per_variant"],
+        "dropped": {
+            "no_keyphrase": counts["no_keyphrase"],
+            "not_rewritten": counts["not_rewritten"],
+            "below_threshold": counts["below_threshold"],
+        },
+        "unchanged_per_variant": counts["unchanged_per_variant"],
+        "sentences": variants.sentences,
+        "keyphrase_sentences": variants.keyed_sentences,
+        "sentence_status": variants.status,
+        "keyphrase_sources": variants.keyphrase_sources,
+        "phrase_retries": variants.phrase_retries,
+        "rewrite_rate": rate,
+        "bertscore_f1": {v: _mean(by_variant[v]["bertscore_f1"]) for v in TARGETS},
+        "bertscore_f1_all": {v: _mean(all_by_variant[v]["bertscore_f1"]) for v in TARGETS},
+        "keyphrase_position": {v: _mean(by_variant[v]["position"]) for v in VARIANTS},
+        **variant_measures(variants, keep),
+    }
+
+
+def variant_measures(variants: Variants, keep: pd.Series) -> dict[str, Any]:
+    """The per-variant measures of kept texts (``homog.synth.report``): key phrases at the
+    front/end and moved, texts changed, word edit distance, rewrite kinds, fluency (pure)."""
+    table = variants.table
+    kept_ids = set(keep[keep].index)
+    kept = table[table["sample_id"].isin(kept_ids)]
+    wide = kept.pivot(index="sample_id", columns="variant", values="text")
+    changed = {
+        v: round(float((wide[v] != wide["original"]).mean()), 4) if len(wide) else None
+        for v in TARGETS
+    }
+    rw = variants.rewrites
+    if rw is None:
+        return {"texts_changed": changed}
+    rw = rw[rw["sample_id"].isin(kept_ids)]
+    return {
+        "texts_changed": changed,
+        "keyphrase_edges": position_measures(rw),
+        "edit_distance": edit_distance(rw, len(kept_ids)),
+        "rewrite_kinds": kind_counts(rw),
+        "fluency": fluency_filter(rw),
+    }

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from homog.config import KeyphraseConfig, Params, SynthConfig, as_params
+from homog.config import KeyphraseConfig, Params, as_params
 from homog.corpus import read_corpus
 from homog.errors import HomogError
 from homog.io import atomic_path, write_json
@@ -45,9 +45,26 @@ from homog.synth.keyphrase import (
     split_sentences,
 )
 from homog.synth.rephrase import TARGETS, Rephraser, Rewrite, rephraser_from_params
+from homog.synth.report import make_report
+from homog.synth.selection import REQUIRE_REWRITE, VARIANTS, score_variants, select
 from homog.synth.timing import Phases
 
-VARIANTS = ("original", *TARGETS)
+__all__ = [
+    "PHRASE_SEP",
+    "REQUIRE_REWRITE",
+    "TEXT_COLUMNS",
+    "VARIANTS",
+    "Sentences",
+    "Variants",
+    "assemble",
+    "build_synth",
+    "build_variants",
+    "key_sentences",
+    "make_report",
+    "mean_position",
+    "score_variants",
+    "select",
+]
 TEXT_COLUMNS = ["dataset", "variant", "sample_id", "text", "label", "keyphrase", "bertscore_f1"]
 PHRASE_SEP = " | "
 LAYOUT = Layout()  # the paths of a project run from its root (the CLI's defaults)
@@ -322,141 +339,6 @@ def build_variants(
         keyphrase_sources=sources,
         phrase_retries=retries,
     )
-
-
-def score_variants(table: pd.DataFrame, scorer: Any, show_progress: bool = False) -> pd.Series:
-    """BERTScore F1 of every row against its original (1.0 for the originals themselves)."""
-    from homog.progress import progress
-
-    originals = table[table["variant"] == "original"].set_index("sample_id")["text"]
-    f1 = pd.Series(1.0, index=table.index)
-    mask = (table["variant"] != "original").to_numpy()
-    rows = table[mask]
-    if len(rows):
-        refs = originals.loc[rows["sample_id"]].tolist()
-        with progress(transient=True) as bar:
-            task = bar.add_task("BERTScore", total=len(rows), visible=show_progress)
-            f1[mask] = _f1(scorer, rows["text"].tolist(), refs, lambda k: bar.advance(task, k))
-    return f1
-
-
-def _f1(scorer: Any, candidates: list[str], refs: list[str], on_done: Any) -> Any:
-    """``scorer.f1`` with a progress callback where the scorer takes one (test doubles may
-    not)."""
-    import inspect
-
-    if "on_done" in inspect.signature(scorer.f1).parameters:
-        return scorer.f1(candidates, refs, on_done=on_done)
-    return scorer.f1(candidates, refs)
-
-
-REQUIRE_REWRITE = ("none", "any", "all")
-
-
-def select(
-    table: pd.DataFrame, threshold: float, *, require_rewrite: str = SynthConfig.require_rewrite
-) -> tuple[pd.Series, dict[str, Any]]:
-    """Which sample_ids are kept, and why the others were not (pure).
-
-    ``table`` needs columns variant, sample_id, n_keyed, n_rewritten, bertscore_f1. A text is
-    kept when it has a key phrase, when it was rewritten (``require_rewrite``: ``any`` = at
-    least one sentence in front or end, since a text neither variant could change tells
-    nothing about position; ``all`` = at least one sentence in every non-original variant;
-    ``none`` = no condition) and when every variant's F1 >= threshold. Returns (boolean Series
-    over sample_ids, counts dict; ``no_rewrite`` counts texts a variant left unchanged).
-    """
-    if require_rewrite not in REQUIRE_REWRITE:
-        raise HomogError(
-            f"synth.require_rewrite must be one of {REQUIRE_REWRITE} (got {require_rewrite!r})"
-        )
-    wide_f1 = table.pivot(index="sample_id", columns="variant", values="bertscore_f1")
-    wide_rw = table.pivot(index="sample_id", columns="variant", values="n_rewritten")
-    keyed = table[table["variant"] == "original"].set_index("sample_id")["n_keyed"] > 0
-    targets = [v for v in VARIANTS if v != "original" and v in wide_f1.columns]
-    changed = wide_rw[targets] > 0
-    if require_rewrite == "all":
-        has_rewrite = changed.all(axis=1)
-    elif require_rewrite == "any":
-        has_rewrite = changed[[v for v in ("front", "end") if v in targets]].any(axis=1)
-    else:
-        has_rewrite = pd.Series(True, index=wide_rw.index)
-    above = wide_f1[targets] >= threshold
-    keep = keyed & has_rewrite & above.all(axis=1)
-    counts = {
-        "no_keyphrase": int((~keyed).sum()),
-        "not_rewritten": int((keyed & ~has_rewrite).sum()),
-        "unchanged_per_variant": {v: int((keyed & ~changed[v]).sum()) for v in targets},
-        "below_threshold": {v: int((keyed & has_rewrite & ~above[v]).sum()) for v in targets},
-        "pass_per_variant": {v: int((keyed & has_rewrite & above[v]).sum()) for v in targets},
-    }
-    return keep.reindex(wide_f1.index).fillna(False).astype(bool), counts
-
-
-def _mean(values: pd.Series) -> float | None:
-    v = values.dropna()
-    return round(float(v.mean()), 4) if len(v) else None
-
-
-def make_report(
-    variants: Variants, keep: pd.Series, counts: dict[str, Any], meta: dict[str, Any]
-) -> dict[str, Any]:
-    """The report.json dict (pure): counts, rewrite rates, mean F1 and positions."""
-    table = variants.table
-    kept = table[table["sample_id"].isin(keep[keep].index)]
-    rate = {
-        t: round(variants.status[t].get("rewritten", 0) / max(variants.keyed_sentences, 1), 4)
-        for t in TARGETS
-    }
-    by_variant = {v: kept[kept["variant"] == v] for v in VARIANTS}
-    all_by_variant = {v: table[table["variant"] == v] for v in VARIANTS}
-    return {
-        **meta,
-        "texts_in": int(table["sample_id"].nunique()),
-        "texts_kept": int(keep.sum()),
-        "kept_per_variant": counts["pass_per_variant"],
-        "dropped": {
-            "no_keyphrase": counts["no_keyphrase"],
-            "not_rewritten": counts["not_rewritten"],
-            "below_threshold": counts["below_threshold"],
-        },
-        "unchanged_per_variant": counts["unchanged_per_variant"],
-        "sentences": variants.sentences,
-        "keyphrase_sentences": variants.keyed_sentences,
-        "sentence_status": variants.status,
-        "keyphrase_sources": variants.keyphrase_sources,
-        "phrase_retries": variants.phrase_retries,
-        "rewrite_rate": rate,
-        "bertscore_f1": {v: _mean(by_variant[v]["bertscore_f1"]) for v in TARGETS},
-        "bertscore_f1_all": {v: _mean(all_by_variant[v]["bertscore_f1"]) for v in TARGETS},
-        "keyphrase_position": {v: _mean(by_variant[v]["position"]) for v in VARIANTS},
-        **variant_measures(variants, keep),
-    }
-
-
-def variant_measures(variants: Variants, keep: pd.Series) -> dict[str, Any]:
-    """The per-variant measures of kept texts (``homog.synth.report``): key phrases at the
-    front/end and moved, texts changed, word edit distance, rewrite kinds, fluency (pure)."""
-    from homog.synth import report as rep
-
-    table = variants.table
-    kept_ids = set(keep[keep].index)
-    kept = table[table["sample_id"].isin(kept_ids)]
-    wide = kept.pivot(index="sample_id", columns="variant", values="text")
-    changed = {
-        v: round(float((wide[v] != wide["original"]).mean()), 4) if len(wide) else None
-        for v in TARGETS
-    }
-    rw = variants.rewrites
-    if rw is None:
-        return {"texts_changed": changed}
-    rw = rw[rw["sample_id"].isin(kept_ids)]
-    return {
-        "texts_changed": changed,
-        "keyphrase_edges": rep.position_measures(rw),
-        "edit_distance": rep.edit_distance(rw, len(kept_ids)),
-        "rewrite_kinds": rep.kind_counts(rw),
-        "fluency": rep.fluency_filter(rw),
-    }
 
 
 def build_synth(
