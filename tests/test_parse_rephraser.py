@@ -448,3 +448,24 @@ def test_a_plural_looking_title_keeps_its_capital_and_takes_it(nlp):
         "A fun ride is what the Matrix is."
         in rewrites(nlp, "The Matrix is a fun ride.")["reverse_pseudo_cleft"]
     )
+
+
+def test_a_name_the_tagger_missed_gets_its_capital_back_from_the_review(parse):
+    """spaCy's small model tags "Lumet" and "Emory" at a sentence start as nouns, so the
+    rendering lower-cases them when they move; the review, which writes them capitalised in
+    mid-sentence and never in lower case, shows they are names."""
+    s = "Lumet was at his zenith in the 1970's with films like Network."
+    review = "Director Sidney Lumet made a deal with the Devil. " + s
+    end = parse.rewrite_many([(s, "the 1970's", review)], "end")[0]
+    assert end.status == "rewritten"
+    assert end.text == "It was films like Network that Lumet was at his zenith in the 1970's with."
+    s2 = "Emory bids a tearful farewell to his wife and kids."
+    front = parse.rewrite_many([(s2, "a tearful farewell", "Later, Emory leaves. " + s2)], "front")
+    assert front[0].text == "A tearful farewell is bid by Emory to his wife and kids."
+    # no review, or one that also writes the word in lower case: the tagger's reading stands
+    alone = parse.rewrite_many([(s2, "a tearful farewell", s2)], "front")[0]
+    assert alone.text == "A tearful farewell is bid by emory to his wife and kids."
+    both = parse.rewrite_many(
+        [(s2, "a tearful farewell", "Then Emory, whom emory fans love, leaves. " + s2)], "front"
+    )
+    assert both[0].text == "A tearful farewell is bid by emory to his wife and kids."

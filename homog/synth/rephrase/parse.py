@@ -75,6 +75,28 @@ class Option:
     kinds: tuple[str, ...]
 
 
+FIRST_WORD = re.compile(r"[A-Z][a-z]+\b")
+
+
+def restore_name(text: str, sentence: str, context: str) -> str:
+    """``text`` with the sentence's displaced first word capitalised again when ``context``
+    (the whole review) shows it is a name: written capitalised after a lower-case word or a
+    comma somewhere, and never in lower case. The parser's rendering lower-cases a displaced
+    first word unless the tagger calls it a name, and it misses some ("Lumet was ..." ->
+    "What lumet was ..."); rewrites are cached per sentence, so only the review can tell.
+    """
+    first = FIRST_WORD.match(sentence)
+    if first is None or not context:
+        return text
+    word = first.group(0)
+    low = re.compile(rf"\b{word.lower()}\b")
+    if not low.search(text) or low.search(context):
+        return text
+    if not re.search(rf"[a-z0-9,;:] +{word}\b", context):
+        return text
+    return low.sub(word, text, count=1)
+
+
 @dataclass
 class Parsed:
     """A sentence's parse outcome: its status (``ok`` or why not), its rewrites and its noun
@@ -391,8 +413,9 @@ class ParseRephraser(Rephraser):
         self.prepare([s for s, _, _ in items])
         results: list[Rewrite | None] = [None] * len(items)
         pending: dict[int, list[Option]] = {}
-        for k, (sentence, phrase, _context) in enumerate(items):
+        for k, (sentence, phrase, context) in enumerate(items):
             status, ranked = self.ranked(sentence, phrase, target)
+            ranked = [Option(restore_name(o.text, sentence, context), o.kinds) for o in ranked]
             if status != "ok":
                 results[k] = Rewrite(sentence, status)
             elif self.fluency is None:
