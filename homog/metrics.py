@@ -187,7 +187,7 @@ def _eigvalsh(gram: Tensor) -> Tensor:
         return torch.linalg.eigvalsh(gram)
     workers = torch.get_num_threads()
     split = workers >= 2 and flat.shape[0] >= 2 * workers
-    if cpu_eigensolver() == "torch":
+    if cpu_eigensolver() == "torch" or gram.requires_grad:  # NumPy cannot carry a graph
         if not split:
             return torch.linalg.eigvalsh(gram)
         with ThreadPoolExecutor(workers) as pool:

@@ -217,3 +217,15 @@ def test_cpu_eigensolver_setting_is_checked(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("HOMOG_CPU_EIGENSOLVER", "mkl")
     with pytest.raises(MetricInputError, match="HOMOG_CPU_EIGENSOLVER='mkl'.*numpy.*torch"):
         hm._eigvalsh(torch.eye(3, dtype=torch.float64))
+
+
+def test_metrics_of_a_tensor_that_requires_grad() -> None:
+    """A caller's tensor in an autograd graph goes through torch's solver (NumPy cannot take
+    it) and gives the same metrics."""
+    gen = torch.Generator().manual_seed(5)
+    h = torch.randn(1, 6, 20, 24, generator=gen, dtype=torch.float64)
+    mask = torch.ones(1, 20, dtype=torch.bool)
+    plain = layer_metrics(h, mask)
+    tracked = layer_metrics(h.clone().requires_grad_(True), mask)
+    for name in plain:
+        assert torch.allclose(plain[name], tracked[name].detach(), rtol=1e-12, equal_nan=True)
