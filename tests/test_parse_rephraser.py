@@ -469,3 +469,9 @@ def test_a_name_the_tagger_missed_gets_its_capital_back_from_the_review(parse):
         [(s2, "a tearful farewell", "Then Emory, whom emory fans love, leaves. " + s2)], "front"
     )
     assert both[0].text == "A tearful farewell is bid by emory to his wife and kids."
+    # a capital after a colon is no sign of a name, nor is any stop word (a real review:
+    # "... and Dark City: These really ought to be added. ... These people did ...")
+    s3 = "These people did an incredible job!"
+    review = "Blade Runner and Dark City: These really ought to be added. " + s3
+    done = parse.rewrite_many([(s3, "an incredible job", review)], "front")[0]
+    assert done.text == "An incredible job was done by these people!"

@@ -80,19 +80,21 @@ FIRST_WORD = re.compile(r"[A-Z][a-z]+\b")
 
 def restore_name(text: str, sentence: str, context: str) -> str:
     """``text`` with the sentence's displaced first word capitalised again when ``context``
-    (the whole review) shows it is a name: written capitalised after a lower-case word or a
-    comma somewhere, and never in lower case. The parser's rendering lower-cases a displaced
+    (the whole review) shows it is a name: not a stop word, written capitalised after a
+    lower-case word, a digit or a comma somewhere, and never in lower case. The parser's rendering lower-cases a displaced
     first word unless the tagger calls it a name, and it misses some ("Lumet was ..." ->
     "What lumet was ..."); rewrites are cached per sentence, so only the review can tell.
     """
+    from spacy.lang.en.stop_words import STOP_WORDS
+
     first = FIRST_WORD.match(sentence)
-    if first is None or not context:
-        return text
+    if first is None or not context or first.group(0).lower() in STOP_WORDS:
+        return text  # "These", "There", ...: never a name, whatever the review capitalises
     word = first.group(0)
     low = re.compile(rf"\b{word.lower()}\b")
     if not low.search(text) or low.search(context):
         return text
-    if not re.search(rf"[a-z0-9,;:] +{word}\b", context):
+    if not re.search(rf"[a-z0-9,] +{word}\b", context):  # not after a colon: "City: These"
         return text
     return low.sub(word, text, count=1)
 
