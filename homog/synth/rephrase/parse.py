@@ -81,9 +81,10 @@ FIRST_WORD = re.compile(r"[A-Z][a-z]+\b")
 def restore_name(text: str, sentence: str, context: str) -> str:
     """``text`` with the sentence's displaced first word capitalised again when ``context``
     (the whole review) shows it is a name: not a stop word, written capitalised after a
-    lower-case word, a digit or a comma somewhere, and never in lower case. The parser's rendering lower-cases a displaced
-    first word unless the tagger calls it a name, and it misses some ("Lumet was ..." ->
-    "What lumet was ..."); rewrites are cached per sentence, so only the review can tell.
+    lower-case word, a digit or a comma somewhere, and never in lower case. The parser's
+    rendering lower-cases a displaced first word unless the tagger calls it a name, and it
+    misses some ("Lumet was ..." -> "What lumet was ..."); rewrites are cached per sentence,
+    so only the review can tell.
     """
     from spacy.lang.en.stop_words import STOP_WORDS
 
