@@ -57,10 +57,13 @@ class CatalogPreview:
     def _fork(self) -> Callable[[], None]:
         r, w = os.pipe()
         pid = os.fork()
-        if pid == 0:  # the child: never returns
+        if pid == 0:  # the child: never returns, never writes to the terminal
             code = 1
             try:
                 os.close(r)
+                quiet = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(quiet, fd)
                 code = write_catalog(self.path, w)
             finally:
                 os._exit(code)
