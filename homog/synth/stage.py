@@ -46,25 +46,14 @@ from homog.synth.keyphrase import (
 )
 from homog.synth.rephrase import TARGETS, Rephraser, Rewrite, rephraser_from_params
 from homog.synth.report import make_report
-from homog.synth.selection import REQUIRE_REWRITE, VARIANTS, score_variants, select
+from homog.synth.selection import (
+    REQUIRE_REWRITE,  # noqa: F401 - homog.synth's lazy name
+    VARIANTS,
+    score_variants,
+    select,
+)
 from homog.synth.timing import Phases
 
-__all__ = [
-    "PHRASE_SEP",
-    "REQUIRE_REWRITE",
-    "TEXT_COLUMNS",
-    "VARIANTS",
-    "Sentences",
-    "Variants",
-    "assemble",
-    "build_synth",
-    "build_variants",
-    "key_sentences",
-    "make_report",
-    "mean_position",
-    "score_variants",
-    "select",
-]
 TEXT_COLUMNS = ["dataset", "variant", "sample_id", "text", "label", "keyphrase", "bertscore_f1"]
 PHRASE_SEP = " | "
 LAYOUT = Layout()  # the paths of a project run from its root (the CLI's defaults)
