@@ -11,7 +11,6 @@ import importlib
 import os
 import threading
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,7 +39,6 @@ LAZY_SCREENS = {
 
 
 PRELOAD_AFTER_S = 0.3
-PAINT_WAIT_S = 2.0  # the worker opens the file after the previewed runs are drawn, or this
 
 
 def _lazy_screen(module: str, name: str) -> Callable[[], Screen]:
@@ -115,7 +113,8 @@ class HomogApp(App[None]):
 
         The first open starts from the preview child's catalog when there is one: shown at
         once when it is already in (else :class:`CatalogPreviewed` brings it), then the file
-        is opened after that paint, and read again only if it changed in between.
+        is opened after that paint (:meth:`_show_preview`), and read again only if it changed
+        in between.
         """
         # DuckDB reuses an open database instance for the same path within a process, so
         # the old connection must be closed first or the rebuilt file would not be read.
@@ -125,9 +124,30 @@ class HomogApp(App[None]):
         self._open_generation += 1
         generation, path = self._open_generation, self.db_path
         preview, self._preview = self._preview, None  # only ever the first open
+        got = preview.result() if preview is not None and preview.ready() else None
+        if got is not None:  # already read: the runs are in the first frame
+            self._show_preview(generation, *got)
+            return
 
-        def open_own(stamp: tuple[int, int, int] | None, catalog: Catalog) -> None:
-            """The app's own connection, once the previewed catalog is on screen."""
+        def job() -> None:
+            got = preview.result() if preview is not None else None
+            if got is None:  # no preview, or the child failed: the ordinary open
+                self.post_message(DbOpened(generation, *open_with_catalog(path)))
+            else:
+                self.post_message(CatalogPreviewed(generation, *got))
+
+        self.run_worker(job, name="open-db", group="open-db", thread=True, exit_on_error=False)
+
+    def _show_preview(
+        self, generation: int, stamp: tuple[int, int, int] | None, catalog: Catalog
+    ) -> None:
+        """Show the preview child's catalog, then open the file once that is painted
+        (DuckDB's import would slow the paint down)."""
+        path = self.db_path
+        self.db_note = str(path)
+        self.catalog = catalog
+
+        def open_own() -> None:
             db = open_database(path)
             if not db.ok or db.stamp == stamp:  # the file the child read: its catalog holds
                 self.post_message(DbOpened(generation, db, catalog if db.ok else None, None))
@@ -135,39 +155,19 @@ class HomogApp(App[None]):
             db.close()  # the file changed since the child read it: read it again
             self.post_message(DbOpened(generation, *open_with_catalog(path)))
 
-        def job() -> None:
-            got = preview.result() if preview is not None else None
-            if got is None:
-                self.post_message(DbOpened(generation, *open_with_catalog(path)))
-                return
-            painted = threading.Event()
-            self.post_message(CatalogPreviewed(generation, got[1], painted))
-            painted.wait(PAINT_WAIT_S)  # DuckDB's import would slow that paint down
-            open_own(*got)
-
-        got = preview.result() if preview is not None and preview.ready() else None
-        if got is not None:  # already read: the runs are in the first frame
-            self.db_note = str(path)
-            self.catalog = got[1]
-            self.call_after_refresh(
-                self.run_worker,
-                partial(open_own, *got),
-                name="open-db",
-                group="open-db",
-                thread=True,
-                exit_on_error=False,
-            )
-            return
-        self.run_worker(job, name="open-db", group="open-db", thread=True, exit_on_error=False)
+        self.call_after_refresh(
+            self.run_worker,
+            open_own,
+            name="open-db",
+            group="open-db",
+            thread=True,
+            exit_on_error=False,
+        )
 
     @on(CatalogPreviewed)
     def _catalog_previewed(self, message: CatalogPreviewed) -> None:
-        if message.generation != self._open_generation or not self.is_running:
-            message.painted.set()
-            return
-        self.db_note = str(self.db_path)
-        self.catalog = message.catalog
-        self.call_after_refresh(message.painted.set)
+        if message.generation == self._open_generation and self.is_running:
+            self._show_preview(message.generation, message.stamp, message.catalog)
 
     @on(DbOpened)
     def _db_opened(self, message: DbOpened) -> None:

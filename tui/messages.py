@@ -8,7 +8,6 @@ posted. None of them bubble: each is for the node that started the query.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from textual.message import Message
@@ -34,14 +33,16 @@ class CatalogLoaded(QueryResult, bubble=False):
 
 
 class CatalogPreviewed(Message, bubble=False):
-    """The catalog as the ``tui.preview`` child read it, before the app has its own
-    connection. The app shows it, then sets ``painted`` so the worker opens the file."""
+    """The catalog as the ``tui.preview`` child read it (and the file's fingerprint then),
+    before the app has its own connection: the app shows it, then opens the file."""
 
-    def __init__(self, generation: int, catalog: Catalog, painted: threading.Event) -> None:
+    def __init__(
+        self, generation: int, stamp: tuple[int, int, int] | None, catalog: Catalog
+    ) -> None:
         super().__init__()
         self.generation = generation
+        self.stamp = stamp
         self.catalog = catalog
-        self.painted = painted
 
 
 class DbOpened(Message, bubble=False):
