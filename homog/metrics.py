@@ -38,6 +38,7 @@ Conventions and edge cases (each documented, none silent):
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -182,22 +183,21 @@ def _eigvalsh(gram: Tensor) -> Tensor:
     thread pool (LAPACK releases the GIL), each on one BLAS thread: about 2x on 2 cores. On a
     GPU one batched call is already parallel. See the module docstring for the CPU library.
     """
-    flat = gram.reshape(-1, *gram.shape[-2:])
     if gram.device.type != "cpu":
         return torch.linalg.eigvalsh(gram)
+    flat = gram.reshape(-1, *gram.shape[-2:])
     workers = torch.get_num_threads()
     split = workers >= 2 and flat.shape[0] >= 2 * workers
     if cpu_eigensolver() == "torch" or gram.requires_grad:  # NumPy cannot carry a graph
+        whole, part, limit = torch.linalg.eigvalsh, _eigvalsh_one_thread, contextlib.nullcontext()
+    else:
+        whole = part = _eigvalsh_numpy
+        limit = _blas().limit(limits=1, user_api="blas")
+    with limit:
         if not split:
-            return torch.linalg.eigvalsh(gram)
+            return whole(flat).reshape(gram.shape[:-1])
         with ThreadPoolExecutor(workers) as pool:
-            parts = list(pool.map(_eigvalsh_one_thread, flat.chunk(workers)))
-        return torch.cat(parts).reshape(gram.shape[:-1])
-    with _blas().limit(limits=1, user_api="blas"):
-        if not split:
-            return _eigvalsh_numpy(flat).reshape(gram.shape[:-1])
-        with ThreadPoolExecutor(workers) as pool:
-            parts = list(pool.map(_eigvalsh_numpy, flat.chunk(workers)))
+            parts = list(pool.map(part, flat.chunk(workers)))
     return torch.cat(parts).reshape(gram.shape[:-1])
 
 
