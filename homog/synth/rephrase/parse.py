@@ -78,26 +78,31 @@ class Option:
 FIRST_WORD = re.compile(r"[A-Z][a-z]+\b")
 
 
-def restore_name(text: str, sentence: str, context: str) -> str:
-    """``text`` with the sentence's displaced first word capitalised again when ``context``
-    (the whole review) shows it is a name: not a stop word, written capitalised after a
-    lower-case word, a digit or a comma somewhere, and never in lower case. The parser's
-    rendering lower-cases a displaced first word unless the tagger calls it a name, and it
-    misses some ("Lumet was ..." -> "What lumet was ..."); rewrites are cached per sentence,
-    so only the review can tell.
+def displaced_name(sentence: str, context: str) -> re.Pattern[str] | None:
+    """The sentence's first word in lower case, as a pattern, when ``context`` (the whole
+    review) shows it is a name: not a stop word, written capitalised after a lower-case word,
+    a digit or a comma somewhere, and never in lower case. Rewrites give it back its capital
+    (:func:`restore_name`): the parser's rendering lower-cases a displaced first word unless
+    the tagger calls it a name, and it misses some ("Lumet was ..." -> "What lumet was ...");
+    rewrites are cached per sentence, so only the review can tell.
     """
     from spacy.lang.en.stop_words import STOP_WORDS
 
     first = FIRST_WORD.match(sentence)
     if first is None or not context or first.group(0).lower() in STOP_WORDS:
-        return text  # "These", "There", ...: never a name, whatever the review capitalises
+        return None  # "These", "There", ...: never a name, whatever the review capitalises
     word = first.group(0)
     low = re.compile(rf"\b{word.lower()}\b")
-    if not low.search(text) or low.search(context):
+    if low.search(context) or not re.search(rf"[a-z0-9,] +{word}\b", context):
+        return None  # a common word, or only capitalised after a colon ("City: These")
+    return low
+
+
+def restore_name(text: str, name: re.Pattern[str] | None) -> str:
+    """``text`` with the first lower-case ``name`` (:func:`displaced_name`) capitalised."""
+    if name is None:
         return text
-    if not re.search(rf"[a-z0-9,] +{word}\b", context):  # not after a colon: "City: These"
-        return text
-    return low.sub(word, text, count=1)
+    return name.sub(lambda m: m.group(0)[:1].upper() + m.group(0)[1:], text, count=1)
 
 
 @dataclass
@@ -418,7 +423,8 @@ class ParseRephraser(Rephraser):
         pending: dict[int, list[Option]] = {}
         for k, (sentence, phrase, context) in enumerate(items):
             status, ranked = self.ranked(sentence, phrase, target)
-            ranked = [Option(restore_name(o.text, sentence, context), o.kinds) for o in ranked]
+            if ranked and (name := displaced_name(sentence, context)):
+                ranked = [Option(restore_name(o.text, name), o.kinds) for o in ranked]
             if status != "ok":
                 results[k] = Rewrite(sentence, status)
             elif self.fluency is None:
