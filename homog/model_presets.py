@@ -5,14 +5,18 @@ Tiny presets (``tiny-llama``, ``tiny-gemma``, ``tiny-qwen``, ``tiny-qwen3``,
 (``llama-8b``, ``gemma-7b``, ``qwen2.5-7b``) follow the published configs and stand in for
 models that cannot be downloaded, in GPU benchmarks (speed does not depend on weight values).
 ``random_config`` turns a preset into a transformers config, ``count_params`` sizes it without
-memory; ``homog.models.load_model`` builds and seeds the weights.
+memory, and ``build_random`` builds and seeds the weights (for ``homog.models.load_model``).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from homog.errors import HomogError
+
+# Random models above this size are refused on the CPU (minutes to initialise, tens of GiB).
+CPU_MAX_RANDOM_PARAMS = 2_000_000_000
 
 # Random-initialised architectures. Real sizes follow the published configs (speed does not
 # depend on weight values, so these stand in for models that cannot be downloaded here).
@@ -111,3 +115,43 @@ def count_params(config: Any) -> int:
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
     return sum(p.numel() for p in model.parameters())
+
+
+def build_random(
+    preset: str, tokenizer: Any, dtype: str, device: str, seed: int, attn_impl: str
+) -> Any:
+    """The ``random:<preset>`` model with weights drawn from ``seed`` (see the comment below
+    for which device draws them); HomogError for a real-size preset on the CPU."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from homog.models import torch_dtype
+
+    config = random_config(preset, len(tokenizer))
+    n_params = count_params(config)
+    if (
+        device == "cpu"
+        and n_params > CPU_MAX_RANDOM_PARAMS
+        and not os.environ.get("HOMOG_ALLOW_BIG_CPU")
+    ):
+        raise HomogError(
+            f"random:{preset} has {n_params / 1e9:.1f}B parameters: it needs a GPU "
+            "(--device cuda); on the CPU only its shapes can be built (device='meta'), "
+            "or set HOMOG_ALLOW_BIG_CPU=1 to build it in RAM anyway"
+        )
+    torch.manual_seed(seed)  # same weights on every load
+    # The CPU's and CUDA's generators draw different numbers from one seed, and a draw in
+    # bfloat16 is not the float32 draw rounded; so a model the CPU can hold is drawn there in
+    # float32, then cast and moved: one seed gives the same weights (rounded to the dtype) on
+    # every device. A real-size preset (GPU only) is drawn on its device in its dtype.
+    if n_params <= CPU_MAX_RANDOM_PARAMS and device != "meta":
+        with torch.device("cpu"):
+            model = AutoModelForCausalLM.from_config(
+                config, dtype=torch.float32, attn_implementation=attn_impl
+            )
+        model.config.dtype = torch_dtype(dtype)  # what from_config in that dtype records
+        return model.to(device=device, dtype=torch_dtype(dtype))
+    with torch.device(device):
+        return AutoModelForCausalLM.from_config(
+            config, dtype=torch_dtype(dtype), attn_implementation=attn_impl
+        )

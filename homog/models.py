@@ -38,7 +38,8 @@ from homog.config import DTYPES, ExtractConfig
 from homog.errors import HomogError
 from homog.io import atomic_path
 from homog.model_presets import RANDOM_PRESETS as RANDOM_PRESETS  # re-exported
-from homog.model_presets import count_params, random_config
+from homog.model_presets import build_random, random_config
+from homog.model_presets import count_params as count_params  # re-exported
 
 DEVICES = ("cpu", "cuda", "auto", "meta")
 SOURCE_PREFIXES = ("embedded:", "hf:", "random:")
@@ -58,8 +59,6 @@ EMBEDDED: dict[str, dict[str, str]] = {
     },
 }
 TOKENIZER_FOR_RANDOM = "smollm2-135m"
-# Random models above this size are refused on the CPU (minutes to initialise, tens of GiB).
-CPU_MAX_RANDOM_PARAMS = 2_000_000_000
 
 
 @dataclass
@@ -263,46 +262,6 @@ def embedded_tokenizer(name: str = TOKENIZER_FOR_RANDOM) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------
-# random architectures
-
-
-def _build_random(
-    preset: str, tokenizer: Any, dtype: str, device: str, seed: int, attn_impl: str
-) -> Any:
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    config = random_config(preset, len(tokenizer))
-    n_params = count_params(config)
-    if (
-        device == "cpu"
-        and n_params > CPU_MAX_RANDOM_PARAMS
-        and not os.environ.get("HOMOG_ALLOW_BIG_CPU")
-    ):
-        raise HomogError(
-            f"random:{preset} has {n_params / 1e9:.1f}B parameters: it needs a GPU "
-            "(--device cuda); on the CPU only its shapes can be built (device='meta'), "
-            "or set HOMOG_ALLOW_BIG_CPU=1 to build it in RAM anyway"
-        )
-    torch.manual_seed(seed)  # same weights on every load
-    # The CPU's and CUDA's generators draw different numbers from one seed, and a draw in
-    # bfloat16 is not the float32 draw rounded; so a model the CPU can hold is drawn there in
-    # float32, then cast and moved: one seed gives the same weights (rounded to the dtype) on
-    # every device. A real-size preset (GPU only) is drawn on its device in its dtype.
-    if n_params <= CPU_MAX_RANDOM_PARAMS and device != "meta":
-        with torch.device("cpu"):
-            model = AutoModelForCausalLM.from_config(
-                config, dtype=torch.float32, attn_implementation=attn_impl
-            )
-        model.config.dtype = torch_dtype(dtype)  # what from_config in that dtype records
-        return model.to(device=device, dtype=torch_dtype(dtype))
-    with torch.device(device):
-        return AutoModelForCausalLM.from_config(
-            config, dtype=torch_dtype(dtype), attn_implementation=attn_impl
-        )
-
-
-# ---------------------------------------------------------------------------------------------
 # loading
 
 
@@ -450,7 +409,7 @@ def load_model(
         raise HomogError("device 'meta' (shapes only) is for random:<preset> sources")
     tokenizer, max_ctx = load_tokenizer(source)
     if kind == "random":
-        model = _build_random(rest, tokenizer, dtype, dev, seed, attn_impl)
+        model = build_random(rest, tokenizer, dtype, dev, seed, attn_impl)
     else:
         kwargs: dict[str, Any] = {"dtype": tdtype, "attn_implementation": attn_impl}
         if revision:
