@@ -38,7 +38,6 @@ Conventions and edge cases (each documented, none silent):
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -176,6 +175,22 @@ def cpu_eigensolver() -> str:
     return name
 
 
+def _numpy_solver(gram: Tensor) -> bool:
+    """True when the CPU solver for ``gram`` is NumPy's/LAPACK's (not torch's, no graph)."""
+    return gram.device.type == "cpu" and cpu_eigensolver() == "numpy" and not gram.requires_grad
+
+
+def _pooled(part: Any, flat: Tensor, *extra: Tensor) -> Tensor:
+    """``part`` over the leading dimension of ``flat`` (and ``extra``) split over a thread
+    pool of torch's thread count; with fewer than 2 matrices per worker, one call here."""
+    workers = torch.get_num_threads()
+    if workers < 2 or flat.shape[0] < 2 * workers:
+        return part(flat, *extra)
+    chunks = [t.chunk(workers) for t in (flat, *extra)]
+    with ThreadPoolExecutor(workers) as pool:
+        return torch.cat(list(pool.map(part, *chunks)))
+
+
 def _eigvalsh(gram: Tensor) -> Tensor:
     """Batched eigvalsh; on the CPU the batch is split over torch's threads.
 
@@ -186,29 +201,102 @@ def _eigvalsh(gram: Tensor) -> Tensor:
     if gram.device.type != "cpu":
         return torch.linalg.eigvalsh(gram)
     flat = gram.reshape(-1, *gram.shape[-2:])
-    workers = torch.get_num_threads()
-    split = workers >= 2 and flat.shape[0] >= 2 * workers
-    if cpu_eigensolver() == "torch" or gram.requires_grad:  # NumPy cannot carry a graph
-        whole, part, limit = torch.linalg.eigvalsh, _eigvalsh_one_thread, contextlib.nullcontext()
-    else:
-        whole = part = _eigvalsh_numpy
-        limit = _blas().limit(limits=1, user_api="blas")
-    with limit:
-        if not split:
-            return whole(flat).reshape(gram.shape[:-1])
-        with ThreadPoolExecutor(workers) as pool:
-            parts = list(pool.map(part, flat.chunk(workers)))
-    return torch.cat(parts).reshape(gram.shape[:-1])
+    if not _numpy_solver(gram):
+        # torch's solver: one call on all threads, or one OpenMP thread per pool worker
+        # (OpenMP thread counts are per calling thread, so the caller's is not changed)
+        workers = torch.get_num_threads()
+        if workers < 2 or flat.shape[0] < 2 * workers:
+            return torch.linalg.eigvalsh(gram)
+        return _pooled(_eigvalsh_one_thread, flat).reshape(gram.shape[:-1])
+    with _blas().limit(limits=1, user_api="blas"):
+        return _pooled(_eigvalsh_numpy, flat).reshape(gram.shape[:-1])
 
 
-def _eigenvalues(gram: Tensor, size: int) -> Tensor:
-    """Descending eigenvalues (= sigma^2) of a Gram matrix, rounding-level ones set to 0.
+@cache
+def _sytrd_lwork(n: int) -> int:
+    """LAPACK's optimal workspace for ``dsytrd`` of an n x n matrix (the blocked reduction;
+    scipy's default workspace of n would run the unblocked one)."""
+    from scipy.linalg import lapack
+
+    work, info = lapack.dsytrd_lwork(n, lower=1)
+    return max(int(work), n, 1) if info == 0 else max(n, 1)
+
+
+def _spectra_with_minor_numpy(gram: Tensor, minor: Tensor) -> Tensor:
+    """(m, 2, n): the eigenvalues of each float64 matrix ``gram[i]`` (m, n, n), and those of
+    its minor without row and column ``minor[i]`` (n - 1 values and a 0; all 0 where
+    ``minor[i] < 0``), both ascending, from ONE tridiagonal reduction.
+
+    LAPACK's ``sytrd`` (lower) reduces column 0 first: Q = diag(1, Q'), so the trailing block
+    T[1:, 1:] of T = Q^T A Q is Q'^T A[1:, 1:] Q', similar to the minor without row 0.
+    Swapping row/column ``minor[i]`` with 0 first makes it the minor asked for; ``sterf``
+    (what ``syevd`` calls for eigenvalues only) then solves T and T[1:, 1:] in O(n^2). The
+    trailing block is rounded relative to the minor's own scale, not to the removed row's.
+    Only one row can go this way: a second reflector mixes row 1 into the rest. A matrix
+    with NaN/inf goes to ``_eigvalsh_numpy`` (NaN out, as before).
+    """
+    from scipy.linalg import lapack
+
+    m, n = gram.shape[0], gram.shape[-1]
+    out = np.zeros((m, 2, n))
+    mats, rows = gram.numpy(), minor.tolist()
+    for i in range(m):
+        r = rows[i]
+        if n < 2 or not np.isfinite(mats[i]).all():
+            out[i, 0] = _eigvalsh_numpy(gram[i]).numpy()
+            if r >= 0:
+                keep = [j for j in range(n) if j != r]
+                out[i, 1, 1:] = _eigvalsh_numpy(gram[i][keep][:, keep]).numpy()
+            continue
+        a = np.array(mats[i], order="F")  # symmetric: the same matrix in Fortran order
+        if r > 0:
+            a[[0, r]] = a[[r, 0]]
+            a[:, [0, r]] = a[:, [r, 0]]
+        _, diag, off, _, info = lapack.dsytrd(a, lower=1, lwork=_sytrd_lwork(n), overwrite_a=1)
+        if info == 0:
+            out[i, 0], info = lapack.dsterf(diag, off)  # copies: diag/off are read again
+        if info == 0 and r >= 0 and n == 2:
+            out[i, 1, 1] = diag[1]  # a 1 x 1 minor (f2py refuses an empty off-diagonal)
+        elif info == 0 and r >= 0:
+            out[i, 1, 1:], info = lapack.dsterf(diag[1:], off[1:])
+        if info != 0:
+            raise np.linalg.LinAlgError(f"LAPACK dsytrd/dsterf failed (info {info})")
+    return torch.from_numpy(out)
+
+
+def _clean(eig: Tensor, size: int) -> Tensor:
+    """Ascending eigenvalues made descending, those at rounding level set to 0.
 
     ``size`` is max(n, d) of the matrix the Gram matrix came from.
     """
-    eig = _eigvalsh(gram).flip(-1)
+    eig = eig.flip(-1)
     tol = eig[..., :1].clamp_min(0) * (size * torch.finfo(torch.float64).eps)
     return torch.where(eig > tol, eig, torch.zeros_like(eig))
+
+
+def _eigenvalues(gram: Tensor, size: int) -> Tensor:
+    """Descending eigenvalues (= sigma^2) of a Gram matrix, rounding-level ones set to 0."""
+    return _clean(_eigvalsh(gram), size)
+
+
+def minor_spectra_supported(gram: Tensor) -> bool:
+    """Whether ``eigenvalues_with_minor`` takes both spectra from one reduction here (the CPU
+    with NumPy's solver); elsewhere the caller solves the minor as a matrix of its own."""
+    return _numpy_solver(gram)
+
+
+def eigenvalues_with_minor(gram: Tensor, minor: Tensor, size: int) -> tuple[Tensor, Tensor]:
+    """(eigenvalues of ``gram`` (..., n, n), eigenvalues of its minor without row and column
+    ``minor`` (...,): n values with a 0 for the removed row, all 0 where ``minor < 0``), both
+    as ``_eigenvalues`` gives them. Needs ``minor_spectra_supported(gram)``."""
+    if not minor_spectra_supported(gram):
+        raise ValueError("eigenvalues_with_minor needs the CPU and NumPy's eigensolver")
+    n = gram.shape[-1]
+    flat = gram.reshape(-1, n, n)
+    with _blas().limit(limits=1, user_api="blas"):
+        both = _pooled(_spectra_with_minor_numpy, flat, minor.reshape(-1).to(torch.int64))
+    both = both.reshape(*gram.shape[:-2], 2, n)
+    return _clean(both[..., 0, :], size), _clean(both[..., 1, :], size)
 
 
 def _spectrum(x: Tensor) -> Tensor:

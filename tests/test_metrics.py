@@ -229,3 +229,67 @@ def test_metrics_of_a_tensor_that_requires_grad() -> None:
     tracked = layer_metrics(h.clone().requires_grad_(True), mask)
     for name in plain:
         assert torch.allclose(plain[name], tracked[name].detach(), rtol=1e-12, equal_nan=True)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_minor_spectrum_from_one_reduction(threads: int) -> None:
+    """eigenvalues_with_minor: the spectrum of a Gram matrix and of its minor without one row
+    and column (the no_sink set's Gram matrix when it drops one token) from one tridiagonal
+    reduction, against two separate solves. The removed token is 3,000x the others, so an
+    error on its scale would swamp the minor's eigenvalues; padding rows and duplicate tokens
+    give exact zeros that must stay zeros."""
+    import homog.metrics as hm
+
+    gen = torch.Generator().manual_seed(11)
+    n, d = 24, 30
+    x = torch.randn(6, n, d, generator=gen, dtype=torch.float64) + 0.5
+    rows = torch.tensor([0, 5, n - 1, -1, 3, 0])
+    for i, r in enumerate(rows.tolist()):
+        if r >= 0:
+            x[i, r] *= 3000
+    x[4, 10:14] = x[4, 14:18]  # duplicates: rank-deficient minor
+    x[5, 20:] = 0  # padding
+    gram = x @ x.mT
+    saved = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        eig, minor = hm.eigenvalues_with_minor(gram, rows, max(n, d))
+    finally:
+        torch.set_num_threads(saved)
+    assert eig.shape == minor.shape == (6, n)
+    separate = hm._eigenvalues(gram, max(n, d))
+    assert torch.allclose(eig, separate, rtol=0, atol=float(separate.max()) * 1e-13)
+    for i, r in enumerate(rows.tolist()):
+        if r < 0:
+            assert torch.equal(minor[i], torch.zeros(n, dtype=torch.float64))
+            continue
+        keep = [j for j in range(n) if j != r]
+        want = torch.linalg.svdvals(x[i, keep]).square()  # independent: sigma^2
+        top = float(want[0])
+        got = minor[i]
+        assert got[-1] == 0  # the removed row's place
+        torch.testing.assert_close(got[: len(want)], want, rtol=0, atol=top * 1e-12)
+        assert float(eig[i, 0]) > 1e5 * top  # the removed token dominated the whole matrix
+    assert int((minor[4] == 0).sum()) == 1 + 4  # the removed row and the 4 duplicates
+    assert int((minor[5] == 0).sum()) == 1 + (n - 20)
+
+
+def test_minor_spectrum_edge_cases(monkeypatch: pytest.MonkeyPatch) -> None:
+    import homog.metrics as hm
+
+    one = torch.tensor([[[4.0]]], dtype=torch.float64)
+    eig, minor = hm.eigenvalues_with_minor(one, torch.tensor([0]), 1)
+    assert eig.tolist() == [[4.0]] and minor.tolist() == [[0.0]]
+    two = torch.tensor([[[2.0, 1.0], [1.0, 3.0]]], dtype=torch.float64)
+    eig, minor = hm.eigenvalues_with_minor(two, torch.tensor([1]), 2)
+    assert minor.tolist() == [[2.0, 0.0]]
+    torch.testing.assert_close(eig[0].sum(), torch.tensor(5.0, dtype=torch.float64))
+    bad = two.clone()
+    bad[0, 0, 1] = bad[0, 1, 0] = math.nan
+    raw = hm._spectra_with_minor_numpy(bad, torch.tensor([0]))
+    assert raw[0, 0].isnan().all()  # NaN in, NaN out (as _eigvalsh), never a silent number
+    assert raw[0, 1].tolist() == [0.0, 3.0]  # the minor without row 0 holds no NaN
+    monkeypatch.setenv("HOMOG_CPU_EIGENSOLVER", "torch")
+    assert not hm.minor_spectra_supported(two)
+    with pytest.raises(ValueError, match="NumPy's eigensolver"):
+        hm.eigenvalues_with_minor(two, torch.tensor([0]), 2)
