@@ -20,8 +20,13 @@ Texts are random token ids, ``max(1, --batch-tokens // tokens)`` texts per confi
 one batch. CPU time (``time.process_time``, all threads) is the robust figure on a shared
 machine; wall times grow with the load. Ratios are to ``sdpa`` at the same tokens and threads.
 
+``--blocks 32 256`` times the blockwise modes once per ``extract.attention_block`` (rows per
+block; the others do not depend on it), so block sizes are compared in one run.
+
 Examples:
   python bench/attn_blockwise.py                                  # 512 and 2,048 tokens
+  python bench/attn_blockwise.py --tokens 512 --threads 2 --modes sdpa attn_blockwise \
+      --blocks 16 32 64 256
   python bench/attn_blockwise.py --tokens 4096 --threads 2 --modes sdpa blockwise eager
 """
 
@@ -53,12 +58,13 @@ def rss_mib(field: str) -> float:
     return int(re.search(rf"^{field}:\s+(\d+) kB", text, re.M).group(1)) / 1024
 
 
-def attention_only(lm, mode: str, lengths: torch.Tensor, block: int) -> list:
+def attention_only(lm, mode: str, lengths: torch.Tensor, block: int | str) -> list:
     """Hooks (attn_eager) or sinks (attn_blockwise) that compute the attention statistics
     of every layer and drop them; none for the bare forward."""
     from homog.attention import attention_stats, stats_from_sums
-    from homog.extract.attn_blockwise import SinkHandle, attention_sums
+    from homog.extract.attn_blockwise import SinkHandle, attention_sums, block_rows
 
+    block = block_rows(block, "cpu")
     if mode == "attn_blockwise":
 
         def sink(q: torch.Tensor, k: torch.Tensor, **kw: object) -> None:
@@ -74,7 +80,9 @@ def attention_only(lm, mode: str, lengths: torch.Tensor, block: int) -> list:
     return []
 
 
-def measure(args: argparse.Namespace, mode: str, tokens: int, threads: int, out: mp.Queue) -> None:
+def measure(
+    args: argparse.Namespace, mode: str, tokens: int, threads: int, block: int, out: mp.Queue
+) -> None:
     """Child: load, warm up on 32 tokens, reset the peak RSS, run once, report."""
     torch.set_num_threads(threads)
     try:
@@ -86,8 +94,8 @@ def measure(args: argparse.Namespace, mode: str, tokens: int, threads: int, out:
         cfg = dataclasses.replace(cfg, attention_impl="eager")
     if mode == "no_attention":
         cfg = dataclasses.replace(cfg, attention=False)
-    if args.block:
-        cfg = dataclasses.replace(cfg, attention_block=args.block)
+    if block:
+        cfg = dataclasses.replace(cfg, attention_block=block)
     source = resolve_source(args.model, params.model_sources())
     attention = cfg.attention and mode != "sdpa"  # the bare forward runs plain SDPA
     lm = load_model(source, device="cpu", attention=attention, attention_impl=cfg.attention_impl)
@@ -139,6 +147,7 @@ def measure(args: argparse.Namespace, mode: str, tokens: int, threads: int, out:
             "rss_before_mib": before,
             "peak_rss_mib": rss_mib("VmHWM"),
             "attn": lm.info["attn_implementation"],
+            "block": cfg.attention_block,
         }
     )
 
@@ -151,7 +160,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     ap.add_argument("--batch-tokens", type=int, default=2048, help="tokens per batch (texts)")
-    ap.add_argument("--block", type=int, default=0, help="extract.attention_block (0: params)")
+    ap.add_argument(
+        "--blocks", type=int, nargs="+", default=[0], help="extract.attention_block (0: params)"
+    )
     ap.add_argument("--json", default=None, help="also write the rows to this file")
     args = ap.parse_args()
 
@@ -159,9 +170,12 @@ def main() -> None:
     rows = []
     for tokens in args.tokens:
         for threads in args.threads:
-            for mode in args.modes:
+            for mode, block in [
+                (m, b) for m in args.modes for b in (args.blocks if "blockwise" in m else [0])
+            ]:
                 queue = ctx.Queue()
-                child = ctx.Process(target=measure, args=(args, mode, tokens, threads, queue))
+                run_args = (args, mode, tokens, threads, block, queue)
+                child = ctx.Process(target=measure, args=run_args)
                 child.start()
                 row = queue.get()
                 child.join()
@@ -169,7 +183,8 @@ def main() -> None:
                 print(json.dumps(row), flush=True)
     base = {(r["tokens"], r["threads"]): r for r in rows if r["mode"] == "sdpa"}
     print(
-        f"\n{'tokens':>6} {'thr':>3} {'mode':>12} {'texts':>5} {'cpu s':>7} {'wall s':>7} "
+        f"\n{'tokens':>6} {'thr':>3} {'mode':>14} {'block':>5} {'texts':>5} {'cpu s':>7} "
+        f"{'wall s':>7} "
         f"{'peak MiB':>8} {'cpu/sdpa':>8} {'wall/sdpa':>9} {'peak/sdpa':>9}"
     )
     for r in rows:
@@ -184,7 +199,7 @@ def main() -> None:
             else (float("nan"),) * 3
         )
         print(
-            f"{r['tokens']:>6} {r['threads']:>3} {r['mode']:>12} {r['texts']:>5} "
+            f"{r['tokens']:>6} {r['threads']:>3} {r['mode']:>14} {r['block']!s:>5} {r['texts']:>5} "
             f"{r['cpu_s']:>7.2f} {r['wall_s']:>7.2f} {r['peak_rss_mib']:>8.0f} "
             f"{ratio[0]:>8.3f} {ratio[1]:>9.3f} {ratio[2]:>9.3f}"
         )

@@ -20,13 +20,15 @@ import torch
 from conftest import extract_config, largest_tensor_mode
 
 from homog.attention import attention_stats, stats_from_sums
-from homog.config import ExtractConfig
+from homog.config import ExtractConfig, parse_params
 from homog.errors import HomogError
 from homog.extract import Extractor, plan_samples
 from homog.extract.attn_blockwise import (
     ATTENTION_FUNCTION,
+    DEFAULT_BLOCK,
     SinkHandle,
     attention_sums,
+    block_rows,
     choose_implementation,
     unsupported_reason,
 )
@@ -282,7 +284,7 @@ def test_unknown_architecture_falls_back_to_eager(capsys):
 
 def test_options_and_errors():
     cfg = ExtractConfig()
-    assert cfg.attention_impl == "blockwise" and cfg.attention_block == 256
+    assert cfg.attention_impl == "blockwise" and cfg.attention_block == "auto"
     # results are equal either way: the run id does not change, run.json records them
     other = dataclasses.replace(cfg, attention_impl="eager", attention_block=64)
     assert other.result_keys() == cfg.result_keys()
@@ -290,6 +292,15 @@ def test_options_and_errors():
     assert other.run_options()["attention_block"] == 64
     with pytest.raises(HomogError, match="attention_block must be >= 1"):
         ExtractConfig(attention_block=0)
+    # auto: cache-sized blocks on a CPU, big ones on a GPU; a number is taken as it is
+    assert block_rows("auto", "cpu") == 32 and block_rows("auto", torch.device("cpu")) == 32
+    assert block_rows("auto", "cuda:0") == DEFAULT_BLOCK == 256
+    assert block_rows(64, "cuda") == 64 and block_rows(7, "cpu") == 7
+    params = parse_params({"extract": {"attention_block": "auto"}})
+    assert params.extract.attention_block == "auto"
+    assert parse_params({"extract": {"attention_block": 48}}).extract.attention_block == 48
+    with pytest.raises(HomogError, match=r"attention_block.*'fast'"):
+        parse_params({"extract": {"attention_block": "fast"}})
     with pytest.raises(HomogError, match="unknown attention_impl"):
         load_model("random:tiny-llama", device="cpu", attention_impl="flash")
     # a model loaded without attention cannot give attention statistics

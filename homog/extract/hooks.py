@@ -213,7 +213,7 @@ class Extractor:
     def _attention_sink(self, index: int) -> Callable[..., None]:
         def sink(query: Any, key: Any, **kw: Any) -> None:
             from homog.attention import check_lengths
-            from homog.extract.attn_blockwise import attention_sums
+            from homog.extract.attn_blockwise import attention_sums, block_rows
 
             st = self._state
             if st is None:
@@ -221,7 +221,11 @@ class Extractor:
             b, _, n, _ = query.shape
             lengths = check_lengths(st.lengths, b, n, query.device)
             column, entropy = attention_sums(
-                query, key, lengths, block=self.config.attention_block, **kw
+                query,
+                key,
+                lengths,
+                block=block_rows(self.config.attention_block, query.device),
+                **kw,
             )
             self._summarise_attention(st, index, None, sums=(column, entropy))
 
