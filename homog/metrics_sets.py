@@ -168,27 +168,55 @@ def sq_distances(token_gram: Tensor) -> Tensor:
     return torch.add(sq.unsqueeze(-1) + sq.unsqueeze(-2), token_gram, alpha=-2).clamp_min_(0)
 
 
-def _two_nearest(d2: Tensor, row_mask: Tensor, col_mask: Tensor, first_row: int = 0) -> Tensor:
-    """(..., b, 2) squared distances to the two nearest other tokens in ``col_mask`` for the
-    b rows of ``d2`` (..., b, n) (rows first_row .. first_row + b - 1 of the full matrix)."""
+def _nearest(
+    d2: Tensor, row_mask: Tensor, col_mask: Tensor, first_row: int = 0, k: int = 2
+) -> tuple[Tensor, Tensor]:
+    """(values, indices) (..., b, k): squared distances to the k nearest other tokens in
+    ``col_mask`` for the b rows of ``d2`` (..., b, n) (rows first_row .. first_row + b - 1
+    of the full matrix), ascending; inf where there are fewer."""
     b, n = d2.shape[-2:]
     pair = row_mask.unsqueeze(-1) & col_mask.unsqueeze(-2)
     rows = torch.arange(first_row, first_row + b, device=d2.device)
     pair = pair & (rows.unsqueeze(-1) != torch.arange(n, device=d2.device))
-    return torch.where(pair, d2, math.inf).topk(2, dim=-1, largest=False).values
+    near = torch.where(pair, d2, math.inf).topk(min(k, n), dim=-1, largest=False)
+    return near.values, near.indices
 
 
-def two_nearest_blockwise(x: Tensor, sq: Tensor, mask: Tensor, block: int) -> Tensor:
-    """``_two_nearest`` for all n tokens of x (..., n, d) (squared norms ``sq``), ``block``
-    rows of distances at a time: memory (..., block, n) instead of (..., n, n), the same
-    distances (|x_i|^2 + |x_j|^2 - 2 x_i.x_j, clipped at 0) as ``sq_distances``."""
+def _two_nearest(d2: Tensor, row_mask: Tensor, col_mask: Tensor, first_row: int = 0) -> Tensor:
+    """(..., b, 2) squared distances to the two nearest other tokens in ``col_mask`` for the
+    b rows of ``d2`` (..., b, n) (rows first_row .. first_row + b - 1 of the full matrix)."""
+    return _nearest(d2, row_mask, col_mask, first_row)[0]
+
+
+def nearest_blockwise(
+    x: Tensor, sq: Tensor, mask: Tensor, block: int, k: int = 2
+) -> tuple[Tensor, Tensor]:
+    """``_nearest`` for all n tokens of x (..., n, d) (squared norms ``sq``), ``block`` rows
+    of distances at a time: memory (..., block, n) instead of (..., n, n), the same distances
+    (|x_i|^2 + |x_j|^2 - 2 x_i.x_j, clipped at 0) as ``sq_distances``."""
     n = x.shape[-2]
-    parts = []
+    values, indices = [], []
     for a in range(0, n, block):
         xb = x[..., a : a + block, :]
         d2 = torch.add(sq[..., a : a + block, None] + sq.unsqueeze(-2), xb @ x.mT, alpha=-2)
-        parts.append(_two_nearest(d2.clamp_min_(0), mask[..., a : a + block], mask, a))
-    return torch.cat(parts, dim=-2)
+        v, i = _nearest(d2.clamp_min_(0), mask[..., a : a + block], mask, a, k)
+        values.append(v)
+        indices.append(i)
+    return torch.cat(values, dim=-2), torch.cat(indices, dim=-2)
+
+
+def two_nearest_blockwise(x: Tensor, sq: Tensor, mask: Tensor, block: int) -> Tensor:
+    """``_two_nearest`` for all n tokens of x (..., n, d), blockwise (``nearest_blockwise``)."""
+    return nearest_blockwise(x, sq, mask, block)[0]
+
+
+def two_nearest_within(values: Tensor, indices: Tensor, keep: Tensor) -> Tensor:
+    """(..., n, 2): each token's two smallest squared distances to tokens in ``keep``
+    (..., n), from its k nearest (``nearest_blockwise`` over a superset of ``keep``). Exact
+    when at most k - 2 of those k neighbours are outside ``keep``."""
+    keep = keep.expand(indices.shape[:-1])
+    inside = keep.gather(-1, indices.flatten(-2)).view_as(indices)  # never an n x n view
+    return torch.where(inside, values, math.inf).topk(2, dim=-1, largest=False).values
 
 
 def twonn(
@@ -239,7 +267,7 @@ def _set_metrics(
     mask: Tensor,
     alpha: float,
     vectors: Tensor | None = None,
-    block: int | None = None,
+    near: Tensor | None = None,
 ) -> dict[str, Tensor]:
     """The set's metrics; the peers' too when ``token_gram`` (and its ``sq_distances``
     ``d2``) or, for n > d, the token ``vectors`` themselves are given (then no n x n matrix
@@ -253,7 +281,8 @@ def _set_metrics(
         sq = vectors.square().sum(-1)
         out["prompt_entropy"] = renyi_entropy(eig, alpha)
         out["curvature"] = curvature_from_vectors(vectors, mask)
-        near = two_nearest_blockwise(vectors, sq, mask, block or NEIGHBOUR_BLOCK)
+        if near is None:
+            near = two_nearest_blockwise(vectors, sq, mask, NEIGHBOUR_BLOCK)
         out["twonn_id"] = twonn(None, mask, near=near, sq=sq)
     return out
 
@@ -387,6 +416,22 @@ def _spectra_sharing_no_sink(sets: list[tuple], mask: Tensor, size: int) -> list
     return [eig_all, eig_ns, *tail.unbind(0)]
 
 
+MAX_SHARED_REMOVED = 14  # no_sink drops at most this many tokens: its neighbours come from all's
+
+
+def _shared_neighbours(x: Tensor, mask: Tensor, m_ns: Tensor) -> dict[str, Tensor]:
+    """n > d: the two nearest neighbours (``twonn``'s ``near``) of the ``all`` and ``no_sink``
+    sets from ONE blockwise distance search (the same vectors; no_sink only drops columns):
+    each token's 2 + r nearest in ``all``, r the most tokens no_sink drops in any text, hold
+    its two nearest in ``no_sink``. At 4,096 tokens the search is most of the peers' cost.
+    Empty (each set searches on its own) when r > MAX_SHARED_REMOVED."""
+    dropped = int((mask & ~m_ns).sum(-1).max())
+    if dropped > MAX_SHARED_REMOVED:
+        return {}
+    values, indices = nearest_blockwise(x, x.square().sum(-1), mask, NEIGHBOUR_BLOCK, 2 + dropped)
+    return {"": values[..., :2], "__no_sink": two_nearest_within(values, indices, m_ns)}
+
+
 def hidden_metrics(
     hidden: Tensor,
     mask: Tensor,
@@ -442,6 +487,9 @@ def hidden_metrics(
     else:
         spectral = torch.stack([_spectral_gram(s[1], s[3], s[2], s[5]) for s in sets])
         eigs = _eigenvalues(spectral, max(n, d)).unbind(0)
+    near: dict[str, Tensor] = {}  # n > d: no_sink shares the nearest-neighbour search of all
+    if peers and not small and "no_sink" in token_sets:
+        near = _shared_neighbours(x, mask, sets[1][2])
     out: dict[str, Tensor] = {}
     distances: dict[int, Tensor] = {}  # no_sink shares the token Gram matrix of all
     for (suffix, xs, ms, gs, sqs, _, tg), eig in zip(sets, eigs, strict=True):
@@ -452,7 +500,7 @@ def hidden_metrics(
         # n > d: the peers' metrics from the vectors; no_sink reads the tokens' own vectors
         # (x_ns has the removed rows zeroed) under its mask, as the Gram route does
         vectors = (x if suffix == "__no_sink" else xs) if peers and not small else None
-        values = _set_metrics(eig, direction, tg, d2, ms, renyi_alpha, vectors)
+        values = _set_metrics(eig, direction, tg, d2, ms, renyi_alpha, vectors, near.get(suffix))
         if suffix:
             few = ms.sum(-1) < 2
             if suffix == "__standardized":  # constant features only: nothing to measure

@@ -378,3 +378,41 @@ def test_no_sink_spectrum_shared_with_all_equals_its_own_solve(monkeypatch):
     monkeypatch.delenv("HOMOG_CPU_EIGENSOLVER")
     run(h, mask, center=True)
     assert len(calls) == 1
+
+
+def test_long_texts_share_the_neighbour_search_of_all_with_no_sink(monkeypatch):
+    """n > d: no_sink's two nearest neighbours come from all's 2 + r nearest (r: the most
+    tokens no_sink drops in a text); twonn_id equals each set searching on its own, also
+    where no_sink drops a token that is some token's nearest neighbour."""
+    import homog.metrics_sets as ms
+
+    n, d = 70, 5
+    gen = torch.Generator().manual_seed(9)
+    h = torch.randn(3, 2, n, d, dtype=torch.float64, generator=gen)
+    h[:, :, 0] *= 40  # the first token, a massive one
+    h[1, 1, 12] = h[1, 1, 13] * 30  # a second outlier (r = 2 in that text and layer)
+    h[2, 0, 0] = h[2, 0, 25] + 1e-3  # a first token of normal norm, 25's nearest neighbour
+    mask = torch.ones(3, 1, n, dtype=torch.bool)
+    mask[0, :, 60:] = False
+    calls = []
+    real = ms.nearest_blockwise
+    monkeypatch.setattr(
+        ms,
+        "nearest_blockwise",
+        lambda *a, **k: calls.append(a[4] if len(a) > 4 else 2) or real(*a, **k),
+    )
+    shared = run(h, mask)
+    assert calls[0] == 2 + 2  # one search for all and no_sink, then standardized's
+    assert len(calls) == 2 and shared[N_REMOVED][1, 1] == 2
+    monkeypatch.setattr(ms, "MAX_SHARED_REMOVED", 1)  # r = 2 > 1: each set on its own
+    calls.clear()
+    alone = run(h, mask)
+    assert calls == [2, 2, 2]
+    for k in ("twonn_id", "twonn_id__no_sink", "twonn_id__standardized"):
+        np.testing.assert_array_equal(shared[k], alone[k], err_msg=k)
+    # the shortcut itself: dropping a token's nearest neighbours promotes the next ones
+    values = torch.tensor([[1.0, 2.0, 3.0, 4.0]]).expand(6, 4)  # 6 tokens, 4 nearest each
+    indices = torch.tensor([[5, 1, 2, 3]]).expand(6, 4)
+    keep = torch.tensor([True, True, False, True, True, False])
+    got = ms.two_nearest_within(values, indices, keep)
+    assert got.tolist() == [[2.0, 4.0]] * 6
