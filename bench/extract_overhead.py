@@ -123,12 +123,16 @@ def naive_metrics(hidden_states: tuple[torch.Tensor, ...], n_texts: int) -> list
     return out
 
 
-def metrics_at_revision(rev: str) -> Callable[..., Any]:
-    """``hidden_metrics`` as committed at git revision ``rev`` (its ``homog/metrics.py`` and
-    ``homog/metrics_sets.py``, loaded as separate modules; nothing in the tree changes).
-    SystemExit when git cannot show them."""
+# the modules behind hidden_metrics, in import order; those a revision lacks are skipped
+METRIC_MODULES = ("homog.metrics", "homog.metrics_massive", "homog.metrics_sets")
 
-    def source(path: str) -> str:
+
+def metrics_at_revision(rev: str) -> Callable[..., Any]:
+    """``hidden_metrics`` as committed at git revision ``rev`` (each of ``METRIC_MODULES``
+    that exists there, loaded as a separate module; nothing in the tree changes).
+    SystemExit when git cannot show ``homog/metrics.py`` or ``homog/metrics_sets.py``."""
+
+    def source(path: str) -> str | None:
         try:
             return subprocess.run(
                 ["git", "show", f"{rev}:{path}"],
@@ -138,19 +142,29 @@ def metrics_at_revision(rev: str) -> Callable[..., Any]:
                 check=True,
             ).stdout
         except (OSError, subprocess.CalledProcessError) as exc:
-            raise SystemExit(f"--baseline-rev {rev}: git cannot show {path}: {exc}") from exc
+            if path.endswith(("/metrics.py", "/metrics_sets.py")):
+                raise SystemExit(f"--baseline-rev {rev}: git cannot show {path}: {exc}") from exc
+            return None
 
-    metrics = types.ModuleType(f"homog_metrics_at_{rev}")
-    exec(compile(source("homog/metrics.py"), f"{rev}:homog/metrics.py", "exec"), metrics.__dict__)
-    sets = types.ModuleType(f"homog_metrics_sets_at_{rev}")
-    saved = sys.modules["homog.metrics"]
-    sys.modules["homog.metrics"] = metrics  # its `from homog.metrics import ...` reads REV's
+    saved = {name: sys.modules.get(name) for name in METRIC_MODULES}
+    loaded: dict[str, types.ModuleType] = {}
     try:
-        code = compile(source("homog/metrics_sets.py"), f"{rev}:homog/metrics_sets.py", "exec")
-        exec(code, sets.__dict__)
+        for name in METRIC_MODULES:
+            path = name.replace(".", "/") + ".py"
+            text = source(path)
+            if text is None:
+                continue
+            module = types.ModuleType(f"{name}_at_{rev}")
+            # its `from homog.metrics... import` lines read REV's modules loaded before it
+            exec(compile(text, f"{rev}:{path}", "exec"), module.__dict__)
+            loaded[name] = sys.modules[name] = module
     finally:
-        sys.modules["homog.metrics"] = saved
-    return sets.hidden_metrics
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+    return loaded["homog.metrics_sets"].hidden_metrics
 
 
 class using_metrics:  # noqa: N801 (a context manager, read as a clause)
