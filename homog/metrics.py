@@ -175,6 +175,25 @@ def cpu_eigensolver() -> str:
     return name
 
 
+def gpu_eigensolver() -> str:
+    """``device`` (default) or ``host``: where the eigenvalues of a GPU's Gram matrices are
+    solved, from HOMOG_GPU_EIGENSOLVER. ``host`` copies them to the CPU and solves them there
+    as on a CPU run (NumPy's LAPACK on all of torch's threads, no_sink sharing all's
+    reduction) and copies the eigenvalues back; cuSOLVER solves 512 x 512 matrices one at a
+    time at about 4.5 ms each on an H100 (README "On a GPU")."""
+    name = os.environ.get("HOMOG_GPU_EIGENSOLVER", "device").strip().lower() or "device"
+    if name not in ("device", "host"):
+        raise MetricInputError(
+            f"HOMOG_GPU_EIGENSOLVER={name!r}: use 'device' (the default) or 'host'"
+        )
+    return name
+
+
+def _on_host(gram: Tensor) -> bool:
+    """True when ``gram`` lives on a GPU and its spectrum is to be solved on the host."""
+    return gram.device.type != "cpu" and not gram.requires_grad and gpu_eigensolver() == "host"
+
+
 def _numpy_solver(gram: Tensor) -> bool:
     """True when the CPU solver for ``gram`` is NumPy's/LAPACK's (not torch's, no graph)."""
     return gram.device.type == "cpu" and cpu_eigensolver() == "numpy" and not gram.requires_grad
@@ -199,7 +218,9 @@ def _eigvalsh(gram: Tensor) -> Tensor:
     GPU one batched call is already parallel. See the module docstring for the CPU library.
     """
     if gram.device.type != "cpu":
-        return torch.linalg.eigvalsh(gram)
+        return (
+            _eigvalsh(gram.cpu()).to(gram.device) if _on_host(gram) else torch.linalg.eigvalsh(gram)
+        )
     flat = gram.reshape(-1, *gram.shape[-2:])
     if not _numpy_solver(gram):
         # torch's solver: one call on all threads, or one OpenMP thread per pool worker
@@ -280,9 +301,11 @@ def _eigenvalues(gram: Tensor, size: int) -> Tensor:
 
 
 def minor_spectra_supported(gram: Tensor) -> bool:
-    """Whether ``eigenvalues_with_minor`` takes both spectra from one reduction here (the CPU
-    with NumPy's solver); elsewhere the caller solves the minor as a matrix of its own."""
-    return _numpy_solver(gram)
+    """Whether ``eigenvalues_with_minor`` takes both spectra from one reduction here (NumPy's
+    solver on the CPU, or on the host for a GPU's matrices with HOMOG_GPU_EIGENSOLVER=host);
+    elsewhere the caller solves the minor as a matrix of its own."""
+    host = _on_host(gram) and cpu_eigensolver() == "numpy"
+    return host or _numpy_solver(gram)
 
 
 def eigenvalues_with_minor(gram: Tensor, minor: Tensor, size: int) -> tuple[Tensor, Tensor]:
@@ -291,6 +314,9 @@ def eigenvalues_with_minor(gram: Tensor, minor: Tensor, size: int) -> tuple[Tens
     as ``_eigenvalues`` gives them. Needs ``minor_spectra_supported(gram)``."""
     if not minor_spectra_supported(gram):
         raise ValueError("eigenvalues_with_minor needs the CPU and NumPy's eigensolver")
+    if gram.device.type != "cpu":  # HOMOG_GPU_EIGENSOLVER=host
+        eig, eig_minor = eigenvalues_with_minor(gram.cpu(), minor.cpu(), size)
+        return eig.to(gram.device), eig_minor.to(gram.device)
     n = gram.shape[-1]
     flat = gram.reshape(-1, n, n)
     with _blas().limit(limits=1, user_api="blas"):

@@ -203,3 +203,31 @@ def test_random_weights_do_not_depend_on_the_device():
         cpu.model.named_parameters(), gpu.model.named_parameters(), strict=True
     ):
         assert torch.equal(a, b.cpu()), name
+
+
+def test_host_eigensolver_equals_the_device_one(monkeypatch):
+    """HOMOG_GPU_EIGENSOLVER=host: a GPU's Gram matrices are solved on the CPU (no_sink
+    sharing all's reduction) and the metrics come back on the GPU, equal to cuSOLVER's."""
+    import homog.metrics_sets as ms
+
+    gen = torch.Generator().manual_seed(3)
+    h = torch.randn(3, 4, 40, 48, generator=gen)
+    h[:, :, 0] *= 3000
+    h[1, 2, 7] *= 500  # no_sink drops two tokens there: solved on its own
+    mask = torch.ones(3, 1, 40, dtype=torch.bool)
+    mask[0, :, 30:] = False
+    h, mask = h.cuda(), mask.cuda()
+    calls = []
+    real = ms.eigenvalues_with_minor
+    monkeypatch.setattr(
+        ms, "eigenvalues_with_minor", lambda g, m, s: calls.append(g.device) or real(g, m, s)
+    )
+    kw = dict(token_sets=("no_sink", "standardized"), peers=True)
+    device, _ = ms.hidden_metrics(h, mask, **kw)
+    assert calls == []
+    monkeypatch.setenv("HOMOG_GPU_EIGENSOLVER", "host")
+    host, _ = ms.hidden_metrics(h, mask, **kw)
+    assert len(calls) == 1 and calls[0].type == "cuda"
+    for k, v in device.items():
+        assert host[k].device.type == "cuda", k
+        torch.testing.assert_close(host[k], v, rtol=1e-9, atol=1e-12, equal_nan=True, msg=k)

@@ -293,3 +293,18 @@ def test_minor_spectrum_edge_cases(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not hm.minor_spectra_supported(two)
     with pytest.raises(ValueError, match="NumPy's eigensolver"):
         hm.eigenvalues_with_minor(two, torch.tensor([0]), 2)
+
+
+def test_gpu_eigensolver_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """HOMOG_GPU_EIGENSOLVER names where a GPU's spectra are solved; it is checked, and a
+    CPU tensor is never sent anywhere (the setting concerns GPU tensors only)."""
+    import homog.metrics as hm
+
+    assert hm.gpu_eigensolver() == "device"
+    monkeypatch.setenv("HOMOG_GPU_EIGENSOLVER", " Host ")
+    assert hm.gpu_eigensolver() == "host"
+    gram = torch.eye(3, dtype=torch.float64)
+    assert not hm._on_host(gram) and hm.minor_spectra_supported(gram)
+    monkeypatch.setenv("HOMOG_GPU_EIGENSOLVER", "cpu")
+    with pytest.raises(MetricInputError, match="HOMOG_GPU_EIGENSOLVER='cpu'.*device.*host"):
+        hm.gpu_eigensolver()
