@@ -54,6 +54,8 @@ def block_rows(block: int | str, device: Any) -> int:
     if block != "auto":
         return int(block)
     return AUTO_BLOCK.get(torch.device(device).type, DEFAULT_BLOCK)
+
+
 # sink(query, key, scaling=..., softcap=..., sliding_window=...)
 Sink = Callable[..., None]
 
