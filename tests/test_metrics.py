@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -293,6 +294,35 @@ def test_minor_spectrum_edge_cases(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not hm.minor_spectra_supported(two)
     with pytest.raises(ValueError, match="NumPy's eigensolver"):
         hm.eigenvalues_with_minor(two, torch.tensor([0]), 2)
+
+
+_PIN_PROBE = """
+import json, threadpoolctl
+from homog import metrics
+controller = metrics._blas()  # built before anything imported SciPy, as in `homog extract`
+from scipy.linalg import lapack
+with controller.limit(limits=1, user_api="blas"):
+    print(json.dumps([(i["filepath"], i["num_threads"]) for i in threadpoolctl.threadpool_info()
+                      if i["user_api"] == "blas"]))
+"""
+
+
+def test_blas_pin_covers_scipys_lapack() -> None:
+    """Inside the eigensolver's one-thread limit, every BLAS that NumPy and SciPy's LAPACK
+    load runs on one thread, whatever was imported first. SciPy ships an OpenBLAS of its own
+    (the shared all/no_sink reduction calls its dsytrd); a controller built before it was
+    loaded left it on 3 threads here, in each pool worker."""
+    import json
+    import subprocess
+    import sys
+
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "3"}
+    out = subprocess.run(
+        [sys.executable, "-c", _PIN_PROBE], env=env, capture_output=True, text=True, check=True
+    )
+    libs = json.loads(out.stdout.strip().splitlines()[-1])
+    assert len(libs) >= 2  # NumPy's and SciPy's
+    assert all(threads == 1 for _, threads in libs), libs
 
 
 def test_gpu_eigensolver_setting(monkeypatch: pytest.MonkeyPatch) -> None:
