@@ -112,3 +112,56 @@ def test_decompose_a_random_llama(tmp_path, params):
     assert set(frame["source"]) == {"random:tiny-llama"}
     assert frame.groupby(["layer", "head"])["share"].sum().to_numpy() == pytest.approx(1.0)
     assert frame["layer"].min() == 1
+
+
+def test_runs_trained_side_by_side_equal_one_after_another(tmp_path):
+    """train.workers: 2 trains the (task, seed) runs in two spawned processes; every output
+    (accuracies, the epoch log but its seconds, the weights) equals the one-process run's."""
+    from homog.posenc.train import run_train
+
+    outs = {}
+    for workers in (1, 2):
+        posenc = {"preset": "tiny", "tasks": ["distance", "count"], "device": "cpu",
+                  "train": {"workers": workers, "seeds": [0, 1]}}  # fmt: skip
+        outs[workers] = tmp_path / f"w{workers}"
+        run_train(posenc, "rope", outs[workers], device="cpu")
+    one, two = outs[1], outs[2]
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(one / "results.parquet"), pd.read_parquet(two / "results.parquet")
+    )
+    logs = [pd.read_csv(o / "train_log.csv").drop(columns="seconds") for o in (one, two)]
+    pd.testing.assert_frame_equal(*logs)
+    names = sorted(p.name for p in (one / "checkpoints").iterdir())
+    assert names == sorted(p.name for p in (two / "checkpoints").iterdir()) and len(names) == 4
+    for name in names:
+        a, b = (torch.load(o / "checkpoints" / name, weights_only=False) for o in (one, two))
+        assert a["meta"] == b["meta"] and a["state_dict"].keys() == b["state_dict"].keys()
+        assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
+
+
+def test_train_workers(monkeypatch):
+    from homog.posenc.train import train_workers
+
+    cpu, gpu = torch.device("cpu"), torch.device("cuda")
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    assert train_workers({"workers": 0, "threads": 1}, cpu, runs=2) == 2  # capped by the runs
+    assert train_workers({"workers": 0, "threads": 1}, cpu, runs=8) == 4  # by the cores
+    assert train_workers({"workers": 0, "threads": 2}, cpu, runs=8) == 2
+    assert train_workers({"workers": 1, "threads": 1}, cpu, runs=8) == 1
+    assert train_workers({"workers": 3, "threads": 1}, cpu, runs=8) == 3
+    assert train_workers({"workers": 0, "threads": 1}, cpu, runs=1) == 1
+    assert train_workers({"workers": 0, "threads": 1}, gpu, runs=8) == 1  # a GPU: one process
+
+
+def test_bad_model_config_fails_before_workers_start(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump({"posenc": {
+        "preset": "tiny", "tasks": ["distance", "count"], "device": "cpu",
+        "model": {"n_head": 3}, "train": {"workers": 2},
+    }}))  # fmt: skip
+    out = tmp_path / "rope"
+    res = CliRunner().invoke(main, ["posenc", "train", "--pe", "rope", "--params", str(path),
+                                    "--out", str(out)])  # fmt: skip
+    assert res.exit_code == 1
+    assert "n_embd 16 is not a multiple of n_head 3" in res.output
+    assert not out.exists() or list(out.iterdir()) == []  # nothing (half-)written

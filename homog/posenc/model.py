@@ -52,9 +52,11 @@ class EncoderConfig:
 
     def __post_init__(self):
         assert self.pe in ENCODINGS, f"unknown positional encoding {self.pe!r}"
-        assert self.n_embd % self.n_head == 0
+        assert self.n_embd % self.n_head == 0, (
+            f"n_embd {self.n_embd} is not a multiple of n_head {self.n_head}"
+        )
         assert (self.n_embd // self.n_head) % 2 == 0, "rotary needs an even head size"
-        assert self.mla_rope_dim % 2 == 0
+        assert self.mla_rope_dim % 2 == 0, f"mla_rope_dim {self.mla_rope_dim} must be even"
 
 
 # ----------------------------------------------------------------------------------------------

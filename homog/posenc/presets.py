@@ -18,7 +18,10 @@ names the preset and may override any key of any section, e.g.
 ``train.threads`` is the number of CPU threads torch uses on a CPU device (0 = torch's
 default). The small models here are faster on one thread than on two contended ones: with
 both cores busy (another stage, a test run) a tiny training run took 36 s on two OpenMP
-threads and 5 s on one.
+threads and 5 s on one. ``train.workers`` is the number of processes that train the
+(task, seed) runs side by side on a CPU device (0 = as many as the cores allow at
+``threads`` each, 1 = one after another in this process; ``homog.posenc.train.train_workers``):
+the CPU preset's two tasks train on both cores at once. ``tiny`` trains in the test's process.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
             "data_seed": 0,
             "eval_batch_size": 1024,
             "threads": 0,
+            "workers": 0,
             "amp": True,
         },
         "distance": {
@@ -95,6 +99,7 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
             "data_seed": 0,
             "eval_batch_size": 512,
             "threads": 1,
+            "workers": 0,
             "amp": False,
         },
         "distance": {
@@ -135,6 +140,7 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
             "data_seed": 0,
             "eval_batch_size": 256,
             "threads": 1,
+            "workers": 1,
             "amp": False,
         },
         "distance": {

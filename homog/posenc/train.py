@@ -10,6 +10,7 @@ test_accuracy, seconds; a DVC plot) and ``metrics.json`` (accuracy per task and 
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
@@ -185,6 +186,133 @@ def load_checkpoint(path: Path, device: torch.device) -> tuple[Encoder, dict[str
     return model.to(device).eval(), ckpt["config"]
 
 
+def train_workers(train: dict[str, Any], device: torch.device, runs: int) -> int:
+    """How many processes train ``runs`` (task, seed) runs side by side.
+
+    ``train.workers``: 1 = one after another in this process; 0 = auto: on a CPU device, the
+    cores this process may use divided by ``train.threads``, at most ``runs``. A GPU device
+    always trains in this process. The runs are independent (their own seeds and data), so
+    the outputs are the same either way (``tests/test_posenc_cli.py`` checks it).
+    """
+    workers = int(train.get("workers") or 0)
+    if device.type != "cpu" or runs < 2 or workers == 1:
+        return 1
+    if workers <= 0:
+        threads = int(train.get("threads") or 0) or torch.get_num_threads()
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        workers = max(1, (cores or 1) // threads)
+    return max(1, min(workers, runs))
+
+
+def train_run(
+    pe: str,
+    task: str,
+    seed: int,
+    config: dict[str, Any],
+    data: tuple[TaskData, TaskData],
+    device: torch.device,
+    on_step: Callable[[float], None] | None = None,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    """One (task, seed) run of ``pe``: (its train_log rows, its results rows (train and
+    test accuracy), its checkpoint payload with the weights on the CPU)."""
+    train, test = data
+    torch.manual_seed(seed)
+    model = build_model(pe, task, config, train.n_classes)
+    log = fit(model, train, test, config["train"], seed=seed, device=device, on_step=on_step)
+    meta = {"pe": pe, "task": task, "seed": seed}
+    eval_bs = int(config["train"]["eval_batch_size"])
+    results = [
+        {
+            "pe": pe,
+            "task": task,
+            "split": split,
+            "accuracy": accuracy(model, part, eval_bs, device),
+            "n_params": model.n_params(),
+            "epochs": len(log),
+            "seed": seed,
+        }
+        for split, part in (("train", train), ("test", test))
+    ]
+    payload = {
+        "model_config": asdict(model.config),
+        "state_dict": {k: v.cpu() for k, v in model.state_dict().items()},
+        "config": config,
+        "meta": meta,
+    }
+    return [{**meta, **row} for row in log], results, payload
+
+
+_STEPS: Any = None  # in a worker process: the queue its optimizer steps are reported on
+
+
+def _worker_start(steps: Any, threads: int) -> None:
+    global _STEPS
+    _STEPS = steps
+    if threads > 0:
+        torch.set_num_threads(threads)
+
+
+def _train_in_worker(
+    pe: str, task: str, seed: int, config: dict[str, Any], data: tuple[TaskData, TaskData], key: int
+):
+    """``train_run`` on the CPU in a worker process; steps go to the parent's progress bar."""
+    step = lambda loss: _STEPS.put(key)  # noqa: E731
+    return train_run(pe, task, seed, config, data, torch.device("cpu"), on_step=step)
+
+
+def _train_side_by_side(
+    pe: str,
+    runs: list[tuple[str, int]],
+    config: dict[str, Any],
+    splits: dict[str, tuple[TaskData, TaskData]],
+    workers: int,
+    bar: Any,
+    jobs: list,
+) -> list[tuple]:
+    """``train_run`` for every (task, seed) of ``runs`` in ``workers`` spawned processes (a
+    fork would copy this process's threads' locks), in the order of ``runs``."""
+    import multiprocessing as mp
+    import queue as queues
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    ctx = mp.get_context("spawn")
+    steps = ctx.Queue()
+    threads = int(config["train"].get("threads") or 0)
+
+    def drain(timeout: float) -> None:
+        try:
+            key = steps.get(timeout=timeout)
+            while True:
+                bar.update(jobs[key], advance=1)
+                key = steps.get_nowait()
+        except queues.Empty:
+            return
+
+    try:
+        with ProcessPoolExecutor(
+            workers, mp_context=ctx, initializer=_worker_start, initargs=(steps, threads)
+        ) as pool:
+            futures = [
+                pool.submit(_train_in_worker, pe, task, seed, config, splits[task], key)
+                for key, (task, seed) in enumerate(runs)
+            ]
+            pending = set(futures)
+            while pending:
+                drain(0.1)
+                pending = wait(pending, timeout=0, return_when=FIRST_COMPLETED).not_done
+            out = [f.result() for f in futures]
+        drain(0.1)
+    except BrokenProcessPool as exc:
+        raise HomogError(
+            f"a posenc training worker process died ({exc}); out of memory? Set "
+            "posenc.train.workers: 1 in params.yaml to train in this process"
+        ) from exc
+    finally:
+        steps.close()
+    return out
+
+
 def run_train(
     posenc: PosencConfig | Mapping[str, Any],
     pe: str,
@@ -195,7 +323,8 @@ def run_train(
 ):
     """Train ``pe`` on every task in ``posenc.tasks`` for every seed; write the outputs.
 
-    ``posenc`` is params.yaml's ``posenc:`` section (typed, or a mapping). Writes
+    ``posenc`` is params.yaml's ``posenc:`` section (typed, or a mapping). The runs train in
+    ``train_workers`` processes side by side (one after another on a GPU). Writes
     ``out_dir/checkpoints/``, ``results.parquet`` and ``train_log.csv`` atomically and returns
     the results DataFrame.
     """
@@ -203,51 +332,44 @@ def run_train(
 
     posenc = as_posenc(posenc)
     config = resolve(posenc, preset)
-    tasks = list(posenc.tasks)
     dev = pick_device(device)
     use_threads(config["train"], dev)
     if dev.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
+    runs = [(task, int(seed)) for task in posenc.tasks for seed in config["train"]["seeds"]]
+    workers = train_workers(config["train"], dev, len(runs))
     out_dir = Path(out_dir)
-    results, log_rows = [], []
     with atomic_path(out_dir / "checkpoints", directory=True) as ckpt_dir, progress() as bar:
-        for task in tasks:
-            train, test = make_splits(task, config)
-            for seed in config["train"]["seeds"]:
-                torch.manual_seed(int(seed))
-                model = build_model(pe, task, config, train.n_classes)
-                steps = math.ceil(len(train.labels) / int(config["train"]["batch_size"]))
-                job = bar.add_task(
-                    f"posenc {pe}/{task} seed {seed}", total=steps * config["train"]["epochs"]
-                )
-                log = fit(
-                    model, train, test, config["train"], seed=int(seed), device=dev,
+        splits = {task: make_splits(task, config) for task in posenc.tasks}
+        batch, epochs = int(config["train"]["batch_size"]), int(config["train"]["epochs"])
+        jobs = [
+            bar.add_task(
+                f"posenc {pe}/{task} seed {seed}",
+                total=math.ceil(len(splits[task][0].labels) / batch) * epochs,
+            )
+            for task, seed in runs
+        ]
+        if workers > 1:
+            for task in posenc.tasks:  # a bad config fails here, before any process starts
+                build_model(pe, task, config, splits[task][0].n_classes)
+            done = _train_side_by_side(pe, runs, config, splits, workers, bar, jobs)
+        else:
+            done = [
+                train_run(
+                    pe,
+                    task,
+                    seed,
+                    config,
+                    splits[task],
+                    dev,
                     on_step=lambda loss, job=job: bar.update(job, advance=1),
                 )  # fmt: skip
-                meta = {"pe": pe, "task": task, "seed": int(seed)}
-                log_rows += [{**meta, **row} for row in log]
-                eval_bs = int(config["train"]["eval_batch_size"])
-                for split, data in (("train", train), ("test", test)):
-                    results.append(
-                        {
-                            "pe": pe,
-                            "task": task,
-                            "split": split,
-                            "accuracy": accuracy(model, data, eval_bs, dev),
-                            "n_params": model.n_params(),
-                            "epochs": len(log),
-                            "seed": int(seed),
-                        }
-                    )
-                torch.save(
-                    {
-                        "model_config": asdict(model.config),
-                        "state_dict": {k: v.cpu() for k, v in model.state_dict().items()},
-                        "config": config,
-                        "meta": meta,
-                    },
-                    ckpt_dir / checkpoint_name(task, int(seed)),
-                )
+                for (task, seed), job in zip(runs, jobs, strict=True)
+            ]
+        for (task, seed), (_, _, payload) in zip(runs, done, strict=True):
+            torch.save(payload, ckpt_dir / checkpoint_name(task, seed))
+    results = [row for _, rows, _ in done for row in rows]
+    log_rows = [row for rows, _, _ in done for row in rows]
     frame = pd.DataFrame(results)
     with atomic_path(out_dir / "results.parquet") as tmp:
         frame.to_parquet(tmp, index=False)
