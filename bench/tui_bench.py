@@ -366,6 +366,8 @@ def main() -> None:
         help="layer_summary as homog load builds it (table) or as older databases hold it (view)",
     )
     args = parser.parse_args()
+    if args.db is not None and not args.db.is_file():
+        parser.error(f"--db {args.db}: no such database file (leave --db out to build one)")
     cols, rows = (int(v) for v in args.size.lower().split("x"))
     size = (cols, rows)
     with tempfile.TemporaryDirectory(prefix="tui-bench-") as tmp:
