@@ -225,7 +225,9 @@ def fmt(value: Any, digits: int = 3) -> str:
     if isinstance(value, float):
         if not np.isfinite(value):
             return str(value)
-        return f"{value:.{digits}g}" if abs(value) < 10**digits else f"{value:.0f}"
+        text = f"{value:.{digits}g}"
+        # 999.7 rounds up to "1e+03" in g-format: large values are written whole
+        return f"{value:.0f}" if "e+" in text else text
     return str(value)
 
 

@@ -195,3 +195,10 @@ def test_peers_end_to_end_on_a_random_llama(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "| homog-min | erank |" in proc.stdout and "NO |" not in proc.stdout
     assert (tmp_path / "peers.json").exists()
+
+
+def test_table_cells_never_use_exponents_for_large_values():
+    """999.7 MiB in g-format is '1e+03'; a table cell writes it whole."""
+    assert _bench_util.fmt(999.7) == "1000" and _bench_util.fmt(12345.6) == "12346"
+    assert _bench_util.fmt(3.14159) == "3.14" and _bench_util.fmt(1.5e-7) == "1.5e-07"
+    assert _bench_util.fmt(None) == "-" and _bench_util.fmt(7) == "7"
