@@ -124,7 +124,12 @@ def naive_metrics(hidden_states: tuple[torch.Tensor, ...], n_texts: int) -> list
 
 
 # the modules behind hidden_metrics, in import order; those a revision lacks are skipped
-METRIC_MODULES = ("homog.metrics", "homog.metrics_massive", "homog.metrics_sets")
+METRIC_MODULES = (
+    "homog.eigensolver",
+    "homog.metrics",
+    "homog.metrics_massive",
+    "homog.metrics_sets",
+)
 
 
 def metrics_at_revision(rev: str) -> Callable[..., Any]:
