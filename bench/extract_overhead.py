@@ -14,6 +14,10 @@ In one process, on the same token ids, it times
        change to them is measured before and after in one run; the metrics of (b) and (bb)
        are compared and their largest relative difference printed;
   (b0) the extraction without attention statistics (SDPA);
+  (bh) with ``--host-eigensolver``: (b) with ``HOMOG_GPU_EIGENSOLVER=host``, a GPU's Gram
+       matrices solved on the host (NumPy's LAPACK on every core, no_sink sharing all's
+       reduction) instead of by cuSOLVER; its metrics are compared with (b)'s. On a CPU
+       device the setting changes nothing, so (bh) is (b) again;
   (c)  the naive way: ``model(**batch, output_hidden_states=True)``, then per text and
        layer a ``numpy.linalg.svd`` on the CPU (hidden-state metrics only, no attention).
 Each timing is the best of ``--repeats`` (the variants alternate within a repeat, so a change
@@ -27,15 +31,19 @@ Examples:
   python bench/extract_overhead.py --tokens 128 512 --texts ../shared/data/imdb/imdb_sample.jsonl
   python bench/extract_overhead.py --model random:llama-8b --dtype bfloat16 \\
       --device cuda --n-texts 256 --tokens 512
+  python bench/extract_overhead.py --model random:llama-8b --dtype bfloat16 \\
+      --device cuda --n-texts 32 --tokens 512 --naive-texts 0 --host-eigensolver
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import inspect
 import json
 import math
+import os
 import subprocess
 import sys
 import time
@@ -195,6 +203,21 @@ class using_metrics:  # noqa: N801 (a context manager, read as a clause)
         self.saved.clear()
 
 
+@contextlib.contextmanager
+def environment(values: dict[str, str] | None):
+    """Within the block ``os.environ`` holds ``values`` (the earlier values come back)."""
+    saved = {k: os.environ.get(k) for k in values or {}}
+    os.environ.update(values or {})
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def largest_difference(new: np.ndarray, old: np.ndarray, names: list[str]) -> tuple[float, str]:
     """(largest relative difference, its metric) of two (B, L, M) metric arrays; a NaN in one
     only counts as inf."""
@@ -254,6 +277,11 @@ def parse_args() -> argparse.Namespace:
         type=int,
         default=None,
         help="texts for (c) (default: all; 0 skips it); its time is scaled per text",
+    )
+    ap.add_argument(
+        "--host-eigensolver",
+        action="store_true",
+        help="also time (bh): (b) with HOMOG_GPU_EIGENSOLVER=host (a GPU's spectra on the host)",
     )
     ap.add_argument("--repeats", type=int, default=2, help="best of N")
     ap.add_argument("--json", default=None, help="also write the figures to this file")
@@ -322,13 +350,19 @@ def measure(
 
     kept: dict[str, list[Any]] = {}
 
-    def extraction(name: str, attention: bool, metrics_fn: Any = None, **over: Any) -> Any:
+    def extraction(
+        name: str,
+        attention: bool,
+        metrics_fn: Any = None,
+        env: dict[str, str] | None = None,
+        **over: Any,
+    ) -> Any:
         def run() -> None:
             # hooks are installed only for the extraction: (a) and (c) run the untouched model
             lm.model.set_attn_implementation(attn_impl if attention else "sdpa")
             extractor = Extractor(lm, dataclasses.replace(cfg, attention=attention, **over))
             try:
-                with using_metrics(metrics_fn):
+                with using_metrics(metrics_fn), environment(env):
                     kept[name] = [extractor.run_batch(b, "none", plan) for b in batches]
             finally:
                 extractor.close()
@@ -353,6 +387,9 @@ def measure(
     }
     if baseline is not None:
         variants["b_baseline"] = extraction("b_baseline", True, baseline)
+    if args.host_eigensolver:
+        host = {"HOMOG_GPU_EIGENSOLVER": "host"}
+        variants["b_host"] = extraction("b_host", True, env=host)
     variants["b_no_attention"] = extraction("b_no_attention", False)
     results: dict[str, list[tuple[float, float, float]]] = {k: [] for k in variants}
     bare(lm.model)()  # warm-up
@@ -381,6 +418,7 @@ def measure(
         "repeats": args.repeats,
         "load_s": round(load_s, 1),
         "baseline_rev": args.baseline_rev,
+        "host_eigensolver": bool(args.host_eigensolver),
     }
     for k in results:
         fig[f"{k}_s"] = wall[k] * (n_naive if k == "c" else args.n_texts)
@@ -389,6 +427,8 @@ def measure(
     pairs = [("b", "b_today"), ("b", "a_decoder"), ("b", "a"), ("b_no_attention", "a")]
     if baseline is not None:
         pairs += [("b_baseline", "b_today"), ("b_baseline", "a_decoder"), ("b", "b_baseline")]
+    if args.host_eigensolver:
+        pairs += [("b_host", "a_decoder"), ("b", "b_host")]
     if n_naive:
         pairs.append(("c", "b"))
     for num, den in pairs:
@@ -399,6 +439,11 @@ def measure(
         old = np.concatenate([r.metrics for r in kept["b_baseline"]])
         rel, metric = largest_difference(new, old, list(kept["b"][0].names))
         fig["baseline_max_rel_diff"], fig["baseline_max_rel_diff_metric"] = rel, metric
+    if args.host_eigensolver:
+        new = np.concatenate([r.metrics for r in kept["b_host"]])
+        old = np.concatenate([r.metrics for r in kept["b"]])
+        rel, metric = largest_difference(new, old, list(kept["b"][0].names))
+        fig["host_max_rel_diff"], fig["host_max_rel_diff_metric"] = rel, metric
     if dev.type == "cuda":
         fig.update({f"peak_gib_{k}": min(x[2] for x in v) for k, v in results.items()})
     report(fig, results)
@@ -412,10 +457,11 @@ LABELS = {
     "b": "(b)  full extraction (all stats)",
     "b_baseline": "(bb) full extraction, baseline metrics code",
     "b_no_attention": "(b0) extraction without attention (SDPA)",
+    "b_host": "(bh) full extraction, spectra on the host",
     "c": "(c)  naive hidden states + numpy SVD",
 }
 SHORT = {"a": "a", "a_decoder": "a'", "b_today": "bt", "b": "b", "b_baseline": "bb"}
-SHORT |= {"b_no_attention": "b0", "c": "c"}
+SHORT |= {"b_no_attention": "b0", "c": "c", "b_host": "bh"}
 
 
 def report(fig: dict[str, Any], results: dict[str, Any]) -> None:
@@ -446,6 +492,12 @@ def report(fig: dict[str, Any], results: dict[str, Any]) -> None:
         print(
             f"metrics of (b) vs (bb): largest relative difference "
             f"{fig['baseline_max_rel_diff']:.3g} ({fig['baseline_max_rel_diff_metric']})"
+        )
+    if fig["host_eigensolver"]:
+        print(
+            f"metrics of (bh) vs (b): largest relative difference "
+            f"{fig['host_max_rel_diff']:.3g} ({fig['host_max_rel_diff_metric']})"
+            + ("" if fig["device"].startswith("cuda") else "; on a CPU device (bh) is (b)")
         )
     if "peak_gib_b" in fig:
         print(
