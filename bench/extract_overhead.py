@@ -48,7 +48,7 @@ import subprocess
 import sys
 import time
 import types
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +140,15 @@ METRIC_MODULES = (
 )
 
 
+def restore(target: MutableMapping[str, Any], saved: dict[str, Any]) -> None:
+    """Put ``saved``'s values back into ``target``; a None means the key was not there."""
+    for key, value in saved.items():
+        if value is None:
+            target.pop(key, None)
+        else:
+            target[key] = value
+
+
 def metrics_at_revision(rev: str) -> Callable[..., Any]:
     """``hidden_metrics`` as committed at git revision ``rev`` (each of ``METRIC_MODULES``
     that exists there, loaded as a separate module; nothing in the tree changes).
@@ -172,11 +181,7 @@ def metrics_at_revision(rev: str) -> Callable[..., Any]:
             exec(compile(text, f"{rev}:{path}", "exec"), module.__dict__)
             loaded[name] = sys.modules[name] = module
     finally:
-        for name, module in saved.items():
-            if module is None:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = module
+        restore(sys.modules, saved)
     return loaded["homog.metrics_sets"].hidden_metrics
 
 
@@ -211,11 +216,7 @@ def environment(values: dict[str, str] | None):
     try:
         yield
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        restore(os.environ, saved)
 
 
 def largest_difference(new: np.ndarray, old: np.ndarray, names: list[str]) -> tuple[float, str]:
