@@ -30,6 +30,37 @@ def test_paths_are_those_dvc_yaml_declares():
     assert str(layout.posenc_dir("${item}") / "results.parquet") in outs("posenc_train")
 
 
+# modules that shape no number of an extract output (paths, errors, progress bars, typing)
+EXTRACT_INFRASTRUCTURE = {
+    "homog", "homog.config", "homog.errors", "homog.lazy", "homog.progress", "homog.typed",
+    "homog.posenc",
+}  # fmt: skip
+
+
+def test_extract_stage_declares_the_modules_its_numbers_come_from():
+    """Every homog module the extraction imports is a dep of stage extract (or
+    infrastructure above): a new metrics module left out would not re-run the stage after
+    it changes (homog/eigensolver.py was missing until it was added here)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import homog.extract.local, homog.extract.hooks, homog.extract.outputs, "
+        "homog.metrics_sets, homog.attention; "
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('homog'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, check=True)  # fmt: skip
+    modules = set(done.stdout.split()) - EXTRACT_INFRASTRUCTURE
+    deps = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["extract"]["do"]["deps"]
+
+    def declared(module: str) -> bool:
+        path = module.replace(".", "/")
+        return any(path + ".py" == d or path == d or path.startswith(d + "/") for d in deps)
+
+    assert modules and not sorted(m for m in modules if not declared(m))
+
+
 def test_safe_name_and_root():
     assert safe_name("hf:org/model") == "hf_org_model"
     assert Layout("/p").run_dir("hf:a/b", "none").as_posix() == "/p/data/extract/hf_a_b/none"
