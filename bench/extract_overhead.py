@@ -435,16 +435,14 @@ def measure(
     for num, den in pairs:
         fig[f"{num}_over_{den}"] = wall[num] / wall[den]
         fig[f"cpu_time_{num}_over_{den}"] = cpu[num] / cpu[den]
-    if baseline is not None:
-        new = np.concatenate([r.metrics for r in kept["b"]])
-        old = np.concatenate([r.metrics for r in kept["b_baseline"]])
+    # (figure prefix, new variant, reference variant): their metrics' largest difference
+    compared = [("baseline", "b", "b_baseline")] if baseline is not None else []
+    compared += [("host", "b_host", "b")] if args.host_eigensolver else []
+    for prefix, new_key, old_key in compared:
+        new = np.concatenate([r.metrics for r in kept[new_key]])
+        old = np.concatenate([r.metrics for r in kept[old_key]])
         rel, metric = largest_difference(new, old, list(kept["b"][0].names))
-        fig["baseline_max_rel_diff"], fig["baseline_max_rel_diff_metric"] = rel, metric
-    if args.host_eigensolver:
-        new = np.concatenate([r.metrics for r in kept["b_host"]])
-        old = np.concatenate([r.metrics for r in kept["b"]])
-        rel, metric = largest_difference(new, old, list(kept["b"][0].names))
-        fig["host_max_rel_diff"], fig["host_max_rel_diff_metric"] = rel, metric
+        fig[f"{prefix}_max_rel_diff"], fig[f"{prefix}_max_rel_diff_metric"] = rel, metric
     if dev.type == "cuda":
         fig.update({f"peak_gib_{k}": min(x[2] for x in v) for k, v in results.items()})
     report(fig, results)

@@ -54,16 +54,22 @@ def _blas() -> Any:
     return ThreadpoolController()
 
 
-def cpu_eigensolver() -> str:
-    """``numpy`` (default) or ``torch``: the CPU eigensolver, from HOMOG_CPU_EIGENSOLVER."""
-    name = os.environ.get("HOMOG_CPU_EIGENSOLVER", "numpy").strip().lower() or "numpy"
-    if name not in ("numpy", "torch"):
+def _setting(variable: str, choices: tuple[str, ...]) -> str:
+    """The value of environment ``variable`` (trimmed, lower case; unset or empty: the first
+    of ``choices``). MetricInputError naming the variable when it is none of them."""
+    name = os.environ.get(variable, "").strip().lower() or choices[0]
+    if name not in choices:
         from homog.metrics import MetricInputError  # (homog.metrics imports this module)
 
         raise MetricInputError(
-            f"HOMOG_CPU_EIGENSOLVER={name!r}: use 'numpy' (the default) or 'torch'"
+            f"{variable}={name!r}: use {choices[0]!r} (the default) or {choices[1]!r}"
         )
     return name
+
+
+def cpu_eigensolver() -> str:
+    """``numpy`` (default) or ``torch``: the CPU eigensolver, from HOMOG_CPU_EIGENSOLVER."""
+    return _setting("HOMOG_CPU_EIGENSOLVER", ("numpy", "torch"))
 
 
 def gpu_eigensolver() -> str:
@@ -72,14 +78,7 @@ def gpu_eigensolver() -> str:
     as on a CPU run (NumPy's LAPACK on all of torch's threads, no_sink sharing all's
     reduction) and copies the eigenvalues back; cuSOLVER solves 512 x 512 matrices one at a
     time at about 4.5 ms each on an H100 (README "On a GPU")."""
-    name = os.environ.get("HOMOG_GPU_EIGENSOLVER", "device").strip().lower() or "device"
-    if name not in ("device", "host"):
-        from homog.metrics import MetricInputError
-
-        raise MetricInputError(
-            f"HOMOG_GPU_EIGENSOLVER={name!r}: use 'device' (the default) or 'host'"
-        )
-    return name
+    return _setting("HOMOG_GPU_EIGENSOLVER", ("device", "host"))
 
 
 def _on_host(gram: Tensor) -> bool:

@@ -245,11 +245,10 @@ def train_run(
 _STEPS: Any = None  # in a worker process: the queue its optimizer steps are reported on
 
 
-def _worker_start(steps: Any, threads: int) -> None:
+def _worker_start(steps: Any, train: dict[str, Any]) -> None:
     global _STEPS
     _STEPS = steps
-    if threads > 0:
-        torch.set_num_threads(threads)
+    use_threads(train, torch.device("cpu"))
 
 
 def _train_in_worker(
@@ -278,7 +277,6 @@ def _train_side_by_side(
 
     ctx = mp.get_context("spawn")
     steps = ctx.Queue()
-    threads = int(config["train"].get("threads") or 0)
 
     def drain(timeout: float) -> None:
         try:
@@ -291,7 +289,7 @@ def _train_side_by_side(
 
     try:
         with ProcessPoolExecutor(
-            workers, mp_context=ctx, initializer=_worker_start, initargs=(steps, threads)
+            workers, mp_context=ctx, initializer=_worker_start, initargs=(steps, config["train"])
         ) as pool:
             futures = [
                 pool.submit(_train_in_worker, pe, task, seed, config, splits[task], key)
@@ -363,7 +361,7 @@ def run_train(
                     splits[task],
                     dev,
                     on_step=lambda loss, job=job: bar.update(job, advance=1),
-                )  # fmt: skip
+                )
                 for (task, seed), job in zip(runs, jobs, strict=True)
             ]
         for (task, seed), (_, _, payload) in zip(runs, done, strict=True):
