@@ -362,9 +362,18 @@ class StatsConfig:
     alpha: float = 0.05
     test: str = "sign_flip"  # sign_flip (of the mean, like the CI) | wilcoxon
     n_perm: int = 10000  # sign vectors of the sign-flip test (exact when 2^n <= n_perm)
+    # smallest effect of interest of the equivalence test (TOST), in between-text SDs of the
+    # original's metric at the row's layer or band (docs/statistics.md)
+    sesoi: float = 0.1
+    mixed_model: bool = True  # the secondary mixed model per band (statsmodels MixedLM)
 
     def __post_init__(self) -> None:
         from homog.paired_tests import TESTS
+
+        _check(
+            0 < self.sesoi <= 2,
+            f"stats.sesoi must lie in (0, 2] (between-text SDs), got {self.sesoi}",
+        )
 
         _check(
             self.test in TESTS, f"stats.test must be one of {', '.join(TESTS)}, got {self.test!r}"

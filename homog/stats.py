@@ -23,18 +23,15 @@ reported in ``n``; a group with fewer than 2 pairs gets NaN p-values and CIs.
 from __future__ import annotations
 
 import math
-import sys
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from homog.config import Params, as_params
-from homog.io import HomogError, atomic_path, write_json
-from homog.layout import Layout, find_runs
+from homog.contrast_rows import extra_columns
 from homog.metrics_sets import N_REMOVED
+from homog.mixed import MIXED_COLUMNS, fit_mixed, pair_effects
 from homog.paired_tests import (  # noqa: F401 (re-exported for callers of homog.stats)
     TESTS,
     bootstrap_ci,
@@ -43,7 +40,7 @@ from homog.paired_tests import (  # noqa: F401 (re-exported for callers of homog
     sign_flip_p,
     wilcoxon_p,
 )
-from homog.store.schema import TABLES
+from homog.store.schema import TABLES, TOKEN_COUNT
 
 VARIANT_PAIRS: tuple[tuple[str, str], ...] = (
     ("front", "original"),
@@ -51,8 +48,23 @@ VARIANT_PAIRS: tuple[tuple[str, str], ...] = (
     ("control", "original"),
     ("front", "control"),
     ("end", "control"),
+    # the token-preserving position family (issue 28): the key sentence first / middle / last,
+    # and key_control (another sentence moved as far) as the negative control of "moving a
+    # sentence"
+    ("key_first", "original"),
+    ("key_last", "original"),
+    ("key_control", "original"),
+    ("key_first", "key_last"),
+    ("key_first", "key_mid"),
+    ("key_mid", "key_last"),
+    ("key_first", "key_control"),
+    ("key_last", "key_control"),
 )
 BANDS = ("early", "middle", "late")
+# Layer 0 (the token embeddings: no position in RoPE models, so a difference there is lexical)
+# and layer L (the final-norm output) are rows of their own, outside the depth bands
+ROLES = ("layer0", "final")
+ALL_BANDS = ("layer0", *BANDS, "final")
 CONTRAST_COLUMNS = TABLES["contrasts"].names  # the store's schema is the one definition
 
 
@@ -110,16 +122,26 @@ def paired_contrasts(
 
 
 def band_of_layers(layers: Sequence[int]) -> dict[str, list[int]]:
-    """Split sorted ``layers`` into early (first 25 %), middle (50 %) and late (last 25 %).
+    """The rows of depth of sorted ``layers``: ``layer0`` ([0], when present), ``final`` (the
+    last layer L, when above 0) and, over the layers strictly between them, early (first 25 %),
+    middle (50 %) and late (last 25 %).
 
-    Band sizes are round(n/4) (at least 1 when n >= 3); fewer than 3 layers gives no bands.
+    Band sizes are round(k/4) of the k interior layers (at least 1 when k >= 3); fewer than 3
+    interior layers give no depth bands. Keys in the order of ALL_BANDS.
     """
-    layers = sorted(layers)
-    n = len(layers)
-    if n < 3:
+    layers = sorted(set(layers))
+    if not layers:
         return {}
-    q = max(1, round(n / 4))
-    return {"early": layers[:q], "middle": layers[q : n - q], "late": layers[n - q :]}
+    last = layers[-1]
+    inner = [x for x in layers if 0 < x < last]
+    out: dict[str, list[int]] = {"layer0": [0]} if layers[0] == 0 else {}
+    n = len(inner)
+    if n >= 3:
+        q = max(1, round(n / 4))
+        out.update(early=inner[:q], middle=inner[q : n - q], late=inner[n - q :])
+    if last > 0:
+        out["final"] = [last]
+    return out
 
 
 def _pivot(frame: pd.DataFrame) -> dict[tuple[str, str], pd.DataFrame]:
@@ -150,22 +172,68 @@ def _contrast_rows(
     seed: int,
     test: str = "sign_flip",
     n_perm: int = 10000,
+    tokens: tuple[pd.Series | None, pd.Series | None] = (None, None),
+    baseline: pd.DataFrame | None = None,
+    sesoi: float = 0.1,
+    mixed: dict[str, dict[str, float]] | None = None,
 ) -> list[pd.DataFrame]:
+    """The layer rows and the band rows of one contrast a - b, every column of the table.
+
+    tokens: per-text metric-token counts of a and b; baseline: the original's [layer x
+    sample_id] table (default: b's); mixed: band -> the mixed model's columns for this pair.
+    """
     opts = {"n_boot": n_boot, "ci": ci, "seed": seed, "test": test, "n_perm": n_perm}
-    layer_rows = paired_contrasts(side_a, side_b, **opts)
+    a, b = side_a.align(side_b, join="inner")
+    base = side_b if baseline is None else baseline.reindex(index=a.index)
+    layer0 = a.loc[0] - b.loc[0] if 0 in a.index else None
+    more = {"tokens_a": tokens[0], "tokens_b": tokens[1], "layer0": layer0, "sesoi": sesoi}
     parts = []
+    layer_rows = paired_contrasts(a, b, **opts)
     if not layer_rows.empty:
-        parts.append(layer_rows.assign(band=None, **meta))
-    bands = band_of_layers(list(side_a.index.intersection(side_b.index)))
+        extra = extra_columns(a, b, baseline=base, **more, **opts)
+        parts.append(pd.concat([layer_rows, extra], axis=1).assign(band=None, **meta))
+    bands = band_of_layers(list(a.index))
     if bands:
-        band_rows = paired_contrasts(
-            _band_tables(side_a, bands),
-            _band_tables(side_b, bands),
-            **opts,
-        )
+        ta, tb = _band_tables(a, bands), _band_tables(b, bands)
+        band_rows = paired_contrasts(ta, tb, **opts)
+        extra = extra_columns(ta, tb, baseline=_band_tables(base, bands), **more, **opts)
+        band_rows = pd.concat([band_rows, extra], axis=1)
         band_rows = band_rows.rename(columns={"layer": "band"}).assign(layer=None, **meta)
+        got = mixed or {}
+        for col in MIXED_COLUMNS:
+            band_rows[col] = [got.get(bd, {}).get(col, math.nan) for bd in band_rows["band"]]
         parts.append(band_rows)
     return parts
+
+
+def _tokens(frame: pd.DataFrame) -> dict[str, pd.Series]:
+    """variant -> sample_id -> metric-token count (the layer-0 TOKEN_COUNT rows)."""
+    rows = frame[(frame["metric"] == TOKEN_COUNT) & (frame["layer"] == 0)]
+    return {v: g.set_index("sample_id")["value"] for v, g in rows.groupby("variant")}
+
+
+def _mixed(
+    tables: dict[tuple[str, str], pd.DataFrame],
+    tokens: dict[str, pd.Series],
+    metric: str,
+    pairs: Sequence[tuple[str, str]],
+    ci: float,
+) -> dict[tuple[str, str], dict[str, dict[str, float]]]:
+    """(a, b) -> band -> the mixed model's columns (one fit per band over every variant)."""
+    variants = sorted(v for v, m in tables if m == metric)
+    layers = sorted(set.intersection(*(set(tables[(v, metric)].index) for v in variants)))
+    out: dict[tuple[str, str], dict[str, dict[str, float]]] = {p: {} for p in pairs}
+    for band, ls in band_of_layers(layers).items():
+        long = []
+        for v in variants:
+            vals = tables[(v, metric)].loc[ls].mean(axis=0, skipna=False)
+            tok = tokens.get(v, pd.Series(dtype=float)).reindex(vals.index)
+            long.append(pd.DataFrame({"variant": v, "sample_id": vals.index, "value": vals.values,
+                                      "n_tokens": tok.to_numpy(dtype=float)}))  # fmt: skip
+        effects = pair_effects(fit_mixed(pd.concat(long, ignore_index=True)), pairs, ci)
+        for pair, cols in effects.items():
+            out[pair][band] = cols
+    return out
 
 
 def run_contrasts(
@@ -178,20 +246,24 @@ def run_contrasts(
     pairs: Sequence[tuple[str, str]] = VARIANT_PAIRS,
     test: str = "sign_flip",
     n_perm: int = 10000,
+    sesoi: float = 0.1,
+    mixed_model: bool = True,
 ) -> pd.DataFrame:
     """Contrasts between variants of one run.
 
-    ``frame``: layer_metrics rows of the run (variant, sample_id, layer, metric, value).
-    Pairs whose variants are absent are skipped. Returns CONTRAST_COLUMNS rows.
+    ``frame``: layer_metrics rows of the run (variant, sample_id, layer, metric, value); its
+    TOKEN_COUNT rows, when present, adjust the contrasts for length. Pairs whose variants are
+    absent are skipped. ``mixed_model``: fit the secondary mixed model per band. Returns
+    CONTRAST_COLUMNS rows.
     """
     opts = {"n_boot": n_boot, "ci": ci, "seed": seed, "test": test, "n_perm": n_perm}
-    tables = _pivot(frame)
-    metrics_ = sorted({m for _, m in tables})
+    tokens = _tokens(frame)
+    tables = _pivot(frame[~frame["metric"].isin(NOT_CONTRASTED)])
     parts: list[pd.DataFrame] = []
-    for metric in metrics_:
-        for va, vb in pairs:
-            if (va, metric) not in tables or (vb, metric) not in tables:
-                continue
+    for metric in sorted({m for _, m in tables}):
+        present = [(a, b) for a, b in pairs if (a, metric) in tables and (b, metric) in tables]
+        mixed = _mixed(tables, tokens, metric, present, ci) if mixed_model and present else {}
+        for va, vb in present:
             meta = {
                 "run_id": run_id,
                 "variant_a": va,
@@ -199,7 +271,16 @@ def run_contrasts(
                 "metric": metric,
                 "baseline_run_id": None,
             }
-            parts += _contrast_rows(tables[(va, metric)], tables[(vb, metric)], meta, **opts)
+            parts += _contrast_rows(
+                tables[(va, metric)],
+                tables[(vb, metric)],
+                meta,
+                **opts,
+                tokens=(tokens.get(va), tokens.get(vb)),
+                baseline=tables.get(("original", metric)),
+                sesoi=sesoi,
+                mixed=mixed.get((va, vb)),
+            )
     return _finish(parts)
 
 
@@ -214,12 +295,16 @@ def intervention_contrasts(
     seed: int = 0,
     test: str = "sign_flip",
     n_perm: int = 10000,
+    sesoi: float = 0.1,
 ) -> pd.DataFrame:
     """Contrasts of an intervention run against its unchanged run, variant by variant.
 
-    ``mean_diff`` = intervention - unchanged over the same texts; variant_a = variant_b.
+    ``mean_diff`` = intervention - unchanged over the same texts; variant_a = variant_b; the
+    baseline columns describe the unchanged run. No mixed model (one variant per side).
     """
-    mine, base = _pivot(frame), _pivot(baseline)
+    mine = _pivot(frame[~frame["metric"].isin(NOT_CONTRASTED)])
+    base = _pivot(baseline[~baseline["metric"].isin(NOT_CONTRASTED)])
+    tok_mine, tok_base = _tokens(frame), _tokens(baseline)
     parts: list[pd.DataFrame] = []
     for key in sorted(set(mine) & set(base)):
         variant, metric = key
@@ -231,8 +316,9 @@ def intervention_contrasts(
             "baseline_run_id": baseline_run_id,
         }
         parts += _contrast_rows(
-            mine[key], base[key], meta, n_boot=n_boot, ci=ci, seed=seed, test=test, n_perm=n_perm
-        )
+            mine[key], base[key], meta, n_boot=n_boot, ci=ci, seed=seed, test=test,
+            n_perm=n_perm, tokens=(tok_mine.get(variant), tok_base.get(variant)), sesoi=sesoi,
+        )  # fmt: skip
     return _finish(parts)
 
 
@@ -242,253 +328,22 @@ def _finish(parts: list[pd.DataFrame]) -> pd.DataFrame:
     out = pd.concat(parts, ignore_index=True)[CONTRAST_COLUMNS]
     out["layer"] = out["layer"].astype("Int64")
     out["n"] = out["n"].astype("int64")
+    out["adjusted"] = out["adjusted"].astype(bool)
     return out
-
-
-# ---------------------------------------------------------------------------------------------
-# The stage: files in, files out
 
 
 # Per-text values that are indices or counts, not measurements: a mean difference of them
 # means nothing, so stats does not contrast them (they stay in layer_metrics for SQL).
-NOT_CONTRASTED = ("act_top1_pos", "act_top1_feature", N_REMOVED)
+NOT_CONTRASTED = ("act_top1_pos", "act_top1_feature", N_REMOVED, TOKEN_COUNT)
 
 
-def _read_metrics(run_dir: Path) -> pd.DataFrame:
-    path = run_dir / "layer_metrics.parquet"
-    if not path.exists():
-        raise HomogError(f"{path} is missing; rerun `dvc repro` (extract stage)")
-    frame = pd.read_parquet(path, columns=["variant", "sample_id", "layer", "metric", "value"])
-    return frame[~frame["metric"].isin(NOT_CONTRASTED)]
+_STAGE = ("compute_all", "headline", "read_runs", "stats_stage", "summarise", "unchanged_run")
 
 
-def _warn(message: str) -> None:
-    print(f"warning: {message}", file=sys.stderr)
+def __getattr__(name: str) -> Any:
+    """The stage's functions live in homog.stats_stage (files in, files out); re-exported."""
+    if name in _STAGE or name == "PLOT_METRICS":
+        from homog import stats_stage as _stage
 
-
-def unchanged_run(
-    run: dict[str, Any], runs: Sequence[dict[str, Any]], log: Callable[[str], None] = _warn
-) -> dict[str, Any] | None:
-    """The unchanged (``none``) run an intervention run is compared with, or None.
-
-    Runs pair only when they agree on everything but the intervention: the same model and the
-    same ``pair_key`` (a hash of the model source, the result-changing extract options and
-    the texts; run.json has it since issue 16). A run without a pair_key (written by an older
-    homog) is never paired: nothing shows that its texts and options match, so a stale
-    directory left by an interrupted re-extract cannot be compared with a new run. Each
-    refusal is logged with what to rerun.
-    """
-    where = f"{run['model']}/{run.get('intervention')} run {str(run['run_id'])[:12]}"
-    key = run.get("pair_key")
-    if key is None:
-        log(
-            f"{where}: run.json has no pair_key (an older homog wrote it), so it is not compared "
-            f"with an unchanged run; rerun `homog extract --model {run['model']}`"
-        )
-        return None
-    for r in runs:
-        if (
-            r["model"] == run["model"]
-            and r.get("intervention", "none") == "none"
-            and r.get("pair_key") == key
-        ):
-            return r
-    log(
-        f"{where}: no unchanged (none) run with the same texts and extract options (stale "
-        f"output of other params?); not compared; rerun `homog extract --model {run['model']}`"
-    )
-    return None
-
-
-def read_runs(
-    params: Params, root: str | Path = "."
-) -> tuple[list[tuple[dict[str, Any], Path]], dict[str, pd.DataFrame]]:
-    """(runs, run_id -> layer_metrics frame) of the interventions of ``extract.interventions``.
-
-    Raises HomogError when there is no extracted run.
-    """
-    runs = find_runs(params.models, root, interventions=params.extract.interventions)
-    if not runs:
-        raise HomogError(
-            "no extracted runs under data/extract/<model>/ for the models in params.yaml; "
-            "run `dvc repro` (or `homog extract --model KEY`) first"
-        )
-    return runs, {r["run_id"]: _read_metrics(d) for r, d in runs}
-
-
-def compute_all(
-    params: Params | Mapping[str, Any],
-    root: str | Path = ".",
-    log: Callable[[str], None] = _warn,
-    *,
-    read: tuple[list[tuple[dict[str, Any], Path]], dict[str, pd.DataFrame]] | None = None,
-) -> pd.DataFrame:
-    """All contrasts of all runs named by params (variant pairs and intervention vs none).
-
-    Reads only the interventions of ``extract.interventions``; an intervention run is
-    compared with the unchanged run of the same config (:func:`unchanged_run`). ``read``:
-    what :func:`read_runs` returned, when the caller already has it (read once).
-    """
-    from homog.progress import progress
-
-    params = as_params(params)
-    opts = {
-        "n_boot": params.stats.n_boot,
-        "ci": params.stats.ci,
-        "seed": params.seed,
-        "test": params.stats.test,
-        "n_perm": params.stats.n_perm,
-    }
-    runs, frames = read or read_runs(params, root)
-    parts = []
-    with progress() as bar:
-        task = bar.add_task("stats", total=len(runs))
-        for run, _ in runs:
-            parts.append(run_contrasts(frames[run["run_id"]], run["run_id"], **opts))
-            if run.get("intervention", "none") != "none":
-                base = unchanged_run(run, [r for r, _ in runs], log)
-                if base is not None:
-                    parts.append(
-                        intervention_contrasts(
-                            frames[run["run_id"]],
-                            frames[base["run_id"]],
-                            run["run_id"],
-                            base["run_id"],
-                            **opts,
-                        )
-                    )
-            bar.advance(task)
-    return _finish([p for p in parts if not p.empty])
-
-
-def headline(
-    contrasts: pd.DataFrame,
-    runs: list[dict[str, Any]],
-    summaries: pd.DataFrame,
-    mauve: pd.DataFrame | None = None,
-    alpha: float = 0.05,
-) -> dict[str, Any]:
-    """Headline numbers for ``dvc metrics show`` (nested dict, one entry per model run).
-
-    Per unchanged run (intervention none) of each model: erank and mev at the last layer per
-    variant, the late-band erank differences front/end/control vs original with Holm p, the
-    number of layers where front vs original is significant at ``alpha``, and mean MAUVE per
-    variant. Intervention runs add their late-band erank difference vs the unchanged run.
-    """
-    out: dict[str, Any] = {}
-    by_id = {r["run_id"]: r for r in runs}
-    for run_id, run in by_id.items():
-        key = (
-            run["model"]
-            if run.get("intervention", "none") == "none"
-            else f"{run['model']}:{run['intervention']}"
-        )
-        entry: dict[str, Any] = {}
-        s = summaries[summaries["run_id"] == run_id]
-        for metric in ("erank", "mev"):
-            sm = s[s["metric"] == metric]
-            if not sm.empty:
-                last = sm[sm["layer"] == sm["layer"].max()]
-                entry[f"{metric}_last"] = {
-                    v: round(float(m), 6)
-                    for v, m in zip(last["variant"], last["mean"], strict=True)
-                }
-        c = contrasts[(contrasts["run_id"] == run_id) & (contrasts["metric"] == "erank")]
-        late = c[(c["band"] == "late") & c["baseline_run_id"].isna()]
-        for _, row in late.iterrows():
-            entry[f"erank_late_{row['variant_a']}_vs_{row['variant_b']}"] = {
-                "mean_diff": _r(row["mean_diff"]),
-                "p_holm": _r(row["p_holm"]),
-            }
-        fo = c[
-            (c["variant_a"] == "front")
-            & (c["variant_b"] == "original")
-            & c["band"].isna()
-            & c["baseline_run_id"].isna()
-        ]
-        if not fo.empty:
-            entry["erank_front_vs_original_sig_layers"] = int((fo["p_holm"] < alpha).sum())
-        iv = c[(c["band"] == "late") & c["baseline_run_id"].notna()]
-        for _, row in iv.iterrows():
-            entry[f"erank_late_{row['variant_a']}_vs_unchanged"] = {
-                "mean_diff": _r(row["mean_diff"]),
-                "p_holm": _r(row["p_holm"]),
-            }
-        if mauve is not None and not mauve.empty:
-            mv = mauve[mauve["run_id"] == run_id]
-            if not mv.empty:
-                entry["mauve_mean"] = {
-                    v: _r(m) for v, m in mv.groupby("variant")["mauve"].mean().items()
-                }
-        out[key] = entry
-    return out
-
-
-def _r(x: Any) -> float | None:
-    x = float(x)
-    return round(x, 6) if math.isfinite(x) else None
-
-
-def summarise(frame: pd.DataFrame, run_id: str) -> pd.DataFrame:
-    """Per (variant, metric, layer) mean over texts, with run_id."""
-    g = frame[np.isfinite(frame["value"])].groupby(["variant", "metric", "layer"])["value"]
-    return g.mean().rename("mean").reset_index().assign(run_id=run_id)
-
-
-PLOT_METRICS = ("erank", "mev", "resultant_length", "attn_first")
-
-
-def stats_stage(
-    params: Params | Mapping[str, Any], root: str | Path = ".", out_dir: str | Path | None = None
-) -> dict[str, int]:
-    """The ``stats`` stage: writes ``data/stats/`` (contrasts.parquet, metrics.json, plots/).
-
-    ``plots/<metric>__<model>.csv``: the unchanged run's layer curve of ``metric`` (PLOT_METRICS),
-    columns layer, rel_depth and one per variant (DVC plots). Returns counts.
-    The whole directory is replaced atomically.
-    """
-    params = as_params(params)
-    layout = Layout(Path(root))
-    out_dir = Path(out_dir) if out_dir is not None else layout.stats_dir
-    found, frames = read = read_runs(params, root)
-    contrasts = compute_all(params, root, read=read)
-    runs = [r for r, _ in found]
-    summaries = pd.concat(
-        [summarise(frames[r["run_id"]], r["run_id"]) for r in runs], ignore_index=True
-    )
-    mauve_parts = [pd.read_parquet(p) for key in params.models if (p := layout.mauve(key)).exists()]
-    mauve = pd.concat(mauve_parts, ignore_index=True) if mauve_parts else None
-    with atomic_path(out_dir, directory=True) as tmp:
-        contrasts.to_parquet(tmp / "contrasts.parquet", index=False)
-        write_json(
-            tmp / "metrics.json",
-            headline(contrasts, runs, summaries, mauve, params.stats.alpha),
-        )
-        (tmp / "plots").mkdir()
-        meta = pd.DataFrame(
-            [
-                {
-                    "run_id": r["run_id"],
-                    "model": r["model"],
-                    "n_layers": r.get("n_layers"),
-                    "intervention": r.get("intervention", "none"),
-                }
-                for r in runs
-            ]
-        )
-        curves = summaries.merge(meta, on="run_id")
-        curves = curves[curves["intervention"] == "none"]
-        for (model, metric), cm in curves.groupby(["model", "metric"]):
-            if metric not in PLOT_METRICS:
-                continue
-            wide = cm.pivot_table(
-                index=["layer", "n_layers"], columns="variant", values="mean"
-            ).reset_index()
-            wide["rel_depth"] = wide["layer"] / wide["n_layers"]
-            cols = ["layer", "rel_depth"] + [
-                v for v in ("original", "front", "end", "control") if v in wide.columns
-            ]
-            wide[cols].to_csv(
-                tmp / "plots" / f"{metric}__{model}.csv", index=False, float_format="%.6g"
-            )
-    return {"contrasts": len(contrasts), "runs": len(runs)}
+        return getattr(_stage, name)
+    raise AttributeError(f"module 'homog.stats' has no attribute {name!r}")

@@ -57,10 +57,18 @@ def test_wilcoxon_matches_scipy_and_handles_zeros():
 
 
 def test_band_split():
-    assert band_of_layers(range(8)) == {"early": [0, 1], "middle": [2, 3, 4, 5], "late": [6, 7]}
-    b = band_of_layers(range(31))
-    assert len(b["early"]) == len(b["late"]) == 8 and len(b["middle"]) == 15
-    assert band_of_layers([0, 1]) == {}
+    # issue 29: layer 0 (embeddings) and L (final norm) are rows of their own, outside the bands
+    assert band_of_layers(range(8)) == {
+        "layer0": [0], "early": [1, 2], "middle": [3, 4], "late": [5, 6], "final": [7]
+    }  # fmt: skip
+    b = band_of_layers(range(31))  # 29 interior layers: round(29/4) = 7 at each end
+    assert len(b["early"]) == len(b["late"]) == 7 and len(b["middle"]) == 15
+    assert list(b) == ["layer0", "early", "middle", "late", "final"]
+    assert band_of_layers([0, 1]) == {"layer0": [0], "final": [1]}
+    # attention metrics start at layer 1, a layer like the others: no layer0 row
+    assert band_of_layers([1, 2, 3, 4, 5]) == {
+        "early": [1], "middle": [2, 3], "late": [4], "final": [5]
+    }  # fmt: skip
 
 
 def frame(shift: dict[str, float], n_texts=30, n_layers=8, seed=0) -> pd.DataFrame:
@@ -99,9 +107,12 @@ def test_run_contrasts_against_pandas():
     bands = out[
         out["band"].notna() & (out["variant_a"] == "front") & (out["variant_b"] == "original")
     ].set_index("band")
-    late = diff.mean().loc[[7, 8]].mean()  # 9 layers -> late band = last round(9/4) = 2
+    # 9 layers 0..8 -> interior 1..7, late band = the last round(7/4) = 2 of them (issue 29)
+    late = diff.mean().loc[[6, 7]].mean()
     assert bands.loc["late", "mean_diff"] == pytest.approx(late)
-    assert bands["layer"].isna().all() and len(bands) == 3
+    assert bands.loc["layer0", "mean_diff"] == pytest.approx(diff.mean().loc[0])
+    assert bands.loc["final", "mean_diff"] == pytest.approx(diff.mean().loc[8])
+    assert bands["layer"].isna().all() and len(bands) == 5
 
 
 def test_run_contrasts_wilcoxon_option_matches_scipy():

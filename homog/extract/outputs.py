@@ -24,6 +24,7 @@ from homog.errors import HomogError
 from homog.extract.hooks import BatchResult
 from homog.extract.plan import EncodedText, RunSpec, SamplePlan
 from homog.io import atomic_path, write_json
+from homog.store.schema import TOKEN_COUNT
 
 INT32_COLUMNS = ("layer", "head", "bin", "n", "rank", "position", "feature", "token_id")
 
@@ -252,6 +253,12 @@ def _massive_frame(
     return agg[cols].rename(columns={"n_texts": "n"}).reset_index(drop=True)
 
 
+def _metric_tokens(text: EncodedText, exclude_special: bool) -> int:
+    """The number of tokens of ``text`` that enter the hidden-state metrics."""
+    n = len(text.input_ids)
+    return int(n - np.count_nonzero(text.special)) if exclude_special else n
+
+
 def _set_warnings(metrics: np.ndarray, names: list[str], encoded_names: list[str]) -> list[str]:
     """run.json notes for token sets whose metrics are NaN because < 2 tokens were left."""
     notes = []
@@ -280,11 +287,16 @@ def build_outputs(
     encoded: Sequence[EncodedText],
     plan: SamplePlan,
     run_id: str,
+    exclude_special: bool = True,
 ) -> RunOutputs:
     """The output tables and arrays of one run from its shards' results (no file I/O).
 
     res / order: from ``load_shards``; encoded: the run's texts in (variant, sample_id)
-    order; plan: which pooled vectors are kept (the sampled tokens are in ``res``).
+    order; plan: which pooled vectors are kept (the sampled tokens are in ``res``);
+    exclude_special: ``extract.exclude_special`` (which tokens the metrics count). Besides
+    the per-layer metrics, ``layer_metrics`` holds one row per text at layer 0 with metric
+    ``n_tokens`` (TOKEN_COUNT): the text's metric tokens (after truncation), which the stats
+    stage uses to adjust contrasts for length.
     """
     import pandas as pd
 
@@ -294,7 +306,18 @@ def build_outputs(
     n_layers = metrics.shape[1] - 1
     names = res.names
 
-    frames = [_long_frame(metrics, names, variants, sample_ids, first_layer=0)]
+    frames = [
+        _long_frame(metrics, names, variants, sample_ids, first_layer=0),
+        _long_frame(
+            np.array([_metric_tokens(t, exclude_special) for t in encoded], dtype=np.float64)[
+                :, None, None
+            ],
+            [TOKEN_COUNT],
+            variants,
+            sample_ids,
+            first_layer=0,
+        ),
+    ]
     heads = profile = None
     if res.heads is not None:
         heads = res.heads[order].astype(np.float64)  # (N, L, H, 3)
@@ -409,5 +432,7 @@ def merge_shards(
     shards do not cover the texts.
     """
     res, order = load_shards(paths, len(encoded))
-    outputs = build_outputs(res, order, encoded, plan, spec.run_id)
+    outputs = build_outputs(
+        res, order, encoded, plan, spec.run_id, exclude_special=spec.config.exclude_special
+    )
     return write_outputs(outputs, target, record)

@@ -65,7 +65,8 @@ def read_inputs(con: Any) -> dict[str, pd.DataFrame]:
         "erank": get(
             "layer_metrics",
             "SELECT run_id, variant, sample_id, layer, metric, value FROM layer_metrics "
-            "WHERE metric = 'erank' AND variant = 'original'",
+            "WHERE metric IN ('erank', 'erank__no_sink', 'erank__standardized') "
+            "AND variant = 'original'",
         ),
         "texts": get(
             "texts",

@@ -1,149 +1,223 @@
-"""The paper's claims as table rows: measured effect, CI, Holm p and a verdict (pure pandas).
+"""The paper's claims as table rows: effect, CI, family-Holm p, equivalence test and a verdict.
 
 Every row is computed from the store's tables (``contrasts``, ``runs``, ``layer_metrics``)
-alone, so a reader can recompute it with SQL. The verdict rules (README, "homog report"):
+alone, so a reader can recompute it with SQL (docs/statistics.md gives every formula).
 
-- a directional claim (e.g. "front has lower erank than original") is **supported** when the
-  Holm-corrected p is below ``alpha`` and the effect has the claimed sign, **reversed** when
-  p < alpha with the other sign, and **not supported** otherwise (including a missing p);
-- an undirected claim (e.g. "paraphrase alone changes erank") is supported when p < alpha in
-  either direction;
-- a count claim ("the metric separates original from biased text") is supported when at least
-  one layer has Holm p < alpha with the claimed sign, reversed when only the other sign does.
+The effect a verdict reads is the length-adjusted one (``adj_*`` columns of ``contrasts``:
+the intercept of the per-text regression of the difference on the token-count difference)
+wherever the two variants' token counts differ, the raw mean paired difference otherwise.
+Its p-value is Holm-corrected over the model's whole family of claim rows (claims x bands x
+variants x token sets, claim 4's count rows aside: see below), and so is the TOST p-value of
+equivalence to no effect within +-``sesoi`` (``stats.sesoi`` between-text SDs of the
+original's metric). Verdicts at ``alpha``:
+
+- **supported**: p_holm < alpha and the effect has the claimed sign (an undirected claim: any
+  sign);
+- **reversed**: p_holm < alpha with the other sign;
+- **equivalent to no effect**: not significant, and the family-Holm TOST p < alpha (the CI of
+  the effect lies within +-sesoi);
+- **inconclusive**: neither (too noisy to tell).
+
+Beside each verdict: ``lexical_confound`` is true when the same contrast differs at layer 0
+(the position-free token embeddings; raw paired test p < alpha, not corrected, so the mark
+errs towards caution), and ``rel_layer0_*`` is the band's difference minus the layer-0
+difference per text (what the layers add on top of the lexical difference).
 
 Claims (arXiv 2508.17126), per model, on the unchanged run (intervention ``none``) unless
-said otherwise: 1 Front/End lower effective rank and higher MEV than original, per depth
-band; 2 homogenization is progressive over depth and fastest in the middle layers; 3 attention
-mass concentrates on the first token, more in the synthetic variants; 4 the metrics separate
-original from biased text (layers with Holm p < alpha); 5 open questions: control vs original
-(paraphrase), front/end vs control (position), ``zero_pos`` vs unchanged (does removing the
-positional signal reduce homogenization?). Claim 1 is repeated for each token set found in the
-data (``erank__no_sink``, ``erank__standardized``, ...), so a reader sees whether it survives.
+said otherwise, each at layer 0, the early / middle / late bands of the layers between, and
+the final-norm output (``final``):
+
+1. front / end (and the token-preserving key_first / key_last) have lower erank and higher
+   MEV than original; repeated on every token set present (``erank__no_sink``, ...);
+2. homogenization is progressive (erank: late band - early band of the original < 0), and its
+   steepest fall between consecutive layers (1..L-1) lies in the middle band (a second row:
+   a bootstrap interval of that layer; supported when it lies in the middle band, reversed
+   when wholly outside it); on ``erank`` and its token sets;
+3. two readings of the paper: "3": the synthetic variants put MORE attention on the first
+   token than original (``attn_first`` higher); "3 (summary)": the paper's summary, "lower
+   average attention than original" (``attn_first`` lower);
+4. the metrics separate original from biased text: the number of layers 1..L whose contrast
+   is significant in the claimed direction, Holm over all of the model's claim-4 layer tests;
+   supported / reversed by the majority of significant layers, equivalent when every layer is
+   equivalent, inconclusive otherwise; p_holm is the smallest of the side the verdict reads;
+5. open questions: 5a control / key_control vs original (rewriting or moving a sentence alone
+   changes erank; undirected), 5b front / end vs control and key_first / key_last vs
+   key_control (position, not paraphrase), 5c ``zero_pos`` vs unchanged (removing the
+   positional signal raises erank).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 import numpy as np
 import pandas as pd
 
-from homog.stats import BANDS, band_of_layers, bootstrap_ci, paired_p
+from homog.paired_tests import holm
+from homog.report.claims_progression import progression_claims
+from homog.report.claims_rows import (
+    EQUIVALENT,
+    INCONCLUSIVE,
+    NOT_SUPPORTED,  # noqa: F401 (the old verdict, kept importable)
+    REVERSED,
+    SUPPORTED,
+    Claim,
+    decide,
+    directional_verdict,  # noqa: F401
+    token_set_of,
+    undirected_verdict,  # noqa: F401
+    unit_of,
+)
+from homog.stats import ALL_BANDS
 
-SUPPORTED, NOT_SUPPORTED, REVERSED = "supported", "not supported", "reversed"
-BIASED = ("front", "end")
-# (metric, claimed sign of variant - original): lower erank / higher MEV and attention to the
-# first token under positional bias
+BIASED = ("front", "end", "key_first", "key_last")
+CONTROL_OF = {"front": "control", "end": "control", "key_first": "key_control",
+              "key_last": "key_control"}  # fmt: skip
+# (metric, claimed sign of variant - original): lower erank / higher MEV under positional bias
 CLAIM1_METRICS = (("erank", -1), ("mev", +1))
 SEPARATION_METRICS = ("erank", "mev", "resultant_length", "attn_first")
 TOKEN_SETS = ("no_sink", "standardized")
-
-
-@dataclass
-class Claim:
-    """One row of the claims table."""
-
-    model: str
-    claim: str  # "1" .. "5", with a letter for the variants of a claim
-    statement: str
-    metric: str
-    comparison: str  # e.g. "front - original", "late - early (original)"
-    scope: str  # a depth band, "all layers", ...
-    effect: float  # the measured mean difference (or a count)
-    ci_low: float
-    ci_high: float
-    p_holm: float
-    n: int
-    verdict: str
-    note: str = ""
-
-
-def directional_verdict(effect: float, p: float, sign: int, alpha: float) -> str:
-    """supported / reversed / not supported for a claim that ``effect`` has ``sign``."""
-    if not (math.isfinite(effect) and math.isfinite(p)) or p >= alpha or effect == 0:
-        return NOT_SUPPORTED
-    return SUPPORTED if np.sign(effect) == sign else REVERSED
-
-
-def undirected_verdict(p: float, alpha: float) -> str:
-    return SUPPORTED if math.isfinite(p) and p < alpha else NOT_SUPPORTED
+__all__ = ["Claim", "claims_table", "EQUIVALENT", "INCONCLUSIVE", "REVERSED", "SUPPORTED"]
 
 
 def _unchanged_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return runs[runs["intervention"].fillna("none") == "none"]
 
 
-def _band_row(contrasts: pd.DataFrame, run_id: str, a: str, b: str, metric: str, band: str):
-    c = contrasts[
-        (contrasts["run_id"] == run_id)
-        & (contrasts["variant_a"] == a)
-        & (contrasts["variant_b"] == b)
-        & (contrasts["metric"] == metric)
-        & (contrasts["band"] == band)
-        & contrasts["baseline_run_id"].isna()
-    ]
-    return None if c.empty else c.iloc[0]
+def _rows(contrasts: pd.DataFrame, run_id: str, *, baseline: bool = False) -> pd.DataFrame:
+    c = contrasts[contrasts["run_id"] == run_id]
+    return c[c["baseline_run_id"].notna() if baseline else c["baseline_run_id"].isna()]
 
 
-def _from_contrast(
-    model: str, claim: str, statement: str, row, sign: int | None, alpha: float
-) -> Claim:
-    effect, p = float(row["mean_diff"]), float(row["p_holm"])
-    verdict = (
-        undirected_verdict(p, alpha)
-        if sign is None
-        else directional_verdict(effect, p, sign, alpha)
-    )
+def _get(row: pd.Series, col: str, default=math.nan):
+    return row[col] if col in row.index and pd.notna(row[col]) else default
+
+
+def from_contrast(model: str, claim: str, statement: str, row: pd.Series, sign: int | None,
+                  comparison: str | None = None) -> Claim:  # fmt: skip
+    """A claim row from one contrasts row (verdict and p_holm are set by the family)."""
+    adjusted = bool(_get(row, "adjusted", False))
+    pre = "adj_" if adjusted else ""
+    effect = float(row[f"{pre}diff" if adjusted else "mean_diff"])
+    p = float(_get(row, "adj_p_value" if adjusted else "p_value"))
+    base = float(_get(row, "baseline_mean"))
+    metric = str(row["metric"])
+    l0, l0p = float(_get(row, "layer0_diff")), float(_get(row, "layer0_p_value"))
+    notes = []
+    if adjusted:
+        notes.append(
+            f"length-adjusted (mean token change {float(_get(row, 'n_tokens_diff')):+.2f}; "
+            f"raw difference {float(row['mean_diff']):+.4g})"
+        )
+    elif abs(float(_get(row, "n_tokens_diff", 0.0))) > 0:
+        notes.append("token counts differ by a constant: not adjustable, raw difference")
+    if not math.isfinite(l0):
+        notes.append("no layer-0 control for this metric")
+    if math.isfinite(float(_get(row, "mm_diff"))):
+        notes.append(
+            f"mixed model: {float(row['mm_diff']):+.4g} "
+            f"[{float(row['mm_ci_low']):+.4g}, {float(row['mm_ci_high']):+.4g}]"
+        )
+    band = str(row["band"])
     return Claim(
         model=model,
         claim=claim,
         statement=statement,
-        metric=str(row["metric"]),
-        comparison=f"{row['variant_a']} - {row['variant_b']}",
-        scope=f"{row['band']} layers",
+        metric=metric,
+        comparison=comparison or f"{row['variant_a']} - {row['variant_b']}",
+        scope="layer 0" if band == "layer0" else "final layer" if band == "final"
+        else f"{band} layers",
         effect=effect,
-        ci_low=float(row["ci_low"]),
-        ci_high=float(row["ci_high"]),
-        p_holm=p,
+        ci_low=float(_get(row, "adj_ci_low" if adjusted else "ci_low")),
+        ci_high=float(_get(row, "adj_ci_high" if adjusted else "ci_high")),
+        p_holm=math.nan,
         n=int(row["n"]),
-        verdict=verdict,
-    )
+        verdict="",
+        note="; ".join(notes),
+        raw_effect=float(row["mean_diff"]),
+        adjusted=adjusted,
+        dz=float(_get(row, "dz")),
+        pct_of_baseline=100 * effect / base if base and math.isfinite(base) else math.nan,
+        baseline_mean=base,
+        unit=unit_of(metric),
+        p_value=p,
+        sesoi=float(_get(row, "sesoi")),
+        p_tost=float(_get(row, "p_tost")),
+        layer0_effect=l0,
+        layer0_p=l0p,
+        rel_layer0_effect=float(_get(row, "rel_layer0_diff")),
+        rel_layer0_ci_low=float(_get(row, "rel_layer0_ci_low")),
+        rel_layer0_ci_high=float(_get(row, "rel_layer0_ci_high")),
+        token_set=token_set_of(metric),
+        band=band,
+        mm_effect=float(_get(row, "mm_diff")),
+        mm_p=float(_get(row, "mm_p_value")),
+        sign=0 if sign is None else sign,
+    )  # fmt: skip
 
 
-def band_claims(
-    contrasts: pd.DataFrame, runs: pd.DataFrame, metrics: list[str], alpha: float
-) -> list[Claim]:
-    """Claims 1, 3 and 5 (the variant contrasts by depth band) for every unchanged run."""
+def _band_specs(present: set[str], metrics: list[str]) -> list[tuple]:
+    """(tag, statement, a, b, sign, metric) of claims 1, 3, 5a and 5b."""
+    specs: list[tuple] = []
+    for base, sign in CLAIM1_METRICS:
+        for metric in [base, *(f"{base}__{s}" for s in TOKEN_SETS)]:
+            if metric not in present or metric not in metrics:
+                continue
+            word = "lower" if sign < 0 else "higher"
+            tag = "1" if metric == base else f"1 ({metric.split('__')[1]})"
+            specs += [(tag, f"{v} has {word} {metric} than original", v, "original", sign, metric)
+                      for v in BIASED]  # fmt: skip
+    if "attn_first" in present:
+        for v in BIASED:
+            specs.append(
+                (
+                    "3",
+                    f"{v} puts more attention on the first token than original "
+                    "(the claim as the paper states it)",
+                    v,
+                    "original",
+                    +1,
+                    "attn_first",
+                )
+            )
+            specs.append(
+                (
+                    "3 (summary)",
+                    f"{v} has lower average attention on the first token "
+                    "than original (the paper's summary)",
+                    v,
+                    "original",
+                    -1,
+                    "attn_first",
+                )
+            )
+    if "erank" in present:
+        specs += [("5a", "paraphrase alone changes erank (control vs original)", "control",
+                   "original", None, "erank"),
+                  ("5a", "moving a non-key sentence alone changes erank (key_control vs "
+                   "original)", "key_control", "original", None, "erank")]  # fmt: skip
+        for v in BIASED:
+            c = CONTROL_OF[v]
+            specs.append(("5b", f"position, not rewriting: {v} has lower erank than {c}",
+                          v, c, -1, "erank"))  # fmt: skip
+    return specs
+
+
+def band_claims(contrasts: pd.DataFrame, runs: pd.DataFrame, metrics: list[str]) -> list[Claim]:
+    """Claims 1, 3 and 5a/5b at every band row (layer0 .. final) of every unchanged run."""
     out: list[Claim] = []
     present = set(contrasts["metric"])
     for run in _unchanged_runs(runs).itertuples():
-        model = run.model
-        specs: list[tuple[str, str, str, str, int | None, str]] = []
-        for base, sign in CLAIM1_METRICS:
-            for metric in [base, *(f"{base}__{s}" for s in TOKEN_SETS)]:
-                if metric not in present or metric not in metrics:
-                    continue
-                word = "lower" if sign < 0 else "higher"
-                tag = "1" if metric == base else f"1 ({metric.split('__')[1]})"
-                for v in BIASED:
-                    statement = f"{v} has {word} {metric} than original"
-                    specs.append((tag, statement, v, "original", sign, metric))
-        if "attn_first" in present:
-            for v in BIASED:
-                statement = f"{v} puts more attention on the first token than original"
-                specs.append(("3", statement, v, "original", +1, "attn_first"))
-        if "erank" in present:
-            specs.append(("5a", "paraphrase alone changes erank (control vs original)",
-                          "control", "original", None, "erank"))  # fmt: skip
-            for v in BIASED:
-                statement = f"position, not paraphrase: {v} has lower erank than control"
-                specs.append(("5b", statement, v, "control", -1, "erank"))
-        for tag, statement, a, b, sign, metric in specs:
-            for band in BANDS:
-                row = _band_row(contrasts, run.run_id, a, b, metric, band)
-                if row is not None:
-                    out.append(_from_contrast(model, tag, statement, row, sign, alpha))
+        c = _rows(contrasts, run.run_id)
+        c = c[c["band"].isin(ALL_BANDS)]
+        index = {(r.variant_a, r.variant_b, r.metric, r.band): i for i, r in
+                 zip(c.index, c.itertuples(), strict=True)}  # fmt: skip
+        for tag, statement, a, b, sign, metric in _band_specs(present, metrics):
+            for band in ALL_BANDS:
+                i = index.get((a, b, metric, band))
+                if i is not None:
+                    out.append(from_contrast(run.model, tag, statement, c.loc[i], sign))
     return out
 
 
@@ -151,48 +225,64 @@ def separation_claims(contrasts: pd.DataFrame, runs: pd.DataFrame, alpha: float)
     """Claim 4: at how many layers each metric separates front/end from original."""
     out: list[Claim] = []
     for run in _unchanged_runs(runs).itertuples():
+        c = _rows(contrasts, run.run_id)
+        c = c[c["band"].isna() & (c["variant_b"] == "original") & (c["layer"] >= 1)]
+        groups = []
         for metric in SEPARATION_METRICS:
             sign = -1 if metric == "erank" else +1
             for v in BIASED:
-                c = contrasts[
-                    (contrasts["run_id"] == run.run_id)
-                    & (contrasts["variant_a"] == v)
-                    & (contrasts["variant_b"] == "original")
-                    & (contrasts["metric"] == metric)
-                    & contrasts["band"].isna()
-                    & contrasts["baseline_run_id"].isna()
-                ]
-                if c.empty:
-                    continue
-                sig = c[c["p_holm"] < alpha]
-                agree = int((np.sign(sig["mean_diff"]) == sign).sum())
-                against = int((np.sign(sig["mean_diff"]) == -sign).sum())
-                # the majority of the separating layers decides (a tie: not supported)
-                verdict = (
-                    SUPPORTED if agree > against else REVERSED if against > agree else NOT_SUPPORTED
+                g = c[(c["variant_a"] == v) & (c["metric"] == metric)]
+                if not g.empty:
+                    rows = [from_contrast(run.model, "4", "", r, sign) for _, r in g.iterrows()]
+                    groups.append((metric, v, sign, rows))
+        layer_rows = [r for *_, rows in groups for r in rows]
+        lexical(layer_rows, alpha)
+        for r, p, pt in zip(layer_rows, holm([r.p_value for r in layer_rows]),
+                            holm([r.p_tost for r in layer_rows]), strict=True):  # fmt: skip
+            r.p_holm, r.p_tost = float(p), float(pt)
+        for metric, v, sign, rows in groups:
+            sig = [r for r in rows if r.p_holm < alpha and r.effect != 0]
+            agree = [r for r in sig if np.sign(r.effect) == sign]
+            against = [r for r in sig if np.sign(r.effect) == -sign]
+            if len(agree) > len(against):
+                verdict, side = SUPPORTED, agree
+            elif len(against) > len(agree):
+                verdict, side = REVERSED, against
+            elif not sig and all(r.p_tost < alpha for r in rows):
+                verdict, side = EQUIVALENT, rows
+            else:
+                verdict, side = INCONCLUSIVE, sig or rows
+            out.append(
+                Claim(
+                    model=run.model,
+                    claim="4",
+                    statement=f"{metric} separates {v} from original",
+                    metric=metric,
+                    comparison=f"{v} - original",
+                    scope=f"{len(rows)} layers (1..L)",
+                    effect=float(len(agree)),
+                    ci_low=math.nan,
+                    ci_high=math.nan,
+                    p_holm=float(np.nanmin([r.p_holm for r in side])),
+                    n=max(r.n for r in rows),
+                    verdict=verdict,
+                    note=f"layers with Holm p < {alpha:g} (all claim-4 layer tests of the "
+                    f"model): {len(agree)} in the claimed direction, {len(against)} against; "
+                    f"{sum(r.lexical_confound for r in rows)} layers differ at layer 0 too",
+                    adjusted=any(r.adjusted for r in rows),
+                    unit="layers",
+                    p_tost=float(np.nanmax([r.p_tost for r in rows])),
+                    layer0_effect=rows[0].layer0_effect,
+                    layer0_p=rows[0].layer0_p,
+                    token_set=token_set_of(metric),
+                    band="all layers",
+                    sign=sign,
                 )
-                out.append(
-                    Claim(
-                        model=run.model,
-                        claim="4",
-                        statement=f"{metric} separates {v} from original",
-                        metric=metric,
-                        comparison=f"{v} - original",
-                        scope=f"{len(c)} layers",
-                        effect=float(agree),
-                        ci_low=math.nan,
-                        ci_high=math.nan,
-                        p_holm=float(c["p_holm"].min()),
-                        n=int(c["n"].max()),
-                        verdict=verdict,
-                        note=f"layers with Holm p < {alpha:g}: {agree} in the claimed "
-                        f"direction, {against} against",
-                    )
-                )
+            )
     return out
 
 
-def intervention_claims(contrasts: pd.DataFrame, runs: pd.DataFrame, alpha: float) -> list[Claim]:
+def intervention_claims(contrasts: pd.DataFrame, runs: pd.DataFrame) -> list[Claim]:
     """Claim 5c: removing the positional signal (zero_pos) raises erank (less homogenization)."""
     out: list[Claim] = []
     by_id = runs.set_index("run_id")
@@ -200,104 +290,31 @@ def intervention_claims(contrasts: pd.DataFrame, runs: pd.DataFrame, alpha: floa
         contrasts["baseline_run_id"].notna()
         & (contrasts["metric"] == "erank")
         & (contrasts["variant_a"] == "original")
-        & contrasts["band"].isin(BANDS)
+        & contrasts["band"].isin(ALL_BANDS)
     ]
-    for row in c.itertuples():
-        if row.run_id not in by_id.index:
+    for _, row in c.iterrows():
+        if row["run_id"] not in by_id.index:
             continue
-        intervention = by_id.loc[row.run_id, "intervention"]
-        effect, p = float(row.mean_diff), float(row.p_holm)
+        intervention = by_id.loc[row["run_id"], "intervention"]
         out.append(
-            Claim(
-                model=str(by_id.loc[row.run_id, "model"]),
-                claim="5c",
-                statement=f"{intervention} reduces homogenization (higher erank than unchanged)",
-                metric="erank",
+            from_contrast(
+                str(by_id.loc[row["run_id"], "model"]), "5c",
+                f"{intervention} reduces homogenization (higher erank than unchanged)", row, +1,
                 comparison=f"{intervention} - none (original)",
-                scope=f"{row.band} layers",
-                effect=effect,
-                ci_low=float(row.ci_low),
-                ci_high=float(row.ci_high),
-                p_holm=p,
-                n=int(row.n),
-                verdict=directional_verdict(effect, p, +1, alpha),
             )
-        )
+        )  # fmt: skip
     return out
 
 
-def progression_claims(
-    layer_metrics: pd.DataFrame,
-    runs: pd.DataFrame,
-    alpha: float,
-    *,
-    n_boot: int = 2000,
-    ci: float = 0.95,
-    seed: int = 0,
-    test: str = "sign_flip",
-    n_perm: int = 10000,
-) -> list[Claim]:
-    """Claim 2: erank falls from the early to the late band (per text, original variant), and
-    the steepest fall between consecutive layers lies in the middle band.
-
-    layer_metrics: rows (run_id, variant, sample_id, layer, metric, value) of erank. The effect
-    is the mean over texts of (late-band mean - early-band mean); CI by the stats stage's
-    bootstrap, p by its paired test (``stats.test``; one test per model, Holm across the
-    models).
-    """
-    rows: list[Claim] = []
-    for run in _unchanged_runs(runs).itertuples():
-        m = layer_metrics[
-            (layer_metrics["run_id"] == run.run_id)
-            & (layer_metrics["variant"] == "original")
-            & (layer_metrics["metric"] == "erank")
-        ]
-        if m.empty:
-            continue
-        wide = m.pivot_table(index="sample_id", columns="layer", values="value")
-        bands = band_of_layers(list(wide.columns))
-        if not bands:
-            continue
-        d = (wide[bands["late"]].mean(axis=1) - wide[bands["early"]].mean(axis=1)).to_numpy()
-        d = d[np.isfinite(d)]
-        low, high = (
-            bootstrap_ci(d[None, :], n_boot=n_boot, ci=ci, seed=seed) if d.size >= 2 else
-            ([math.nan], [math.nan])
-        )  # fmt: skip
-        curve = wide.mean(axis=0)
-        steps = curve.diff().dropna()
-        steepest = int(steps.idxmin()) if len(steps) else -1  # the layer the fall ends at
-        in_middle = steepest in bands["middle"]
-        rows.append(
-            Claim(
-                model=run.model,
-                claim="2",
-                statement="homogenization is progressive (erank falls from early to late "
-                "layers), fastest in the middle layers",
-                metric="erank",
-                comparison="late - early (original)",
-                scope=f"steepest fall at layer {steepest} of {max(wide.columns)}",
-                effect=float(d.mean()) if d.size else math.nan,
-                ci_low=float(low[0]),
-                ci_high=float(high[0]),
-                p_holm=float(paired_p(d[None, :], test=test, n_perm=n_perm, seed=seed)[0])
-                if d.size >= 2
-                else math.nan,
-                n=int(d.size),
-                verdict="",
-                note="steepest fall in the middle band"
-                if in_middle
-                else "steepest fall outside the middle band",
-            )
-        )
-    from homog.stats import holm
-
-    for claim, p in zip(rows, holm([c.p_holm for c in rows]), strict=True):
-        claim.p_holm = float(p)
-        claim.verdict = directional_verdict(claim.effect, claim.p_holm, -1, alpha)
-        if claim.verdict == SUPPORTED and "outside" in claim.note:
-            claim.verdict = NOT_SUPPORTED  # progressive, but not fastest in the middle
-    return rows
+def family_verdicts(rows: list[Claim], alpha: float) -> None:
+    """Holm over each model's claim rows (p and TOST p; claim 4 has its own), then verdicts."""
+    for model in sorted({r.model for r in rows}):
+        fam = [r for r in rows if r.model == model and r.claim != "4"]
+        p_h, t_h = holm([r.p_value for r in fam]), holm([r.p_tost for r in fam])
+        for r, p, t in zip(fam, p_h, t_h, strict=True):
+            r.p_holm, r.p_tost = float(p), float(t)
+            if not r.verdict:
+                r.verdict = decide(r.effect, r.p_holm, r.p_tost, r.sign or None, alpha)
 
 
 def claims_table(
@@ -312,17 +329,30 @@ def claims_table(
     test: str = "sign_flip",
     n_perm: int = 10000,
 ) -> pd.DataFrame:
-    """Every claim row for every model, in claim order (one DataFrame; columns of Claim)."""
+    """Every claim row for every model, in claim order (one DataFrame; the columns of Claim).
+
+    contrasts / runs: the store's tables; layer_metrics: rows (run_id, variant, sample_id,
+    layer, metric, value) of the original variant for claim 2 (erank and, when present,
+    erank__no_sink and erank__standardized). The bootstrap settings and ``test`` are claim 2's.
+    """
     metrics = sorted(set(contrasts["metric"]))
     rows = [
-        *band_claims(contrasts, runs, metrics, alpha),
-        *progression_claims(
-            layer_metrics, runs, alpha, n_boot=n_boot, ci=ci, seed=seed, test=test, n_perm=n_perm
-        ),
-        *separation_claims(contrasts, runs, alpha),
-        *intervention_claims(contrasts, runs, alpha),
-    ]
+        *band_claims(contrasts, runs, metrics),
+        *progression_claims(layer_metrics, runs, alpha, n_boot=n_boot, ci=ci, seed=seed,
+                            test=test, n_perm=n_perm),
+        *intervention_claims(contrasts, runs),
+    ]  # fmt: skip
+    lexical(rows, alpha)
+    family_verdicts(rows, alpha)
+    rows += separation_claims(contrasts, runs, alpha)
     frame = pd.DataFrame([asdict(r) for r in rows], columns=list(Claim.__dataclass_fields__))
+    frame = frame.drop(columns="sign")
     order = {"1": 0, "2": 1, "3": 2, "4": 3, "5": 4}
     frame["_o"] = frame["claim"].str[0].map(order)
     return frame.sort_values(["model", "_o", "claim"], kind="stable").drop(columns="_o")
+
+
+def lexical(rows: list[Claim], alpha: float) -> None:
+    """Set ``lexical_confound``: the contrast's layer-0 difference has p < alpha."""
+    for r in rows:
+        r.lexical_confound = bool(math.isfinite(r.layer0_p) and r.layer0_p < alpha)

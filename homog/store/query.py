@@ -138,20 +138,25 @@ def summary_names(con: duckdb.DuckDBPyConnection) -> tuple[list[str], list[str]]
     view would aggregate every row first). The two differ only for a metric without one finite
     value, which the summary leaves out (nothing to draw).
     """
-    from homog.store.schema import summary_kind
+    from homog.store.schema import PER_TEXT_METRICS, summary_kind
 
     try:
         kind = summary_kind(con)
     except duckdb.Error as exc:
         raise damaged(_db_path(con), exc) from exc
     if kind != "table":
-        return metrics(con), variants(con)
-    found_metrics = [
-        r[0] for r in _q(con, "SELECT DISTINCT metric FROM layer_summary ORDER BY metric")
-    ]
-    found = {r[0] for r in _q(con, "SELECT DISTINCT variant FROM layer_summary")}
-    ordered = [v for v in VARIANT_ORDER if v in found] + sorted(found - set(VARIANT_ORDER))
-    return found_metrics, ordered
+        found_metrics = metrics(con)
+        found_variants = variants(con)
+    else:
+        found_metrics = [
+            r[0] for r in _q(con, "SELECT DISTINCT metric FROM layer_summary ORDER BY metric")
+        ]
+        found = {r[0] for r in _q(con, "SELECT DISTINCT variant FROM layer_summary")}
+        found_variants = [v for v in VARIANT_ORDER if v in found] + sorted(
+            found - set(VARIANT_ORDER)
+        )
+    # per-text counts (n_tokens, layer 0 only) are no curve
+    return [m for m in found_metrics if m not in PER_TEXT_METRICS], found_variants
 
 
 def has_summary(con: duckdb.DuckDBPyConnection, metric: str) -> bool:

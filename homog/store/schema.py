@@ -36,6 +36,11 @@ if TYPE_CHECKING:
     import duckdb
 
 SCHEMA_VERSION = "1"
+# layer_metrics' per-text token count: one row per text at layer 0 (metric tokens after
+# truncation), written by extract; a count, not a curve (the stats stage adjusts contrasts
+# for it and does not contrast it; the metric lists of curves leave it out)
+TOKEN_COUNT = "n_tokens"
+PER_TEXT_METRICS = (TOKEN_COUNT,)
 
 
 @dataclass(frozen=True)
@@ -204,6 +209,28 @@ TABLES: dict[str, Table] = {
                 ("band", V),
                 ("baseline_run_id", V),
                 ("n", I),
+                # length adjustment, size, equivalence, layer-0 control, mixed model
+                # (homog/contrast_rows.py, homog/mixed.py; docs/statistics.md)
+                ("n_tokens_diff", D),
+                ("adjusted", "BOOLEAN"),
+                ("adj_diff", D),
+                ("adj_ci_low", D),
+                ("adj_ci_high", D),
+                ("adj_p_value", D),
+                ("dz", D),
+                ("baseline_mean", D),
+                ("baseline_sd", D),
+                ("sesoi", D),
+                ("p_tost", D),
+                ("layer0_diff", D),
+                ("layer0_p_value", D),
+                ("rel_layer0_diff", D),
+                ("rel_layer0_ci_low", D),
+                ("rel_layer0_ci_high", D),
+                ("mm_diff", D),
+                ("mm_ci_low", D),
+                ("mm_ci_high", D),
+                ("mm_p_value", D),
             ),
             scope="run",
             order_by=("run_id", "metric", "variant_a", "variant_b", "band", "layer"),

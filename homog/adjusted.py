@@ -1,0 +1,122 @@
+"""Length-adjusted paired effects, equivalence tests and effect sizes (arrays in, arrays out).
+
+A paired contrast a - b over n texts has per-text differences d_i of a metric and t_i of the
+texts' metric-token counts. The rewrites of the paper's variants add tokens, and the spectral
+metrics move with the token count, so the effect read at "no added tokens" is the intercept
+of the per-text least-squares line
+
+    d_i = alpha + beta t_i + e_i,      alpha = mean(d) - beta mean(t),
+    beta = sum (t_i - mean t)(d_i - mean d) / sum (t_i - mean t)^2,
+
+i.e. the mean of the adjusted differences d_i - beta t_i. Its CI is a percentile bootstrap of
+texts (the same seeded multinomial weights as the raw CI: one [B, n] matrix for all rows), its
+p-value the OLS t-test of the intercept (se^2 = s^2 (1/n + mean(t)^2 / S_tt), s^2 = RSS /
+(n - 2), n - 2 degrees of freedom). A row is adjusted only where the token counts differ in
+some text and vary over texts (a constant non-zero change cannot be separated from the effect).
+
+``tost_p``: the two one-sided t-tests of equivalence to no effect within +-delta.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats as sps
+
+from homog.paired_tests import bootstrap_ci
+
+
+def adjustable(t: np.ndarray) -> bool:
+    """True when the token differences ``t`` [n] can and must be adjusted for: some text's
+    count differs and the differences vary over texts."""
+    t = np.asarray(t, dtype=float)
+    return bool(t.size >= 3 and np.any(t != 0) and np.ptp(t) > 0)
+
+
+def _counts(n: int, n_boot: int, seed: int) -> np.ndarray:
+    """The bootstrap's [B, n] multinomial counts (the draws of :func:`bootstrap_ci`)."""
+    rng = np.random.default_rng(seed)
+    return rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(float)
+
+
+def intercepts(d: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(alpha, beta) [G] of the least-squares lines d[g] = alpha + beta t (d [G, n], t [n])."""
+    tc = t - t.mean()
+    beta = (d - d.mean(axis=1, keepdims=True)) @ tc / (tc @ tc)
+    return d.mean(axis=1) - beta * t.mean(), beta
+
+
+def adjusted_block(
+    d: np.ndarray, t: np.ndarray, *, n_boot: int, ci: float, seed: int
+) -> dict[str, np.ndarray]:
+    """Length-adjusted effects of complete rows ``d`` [G, n] on the token differences ``t`` [n].
+
+    Returns arrays [G]: effect (the intercept), ci_low, ci_high (percentile bootstrap of texts;
+    resamples where t does not vary are left out), p (OLS t-test of the intercept), se, df,
+    sd (SD of the adjusted differences d - beta t, ddof 1), slope (beta).
+    """
+    d = np.asarray(d, dtype=float)
+    t = np.asarray(t, dtype=float)
+    g, n = d.shape
+    alpha, beta = intercepts(d, t)
+    resid = d - alpha[:, None] - beta[:, None] * t[None, :]
+    df = n - 2
+    s2 = (resid**2).sum(axis=1) / df
+    stt = ((t - t.mean()) ** 2).sum()
+    se = np.sqrt(s2 * (1.0 / n + t.mean() ** 2 / stt))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tstat = alpha / se
+        p = np.where(se > 0, 2 * sps.t.sf(np.abs(tstat), df), np.where(alpha == 0, 1.0, 0.0))
+    w = _counts(n, n_boot, seed)  # [B, n]
+    st, stt_w = w @ t / n, w @ (t * t) / n  # [B]
+    sd_, sdt = d @ w.T / n, (d * t) @ w.T / n  # [G, B]
+    var_t = stt_w - st**2
+    ok = var_t > 1e-12 * max(1.0, float(np.abs(t).max()) ** 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        b_boot = (sdt - sd_ * st) / var_t
+    a_boot = np.where(ok, sd_ - b_boot * st, np.nan)
+    half = (1.0 - ci) / 2.0
+    low, high = np.nanquantile(a_boot, [half, 1.0 - half], axis=1)
+    adj = d - beta[:, None] * t[None, :]
+    return {
+        "effect": alpha,
+        "ci_low": low,
+        "ci_high": high,
+        "p": p,
+        "se": se,
+        "df": np.full(g, float(df)),
+        "sd": adj.std(axis=1, ddof=1),
+        "slope": beta,
+    }
+
+
+def raw_size(d: np.ndarray) -> dict[str, np.ndarray]:
+    """The mean of complete rows ``d`` [G, n] (n >= 2) with se = SD / sqrt(n), df = n - 1 and
+    the SD (ddof 1): what dz and the TOST of an unadjusted effect need."""
+    d = np.asarray(d, dtype=float)
+    g, n = d.shape
+    sd = d.std(axis=1, ddof=1)
+    return {"effect": d.mean(axis=1), "se": sd / np.sqrt(n), "df": np.full(g, n - 1.0), "sd": sd}
+
+
+def raw_block(d: np.ndarray, *, n_boot: int, ci: float, seed: int) -> dict[str, np.ndarray]:
+    """:func:`raw_size` plus the percentile bootstrap CI of the mean (ci_low, ci_high)."""
+    low, high = bootstrap_ci(np.asarray(d, dtype=float), n_boot=n_boot, ci=ci, seed=seed)
+    return {**raw_size(d), "ci_low": low, "ci_high": high}
+
+
+def tost_p(effect: np.ndarray, se: np.ndarray, df: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    """Two one-sided t-tests of |true effect| < delta: max of the p-values of H0: effect <=
+    -delta and H0: effect >= +delta (t with ``df`` degrees of freedom). A zero se gives 0
+    inside (-delta, delta) and 1 outside; a non-positive or non-finite delta gives NaN."""
+    effect, se, df, delta = np.broadcast_arrays(
+        *(np.asarray(x, dtype=float) for x in (effect, se, df, delta))
+    )
+    out = np.full(effect.shape, np.nan)
+    ok = np.isfinite(effect) & np.isfinite(se) & (df > 0) & np.isfinite(delta) & (delta > 0)
+    pos = ok & (se > 0)
+    lower = sps.t.sf((effect[pos] + delta[pos]) / se[pos], df[pos])  # H0: effect <= -delta
+    upper = sps.t.cdf((effect[pos] - delta[pos]) / se[pos], df[pos])  # H0: effect >= +delta
+    out[pos] = np.maximum(lower, upper)
+    zero = ok & (se == 0)
+    out[zero] = np.where(np.abs(effect[zero]) < delta[zero], 0.0, 1.0)
+    return out

@@ -1,0 +1,139 @@
+"""Claim 2 of the claims table: homogenization is progressive and fastest in the middle layers.
+
+Per unchanged run and per metric of ``erank`` and its token sets present in ``layer_metrics``
+(original variant), two rows:
+
+- "late - early (original)": per text, the late band's mean minus the early band's mean
+  (bands of :func:`homog.stats.band_of_layers`: layers 1..L-1), its mean, the stats stage's
+  bootstrap CI and paired test (``stats.test``); claimed sign -1. Its p enters the model's
+  family Holm (report/claims.py).
+- "steepest fall (original)": the layer l in 2..L-1 where the mean curve falls most from
+  l - 1 (the steps into layer 1 and into the final-norm output L are left out: the first
+  starts from the position-free embeddings, the second is a normalisation, not a layer), with
+  a percentile bootstrap interval over texts (the same seeded resamples). Supported when the
+  interval lies in the middle band, reversed when it lies wholly outside, else inconclusive.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from homog.adjusted import raw_size
+from homog.paired_tests import bootstrap_ci, paired_p
+from homog.report.claims_rows import INCONCLUSIVE, REVERSED, SUPPORTED, Claim, token_set_of, unit_of
+from homog.stats import band_of_layers
+
+PROGRESSION_METRICS = ("erank", "erank__no_sink", "erank__standardized")
+
+
+def steepest_fall(wide: pd.DataFrame, layers: list[int], *, n_boot: int, ci: float, seed: int):
+    """(layer, low, high) of the steepest mean fall into ``layers`` (each l from l - 1), with a
+    percentile bootstrap interval over the rows (texts) of ``wide`` [text x layer]."""
+    values = wide.to_numpy(dtype=float)
+    cols = list(wide.columns)
+    into = np.array([cols.index(x) for x in layers])
+    steps = values[:, into] - values[:, into - 1]  # [n, k]
+    point = layers[int(np.argmin(steps.mean(axis=0)))]
+    n = steps.shape[0]
+    rng = np.random.default_rng(seed)
+    w = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(float)  # [B, n]
+    boot = np.array(layers)[np.argmin(w @ steps, axis=1)]
+    half = (1.0 - ci) / 2.0
+    low, high = np.quantile(boot, [half, 1 - half], method="inverted_cdf")
+    return point, int(low), int(high)
+
+
+def progression_claims(
+    layer_metrics: pd.DataFrame,
+    runs: pd.DataFrame,
+    alpha: float,
+    *,
+    n_boot: int = 2000,
+    ci: float = 0.95,
+    seed: int = 0,
+    test: str = "sign_flip",
+    n_perm: int = 10000,
+) -> list[Claim]:
+    """Claim 2's rows (verdicts of the progression rows are set by the family Holm)."""
+    rows: list[Claim] = []
+    unchanged = runs[runs["intervention"].fillna("none") == "none"]
+    for run in unchanged.itertuples():
+        for metric in PROGRESSION_METRICS:
+            m = layer_metrics[
+                (layer_metrics["run_id"] == run.run_id)
+                & (layer_metrics["variant"] == "original")
+                & (layer_metrics["metric"] == metric)
+            ]
+            if m.empty:
+                continue
+            wide = m.pivot_table(index="sample_id", columns="layer", values="value").dropna()
+            bands = band_of_layers(list(wide.columns))
+            if "early" not in bands or len(wide) < 2:
+                continue
+            d = (wide[bands["late"]].mean(axis=1) - wide[bands["early"]].mean(axis=1)).to_numpy()
+            low, high = bootstrap_ci(d[None, :], n_boot=n_boot, ci=ci, seed=seed)
+            inner = [x for x in wide.columns if 1 < x < max(wide.columns)]
+            point, s_low, s_high = steepest_fall(wide, inner, n_boot=n_boot, ci=ci, seed=seed)
+            middle = bands["middle"]
+            where = (
+                "in the middle band" if middle[0] <= s_low and s_high <= middle[-1]
+                else "outside the middle band" if s_high < middle[0] or s_low > middle[-1]
+                else "straddling the middle band"
+            )  # fmt: skip
+            size = raw_size(d[None, :])
+            common = {
+                "model": run.model,
+                "claim": "2",
+                "metric": metric,
+                "n": int(d.size),
+                "token_set": token_set_of(metric),
+            }
+            rows.append(
+                Claim(
+                    **common,
+                    statement=f"homogenization is progressive ({metric} falls from the early "
+                    "to the late layers)",
+                    comparison="late - early (original)",
+                    scope=f"layers {bands['early'][0]}-{bands['early'][-1]} vs "
+                    f"{bands['late'][0]}-{bands['late'][-1]}",
+                    effect=float(d.mean()),
+                    ci_low=float(low[0]),
+                    ci_high=float(high[0]),
+                    p_holm=math.nan,
+                    verdict="",
+                    note=f"steepest fall at layer {point} [{s_low}, {s_high}], {where} "
+                    f"(layers {middle[0]}-{middle[-1]})",
+                    raw_effect=float(d.mean()),
+                    dz=float(size["effect"][0] / size["sd"][0]) if size["sd"][0] > 0 else math.nan,
+                    baseline_mean=float(wide[bands["early"]].mean(axis=1).mean()),
+                    pct_of_baseline=100
+                    * float(d.mean())
+                    / float(wide[bands["early"]].mean(axis=1).mean()),
+                    unit=unit_of(metric),
+                    p_value=float(paired_p(d[None, :], test=test, n_perm=n_perm, seed=seed)[0]),
+                    band="late - early",
+                    sign=-1,
+                )
+            )
+            verdict = {"in the middle band": SUPPORTED, "outside the middle band": REVERSED}
+            rows.append(
+                Claim(
+                    **common,
+                    statement=f"the steepest fall of {metric} lies in the middle layers",
+                    comparison="steepest fall (original)",
+                    scope=f"middle band: layers {middle[0]}-{middle[-1]}",
+                    effect=float(point),
+                    ci_low=float(s_low),
+                    ci_high=float(s_high),
+                    p_holm=math.nan,
+                    verdict=verdict.get(where, INCONCLUSIVE),
+                    note=f"layer where the mean curve falls most from the layer before "
+                    f"(layers 2..L-1), {ci:.0%} bootstrap interval over texts: {where}",
+                    unit="layer index",
+                    band="middle",
+                )
+            )
+    return rows

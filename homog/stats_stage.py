@@ -1,0 +1,270 @@
+"""The ``stats`` stage: read the runs' layer_metrics, write contrasts, dose-response, metrics.
+
+The computation is in :mod:`homog.stats` (paired contrasts), :mod:`homog.contrast_rows`
+(length adjustment, layer-0 control, TOST) and :mod:`homog.dose` (the position family's
+dose-response); this module reads and writes the files (docs/design.md, docs/statistics.md).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from homog.config import Params, as_params
+from homog.io import HomogError, atomic_path, write_json
+from homog.layout import Layout, find_runs
+from homog.stats import NOT_CONTRASTED, _finish, intervention_contrasts, run_contrasts
+from homog.store.schema import TOKEN_COUNT
+
+
+def _read_metrics(run_dir: Path) -> pd.DataFrame:
+    path = run_dir / "layer_metrics.parquet"
+    if not path.exists():
+        raise HomogError(f"{path} is missing; rerun `dvc repro` (extract stage)")
+    frame = pd.read_parquet(path, columns=["variant", "sample_id", "layer", "metric", "value"])
+    keep = ~frame["metric"].isin(NOT_CONTRASTED) | (frame["metric"] == TOKEN_COUNT)
+    return frame[keep]  # the token counts adjust the contrasts; they are not contrasted
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def unchanged_run(
+    run: dict[str, Any], runs: Sequence[dict[str, Any]], log: Callable[[str], None] = _warn
+) -> dict[str, Any] | None:
+    """The unchanged (``none``) run an intervention run is compared with, or None.
+
+    Runs pair only when they agree on everything but the intervention: the same model and the
+    same ``pair_key`` (a hash of the model source, the result-changing extract options and
+    the texts; run.json has it since issue 16). A run without a pair_key (written by an older
+    homog) is never paired: nothing shows that its texts and options match, so a stale
+    directory left by an interrupted re-extract cannot be compared with a new run. Each
+    refusal is logged with what to rerun.
+    """
+    where = f"{run['model']}/{run.get('intervention')} run {str(run['run_id'])[:12]}"
+    key = run.get("pair_key")
+    if key is None:
+        log(
+            f"{where}: run.json has no pair_key (an older homog wrote it), so it is not compared "
+            f"with an unchanged run; rerun `homog extract --model {run['model']}`"
+        )
+        return None
+    for r in runs:
+        if (
+            r["model"] == run["model"]
+            and r.get("intervention", "none") == "none"
+            and r.get("pair_key") == key
+        ):
+            return r
+    log(
+        f"{where}: no unchanged (none) run with the same texts and extract options (stale "
+        f"output of other params?); not compared; rerun `homog extract --model {run['model']}`"
+    )
+    return None
+
+
+def read_runs(
+    params: Params, root: str | Path = "."
+) -> tuple[list[tuple[dict[str, Any], Path]], dict[str, pd.DataFrame]]:
+    """(runs, run_id -> layer_metrics frame) of the interventions of ``extract.interventions``.
+
+    Raises HomogError when there is no extracted run.
+    """
+    runs = find_runs(params.models, root, interventions=params.extract.interventions)
+    if not runs:
+        raise HomogError(
+            "no extracted runs under data/extract/<model>/ for the models in params.yaml; "
+            "run `dvc repro` (or `homog extract --model KEY`) first"
+        )
+    return runs, {r["run_id"]: _read_metrics(d) for r, d in runs}
+
+
+def compute_all(
+    params: Params | Mapping[str, Any],
+    root: str | Path = ".",
+    log: Callable[[str], None] = _warn,
+    *,
+    read: tuple[list[tuple[dict[str, Any], Path]], dict[str, pd.DataFrame]] | None = None,
+) -> pd.DataFrame:
+    """All contrasts of all runs named by params (variant pairs and intervention vs none).
+
+    Reads only the interventions of ``extract.interventions``; an intervention run is
+    compared with the unchanged run of the same config (:func:`unchanged_run`). ``read``:
+    what :func:`read_runs` returned, when the caller already has it (read once).
+    """
+    from homog.progress import progress
+
+    params = as_params(params)
+    opts = {
+        "n_boot": params.stats.n_boot,
+        "ci": params.stats.ci,
+        "seed": params.seed,
+        "test": params.stats.test,
+        "n_perm": params.stats.n_perm,
+        "sesoi": params.stats.sesoi,
+    }
+    runs, frames = read or read_runs(params, root)
+    parts = []
+    with progress() as bar:
+        task = bar.add_task("stats", total=len(runs))
+        for run, _ in runs:
+            parts.append(
+                run_contrasts(
+                    frames[run["run_id"]], run["run_id"], **opts,
+                    mixed_model=params.stats.mixed_model,
+                )
+            )  # fmt: skip
+            if run.get("intervention", "none") != "none":
+                base = unchanged_run(run, [r for r, _ in runs], log)
+                if base is not None:
+                    parts.append(
+                        intervention_contrasts(
+                            frames[run["run_id"]],
+                            frames[base["run_id"]],
+                            run["run_id"],
+                            base["run_id"],
+                            **opts,
+                        )
+                    )
+            bar.advance(task)
+    return _finish([p for p in parts if not p.empty])
+
+
+def headline(
+    contrasts: pd.DataFrame,
+    runs: list[dict[str, Any]],
+    summaries: pd.DataFrame,
+    mauve: pd.DataFrame | None = None,
+    alpha: float = 0.05,
+) -> dict[str, Any]:
+    """Headline numbers for ``dvc metrics show`` (nested dict, one entry per model run).
+
+    Per unchanged run (intervention none) of each model: erank and mev at the last layer per
+    variant, the late-band erank differences front/end/control vs original with Holm p, the
+    number of layers where front vs original is significant at ``alpha``, and mean MAUVE per
+    variant. Intervention runs add their late-band erank difference vs the unchanged run.
+    """
+    out: dict[str, Any] = {}
+    by_id = {r["run_id"]: r for r in runs}
+    for run_id, run in by_id.items():
+        key = (
+            run["model"]
+            if run.get("intervention", "none") == "none"
+            else f"{run['model']}:{run['intervention']}"
+        )
+        entry: dict[str, Any] = {}
+        s = summaries[summaries["run_id"] == run_id]
+        for metric in ("erank", "mev"):
+            sm = s[s["metric"] == metric]
+            if not sm.empty:
+                last = sm[sm["layer"] == sm["layer"].max()]
+                entry[f"{metric}_last"] = {
+                    v: round(float(m), 6)
+                    for v, m in zip(last["variant"], last["mean"], strict=True)
+                }
+        c = contrasts[(contrasts["run_id"] == run_id) & (contrasts["metric"] == "erank")]
+        late = c[(c["band"] == "late") & c["baseline_run_id"].isna()]
+        for _, row in late.iterrows():
+            entry[f"erank_late_{row['variant_a']}_vs_{row['variant_b']}"] = {
+                "mean_diff": _r(row["mean_diff"]),
+                "p_holm": _r(row["p_holm"]),
+            }
+        fo = c[
+            (c["variant_a"] == "front")
+            & (c["variant_b"] == "original")
+            & c["band"].isna()
+            & c["baseline_run_id"].isna()
+        ]
+        if not fo.empty:
+            entry["erank_front_vs_original_sig_layers"] = int((fo["p_holm"] < alpha).sum())
+        iv = c[(c["band"] == "late") & c["baseline_run_id"].notna()]
+        for _, row in iv.iterrows():
+            entry[f"erank_late_{row['variant_a']}_vs_unchanged"] = {
+                "mean_diff": _r(row["mean_diff"]),
+                "p_holm": _r(row["p_holm"]),
+            }
+        if mauve is not None and not mauve.empty:
+            mv = mauve[mauve["run_id"] == run_id]
+            if not mv.empty:
+                entry["mauve_mean"] = {
+                    v: _r(m) for v, m in mv.groupby("variant")["mauve"].mean().items()
+                }
+        out[key] = entry
+    return out
+
+
+def _r(x: Any) -> float | None:
+    x = float(x)
+    return round(x, 6) if math.isfinite(x) else None
+
+
+def summarise(frame: pd.DataFrame, run_id: str) -> pd.DataFrame:
+    """Per (variant, metric, layer) mean over texts, with run_id."""
+    g = frame[np.isfinite(frame["value"])].groupby(["variant", "metric", "layer"])["value"]
+    return g.mean().rename("mean").reset_index().assign(run_id=run_id)
+
+
+PLOT_METRICS = ("erank", "mev", "resultant_length", "attn_first")
+
+
+def stats_stage(
+    params: Params | Mapping[str, Any], root: str | Path = ".", out_dir: str | Path | None = None
+) -> dict[str, int]:
+    """The ``stats`` stage: writes ``data/stats/`` (contrasts.parquet, metrics.json, plots/).
+
+    ``plots/<metric>__<model>.csv``: the unchanged run's layer curve of ``metric`` (PLOT_METRICS),
+    columns layer, rel_depth and one per variant (DVC plots). Returns counts.
+    The whole directory is replaced atomically.
+    """
+    params = as_params(params)
+    layout = Layout(Path(root))
+    out_dir = Path(out_dir) if out_dir is not None else layout.stats_dir
+    found, frames = read = read_runs(params, root)
+    contrasts = compute_all(params, root, read=read)
+    runs = [r for r, _ in found]
+    summaries = pd.concat(
+        [summarise(frames[r["run_id"]], r["run_id"]) for r in runs], ignore_index=True
+    )
+    mauve_parts = [pd.read_parquet(p) for key in params.models if (p := layout.mauve(key)).exists()]
+    mauve = pd.concat(mauve_parts, ignore_index=True) if mauve_parts else None
+    with atomic_path(out_dir, directory=True) as tmp:
+        contrasts.to_parquet(tmp / "contrasts.parquet", index=False)
+        write_json(
+            tmp / "metrics.json",
+            headline(contrasts, runs, summaries, mauve, params.stats.alpha),
+        )
+        (tmp / "plots").mkdir()
+        meta = pd.DataFrame(
+            [
+                {
+                    "run_id": r["run_id"],
+                    "model": r["model"],
+                    "n_layers": r.get("n_layers"),
+                    "intervention": r.get("intervention", "none"),
+                }
+                for r in runs
+            ]
+        )
+        curves = summaries.merge(meta, on="run_id")
+        curves = curves[curves["intervention"] == "none"]
+        for (model, metric), cm in curves.groupby(["model", "metric"]):
+            if metric not in PLOT_METRICS:
+                continue
+            wide = cm.pivot_table(
+                index=["layer", "n_layers"], columns="variant", values="mean"
+            ).reset_index()
+            wide["rel_depth"] = wide["layer"] / wide["n_layers"]
+            cols = ["layer", "rel_depth"] + [
+                v for v in ("original", "front", "end", "control") if v in wide.columns
+            ]
+            wide[cols].to_csv(
+                tmp / "plots" / f"{metric}__{model}.csv", index=False, float_format="%.6g"
+            )
+    return {"contrasts": len(contrasts), "runs": len(runs)}
