@@ -365,7 +365,15 @@ class StatsConfig:
     # smallest effect of interest of the equivalence test (TOST), in between-text SDs of the
     # original's metric at the row's layer or band (docs/statistics.md)
     sesoi: float = 0.1
-    mixed_model: bool = True  # the secondary mixed model per band (statsmodels MixedLM)
+    # metrics of the secondary mixed model per band (statsmodels MixedLM, ~2 s per fit at
+    # 300 texts x 8 variants); [] turns it off
+    mixed_metrics: tuple[str, ...] = (
+        "erank",
+        "erank__no_sink",
+        "erank__standardized",
+        "mev",
+        "attn_first",
+    )
 
     def __post_init__(self) -> None:
         from homog.paired_tests import TESTS

@@ -77,6 +77,10 @@ class Layout:
     def contrasts(self) -> Path:
         return self.stats_dir / "contrasts.parquet"
 
+    @property
+    def dose_response(self) -> Path:
+        return self.stats_dir / "dose_response.parquet"
+
     # the positional-encoding lab
     def posenc_dir(self, pe: str) -> Path:
         return self.data / "posenc" / pe

@@ -247,13 +247,14 @@ def run_contrasts(
     test: str = "sign_flip",
     n_perm: int = 10000,
     sesoi: float = 0.1,
-    mixed_model: bool = True,
+    mixed_metrics: Sequence[str] = (),
 ) -> pd.DataFrame:
     """Contrasts between variants of one run.
 
     ``frame``: layer_metrics rows of the run (variant, sample_id, layer, metric, value); its
     TOKEN_COUNT rows, when present, adjust the contrasts for length. Pairs whose variants are
-    absent are skipped. ``mixed_model``: fit the secondary mixed model per band. Returns
+    absent are skipped. ``mixed_metrics``: the metrics whose band rows also get the secondary
+    mixed model (homog.mixed; ``stats.mixed_metrics``). Returns
     CONTRAST_COLUMNS rows.
     """
     opts = {"n_boot": n_boot, "ci": ci, "seed": seed, "test": test, "n_perm": n_perm}
@@ -262,7 +263,8 @@ def run_contrasts(
     parts: list[pd.DataFrame] = []
     for metric in sorted({m for _, m in tables}):
         present = [(a, b) for a, b in pairs if (a, metric) in tables and (b, metric) in tables]
-        mixed = _mixed(tables, tokens, metric, present, ci) if mixed_model and present else {}
+        fit = metric in mixed_metrics and present
+        mixed = _mixed(tables, tokens, metric, present, ci) if fit else {}
         for va, vb in present:
             meta = {
                 "run_id": run_id,

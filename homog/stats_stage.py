@@ -118,7 +118,7 @@ def compute_all(
             parts.append(
                 run_contrasts(
                     frames[run["run_id"]], run["run_id"], **opts,
-                    mixed_model=params.stats.mixed_model,
+                    mixed_metrics=params.stats.mixed_metrics,
                 )
             )  # fmt: skip
             if run.get("intervention", "none") != "none":
@@ -217,7 +217,11 @@ PLOT_METRICS = ("erank", "mev", "resultant_length", "attn_first")
 def stats_stage(
     params: Params | Mapping[str, Any], root: str | Path = ".", out_dir: str | Path | None = None
 ) -> dict[str, int]:
-    """The ``stats`` stage: writes ``data/stats/`` (contrasts.parquet, metrics.json, plots/).
+    """The ``stats`` stage: writes ``data/stats/`` (contrasts.parquet, dose_response.parquet,
+    metrics.json, plots/).
+
+    ``dose_response.parquet``: the position family's slopes and points (:mod:`homog.dose`)
+    from the texts' ``key_position`` (an empty table when the texts have none).
 
     ``plots/<metric>__<model>.csv``: the unchanged run's layer curve of ``metric`` (PLOT_METRICS),
     columns layer, rel_depth and one per variant (DVC plots). Returns counts.
@@ -234,8 +238,10 @@ def stats_stage(
     )
     mauve_parts = [pd.read_parquet(p) for key in params.models if (p := layout.mauve(key)).exists()]
     mauve = pd.concat(mauve_parts, ignore_index=True) if mauve_parts else None
+    dose = dose_tables(params, layout, found, frames)
     with atomic_path(out_dir, directory=True) as tmp:
         contrasts.to_parquet(tmp / "contrasts.parquet", index=False)
+        dose.to_parquet(tmp / "dose_response.parquet", index=False)
         write_json(
             tmp / "metrics.json",
             headline(contrasts, runs, summaries, mauve, params.stats.alpha),
@@ -267,4 +273,33 @@ def stats_stage(
             wide[cols].to_csv(
                 tmp / "plots" / f"{metric}__{model}.csv", index=False, float_format="%.6g"
             )
-    return {"contrasts": len(contrasts), "runs": len(runs)}
+    return {"contrasts": len(contrasts), "dose_response": len(dose), "runs": len(runs)}
+
+
+def key_positions(path: Path) -> pd.DataFrame | None:
+    """(variant, sample_id, key_position) of the texts table at ``path``; None when the file
+    or the column (texts of a synth without the position family) is absent."""
+    import pyarrow.parquet as pq
+
+    if not path.exists() or "key_position" not in pq.read_schema(path).names:
+        return None
+    return pd.read_parquet(path, columns=["variant", "sample_id", "key_position"])
+
+
+def dose_tables(
+    params: Params, layout: Layout, found: Sequence[tuple[dict[str, Any], Path]], frames
+) -> pd.DataFrame:
+    """The dose-response rows of every run (:func:`homog.dose.dose_response`)."""
+    from homog.dose import DOSE_COLUMNS, dose_response
+
+    positions = key_positions(layout.texts)
+    opts = {"n_boot": params.stats.n_boot, "ci": params.stats.ci, "seed": params.seed,
+            "test": params.stats.test, "n_perm": params.stats.n_perm}  # fmt: skip
+    parts = [
+        dose_response(frames[r["run_id"]], positions, r["run_id"], **opts, exclude=NOT_CONTRASTED)
+        for r, _ in found
+    ]
+    parts = [p for p in parts if not p.empty]
+    if not parts:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in DOSE_COLUMNS})
+    return pd.concat(parts, ignore_index=True)

@@ -105,6 +105,7 @@ def collect_sources(
         # `homog posenc decompose --model KEY` (optional, outside dvc.yaml's default stages).
         src.add("logit_decomposition", layout.pretrained_decomposition(key))
     src.add("contrasts", layout.contrasts)
+    src.add("dose_response", layout.dose_response)
     for pe in params.posenc.encodings:
         pe_dir = layout.posenc_dir(pe)
         found = False

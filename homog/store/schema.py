@@ -18,6 +18,15 @@ Additive extensions (documented in the README):
   intervention run (``zero_pos``, ``shuffle_pos``) compared with its unchanged run it holds
   the unchanged run's id, ``variant_a = variant_b`` and ``mean_diff`` is intervention minus
   unchanged. ``n`` is the number of paired texts.
+- ``contrasts`` also carries the length adjustment, size, equivalence, layer-0 and mixed-model
+  columns of issue 29 (``n_tokens_diff`` .. ``mm_p_value``; homog/contrast_rows.py and
+  docs/statistics.md define each); ``band`` also takes ``'layer0'`` (the embeddings) and
+  ``'final'`` (the final-norm output), which the depth bands leave out.
+- ``dose_response(run_id, metric, band, kind, variant, key_position, value, ci_low, ci_high,
+  p_value, n, intercept)``: the position family's within-text slope of each metric on the
+  key sentence's position (``kind = 'slope'``) and the per-variant points (``'point'``);
+  homog/dose.py.
+- ``layer_metrics`` holds one ``n_tokens`` row per text at layer 0 (the metric tokens).
 - ``homog_meta(key, value)``: ``schema_version``.
 - ``layer_summary`` is a table that ``load`` materialises (same name, columns and types as the
   view that older databases hold; readers use it either way).
@@ -235,6 +244,26 @@ TABLES: dict[str, Table] = {
             scope="run",
             order_by=("run_id", "metric", "variant_a", "variant_b", "band", "layer"),
             required=("run_id", "variant_a", "variant_b", "layer", "metric", "mean_diff"),
+        ),
+        Table(
+            "dose_response",
+            (
+                ("run_id", V),
+                ("metric", V),
+                ("band", V),
+                ("kind", V),
+                ("variant", V),
+                ("key_position", D),
+                ("value", D),
+                ("ci_low", D),
+                ("ci_high", D),
+                ("p_value", D),
+                ("n", I),
+                ("intercept", D),
+            ),
+            scope="run",
+            order_by=("run_id", "metric", "band", "kind", "variant"),
+            required=("run_id", "metric", "band", "kind", "value"),
         ),
         Table(
             "posenc_results",
