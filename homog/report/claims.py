@@ -272,8 +272,9 @@ def separation_claims(contrasts: pd.DataFrame, runs: pd.DataFrame, alpha: float)
                     adjusted=any(r.adjusted for r in rows),
                     unit="layers",
                     p_tost=float(np.nanmax([r.p_tost for r in rows])),
-                    layer0_effect=rows[0].layer0_effect,
+                    layer0_effect=rows[0].layer0_effect,  # the same for every layer row
                     layer0_p=rows[0].layer0_p,
+                    lexical_confound=rows[0].lexical_confound,
                     token_set=token_set_of(metric),
                     band="all layers",
                     sign=sign,
