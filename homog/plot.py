@@ -219,3 +219,79 @@ def attention_heatmap_figure(
             return _save(fig, out)
         finally:
             plt.close(fig)
+
+
+def dose_response_figure(
+    rows: Sequence[dict[str, Any]], metric: str, out: str | os.PathLike[str]
+) -> Path:
+    """Plot ``dose_response`` rows of one metric (with a ``model`` key, e.g. joined from
+    ``runs``): one panel per band, the metric against the key sentence's relative position.
+
+    Points: each position-family variant's mean position and mean value (95 % interval);
+    line: the within-text slope through the pooled means (``kind = 'slope'``), its CI and p in
+    the legend. One colour per model. Writes ``out`` atomically and returns its path.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in rows if r.get("metric", metric) == metric]
+    if not rows:
+        raise HomogError(f"nothing to plot for metric {metric}: no dose_response rows")
+    order = ("layer0", "early", "middle", "late", "final")
+    bands = [b for b in order if any(r["band"] == b for r in rows)]
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    palette = ("#000000", "#D55E00", "#0072B2", "#009E73", *EXTRA_COLORS)
+    colors = dict(zip(models, palette, strict=False))
+    with plt.rc_context(_style()):
+        fig, axes = plt.subplots(
+            1, len(bands), figsize=(2.3 * len(bands) + 0.6, 2.8), squeeze=False
+        )
+        for ax, band in zip(axes.flat, bands, strict=True):
+            for model in models:
+                sel = [r for r in rows if r["band"] == band and r["model"] == model]
+                pts = sorted(
+                    (r for r in sel if r["kind"] == "point"), key=lambda r: r["key_position"]
+                )
+                c = colors[model]
+                if pts:
+                    xs = np.array([r["key_position"] for r in pts], dtype=float)
+                    ys = np.array([r["value"] for r in pts], dtype=float)
+                    err = np.array(
+                        [[y - r["ci_low"], r["ci_high"] - y] for r, y in zip(pts, ys, strict=True)]
+                    ).T
+                    ax.errorbar(
+                        xs, ys, yerr=np.nan_to_num(err), fmt="o", color=c, ms=3.5, capsize=2, lw=1
+                    )
+                    for r, x_, y_ in zip(pts, xs, ys, strict=True):
+                        ax.annotate(
+                            r["variant"].removeprefix("key_"),
+                            (x_, y_),
+                            fontsize=6,
+                            color="0.35",
+                            xytext=(3, 3),
+                            textcoords="offset points",
+                        )
+                for r in (r for r in sel if r["kind"] == "slope"):
+                    if pts and r["intercept"] is not None and np.isfinite(r["value"]):
+                        line = np.array([xs.min(), xs.max()])
+                        label = (f"{model}: slope {r['value']:+.3g} [{r['ci_low']:+.3g}, "
+                                 f"{r['ci_high']:+.3g}], p={r['p_value']:.2g}")  # fmt: skip
+                        ax.plot(
+                            line,
+                            r["intercept"] + r["value"] * line,
+                            "-",
+                            color=c,
+                            lw=1.2,
+                            label=label,
+                        )
+            ax.set_title(band)
+            ax.set_xlabel("key sentence position (share of words)")
+            ax.legend(fontsize=6, frameon=False, loc="best")
+        axes.flat[0].set_ylabel(METRIC_LABELS.get(metric, metric))
+        fig.tight_layout()
+        try:
+            return _save(fig, out)
+        finally:
+            plt.close(fig)

@@ -307,3 +307,17 @@ def test_stage_load_and_report_carry_the_new_columns(tmp_path):
             "SELECT mean FROM layer_summary WHERE metric = 'n_tokens' AND variant = 'original'"
         ).fetchone()[0]
         assert n_tok == pytest.approx(_tokens(frame, "original").mean())
+
+
+def test_dose_response_figure_draws_points_and_lines(run, tmp_path):
+    from homog.dose import dose_response
+    from homog.errors import HomogError
+    from homog.plot import dose_response_figure
+
+    frame, texts, _, _ = run
+    out = dose_response(frame, texts, "r1", n_boot=100, seed=0, exclude=("n_tokens",))
+    rows = out.assign(model="m").to_dict("records")
+    path = dose_response_figure(rows, "erank", tmp_path / "dose.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
+    with pytest.raises(HomogError, match="no dose_response rows"):
+        dose_response_figure(rows, "mev", tmp_path / "none.png")
