@@ -17,8 +17,10 @@ numerator: under no position effect each is as likely positive as negative). ``k
 
 Rows (the ``dose_response`` table): ``kind = 'slope'`` (value = slope, intercept = the pooled
 line's value at x = 0, p_value, n texts) and ``kind = 'point'`` (per variant: key_position =
-its mean position, value = the metric's mean over the texts, ci_low / ci_high a normal 95 %
-interval of that mean, n texts): the points the figure draws beside the line.
+its mean position, value = the metric's mean over the texts, ci_low / ci_high = value -+ a
+normal 95 % half-width of the within-text deviations y_iv - mean_v y_i (the between-text
+spread, which the paired slope does not see, left out), n texts): the points the figure draws
+beside the line.
 """
 
 from __future__ import annotations
@@ -109,16 +111,19 @@ def dose_rows(
                         "ci_low": float(low[g]), "ci_high": float(high[g]),
                         "p_value": float(p[g]), "n": int(u.sum()),
                         "intercept": float(ym - slope[g] * xm)})  # fmt: skip
+    m = np.isfinite(y) & np.isfinite(x)[:, None, :]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        text_mean = np.where(m, y, 0.0).sum(0) / m.sum(0)  # [G, n] over the text's variants
     for vi, v in enumerate(variants):
         for g, band in enumerate(bands):
-            ok = np.isfinite(y[vi, g]) & np.isfinite(x[vi])
+            ok = m[vi, g] & np.isfinite(text_mean[g])
             k = int(ok.sum())
             if k == 0:
                 continue
             mean = float(y[vi, g, ok].mean())
-            half_w = (
-                1.959963984540054 * y[vi, g, ok].std(ddof=1) / math.sqrt(k) if k > 1 else math.nan
-            )
+            # the interval of the within-text deviation (text means removed): what the slope sees
+            dev = y[vi, g, ok] - text_mean[g, ok]
+            half_w = 1.959963984540054 * dev.std(ddof=1) / math.sqrt(k) if k > 1 else math.nan
             out.append({"run_id": run_id, "metric": metric, "band": band, "kind": "point",
                         "variant": v, "key_position": float(x[vi, ok].mean()), "value": mean,
                         "ci_low": mean - half_w, "ci_high": mean + half_w, "p_value": None,

@@ -262,7 +262,14 @@ def dose_response_figure(
                         [[y - r["ci_low"], r["ci_high"] - y] for r, y in zip(pts, ys, strict=True)]
                     ).T
                     ax.errorbar(
-                        xs, ys, yerr=np.nan_to_num(err), fmt="o", color=c, ms=3.5, capsize=2, lw=1
+                        xs,
+                        ys,
+                        yerr=np.clip(np.nan_to_num(err), 0, None),
+                        fmt="o",
+                        color=c,
+                        ms=3.5,
+                        capsize=2,
+                        lw=1,
                     )
                     for r, x_, y_ in zip(pts, xs, ys, strict=True):
                         ax.annotate(
@@ -276,8 +283,8 @@ def dose_response_figure(
                 for r in (r for r in sel if r["kind"] == "slope"):
                     if pts and r["intercept"] is not None and np.isfinite(r["value"]):
                         line = np.array([xs.min(), xs.max()])
-                        label = (f"{model}: slope {r['value']:+.3g} [{r['ci_low']:+.3g}, "
-                                 f"{r['ci_high']:+.3g}], p={r['p_value']:.2g}")  # fmt: skip
+                        label = (f"{model}: {r['value']:+.3g} [{r['ci_low']:+.3g}, "
+                                 f"{r['ci_high']:+.3g}]\np = {r['p_value']:.2g}")  # fmt: skip
                         ax.plot(
                             line,
                             r["intercept"] + r["value"] * line,
@@ -287,9 +294,14 @@ def dose_response_figure(
                             label=label,
                         )
             ax.set_title(band)
-            ax.set_xlabel("key sentence position (share of words)")
-            ax.legend(fontsize=6, frameon=False, loc="best")
+            ax.legend(
+                fontsize=6, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.12),
+                title="slope per unit position [CI]", title_fontsize=6,
+            )  # fmt: skip
         axes.flat[0].set_ylabel(METRIC_LABELS.get(metric, metric))
+        fig.supxlabel("key sentence position (share of the text's words)", fontsize=9)
+        fig.text(0.99, 1.0, "points: mean and 95% CI of the within-text deviation",
+                 ha="right", va="bottom", fontsize=7, color="0.4")  # fmt: skip
         fig.tight_layout()
         try:
             return _save(fig, out)
