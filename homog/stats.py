@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from homog.contrast_rows import extra_columns
+from homog.extract import TOKEN_COUNT
 from homog.metrics_sets import N_REMOVED
 from homog.mixed import MIXED_COLUMNS, fit_mixed, pair_effects
 from homog.paired_tests import (  # noqa: F401 (re-exported for callers of homog.stats)
@@ -40,7 +41,7 @@ from homog.paired_tests import (  # noqa: F401 (re-exported for callers of homog
     sign_flip_p,
     wilcoxon_p,
 )
-from homog.store.schema import TABLES, TOKEN_COUNT
+from homog.store.schema import TABLES
 
 VARIANT_PAIRS: tuple[tuple[str, str], ...] = (
     ("front", "original"),

@@ -17,10 +17,10 @@ import numpy as np
 import pandas as pd
 
 from homog.config import Params, as_params
+from homog.extract import TOKEN_COUNT
 from homog.io import HomogError, atomic_path, write_json
 from homog.layout import Layout, find_runs
 from homog.stats import NOT_CONTRASTED, _finish, intervention_contrasts, run_contrasts
-from homog.store.schema import TOKEN_COUNT
 
 
 def _read_metrics(run_dir: Path) -> pd.DataFrame:

@@ -21,10 +21,10 @@ import numpy as np
 
 from homog.attention import HEAD_METRICS, TEXT_METRICS
 from homog.errors import HomogError
+from homog.extract import TOKEN_COUNT
 from homog.extract.hooks import BatchResult
 from homog.extract.plan import EncodedText, RunSpec, SamplePlan
 from homog.io import atomic_path, write_json
-from homog.store.schema import TOKEN_COUNT
 
 INT32_COLUMNS = ("layer", "head", "bin", "n", "rank", "position", "feature", "token_id")
 

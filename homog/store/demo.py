@@ -254,7 +254,8 @@ def _fill_contrasts(con: duckdb.DuckDBPyConnection) -> None:
     )
     con.register("demo_contrasts", frame)
     con.execute("""
-        INSERT INTO contrasts
+        INSERT INTO contrasts (run_id, variant_a, variant_b, layer, metric, mean_diff, ci_low,
+                               ci_high, p_value, p_holm, band, baseline_run_id, n)
         SELECT run_id, variant_a, variant_b, layer, metric, mean_diff, ci_low, ci_high,
                p_value, p_holm, NULL, NULL, n
         FROM demo_contrasts

@@ -138,7 +138,8 @@ def summary_names(con: duckdb.DuckDBPyConnection) -> tuple[list[str], list[str]]
     view would aggregate every row first). The two differ only for a metric without one finite
     value, which the summary leaves out (nothing to draw).
     """
-    from homog.store.schema import PER_TEXT_METRICS, summary_kind
+    from homog.extract import PER_TEXT_METRICS
+    from homog.store.schema import summary_kind
 
     try:
         kind = summary_kind(con)

@@ -45,11 +45,6 @@ if TYPE_CHECKING:
     import duckdb
 
 SCHEMA_VERSION = "1"
-# layer_metrics' per-text token count: one row per text at layer 0 (metric tokens after
-# truncation), written by extract; a count, not a curve (the stats stage adjusts contrasts
-# for it and does not contrast it; the metric lists of curves leave it out)
-TOKEN_COUNT = "n_tokens"
-PER_TEXT_METRICS = (TOKEN_COUNT,)
 
 
 @dataclass(frozen=True)
