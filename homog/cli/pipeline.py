@@ -42,8 +42,10 @@ def stats(params_path: Path) -> None:
     """Paired contrasts between variants and interventions (bootstrap CI, paired test, Holm).
 
     Reads data/extract/*/*/layer_metrics.parquet (models of params.yaml) and writes
-    data/stats/contrasts.parquet, data/stats/metrics.json (DVC metrics) and
-    data/stats/plots/*.csv (DVC plots).
+    data/stats/contrasts.parquet (raw and length-adjusted effects, layer-0 control, TOST,
+    mixed model: docs/statistics.md), data/stats/dose_response.parquet (the position
+    family's slope on the key sentence's position), data/stats/metrics.json (DVC metrics)
+    and data/stats/plots/*.csv (DVC plots).
 
     \b
     Example:
@@ -53,7 +55,8 @@ def stats(params_path: Path) -> None:
 
     counts = stats_stage(load_config(params_path))
     click.echo(
-        f"wrote {Layout().stats_dir}/ ({counts['contrasts']} contrasts, {counts['runs']} runs)",
+        f"wrote {Layout().stats_dir}/ ({counts['contrasts']} contrasts, "
+        f"{counts['dose_response']} dose-response rows, {counts['runs']} runs)",
         err=True,
     )
 
