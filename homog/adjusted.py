@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats as sps
 
-from homog.paired_tests import bootstrap_ci
+from homog.paired_tests import bootstrap_ci, resample_counts
 
 
 def adjustable(t: np.ndarray) -> bool:
@@ -30,12 +30,6 @@ def adjustable(t: np.ndarray) -> bool:
     count differs and the differences vary over texts."""
     t = np.asarray(t, dtype=float)
     return bool(t.size >= 3 and np.any(t != 0) and np.ptp(t) > 0)
-
-
-def _counts(n: int, n_boot: int, seed: int) -> np.ndarray:
-    """The bootstrap's [B, n] multinomial counts (the draws of :func:`bootstrap_ci`)."""
-    rng = np.random.default_rng(seed)
-    return rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(float)
 
 
 def intercepts(d: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -66,7 +60,7 @@ def adjusted_block(
     with np.errstate(divide="ignore", invalid="ignore"):
         tstat = alpha / se
         p = np.where(se > 0, 2 * sps.t.sf(np.abs(tstat), df), np.where(alpha == 0, 1.0, 0.0))
-    w = _counts(n, n_boot, seed)  # [B, n]
+    w = resample_counts(n, n_boot, seed)  # [B, n]
     st, stt_w = w @ t / n, w @ (t * t) / n  # [B]
     sd_, sdt = d @ w.T / n, (d * t) @ w.T / n  # [G, B]
     var_t = stt_w - st**2

@@ -29,7 +29,6 @@ bootstrap CI and paired test (columns of the store's first schema, computed by
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -154,22 +153,3 @@ def extra_columns(
             out["rel_layer0_ci_low"][idx] = r["ci_low"]
             out["rel_layer0_ci_high"][idx] = r["ci_high"]
     return pd.DataFrame(out)
-
-
-def verdict_effect(row: Any) -> tuple[float, float, float, float]:
-    """(effect, ci_low, ci_high, p) of a contrasts row that a verdict reads: the length-adjusted
-    columns where ``adjusted`` is true, the raw ones otherwise (p: unadjusted for multiplicity).
-    """
-    if bool(row["adjusted"]) if "adjusted" in row and pd.notna(row["adjusted"]) else False:
-        return (
-            float(row["adj_diff"]),
-            float(row["adj_ci_low"]),
-            float(row["adj_ci_high"]),
-            float(row["adj_p_value"]),
-        )
-    return (
-        float(row["mean_diff"]),
-        float(row["ci_low"]),
-        float(row["ci_high"]),
-        float(row["p_value"]),
-    )

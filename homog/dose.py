@@ -31,7 +31,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from homog.paired_tests import paired_p
+from homog.paired_tests import paired_p, resample_counts
 
 CONTROL = "key_control"
 DOSE_COLUMNS = ("run_id", "metric", "band", "kind", "variant", "key_position", "value",
@@ -94,8 +94,7 @@ def dose_rows(
     out: list[dict] = []
     n = len(samples)
     if n >= 2:
-        rng = np.random.default_rng(seed)
-        w = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(float)  # [B, n]
+        w = resample_counts(n, n_boot, seed)  # [B, n]
         with np.errstate(invalid="ignore", divide="ignore"):
             slope = sxy.sum(1) / sxx.sum(1)
             boot = (sxy @ w.T) / (sxx @ w.T)  # [G, B]

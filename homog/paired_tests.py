@@ -36,6 +36,13 @@ def holm(p: Sequence[float] | np.ndarray) -> np.ndarray:
     return out
 
 
+def resample_counts(n: int, n_boot: int, seed: int) -> np.ndarray:
+    """[n_boot, n] seeded multinomial counts: how often each of n texts is drawn in each
+    bootstrap resample (the one set of draws every bootstrap of the stats stage uses)."""
+    rng = np.random.default_rng(seed)
+    return rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(float)
+
+
 def bootstrap_ci(
     diffs: np.ndarray,
     *,
@@ -51,8 +58,7 @@ def bootstrap_ci(
     """
     diffs = np.asarray(diffs, dtype=float)
     g, n = diffs.shape
-    rng = np.random.default_rng(seed)
-    counts = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(float)  # [B, n]
+    counts = resample_counts(n, n_boot, seed)  # [B, n]
     means = diffs @ counts.T / n  # [G, B]
     alpha = (1.0 - ci) / 2.0
     low, high = np.quantile(means, [alpha, 1.0 - alpha], axis=1)

@@ -64,7 +64,6 @@ VARIANT_PAIRS: tuple[tuple[str, str], ...] = (
 BANDS = ("early", "middle", "late")
 # Layer 0 (the token embeddings: no position in RoPE models, so a difference there is lexical)
 # and layer L (the final-norm output) are rows of their own, outside the depth bands
-ROLES = ("layer0", "final")
 ALL_BANDS = ("layer0", *BANDS, "final")
 CONTRAST_COLUMNS = TABLES["contrasts"].names  # the store's schema is the one definition
 

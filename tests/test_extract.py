@@ -387,8 +387,19 @@ def test_output_contract(tiny, tmp_path):
     lm = out["layer_metrics"]
     assert list(lm.columns) == ["run_id", "variant", "sample_id", "layer", "metric", "value"]
     n_hidden = len(hidden_metric_names(cfg.token_sets, cfg.peer_metrics))
-    assert len(lm) == 24 * ((L + 1) * n_hidden + L * (3 + len(TEXT_METRICS)))
+    # + one n_tokens row per text at layer 0 (issue 29)
+    assert len(lm) == 24 * ((L + 1) * n_hidden + L * (3 + len(TEXT_METRICS)) + 1)
     assert lm[lm.metric == "attn_first"].layer.min() == 1
+    ntok = lm[lm.metric == "n_tokens"].set_index(["variant", "sample_id"])
+    assert len(ntok) == 24 and (ntok.layer == 0).all()
+    enc = tiny.tokenizer(list(texts.text), add_special_tokens=True, return_special_tokens_mask=True)
+    for (v, sid), ids, special in zip(
+        zip(texts.variant, texts.sample_id, strict=True),
+        enc["input_ids"],
+        enc["special_tokens_mask"],
+        strict=True,
+    ):  # the metric tokens: after the 64-token cut, without the tokenizer's special tokens
+        assert ntok.loc[(v, sid), "value"] == min(len(ids), 64) - sum(special[:64])
     prof = out["attention_profile"]
     assert list(prof.columns) == ["run_id", "variant", "layer", "head", "bin", "mass"]
     sums = prof.groupby(["variant", "layer", "head"])["mass"].sum()

@@ -7,7 +7,8 @@ The effect a verdict reads is the length-adjusted one (``adj_*`` columns of ``co
 the intercept of the per-text regression of the difference on the token-count difference)
 wherever the two variants' token counts differ, the raw mean paired difference otherwise.
 Its p-value is Holm-corrected over the model's whole family of claim rows (claims x bands x
-variants x token sets, claim 4's count rows aside: see below), and so is the TOST p-value of
+variants x token sets; claim 4's count rows aside, see below; the two readings of claim 3
+are one test, counted once), and so is the TOST p-value of
 equivalence to no effect within +-``sesoi`` (``stats.sesoi`` between-text SDs of the
 original's metric). Verdicts at ``alpha``:
 
@@ -78,6 +79,7 @@ CONTROL_OF = {"front": "control", "end": "control", "key_first": "key_control",
 CLAIM1_METRICS = (("erank", -1), ("mev", +1))
 SEPARATION_METRICS = ("erank", "mev", "resultant_length", "attn_first")
 TOKEN_SETS = ("no_sink", "standardized")
+SUMMARY_READING = "3 (summary)"  # claim 3 as the paper's summary states it
 __all__ = ["Claim", "claims_table", "EQUIVALENT", "INCONCLUSIVE", "REVERSED", "SUPPORTED"]
 
 
@@ -310,11 +312,19 @@ def intervention_claims(contrasts: pd.DataFrame, runs: pd.DataFrame) -> list[Cla
 def family_verdicts(rows: list[Claim], alpha: float) -> None:
     """Holm over each model's claim rows (p and TOST p; claim 4 has its own), then verdicts."""
     for model in sorted({r.model for r in rows}):
-        fam = [r for r in rows if r.model == model and r.claim != "4"]
+        # claim 3's second reading tests the same contrast as the first: one test, counted once
+        fam = [r for r in rows if r.model == model and r.claim not in ("4", SUMMARY_READING)]
         p_h, t_h = holm([r.p_value for r in fam]), holm([r.p_tost for r in fam])
+        twin = {}
         for r, p, t in zip(fam, p_h, t_h, strict=True):
             r.p_holm, r.p_tost = float(p), float(t)
-            if not r.verdict:
+            twin[(r.comparison, r.metric, r.band)] = r
+        for r in rows:
+            if r.model == model and r.claim == SUMMARY_READING:
+                first = twin[(r.comparison, r.metric, r.band)]
+                r.p_holm, r.p_tost = first.p_holm, first.p_tost
+        for r in rows:
+            if r.model == model and r.claim != "4" and not r.verdict:
                 r.verdict = decide(r.effect, r.p_holm, r.p_tost, r.sign or None, alpha)
 
 

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from homog.adjusted import raw_size
-from homog.paired_tests import bootstrap_ci, paired_p
+from homog.paired_tests import bootstrap_ci, paired_p, resample_counts
 from homog.report.claims_rows import INCONCLUSIVE, REVERSED, SUPPORTED, Claim, token_set_of, unit_of
 from homog.stats import band_of_layers
 
@@ -38,8 +38,7 @@ def steepest_fall(wide: pd.DataFrame, layers: list[int], *, n_boot: int, ci: flo
     steps = values[:, into] - values[:, into - 1]  # [n, k]
     point = layers[int(np.argmin(steps.mean(axis=0)))]
     n = steps.shape[0]
-    rng = np.random.default_rng(seed)
-    w = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(float)  # [B, n]
+    w = resample_counts(n, n_boot, seed)  # [B, n]
     boot = np.array(layers)[np.argmin(w @ steps, axis=1)]
     half = (1.0 - ci) / 2.0
     low, high = np.quantile(boot, [half, 1 - half], method="inverted_cdf")
