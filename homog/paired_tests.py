@@ -36,11 +36,15 @@ def holm(p: Sequence[float] | np.ndarray) -> np.ndarray:
     return out
 
 
+@functools.lru_cache(maxsize=8)
 def resample_counts(n: int, n_boot: int, seed: int) -> np.ndarray:
     """[n_boot, n] seeded multinomial counts: how often each of n texts is drawn in each
-    bootstrap resample (the one set of draws every bootstrap of the stats stage uses)."""
+    bootstrap resample (the one set of draws every bootstrap of the stats stage uses).
+    Cached and read-only: the same matrix serves every layer, band, metric and pair."""
     rng = np.random.default_rng(seed)
-    return rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(float)
+    counts = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(float)
+    counts.setflags(write=False)
+    return counts
 
 
 def bootstrap_ci(
