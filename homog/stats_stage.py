@@ -148,6 +148,7 @@ def headline(
 
     Per unchanged run (intervention none) of each model: erank and mev at the last layer per
     variant, the late-band erank differences front/end/control vs original with Holm p, the
+    length-adjusted difference and the layer-0 difference beside them, the
     number of layers where front vs original is significant at ``alpha``, and mean MAUVE per
     variant. Intervention runs add their late-band erank difference vs the unchanged run.
     """
@@ -175,6 +176,9 @@ def headline(
             entry[f"erank_late_{row['variant_a']}_vs_{row['variant_b']}"] = {
                 "mean_diff": _r(row["mean_diff"]),
                 "p_holm": _r(row["p_holm"]),
+                # at zero added tokens (null where the token counts do not differ)
+                "adj_diff": _r(row["adj_diff"]) if row.get("adjusted") else None,
+                "layer0_diff": _r(row["layer0_diff"]),
             }
         fo = c[
             (c["variant_a"] == "front")

@@ -293,6 +293,10 @@ def test_stage_load_and_report_carry_the_new_columns(tmp_path):
             "metric = 'erank')"
         ).fetchone()
         assert got[0] is True and abs(got[1]) < 0.5 and got[2] is True and got[3] is not None
+        head = json.loads((layout.stats_dir / "metrics.json").read_text())["m"]
+        late = head["erank_late_front_vs_original"]  # dvc metrics show: raw, adjusted, layer 0
+        assert late["adj_diff"] == pytest.approx(got[1], abs=1e-6) and late["mean_diff"] > 1
+        assert head["erank_late_key_first_vs_original"]["adj_diff"] is None  # same tokens
         assert (
             con.execute("SELECT count(*) FROM contrasts WHERE metric = 'n_tokens'").fetchone()[0]
             == 0
