@@ -367,21 +367,13 @@ class StatsConfig:
     sesoi: float = 0.1
     # metrics of the secondary mixed model per band (statsmodels MixedLM, ~2 s per fit at
     # 300 texts x 8 variants); [] turns it off
-    mixed_metrics: tuple[str, ...] = (
-        "erank",
-        "erank__no_sink",
-        "erank__standardized",
-        "mev",
-        "attn_first",
-    )
+    mixed_metrics: tuple[str, ...] = ("erank", "erank__no_sink", "erank__standardized", "mev",
+                                      "attn_first")  # fmt: skip
 
     def __post_init__(self) -> None:
         from homog.paired_tests import TESTS
 
-        _check(
-            0 < self.sesoi <= 2,
-            f"stats.sesoi must lie in (0, 2] (between-text SDs), got {self.sesoi}",
-        )
+        _check(0 < self.sesoi <= 2, f"stats.sesoi must lie in (0, 2] (text SDs), got {self.sesoi}")
 
         _check(
             self.test in TESTS, f"stats.test must be one of {', '.join(TESTS)}, got {self.test!r}"

@@ -111,6 +111,13 @@ def compute_all(
         "sesoi": params.stats.sesoi,
     }
     runs, frames = read or read_runs(params, root)
+    found = set().union(*(set(f["metric"].unique()) for f in frames.values()))
+    missing = [m for m in params.stats.mixed_metrics if m not in found]
+    if missing:
+        log(
+            f"stats.mixed_metrics names {', '.join(missing)}, which no run has: no mixed model "
+            f"for them (metrics of the runs: {', '.join(sorted(found)[:12])} ...)"
+        )
     parts = []
     with progress() as bar:
         task = bar.add_task("stats", total=len(runs))

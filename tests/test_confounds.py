@@ -325,3 +325,15 @@ def test_dose_response_figure_draws_points_and_lines(run, tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
     with pytest.raises(HomogError, match="no dose_response rows"):
         dose_response_figure(rows, "mev", tmp_path / "none.png")
+
+
+def test_stats_params_are_checked():
+    from homog.config import as_params
+    from homog.errors import HomogError
+
+    assert as_params({}).stats.sesoi == 0.1
+    for bad in (0, -0.1, 2.5):
+        with pytest.raises(HomogError, match="stats.sesoi must lie in"):
+            as_params({"stats": {"sesoi": bad}})
+    with pytest.raises(HomogError, match="stats.mixed_metrics"):
+        as_params({"stats": {"mixed_metrics": "erank"}})
