@@ -108,7 +108,13 @@ def test_first_repro_fills_every_table(project):
         n_layers + 1
     )
     assert count("SELECT count(*) FROM mauve_scores") == 2 * 4 * n_layers
-    assert count("SELECT count(*) FROM contrasts WHERE band = 'late'") > 0
+    # the tiny model's 3 layers leave 2 between layer 0 and L: too few for depth bands, so its
+    # band rows are layer 0 and the final layer (issue 29), with the length adjustment's columns
+    assert count("SELECT count(*) FROM contrasts WHERE band = 'final'") > 0
+    assert count("SELECT count(*) FROM contrasts WHERE band = 'layer0'") > 0
+    assert count("SELECT count(*) FROM contrasts WHERE band = 'late'") == 0
+    assert count("SELECT count(*) FROM contrasts WHERE p_tost IS NOT NULL") > 0
+    assert count("SELECT count(*) FROM layer_metrics WHERE metric = 'n_tokens'") == 2 * 4 * n_texts
     assert count("SELECT count(*) FROM contrasts WHERE baseline_run_id IS NOT NULL") > 0
     assert count("SELECT count(*) FROM texts") == 4 * n_texts
     assert count("SELECT count(*) FROM posenc_results WHERE pe = 'rope'") > 0
