@@ -218,14 +218,15 @@ def build_report(
             list(dict.fromkeys(data["runs"]["intervention"].fillna("none")))
             if len(data["runs"]) else []
         )  # fmt: skip
+        variants = _variants(con, data)
         with tempfile.TemporaryDirectory(prefix="homog-report-") as tmp:
             figdir = Path(tmp)
             sections = [
                 summary_section(claims, st.alpha),
-                glossary_section(_variants(con, data), interventions, metrics),
+                glossary_section(variants, interventions, metrics),
                 manipulation_section(texts, synth),
                 claims_section(claims, st.alpha, ci=st.ci, test=st.test),
-                position_section(con, data, synth, figdir),
+                position_section(con, data, variants, synth, figdir),
                 *figure_sections(con, data["runs"], data["mauve"], figdir),
                 posenc_section(data["posenc"], data["ablation"], figdir, _posenc_config(params)),
                 *provenance_sections(prov, data["runs"]),

@@ -71,7 +71,7 @@ def fmt(value: Any) -> str:
         if math.isnan(value):
             return "–"
         if value != 0 and abs(value) < 1e-3:
-            return f"{value:.2e}"
+            return f"{value:.3e}"
         return f"{value:.4g}"
     return str(value)
 

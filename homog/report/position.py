@@ -122,7 +122,11 @@ def dose_rows(
 
 
 def position_section(
-    con: Any, data: dict[str, pd.DataFrame], synth: dict[str, Any] | None, figdir: Path
+    con: Any,
+    data: dict[str, pd.DataFrame],
+    variants: list[str],
+    synth: dict[str, Any] | None,
+    figdir: Path,
 ) -> Section:
     """The layer-0 control figures, and the dose-response figures when key_* variants exist."""
     from homog.report.figures_position import dose_response_figure, layer0_contrast_figure
@@ -138,6 +142,12 @@ def position_section(
     )
     contrasts, runs = data["contrasts"], data["runs"]
     present = set(contrasts["metric"]) if not contrasts.empty else set()
+    if "layer_metrics" in {
+        r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()
+    }:
+        present |= {
+            r[0] for r in con.execute("SELECT DISTINCT metric FROM layer_metrics").fetchall()
+        }
     for metric in CONTROL_METRICS:
         rows = layer0_rows(contrasts, runs, metric) if metric in present else []
         if rows:
@@ -145,7 +155,6 @@ def position_section(
             sec.figures.append((path, f"{metric}: band contrasts beside layer 0"))
     if not sec.figures:
         sec.paragraphs.append("No contrasts with a layer-0 row in the database.")
-    variants = sorted(set(contrasts["variant_a"])) if not contrasts.empty else []
     family = [v for v in variants if is_family(v)]
     if not family:
         sec.paragraphs.append(
