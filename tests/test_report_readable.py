@@ -84,6 +84,13 @@ def project(tmp_path_factory) -> Path:
     rng = np.random.default_rng(1)
     for model in ("m1", "m2"):
         write_run(layout, model, "none", rng)
+    texts = pd.DataFrame(
+        [{"dataset": "demo", "variant": v, "sample_id": f"s{s:03d}", "text": f"text {s} {v}",
+          "label": "pos", "keyphrase": "plot", "bertscore_f1": 1.0 if v == "original"
+          else float(rng.uniform(0.9, 1.0))} for v in SHIFT for s in range(N_TEXTS)]
+    )  # fmt: skip
+    layout.texts.parent.mkdir(parents=True)
+    texts.to_parquet(layout.texts, index=False)
     params = {
         "models": {m: {"source": "random:tiny-llama"} for m in ("m1", "m2")},
         "stats": {"n_boot": 200},
@@ -187,10 +194,10 @@ def test_claim_paragraphs_match_the_rows(project, extended):
         assert f"Tested with {len(rows)} rows on 2 model(s)" in text
         for model in ("m1", "m2"):
             # the per-model tally is the rows' verdicts, counted independently here
-            counts = rows.loc[rows["model"] == model, "verdict"].value_counts()
-            for verdict, k in counts.items():
-                assert re.search(rf"{model}: [^.]*\b{k} {re.escape(verdict)}\b", text), (
-                    model, verdict, k, text)  # fmt: skip
+            counts = rows.loc[rows["model"] == model, "verdict"].value_counts().to_dict()
+            said = re.search(rf"\b{model}: ([^.;]*)", text).group(1)
+            parsed = {w: int(k) for k, w in re.findall(r"(\d+) ([a-z ]+?)(?:,|$)", said)}
+            assert parsed == counts, (model, said)
         best = rows.loc[pd.to_numeric(rows["p_holm"]).idxmin()]
         if (rows["p_holm"] == best["p_holm"]).sum() == 1:
             assert f"{best['statement']}, {best['scope']}: {fmt(float(best['effect']))}" in text
@@ -286,13 +293,15 @@ def test_markdown_page_numbers_equal_the_database(project, tmp_path):
             d = m[[7, 8]].mean(axis=1) - m[[0, 1]].mean(axis=1)  # 9 layers: bands of 2
             assert float(tables[caption][0]["effect"]) == pytest.approx(d.mean(), rel=5e-4)
         # manipulation: texts and mean BERTScore per variant from the texts table
-        per_variant = {r["variant"]: r for r in tables["per variant"]}
-        for variant, n, f1 in con.execute(
+        measures = {r["measure"]: r for r in tables["per variant"]}
+        texts = con.execute(
             "SELECT variant, count(*), avg(bertscore_f1) FROM texts GROUP BY variant"
-        ).fetchall():
-            assert int(per_variant[variant]["texts"]) == n
+        ).fetchall()
+        assert len(texts) == len(SHIFT)
+        for variant, n, f1 in texts:
+            assert int(measures["texts"][variant]) == n
             if f1 is not None:
-                assert float(per_variant[variant]["mean BERTScore F1"]) == pytest.approx(f1, 5e-4)
+                assert float(measures["mean BERTScore F1"][variant]) == pytest.approx(f1, 5e-4)
 
 
 def test_glossary_lists_every_variant_present(project, tmp_path):
@@ -301,7 +310,9 @@ def test_glossary_lists_every_variant_present(project, tmp_path):
     glossary = md_tables(page.read_text())["variants in the database"]
     listed = {r["variant"]: r["what it is"] for r in glossary}
     with duckdb.connect(str(db), read_only=True) as con:
-        present = {v for (v,) in con.execute("SELECT DISTINCT variant FROM layer_metrics").fetchall()}
+        present = {
+            v for (v,) in con.execute("SELECT DISTINCT variant FROM layer_metrics").fetchall()
+        }
     assert present == set(SHIFT) and set(listed) == present
     for v in present:
         assert listed[v] == VARIANTS[v]
@@ -315,14 +326,17 @@ def test_manipulation_table_with_and_without_the_synth_measures():
                           "n_texts": [16, 16, 16], "bertscore_f1": [1.0, 0.95, 0.96]})  # fmt: skip
     sec = manipulation_section(texts, SYNTH)
     main_t = sec.tables[0]
-    rows = {r[0]: dict(zip(main_t.columns, r, strict=True)) for r in main_t.rows}
+    assert main_t.columns[:4] == ["measure", "original", "front", "end"]
+    # measures as rows, variants as columns: rows[variant][measure]
+    rows = {v: {r[0]: r[i] for r in main_t.rows} for i, v in enumerate(main_t.columns) if i}
     front = rows["front"]
     assert front["key phrase at sentence start"] == 0.6061
     assert front["original at start"] == 0.4512 and front["start shift"] == 0.1549
     assert front["fluency Δ median (filter)"] == -0.12
     assert rows["key_mid"]["key sentence start (share of tokens)"] == 0.47
     assert rows["key_last"]["key sentence shift"] == 0.42
-    assert rows["original"]["key phrase at sentence start"] == "n/a"
+    assert rows["original"]["key phrase at sentence start"] == 0.4512  # the baseline itself
+    assert rows["original"]["start shift"] == "n/a"
     per_model = sec.tables[1]
     assert ["m1", "key_first", 0.0, 1.0, 0.9875] in per_model.rows
     assert sec.tables[2].rows[0] == ["front", 0.375, "0: 6", "clause_swap: 4, adverbial_front: 2"]
@@ -332,13 +346,14 @@ def test_manipulation_table_with_and_without_the_synth_measures():
     assert not any("{" in c for c in cells) and "total" not in " ".join(cells)
     # absent: the database's texts alone, and the report says the synth report is missing
     bare = manipulation_section(texts, None)
-    assert bare.tables[0].columns == ["variant", "texts", "mean BERTScore F1"]
+    assert [r[0] for r in bare.tables[0].rows] == ["texts", "mean BERTScore F1"]
+    assert bare.tables[0].rows[0] == ["texts", 16, 16, 16]
     assert "No synth report.json was found" in " ".join(bare.paragraphs)
     # the older keys (keyphrase_edges at_front beside the original's)
     old = {"keyphrase_edges": {"original": {"at_front": 0.45, "at_end": 0.41},
                                "front": {"at_front": 0.6, "at_end": 0.3}}}  # fmt: skip
     t = manipulation_section(texts, old).tables[0]
-    front = dict(zip(t.columns, [r for r in t.rows if r[0] == "front"][0], strict=True))
+    front = {r[0]: r[t.columns.index("front")] for r in t.rows}
     assert front["original at start"] == 0.45 and front["start shift"] == pytest.approx(0.15)
     assert manipulation_section(pd.DataFrame(), None).tables == []
 

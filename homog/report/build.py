@@ -79,14 +79,21 @@ def read_inputs(con: Any) -> dict[str, pd.DataFrame]:
 
 
 def figure_sections(
-    con: Any, runs: pd.DataFrame, mauve: pd.DataFrame, figdir: Path
+    con: Any, runs: pd.DataFrame, mauve: pd.DataFrame, figdir: Path, variants: list[str]
 ) -> list[Section]:
     """Layer curves with CIs, MAUVE, and the attention heatmaps (two per row)."""
     from homog.plot import attention_heatmap_figure, layer_curves_figure
     from homog.report.figures import mauve_figure
     from homog.store.query import attention_profile, layer_curves, metrics
 
-    curves = Section("Layer curves")
+    curves = Section(
+        "Layer curves",
+        paragraphs=[
+            "Each metric per layer, mean over texts with its 95% CI (shaded). A dot on a "
+            "variant's curve marks a layer where it differs from the original (Holm p < 0.05, "
+            "the stats stage's per-layer contrasts)."
+        ],
+    )
     present = set(metrics(con)) if not runs.empty else set()
     for metric in CURVE_METRICS:
         if metric in present:
@@ -97,14 +104,18 @@ def figure_sections(
         path = mauve_figure(mauve.to_dict("records"), figdir / "mauve.png")
         curves.figures.append((path, "MAUVE between consecutive layers (unchanged runs)"))
     heat = Section("Attention by key position", figure_width=48)
+    if not curves.figures:
+        curves.paragraphs.append("No layer metrics in the database.")
     for run in runs[runs["intervention"].fillna("none") == "none"].itertuples():
-        for variant in ("original", "front"):
+        for variant in [v for v in ("original", "front", "key_first", "key_last") if v in variants]:
             rows = attention_profile(con, run.run_id, variant)
             if rows:
                 path = figdir / f"attention_{run.model}_{variant}.png".replace("/", "_")
                 title = f"{run.model}, {variant}"
                 attention_heatmap_figure(rows, path, title=title)
                 heat.figures.append((path, f"{title}: mean over heads and texts (log colour)"))
+    if not heat.figures:
+        heat.paragraphs.append("No attention profiles in the database.")
     return [curves, heat]
 
 
@@ -176,7 +187,7 @@ def build_report(
     from homog.report.manipulation import manipulation_section
     from homog.report.posenc_view import posenc_section
     from homog.report.position import position_section
-    from homog.report.provenance import gather, provenance_sections
+    from homog.report.provenance import gather, provenance_sections, shown
     from homog.store.query import connect
 
     if fmt not in FORMATS:
@@ -204,7 +215,9 @@ def build_report(
                 synth = json.loads(synth_path.read_text())
             except json.JSONDecodeError as exc:
                 raise HomogError(f"synth report {synth_path} is not valid JSON: {exc}") from exc
-        command = f"homog report --db {db} -o {out}" + (" --format md" if fmt == "md" else "")
+        command = f"homog report --db {shown(db)} -o {shown(out)}" + (
+            f" --format md --figures-dir {shown(files)}" if fmt == "md" else ""
+        )
         texts = data["texts"]
         originals = texts.loc[texts["variant"] == "original", "n_texts"] if len(texts) else None
         prov = gather(
@@ -227,14 +240,14 @@ def build_report(
                 manipulation_section(texts, synth),
                 claims_section(claims, st.alpha, ci=st.ci, test=st.test),
                 position_section(con, data, variants, synth, figdir),
-                *figure_sections(con, data["runs"], data["mauve"], figdir),
+                *figure_sections(con, data["runs"], data["mauve"], figdir, variants),
                 posenc_section(data["posenc"], data["ablation"], figdir, _posenc_config(params)),
                 *provenance_sections(prov, data["runs"]),
             ]
             title = "homog report: token homogenization under positional bias"
             n_models = data["runs"]["model"].nunique() if len(data["runs"]) else 0
             intro = (
-                f"{len(data['runs'])} runs of {n_models} model(s) from {db}. The paper "
+                f"{len(data['runs'])} runs of {n_models} model(s) from {shown(db)}. The paper "
                 "(arXiv 2508.17126) claims that tokens lose distinctiveness layer by layer, and "
                 "more so when a text's key phrase sits at its front or end. Each claim is "
                 "checked per model on paired texts (the same review in each variant); the "

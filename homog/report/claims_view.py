@@ -46,11 +46,11 @@ COLUMNS = {
     "statement": "statement",
     "token set": "token_set",
     "scope": "scope",
+    "verdict": "verdict",
     "effect": "effect",
     "CI low": "ci_low",
     "CI high": "ci_high",
     "raw effect": "raw_effect",
-    "unit": "unit",
     "dz": "dz",
     "% of original": "pct_of_baseline",
     "p_holm": "p_holm",
@@ -59,7 +59,6 @@ COLUMNS = {
     "beyond layer 0": "rel_layer0_effect",
     "beyond layer 0, CI": "rel_layer0_ci",
     "n": "n",
-    "verdict": "verdict",
     "note": "note",
 }
 
@@ -117,8 +116,6 @@ def table_cells(row: Any) -> list[Any]:
                 if "raw_effect" in row.index
                 else (row["effect"] if "adjusted" not in row.index else None)
             )
-        elif column == "unit":
-            value = row_unit(row)
         elif column == "rel_layer0_ci":
             lo, hi = _get(row, "rel_layer0_ci_low"), _get(row, "rel_layer0_ci_high")
             value = f"[{fmt(float(lo))}, {fmt(float(hi))}]" if _finite(lo) and _finite(hi) else None
@@ -130,6 +127,12 @@ def table_cells(row: Any) -> list[Any]:
             value = NA
         cells.append(value.item() if hasattr(value, "item") else value)
     return cells
+
+
+def units_text(rows: pd.DataFrame) -> str:
+    """'erank: effective dimensions; mev: share of variance (0-1)': each metric's unit once."""
+    units = dict.fromkeys(f"{r['metric']}: {row_unit(r)}" for _, r in rows.iterrows())
+    return "; ".join(units)
 
 
 def tally(verdicts: pd.Series) -> str:
@@ -183,24 +186,15 @@ def claim_paragraph(group: str, rows: pd.DataFrame) -> str:
             rows["token_set"] if "token_set" in rows.columns else rows["metric"].map(token_set_of)
         )
     )
-    text = [
-        f"**{label}: {title}.** Tested with {len(rows)} rows on {len(models)} model(s) "
-        f"({', '.join(models)}), {_span(rows['n'])} texts per row; metrics "
-        f"{', '.join(metrics)}; token sets {', '.join(map(str, sets))}."
-    ]
-    for model in models:
-        text.append(f"{model}: {tally(rows.loc[rows['model'] == model, 'verdict'])}.")
-    best = clearest_row(rows)
-    text.append(
-        f"Clearest row ({best['model']}): {best['statement']}, {best['scope']}: "
-        f"{effect_phrase(best)}; p_holm {fmt(float(best['p_holm']))}; {verdict_text(best)}."
+    answers = "; ".join(
+        f"{model}: {tally(rows.loc[rows['model'] == model, 'verdict'])}" for model in models
     )
-    if "adjusted" in rows.columns and rows["adjusted"].fillna(False).astype(bool).any():
-        k = int(rows["adjusted"].fillna(False).astype(bool).sum())
-        text.append(
-            f"{k} row(s) give the effect adjusted to zero added tokens (the verdict follows it; "
-            "the raw difference is beside it in the table)."
-        )
+    best = clearest_row(rows)
+    text = [
+        f"**{label}: {title}.** Answer: {answers}.",
+        f"Clearest row ({best['model']}): {best['statement']}, {best['scope']}: "
+        f"{effect_phrase(best)}; p_holm {fmt(float(best['p_holm']))}; {verdict_text(best)}.",
+    ]
     if "lexical_confound" in rows.columns:
         k = int(rows["lexical_confound"].fillna(False).astype(bool).sum())
         if k:
@@ -211,13 +205,17 @@ def claim_paragraph(group: str, rows: pd.DataFrame) -> str:
     k = int(rows["verdict"].isin(["inconclusive", "not supported"]).sum())
     if k:
         text.append(f"{k} row(s) cannot tell an effect from noise.")
+    if "adjusted" in rows.columns and rows["adjusted"].fillna(False).astype(bool).any():
+        k = int(rows["adjusted"].fillna(False).astype(bool).sum())
+        text.append(f"Adjusted to zero added tokens: {k} of {len(rows)} row(s).")
     notes = [str(n) for n in rows["note"].dropna().unique() if str(n)] if "note" in rows else []
     if group in ("2", "3") and notes:
         text.append("Notes: " + "; ".join(notes[:4]) + ".")
-    units = dict.fromkeys(
-        f"{m}: {row_unit(r)}" for m, (_, r) in zip(rows["metric"], rows.iterrows(), strict=True)
+    text.append(
+        f"Tested with {len(rows)} rows on {len(models)} model(s) ({', '.join(models)}), "
+        f"{_span(rows['n'])} texts per row; metrics {', '.join(metrics)}; token sets "
+        f"{', '.join(map(str, sets))}. Units: {units_text(rows)}."
     )
-    text.append("Units: " + "; ".join(units) + ".")
     return " ".join(text)
 
 

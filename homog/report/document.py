@@ -19,7 +19,7 @@ VERDICT_CLASS = {
 }
 
 CSS = """
-body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;max-width:1100px;margin:2em auto;
+body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;max-width:1280px;margin:2em auto;
 padding:0 1em;color:#222;line-height:1.45}
 h1{font-size:1.6em}h2{font-size:1.25em;border-bottom:1px solid #ddd;padding-bottom:.2em;
 margin-top:2em}h3{font-size:1.05em}
@@ -27,7 +27,7 @@ table{border-collapse:collapse;margin:.6em 0 1.2em;font-size:.85em}
 th,td{border:1px solid #ddd;padding:.25em .5em;text-align:left;vertical-align:top}
 th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}
 td.yes{background:#e3f4e1}td.no{background:#f4f4f4}td.rev{background:#fbe3e0}
-td.eq{background:#e4ecf7}.wide{overflow-x:auto;max-width:100%}caption{text-align:left;
+td.eq{background:#e4ecf7}td.text{min-width:16em}.wide{overflow-x:auto;max-width:100%}caption{text-align:left;
 font-weight:600;padding:.2em 0}details>summary{cursor:pointer;font-weight:600}
 figure{margin:1em 0;display:inline-block;vertical-align:top;width:100%}
 figure img{max-width:100%;height:auto;border:1px solid #eee}
@@ -134,6 +134,8 @@ def _html_table(table: Table) -> str:
         cells = []
         for i, v in enumerate(row):
             cls = "num" if isinstance(v, int | float) and not isinstance(v, bool) else ""
+            if isinstance(v, str) and len(v) > 30:
+                cls = "text"  # a sentence: wide enough not to wrap into a column of words
             if i == vi:
                 cls = verdict_class(v)
             cells.append(f"<td class='{cls}'>{html.escape(fmt(v))}</td>")

@@ -56,7 +56,9 @@ def dose_response_figure(
                     ys = np.array([r["mean"] for r in placed], dtype=float)
                     lo = ys - np.array([r["ci_low"] for r in placed], dtype=float)
                     hi = np.array([r["ci_high"] for r in placed], dtype=float) - ys
-                    ax.plot(xs, ys, "-", color="0.6", lw=1, zorder=1)
+                    family = np.array([r["variant"].startswith("key_") for r in placed])
+                    if family.sum() > 1:  # only the family is a dose series; original stands apart
+                        ax.plot(xs[family], ys[family], "-", color="0.6", lw=1, zorder=1)
                     for r, x, y, a, b in zip(placed, xs, ys, lo, hi, strict=True):
                         color = VARIANT_COLORS.get(r["variant"], "#CC79A7")
                         ax.errorbar(
@@ -76,7 +78,8 @@ def dose_response_figure(
                         ax.axhline(r["mean"], ls="--", lw=1, color=color, label=r["variant"])
                 ax.set_title(f"{model}, {band} layers", fontsize=9)
                 ax.set_xlim(-0.05, 1.05)
-                ax.set_xlabel("key sentence position (share of tokens before it)")
+                if i == len(models) - 1:
+                    ax.set_xlabel("key sentence position (0 = first)")
                 if j == 0:
                     ax.set_ylabel(METRIC_LABELS.get(metric, metric))
         handles, labels = [], []

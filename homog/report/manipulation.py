@@ -56,7 +56,12 @@ def _variants(texts: pd.DataFrame, report: dict[str, Any]) -> list[str]:
 def _edge(report: dict[str, Any], v: str, side: str, what: str) -> Any:
     """start/end share of variant v (what: 'share', 'original', 'shift'): the new ``edges``
     block, else the older ``keyphrase_edges`` (at_front/at_end beside the original's)."""
-    new = _part(report, "edges").get(v)
+    edges = _part(report, "edges")
+    if v == "original" and what != "shift" and edges:
+        # the original's share is the baseline every variant's row carries
+        base = [e.get(f"{side}_share_original") for e in edges.values() if isinstance(e, dict)]
+        return next((b for b in base if b is not None), None)
+    new = edges.get(v)
     if isinstance(new, dict):
         key = {
             "share": f"{side}_share",
@@ -108,16 +113,19 @@ def variant_columns(texts: pd.DataFrame) -> dict[str, Callable[[dict[str, Any], 
     }
 
 
-def _table(columns: dict[str, Callable], report: dict[str, Any], rows: list[str], first: str):
-    """A table of the columns that have at least one value; the headers of the others."""
-    cells = {h: [f(report, v) for v in rows] for h, f in columns.items()}
-    kept = [h for h, vals in cells.items() if any(x is not None for x in vals)]
-    missing = [h for h in columns if h not in kept]
-    body = [
-        [v, *(NA if cells[h][i] is None else _plain(cells[h][i]) for h in kept)]
-        for i, v in enumerate(rows)
-    ]
-    return [first, *kept], body, missing
+def measure_table(
+    columns: dict[str, Callable], report: dict[str, Any], variants: list[str]
+) -> tuple[list[str], list[list[Any]], list[str]]:
+    """One row per measure, one column per variant (n/a where a variant lacks it); measures
+    without any value are left out and returned by name."""
+    body, missing = [], []
+    for measure, get in columns.items():
+        values = [get(report, v) for v in variants]
+        if all(x is None for x in values):
+            missing.append(measure)
+            continue
+        body.append([measure, *(NA if x is None else _plain(x) for x in values)])
+    return ["measure", *variants], body, missing
 
 
 def _plain(x: Any) -> Any:
@@ -156,10 +164,12 @@ def manipulation_section(texts: pd.DataFrame, report: dict[str, Any] | None) -> 
     if not variants:
         sec.paragraphs.append("No texts in the database and no synth report: nothing to show.")
         return sec
-    header, body, missing = _table(variant_columns(texts), report, variants, "variant")
+    header, body, missing = measure_table(variant_columns(texts), report, variants)
     sec.tables.append(Table(header, body, "per variant"))
     if report and missing:
-        sec.paragraphs.append("Not in this report.json: " + ", ".join(missing) + ".")
+        sec.paragraphs.append(
+            "Not in the database or this report.json: " + ", ".join(missing) + "."
+        )
     per_model = _part(report, "per_model")
     rows = [
         [

@@ -51,6 +51,16 @@ class Provenance:
     missing: list[str] = field(default_factory=list)
 
 
+def shown(path: Path | str) -> str:
+    """A path as the report shows it: relative to the current directory when inside it (a
+    page committed to a repository must not carry one machine's absolute paths)."""
+    path = Path(path)
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix() or "."
+    except ValueError:
+        return str(path)
+
+
 def _git(root: Path, *args: str) -> str | None:
     try:
         out = subprocess.run(
@@ -101,7 +111,7 @@ def gather(
     prov = Provenance(db=db, command=command)
     commit = _git(root, "rev-parse", "HEAD")
     if commit is None:
-        prov.missing.append(f"git commit ({root} is not a git checkout, or git is absent)")
+        prov.missing.append(f"git commit ({shown(root)} is not a git checkout, or git is absent)")
     else:
         prov.git_commit = commit
         prov.git_dirty = bool(_git(root, "status", "--porcelain", "--untracked-files=no"))
@@ -110,9 +120,11 @@ def gather(
         try:
             prov.dvc_lock = dvc_lock_hashes(lock)
         except (yaml.YAMLError, AttributeError) as exc:
-            prov.missing.append(f"dvc.lock hashes ({lock} unreadable: {exc})")
+            prov.missing.append(f"dvc.lock hashes ({shown(lock)} unreadable: {exc})")
     else:
-        prov.missing.append(f"dvc.lock ({lock} not found: the pipeline was not run with dvc)")
+        prov.missing.append(
+            f"dvc.lock ({shown(lock)} not found: the pipeline was not run with dvc)"
+        )
     if params is None:
         prov.missing.append(
             f"params ({params_name} not found: alpha, bootstrap and test settings are the "
@@ -133,11 +145,12 @@ def gather(
             cr = json.loads(corpus_report.read_text())
             prov.corpus.update({k: v for k, v in cr.items() if not isinstance(v, dict | list)})
         except json.JSONDecodeError:
-            prov.missing.append(f"corpus report ({corpus_report} is not valid JSON)")
+            prov.missing.append(f"corpus report ({shown(corpus_report)} is not valid JSON)")
     if n_original_texts is not None:
         prov.corpus["texts in the database (original variant)"] = n_original_texts
     if synth is None:
-        prov.missing.append(f"synth report ({synth_path or 'data/synth/report.json'} not found)")
+        where = shown(synth_path) if synth_path is not None else "data/synth/report.json"
+        prov.missing.append(f"synth report ({where} not found)")
     else:
         for k in ("rephraser", "extractor", "backbone", "threshold", "fluency_threshold"):
             if k in synth:
@@ -161,17 +174,17 @@ def provenance_sections(prov: Provenance, runs: pd.DataFrame) -> list[Section]:
         if prov.git_commit
         else "n/a"
     )
-    sec = Section("Provenance", code=prov.command)
+    sec = Section("Provenance")
     sec.paragraphs.append(
-        f"Database: {prov.db}. homog {__version__}. Git commit: {commit}. "
+        f"Database: {shown(prov.db)}. homog {__version__}. Git commit: {commit}. "
         f"Corpus: {', '.join(f'{k} {v}' for k, v in prov.corpus.items()) or 'n/a'}."
     )
+    sec.paragraphs.append(f"Rebuild this report with `{prov.command}`.")
     if prov.missing:
         sec.paragraphs.append("Not found, so not reported: " + "; ".join(prov.missing) + ".")
     if not runs.empty:
         have = [c for c in RUN_COLUMNS if c in runs.columns]
         sec.tables.append(Table(have, runs[have].astype(str).values.tolist(), "runs (models)"))
-    sec.paragraphs.append("Rebuild this report with:")
     details = Section("Provenance details", collapsed=True)
     if prov.synth_params:
         details.tables.append(
