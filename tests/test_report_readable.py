@@ -449,6 +449,6 @@ def test_posenc_rows_give_spread_and_say_how_the_setups_differ(tmp_path):
     assert rope[2] == pytest.approx(95.0) and rope[3] == pytest.approx(2.0)
     assert (rope[4], rope[5], rope[6], rope[7]) == (pytest.approx(93.0), pytest.approx(97.0),
                                                    3, 69.43)  # fmt: skip
-    text = " ".join(sec.paragraphs)
+    text = " ".join(sec.after)
     assert "rope count 95.0% vs 69.43%" in text and "preset `cpu`: 2 layers" in text
     assert "nope count" not in text  # within 2 points of the paper's 77.69: no sentence

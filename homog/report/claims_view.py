@@ -131,8 +131,10 @@ def table_cells(row: Any) -> list[Any]:
 
 def units_text(rows: pd.DataFrame) -> str:
     """'erank: effective dimensions; mev: share of variance (0-1)': each metric's unit once."""
-    units = dict.fromkeys(f"{r['metric']}: {row_unit(r)}" for _, r in rows.iterrows())
-    return "; ".join(units)
+    pairs = dict.fromkeys((str(r["metric"]), row_unit(r)) for _, r in rows.iterrows())
+    if len({u for _, u in pairs}) == 1:  # one unit for all (claim 4: layers)
+        return next(iter(pairs))[1]
+    return "; ".join(f"{m}: {u}" for m, u in pairs)
 
 
 def tally(verdicts: pd.Series) -> str:

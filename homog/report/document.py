@@ -56,6 +56,7 @@ class Section:
     figures: list[tuple[Path, str]] = field(default_factory=list)
     code: str = ""
     figure_width: int = 100  # percent of the page width per figure (48: two side by side)
+    after: list[str] = field(default_factory=list)  # paragraphs after the tables
     collapsed: bool = False  # HTML: folded under its title (<details>); Markdown: as usual
 
 
@@ -110,6 +111,7 @@ def to_html(title: str, intro: str, sections: list[Section]) -> str:
         out += [f"<p>{_inline(p)}</p>" for p in sec.paragraphs]
         for table in sec.tables:
             out.append(_html_table(table))
+        out += [f"<p>{_inline(p)}</p>" for p in sec.after]
         for path, caption in sec.figures:
             data = base64.b64encode(Path(path).read_bytes()).decode()
             style = "" if sec.figure_width >= 100 else f" style='width:{sec.figure_width}%'"
@@ -167,6 +169,8 @@ def to_markdown(title: str, intro: str, sections: list[Section], figure_dir: str
                 cells = [fmt(v).replace("|", "\\|").replace("\n", " ") for v in row]
                 out.append("| " + " | ".join(cells) + " |")
             out.append("")
+        for p in sec.after:
+            out += [p, ""]
         for path, caption in sec.figures:
             out += [f"![{caption}]({figure_dir}/{Path(path).name})", "", f"*{caption}*", ""]
         if sec.code:

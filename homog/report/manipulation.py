@@ -167,9 +167,7 @@ def manipulation_section(texts: pd.DataFrame, report: dict[str, Any] | None) -> 
     header, body, missing = measure_table(variant_columns(texts), report, variants)
     sec.tables.append(Table(header, body, "per variant"))
     if report and missing:
-        sec.paragraphs.append(
-            "Not in the database or this report.json: " + ", ".join(missing) + "."
-        )
+        sec.after.append("Not in the database or this report.json: " + ", ".join(missing) + ".")
     per_model = _part(report, "per_model")
     rows = [
         [

@@ -46,8 +46,10 @@ def setup_text(config: dict[str, Any] | None, frame: pd.DataFrame) -> str:
             f"{c['seq_len']} (count) tokens, {d['n_samples']} / {c['n_samples']} samples, "
             f"batch {t['batch_size']}, {t['epochs']} epochs"
         )
-    epochs = ", ".join(map(str, sorted(set(frame["epochs"].dropna().astype(int)))))
-    params = ", ".join(f"{int(p):,}" for p in sorted(set(frame["n_params"].dropna())))
+    epochs = sorted(set(frame["epochs"].dropna().astype(int)))
+    sizes = sorted(set(frame["n_params"].dropna().astype(int)))
+    epochs = "-".join(map(str, dict.fromkeys([epochs[0], epochs[-1]]))) if epochs else ""
+    params = "-".join(f"{p:,}" for p in dict.fromkeys([sizes[0], sizes[-1]])) if sizes else ""
     return (
         f"a preset this report cannot name (no params file): {epochs or 'n/a'} epochs, "
         f"{params or 'n/a'} parameters"
@@ -111,13 +113,13 @@ def posenc_section(
         )
     )
     if differ:
-        sec.paragraphs.append(
+        sec.after.append(
             f"Where this lab differs from the paper ({'; '.join(differ)}), the setups differ: "
             f"this lab trained {setup_text(config, posenc)}, the paper {PAPER_SETUP}; so these "
             "numbers test the encodings at a smaller scale, not the paper's exact figures."
         )
     if (posenc["seeds"] < 2).any():
-        sec.paragraphs.append(
+        sec.after.append(
             "Rows with one seed have no spread (SD n/a): run more seeds (posenc.train.seeds) "
             "before reading a difference between encodings."
         )
