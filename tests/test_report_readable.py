@@ -226,6 +226,19 @@ def test_claim_table_cells_show_na_for_absent_columns(project):
     assert new[headers.index("verdict")].endswith("(lexical confound)")
     lo, hi = row["rel_layer0_ci_low"], row["rel_layer0_ci_high"]
     assert new[headers.index("beyond layer 0, CI")] == f"[{fmt(lo)}, {fmt(hi)}]"
+    # a row whose new cells are empty (NaN / None / NA) is neither marked nor broken
+    blank = new_frame.iloc[0].copy()
+    blank["lexical_confound"], blank["token_set"], blank["dz"] = float("nan"), None, pd.NA
+    blank["rel_layer0_ci_low"] = float("nan")
+    cells = table_cells(blank)
+    assert "lexical confound" not in cells[headers.index("verdict")]
+    assert cells[headers.index("token set")] == "all"
+    assert cells[headers.index("dz")] == "n/a"
+    assert cells[headers.index("beyond layer 0, CI")] == "n/a"
+    mixed = new_frame.astype(object)
+    mixed.loc[mixed.index[0], "lexical_confound"] = None
+    mixed.loc[mixed.index[1], "adjusted"] = float("nan")
+    assert summary_section(mixed, 0.05).paragraphs  # renders
 
 
 def md_tables(text: str) -> dict[str, list[dict[str, str]]]:

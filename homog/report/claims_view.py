@@ -78,11 +78,26 @@ def _get(row: Any, column: str) -> Any:
     return row[column] if column in row.index else None
 
 
+def _num(x: Any) -> float:
+    """A cell as a float (NaN for None, NA or text)."""
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
+
+
 def _finite(x: Any) -> bool:
     try:
         return x is not None and math.isfinite(float(x))
     except (TypeError, ValueError):
         return False
+
+
+def _flag(value: Any) -> bool:
+    """True only for a set flag: None, NA and NaN (a row without the column's value) are not."""
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return False
+    return bool(value)
 
 
 def row_unit(row: Any) -> str:
@@ -98,7 +113,7 @@ def row_unit(row: Any) -> str:
 def verdict_text(row: Any) -> str:
     """The verdict word, with the lexical-confound mark when the row carries it."""
     verdict = str(row["verdict"]) if _get(row, "verdict") is not None else NA
-    if bool(_get(row, "lexical_confound")) and _get(row, "lexical_confound") is not pd.NA:
+    if _flag(_get(row, "lexical_confound")):
         verdict += " (lexical confound)"
     return verdict
 
@@ -108,7 +123,8 @@ def table_cells(row: Any) -> list[Any]:
     cells: list[Any] = []
     for column in COLUMNS.values():
         if column == "token_set":
-            value = _get(row, "token_set") or token_set_of(str(row["metric"]))
+            value = _get(row, "token_set")
+            value = value if isinstance(value, str) and value else token_set_of(str(row["metric"]))
         elif column == "raw_effect":
             # before the length adjustment existed, effect *is* the raw mean difference
             value = (
@@ -195,10 +211,10 @@ def claim_paragraph(group: str, rows: pd.DataFrame) -> str:
     text = [
         f"**{label}: {title}.** Answer: {answers}.",
         f"Clearest row ({best['model']}): {best['statement']}, {best['scope']}: "
-        f"{effect_phrase(best)}; p_holm {fmt(float(best['p_holm']))}; {verdict_text(best)}.",
+        f"{effect_phrase(best)}; p_holm {fmt(_num(best['p_holm']))}; {verdict_text(best)}.",
     ]
     if "lexical_confound" in rows.columns:
-        k = int(rows["lexical_confound"].fillna(False).astype(bool).sum())
+        k = int(rows["lexical_confound"].map(_flag).sum())
         if k:
             text.append(
                 f"Caveat: {k} row(s) carry the lexical-confound mark (the contrast already "
@@ -207,8 +223,8 @@ def claim_paragraph(group: str, rows: pd.DataFrame) -> str:
     k = int(rows["verdict"].isin(["inconclusive", "not supported"]).sum())
     if k:
         text.append(f"{k} row(s) cannot tell an effect from noise.")
-    if "adjusted" in rows.columns and rows["adjusted"].fillna(False).astype(bool).any():
-        k = int(rows["adjusted"].fillna(False).astype(bool).sum())
+    if "adjusted" in rows.columns and rows["adjusted"].map(_flag).any():
+        k = int(rows["adjusted"].map(_flag).sum())
         text.append(f"Adjusted to zero added tokens: {k} of {len(rows)} row(s).")
     notes = [str(n) for n in rows["note"].dropna().unique() if str(n)] if "note" in rows else []
     if group in ("2", "3") and notes:
