@@ -465,3 +465,50 @@ def test_posenc_rows_give_spread_and_say_how_the_setups_differ(tmp_path):
     text = " ".join(sec.after)
     assert "rope count 95.0% vs 69.43%" in text and "preset `cpu`: 2 layers" in text
     assert "nope count" not in text  # within 2 points of the paper's 77.69: no sentence
+
+
+def test_dose_response_table_of_the_stats_stage_is_shown(project, tmp_path, monkeypatch):
+    """A database with the stats stage's dose_response table: the slopes as a table (values
+    as stored) and the figure drawn by homog.plot's dose_response_figure where it exists."""
+    import shutil
+
+    import homog.plot as plot
+    from homog.report.build import read_inputs
+    from homog.report.position import position_section
+    from homog.store.query import connect
+
+    db = tmp_path / "dose.duckdb"
+    shutil.copy(Layout(project).db(), db)
+    slopes = [("m1-none", "erank", band, "slope", None, None, 2.0 + i, 1.5 + i, 2.5 + i, 1e-3, 16,
+               15.0)
+              for i, band in enumerate(("early", "middle", "late"))]  # fmt: skip
+    points = [("m1-none", "erank", "late", "point", v, x, 15 + 2 * x, 14.9 + 2 * x, 15.1 + 2 * x,
+               None, 16, None) for v, x in (("key_first", 0.0), ("key_last", 1.0))]  # fmt: skip
+    with duckdb.connect(str(db)) as con:
+        con.execute(
+            "CREATE TABLE dose_response (run_id VARCHAR, metric VARCHAR, band VARCHAR, kind "
+            "VARCHAR, variant VARCHAR, key_position DOUBLE, value DOUBLE, ci_low DOUBLE, "
+            "ci_high DOUBLE, p_value DOUBLE, n INTEGER, intercept DOUBLE)"
+        )
+        con.executemany("INSERT INTO dose_response VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                        slopes + points)  # fmt: skip
+    drawn = []
+
+    def fake(rows, metric, out):
+        drawn.append((metric, len(rows)))
+        Path(out).write_bytes(b"png")
+        return Path(out)
+
+    monkeypatch.setattr(plot, "dose_response_figure", fake, raising=False)
+    con = connect(db)
+    try:
+        sec = position_section(con, read_inputs(con), list(SHIFT), None, tmp_path)
+    finally:
+        con.close()
+    table = sec.tables[0]
+    assert [r[:8] for r in table.rows] == [
+        ["m1", "erank", band, 2.0 + i, 1.5 + i, 2.5 + i, 1e-3, 16]
+        for i, band in enumerate(("early", "middle", "late"))
+    ]
+    assert drawn == [("erank", 5)]
+    assert any("layer0_erank" in str(p) for p, _ in sec.figures)

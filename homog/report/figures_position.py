@@ -16,7 +16,8 @@ from homog.errors import HomogError
 from homog.plot import METRIC_LABELS, VARIANT_COLORS, _save, _style
 
 BAND_ORDER = ("early", "middle", "late")
-LEVEL_COLORS = {"layer 0": "#555555", "early": "#56B4E9", "middle": "#0072B2", "late": "#D55E00"}
+LEVEL_COLORS = {"layer 0": "#555555", "early": "#56B4E9", "middle": "#0072B2", "late": "#D55E00",
+                "final": "#CC79A7"}  # fmt: skip
 
 
 def dose_response_figure(

@@ -53,14 +53,19 @@ def layer0_rows(contrasts: pd.DataFrame, runs: pd.DataFrame, metric: str) -> lis
         & contrasts["run_id"].isin(unchanged["run_id"])
     ]
     model = dict(zip(unchanged["run_id"], unchanged["model"], strict=True))
-    rows = []
+    rows, seen = [], set()
     for r in c.itertuples():
         if isinstance(r.band, str):
-            level = r.band
-        elif r.layer == 0 and not isinstance(r.band, str):
+            # newer stats stages report layer 0 and the final layer as bands of their own
+            level = {"layer0": "layer 0"}.get(r.band, r.band)
+        elif r.layer == 0:
             level = "layer 0"
         else:
             continue
+        key = (model[r.run_id], r.variant_a, r.variant_b, level)
+        if key in seen:
+            continue
+        seen.add(key)
         rows.append(
             {
                 "model": model[r.run_id],
@@ -156,6 +161,9 @@ def position_section(
     if not sec.figures:
         sec.paragraphs.append("No contrasts with a layer-0 row in the database.")
     family = [v for v in variants if is_family(v)]
+    tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    if "dose_response" in tables:
+        return dose_table_section(sec, con, figdir)
     if not family:
         sec.paragraphs.append(
             "Dose-response: the database has no position-family variants (key_first, key_mid, "
@@ -186,4 +194,40 @@ def position_section(
                     "without a position)",
                 )
             )
+    return sec
+
+
+DOSE_SQL = (
+    "SELECT r.model, d.* FROM dose_response d JOIN runs r USING (run_id) "
+    "WHERE coalesce(r.intervention, 'none') = 'none' ORDER BY r.model, d.metric, d.kind"
+)
+
+
+def dose_table_section(sec: Section, con: Any, figdir: Path) -> Section:
+    """The stats stage's ``dose_response`` table: the within-text slopes as a table, and its
+    figure (``homog.plot.dose_response_figure``) per metric where homog.plot has one."""
+    import homog.plot as plot
+    from homog.report.document import Table
+    from homog.report.glossary import unit_of
+
+    frame = con.execute(DOSE_SQL).fetch_df()
+    slopes = frame[frame["kind"] == "slope"]
+    if slopes.empty:
+        sec.paragraphs.append("Dose-response: the dose_response table has no slope rows.")
+        return sec
+    order = {b: i for i, b in enumerate(("layer0", "early", "middle", "late", "final"))}
+    slopes = slopes.assign(_o=slopes["band"].map(order)).sort_values(["model", "metric", "_o"])
+    rows = [[r.model, r.metric, r.band, float(r.value), float(r.ci_low), float(r.ci_high),
+             float(r.p_value), int(r.n), f"{unit_of(r.metric)} per unit of position"]
+            for r in slopes.itertuples()]  # fmt: skip
+    sec.tables.append(
+        Table(["model", "metric", "band", "slope", "CI low", "CI high", "p", "n", "unit"],
+              rows, "dose-response: within-text slope of each metric on the key sentence's "
+              "position (0 = first, 1 = last)")
+    )  # fmt: skip
+    draw = getattr(plot, "dose_response_figure", None)
+    for metric in dict.fromkeys(frame["metric"]) if draw is not None else []:
+        rows_m = frame[frame["metric"] == metric].to_dict("records")
+        path = draw(rows_m, metric, figdir / f"dose_{metric}.png")
+        sec.figures.append((path, f"{metric} against the key sentence's position, per band"))
     return sec
