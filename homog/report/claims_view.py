@@ -226,9 +226,20 @@ def claim_paragraph(group: str, rows: pd.DataFrame) -> str:
     if "adjusted" in rows.columns and rows["adjusted"].map(_flag).any():
         k = int(rows["adjusted"].map(_flag).sum())
         text.append(f"Adjusted to zero added tokens: {k} of {len(rows)} row(s).")
+    tags = list(dict.fromkeys(rows["claim"].astype(str)))
+    if len(tags) > 1:
+        # claim 3's two readings, 5a/5b/5c, claim 1 per token set: each gets its own answer
+        parts = []
+        for tag in tags:
+            sub = rows[rows["claim"].astype(str) == tag]
+            what = f" ({sub['statement'].iloc[0]})" if group == "3" else ""
+            parts.append(f"{tag}{what}: {tally(sub['verdict'])}")
+        text.append(
+            ("Per reading: " if group == "3" else "Per row type: ") + "; ".join(parts) + "."
+        )
     notes = [str(n) for n in rows["note"].dropna().unique() if str(n)] if "note" in rows else []
-    if group in ("2", "3") and notes:
-        text.append("Notes: " + "; ".join(notes[:4]) + ".")
+    if group == "2" and notes:
+        text.append("Notes: " + "; ".join(notes[:2]) + ".")
     text.append(
         f"Tested with {len(rows)} rows on {len(models)} model(s) ({', '.join(models)}), "
         f"{_span(rows['n'])} texts per row; metrics {', '.join(metrics)}; token sets "

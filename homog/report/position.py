@@ -162,7 +162,10 @@ def position_section(
         sec.paragraphs.append("No contrasts with a layer-0 row in the database.")
     family = [v for v in variants if is_family(v)]
     tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-    if "dose_response" in tables:
+    if (
+        "dose_response" in tables
+        and con.execute("SELECT count(*) FROM dose_response WHERE kind = 'slope'").fetchone()[0]
+    ):
         return dose_table_section(sec, con, figdir)
     if not family:
         sec.paragraphs.append(
@@ -212,9 +215,6 @@ def dose_table_section(sec: Section, con: Any, figdir: Path) -> Section:
 
     frame = con.execute(DOSE_SQL).fetch_df()
     slopes = frame[frame["kind"] == "slope"]
-    if slopes.empty:
-        sec.paragraphs.append("Dose-response: the dose_response table has no slope rows.")
-        return sec
     order = {b: i for i, b in enumerate(("layer0", "early", "middle", "late", "final"))}
     slopes = slopes.assign(_o=slopes["band"].map(order)).sort_values(["model", "metric", "_o"])
     rows = [[r.model, r.metric, r.band, float(r.value), float(r.ci_low), float(r.ci_high),
