@@ -236,7 +236,9 @@ def build_report(
             figdir = Path(tmp)
             sections = [
                 summary_section(claims, st.alpha),
-                glossary_section(variants, interventions, metrics),
+                glossary_section(
+                    variants, interventions, metrics, layer_roles="layer0_effect" in claims.columns
+                ),
                 manipulation_section(texts, synth),
                 claims_section(claims, st.alpha, ci=st.ci, test=st.test),
                 position_section(con, data, variants, synth, figdir),

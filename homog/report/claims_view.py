@@ -134,7 +134,10 @@ def table_cells(row: Any) -> list[Any]:
             )
         elif column == "rel_layer0_ci":
             lo, hi = _get(row, "rel_layer0_ci_low"), _get(row, "rel_layer0_ci_high")
-            value = f"[{fmt(float(lo))}, {fmt(float(hi))}]" if _finite(lo) and _finite(hi) else None
+            if _finite(lo) and _finite(hi):
+                value = f"[{fmt(float(lo))}, {fmt(float(hi))}]"
+            else:  # n/a: no such columns; a dash: the columns, without a value in this row
+                value = None if "rel_layer0_ci_low" not in row.index else math.nan
         elif column == "verdict":
             value = verdict_text(row)
         else:

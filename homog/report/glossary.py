@@ -96,6 +96,10 @@ BANDS_TEXT = (
     "there is lexical by construction (the negative control). Layer L is the final-norm output "
     "(HF hidden_states[-1]), a different kind of tensor from the blocks' outputs."
 )
+LAYER_ROLES_TEXT = (
+    " In this database layer 0 and layer L are reported on rows of their own (scope 'layer 0', "
+    "'final layer') and kept out of the bands, which split the layers between them."
+)
 VERDICTS = {
     "supported": "Holm-corrected p < alpha and the effect has the claimed sign.",
     "reversed": "Holm-corrected p < alpha and the effect has the other sign.",
@@ -126,12 +130,17 @@ def unit_of(metric: str) -> str:
 
 
 def glossary_section(
-    variants: Iterable[str], interventions: Iterable[str], metrics: Iterable[str]
+    variants: Iterable[str],
+    interventions: Iterable[str],
+    metrics: Iterable[str],
+    *,
+    layer_roles: bool = False,
 ) -> Section:
     """The glossary of what the database holds: its variants, interventions, token sets and
-    metrics, plus the bands and the verdict words. Unknown names are listed as such."""
+    metrics, plus the bands and the verdict words. Unknown names are listed as such.
+    ``layer_roles``: the claims report layer 0 and L on rows of their own (outside the bands)."""
     variants, interventions, metrics = list(variants), list(interventions), list(metrics)
-    sec = Section("Glossary", paragraphs=[BANDS_TEXT])
+    sec = Section("Glossary", paragraphs=[BANDS_TEXT + (LAYER_ROLES_TEXT if layer_roles else "")])
     known = {**VARIANTS}
     rows = [
         [v, known.get(v, "not described here (a variant this report does not know)")]
