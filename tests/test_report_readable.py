@@ -548,3 +548,43 @@ def test_dose_response_table_of_the_stats_stage_is_shown(project, tmp_path, monk
     ]
     assert drawn == [("erank", 5)]
     assert any("layer0_erank" in str(p) for p, _ in sec.figures)
+
+
+def test_provenance_reads_git_dvc_lock_and_params(tmp_path):
+    import subprocess
+
+    import yaml
+
+    from homog.config import Params
+    from homog.report.provenance import gather, provenance_sections
+
+    out = {"path": "data/synth/texts.parquet", "md5": "0123456789abcdef0123456789abcdef"}
+    lock = {"schema": "2.0", "stages": {"synth": {"outs": [out]}}}
+
+    (tmp_path / "dvc.lock").write_text(yaml.safe_dump(lock))
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "dvc.lock"], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    params = Params()
+    prov = gather(pd.DataFrame(), tmp_path / "h.duckdb", "homog report", root=tmp_path,
+                  params=params, params_name="params.yaml", synth=SYNTH,
+                  synth_path=tmp_path / "report.json", n_original_texts=16)  # fmt: skip
+    assert prov.git_commit == head.strip() and prov.git_dirty is False
+    assert prov.dvc_lock == [["synth", "data/synth/texts.parquet",
+                              "0123456789abcdef0123456789abcdef"]]  # fmt: skip
+    assert prov.corpus["source"] == params.corpus.source and prov.corpus["n (requested)"] == 100
+    assert prov.corpus["texts in the database (original variant)"] == 16
+    assert prov.synth_params["rephraser"] == params.synth.rephraser
+    assert prov.synth_params["bertscore.threshold"] == params.synth.bertscore.threshold
+    assert prov.timings == {"parse": 1.5, "total": 9.0} and prov.missing == []
+    (tmp_path / "dvc.lock").write_text(yaml.safe_dump({**lock, "schema": "2.1"}))
+    dirty = gather(pd.DataFrame(), tmp_path / "h.duckdb", "c", root=tmp_path, params=None,
+                   params_name="my.yaml", synth=None, synth_path=None,
+                   n_original_texts=None)  # fmt: skip
+    assert dirty.git_dirty is True
+    assert any("my.yaml not found" in m for m in dirty.missing)
+    visible, details = provenance_sections(prov, pd.DataFrame())
+    assert f"{head.strip()} (clean)" in visible.paragraphs[0]
+    assert details.collapsed and any(t.caption == "dvc.lock" for t in details.tables)
