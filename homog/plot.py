@@ -22,8 +22,12 @@ VARIANT_COLORS = {
     "front": "#D55E00",
     "end": "#0072B2",
     "control": "#009E73",
+    "key_first": "#CC79A7",
+    "key_mid": "#E69F00",
+    "key_last": "#56B4E9",
+    "key_control": "#999999",
 }
-EXTRA_COLORS = ("#CC79A7", "#E69F00", "#56B4E9", "#F0E442")
+EXTRA_COLORS = ("#F0E442", "#882255", "#44AA99", "#332288")
 INTERVENTION_STYLES = {"none": "-", "zero_pos": "--", "shuffle_pos": ":"}
 METRIC_LABELS = {
     "erank": "effective rank",
@@ -81,9 +85,9 @@ def layer_curves_figure(
     """Plot ``homog.store.layer_curves`` rows: one panel per model, one line per variant.
 
     Shaded bands are the 95 % CIs; intervention runs are dashed/dotted; with ``significance``
-    a small marker under a curve flags layers where the variant differs from the original
-    (Holm-corrected p of the stats stage < significance). ``x``: 'layer' or 'rel_depth'.
-    Writes ``out`` (.png/.pdf/.svg) atomically and returns its path.
+    a dot on a variant's curve flags layers where it differs from the original (Holm-corrected
+    p of the stats stage < significance); on the curve, a mark never leaves the data's range.
+    ``x``: 'layer' or 'rel_depth'. Writes ``out`` (.png/.pdf/.svg) atomically and returns its path.
     """
     import matplotlib
 
@@ -108,9 +112,6 @@ def layer_curves_figure(
                 series.setdefault(
                     (r["run_id"], r.get("intervention") or "none", r["variant"]), []
                 ).append(r)
-            y_min = min(r["mean"] for r in mrows if r["mean"] is not None)
-            y_max = max(r["mean"] for r in mrows if r["mean"] is not None)
-            mark_y = y_min - 0.06 * (y_max - y_min or 1.0)
             for (_, intervention, variant), pts in series.items():
                 pts = sorted(pts, key=lambda r: r["layer"])
                 xs = np.array([r[x] for r in pts], dtype=float)
@@ -132,12 +133,10 @@ def layer_curves_figure(
                             for r in pts
                         ]
                     )
-                    sig = p < significance
+                    sig = (p < significance) & np.isfinite(mean)
                     if sig.any() and intervention == "none":
-                        ax.plot(
-                            xs[sig], np.full(sig.sum(), mark_y), "|", color=color, ms=4, mew=1.0
-                        )
-                        mark_y -= 0.035 * (y_max - y_min or 1.0)
+                        # on the curve itself: a mark can never leave the data's range
+                        ax.plot(xs[sig], mean[sig], "o", color=color, ms=2.6, mew=0, zorder=3)
             ax.set_title(model)
             if x == "layer":
                 from matplotlib.ticker import MaxNLocator
@@ -163,7 +162,7 @@ def layer_curves_figure(
         )
         note = "shaded: 95% CI over texts (unchanged runs)"
         if significance is not None:
-            note += f"; ticks: Holm p < {significance:g} vs original"
+            note += f"; dots: Holm p < {significance:g} vs original"
         fig.text(0.99, 1.0, note, ha="right", va="bottom", fontsize=7, color="0.4")
         fig.tight_layout(rect=(0, 0.08, 1, 1))
         try:

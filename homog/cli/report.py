@@ -30,26 +30,42 @@ REPORT_DIR = Path("data/report")
     show_default=True,
     help="html: one self-contained file (figures embedded); md: Markdown + <name>_files/*.png.",
 )
-def report(params_path: Path, db_path: Path | None, out: Path | None, fmt: str) -> None:
+@click.option(
+    "--figures-dir",
+    "figures_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="With --format md: where the PNGs go (linked relative to the page) "
+    "[default: <name>_files beside it].",
+)
+def report(
+    params_path: Path, db_path: Path | None, out: Path | None, fmt: str, figures_dir: Path | None
+) -> None:
     """Check the paper's claims on the database and write one readable document.
 
-    A claims table per model (effect, 95% CI, Holm p, verdict), the manipulation strength
-    (key-phrase positions, BERTScore), layer curves with CIs, attention heatmaps, MAUVE, the
-    positional-encoding lab beside the paper's numbers, and the provenance. The verdict rules
-    are in the README ("homog report").
+    A summary with one paragraph per claim, a glossary, the manipulation strength, the claims
+    tables per model (effect, 95% CI, Holm p, verdict), the layer-0 control, layer curves,
+    attention heatmaps, MAUVE, the positional-encoding lab beside the paper's numbers, and the
+    provenance. How to read it: docs/report.md. Without a params file it uses the stats
+    defaults and names what it could not find.
 
     \b
     Examples:
       homog report                          # data/report/report.html
       homog report --format md -o paper/report.md
       homog report --db other.duckdb -o other.html
+      homog report --format md -o docs/results.md --figures-dir docs/results
     """
     from homog.config import load_config
     from homog.layout import Layout, default_db
     from homog.report import build_report
 
-    params = load_config(params_path)
+    # without a params file the report still builds (stats defaults) and names what is missing
+    params = load_config(params_path) if params_path.exists() else None
     db = db_path or default_db(params_path)
     out = out or REPORT_DIR / f"report.{fmt}"
-    path = build_report(db, out, fmt=fmt, params=params, synth_report=Layout().synth_report)
+    path = build_report(
+        db, out, fmt=fmt, params=params, synth_report=Layout().synth_report,
+        figures_dir=figures_dir, params_name=str(params_path),
+    )  # fmt: skip
     click.echo(f"wrote {path}", err=True)

@@ -11,12 +11,12 @@ from typing import Any
 
 import pandas as pd
 
-from homog import __version__
 from homog.config import Params
 from homog.errors import HomogError
 from homog.io import atomic_path
 from homog.report.claims import claims_table
-from homog.report.document import Section, Table, to_html, to_markdown
+from homog.report.document import Section, to_html, to_markdown
+from homog.report.posenc_view import POSENC_SQL
 
 FORMATS = ("html", "md")
 # erank__no_sink / erank__standardized: does the effect survive without sink tokens and rogue
@@ -30,17 +30,9 @@ CURVE_METRICS = (
     "sink_rate",
     "resultant_length",
 )
-# Accuracy reported by arXiv 2505.13027 (test split, %): (encoding, task) -> accuracy
-PAPER_POSENC = {
-    ("rope", "distance"): 92.64,
-    ("rope", "count"): 69.43,
-    ("mla", "distance"): 88.34,
-    ("mla", "count"): 97.41,
-    ("nope", "count"): 77.69,
-}
 CLAIM_COLUMNS = [
-    "claim", "statement", "scope", "effect", "ci_low", "ci_high", "p_holm", "n", "verdict",
-    "note",
+    "claim", "statement", "metric", "scope", "effect", "ci_low", "ci_high", "p_holm", "n",
+    "verdict", "note",
 ]  # fmt: skip
 
 
@@ -78,11 +70,7 @@ def read_inputs(con: Any) -> dict[str, pd.DataFrame]:
             "SELECT r.model, m.variant, m.layer, m.mauve FROM mauve_scores m "
             "JOIN runs r USING (run_id) WHERE coalesce(r.intervention, 'none') = 'none'",
         ),
-        "posenc": get(
-            "posenc_results",
-            "SELECT pe, task, avg(accuracy) AS accuracy, count(*) AS seeds FROM posenc_results "
-            "WHERE split = 'test' GROUP BY pe, task ORDER BY pe, task",
-        ),
+        "posenc": get("posenc_results", POSENC_SQL),
         "ablation": get(
             "head_ablation",
             "SELECT pe, task, layer, head, avg(drop) AS drop FROM head_ablation "
@@ -91,103 +79,22 @@ def read_inputs(con: Any) -> dict[str, pd.DataFrame]:
     }
 
 
-TEST_NAMES = {
-    "sign_flip": "paired sign-flip permutation test of the mean",
-    "wilcoxon": "Wilcoxon signed-rank",
-}
-
-
-def claims_section(
-    claims: pd.DataFrame, alpha: float, *, ci: float = 0.95, test: str = "sign_flip"
-) -> Section:
-    sec = Section(
-        "Claims of arXiv 2508.17126",
-        paragraphs=[
-            "One row per claim, model and scope. effect: the mean paired difference over texts "
-            "(a - b; for claim 4 the number of layers where the metric separates the variants "
-            f"in the claimed direction); CI: {ci:.0%} percentile bootstrap; p_holm: "
-            f"{TEST_NAMES[test]}, Holm-corrected within its family. Verdicts at alpha = {alpha:g}: "
-            "supported (p_holm < alpha and the claimed sign), reversed (p_holm < alpha, the "
-            "other sign), not supported (otherwise). Rows marked (no_sink) or (standardized) "
-            "repeat claim 1 on the token sets without sink tokens or with standardized "
-            "features: does the effect survive?",
-        ],
-    )
-    if claims.empty:
-        sec.paragraphs.append("No contrasts in the database: run `homog stats` and `homog load`.")
-    for model, cm in claims.groupby("model", sort=False):
-        rows = cm[CLAIM_COLUMNS].astype(object).where(cm[CLAIM_COLUMNS].notna(), None)
-        sec.tables.append(
-            Table(CLAIM_COLUMNS, rows.values.tolist(), caption=model, verdict_column="verdict")
-        )
-    return sec
-
-
-def manipulation_section(texts: pd.DataFrame, synth_report: dict[str, Any] | None) -> Section:
-    sec = Section(
-        "Manipulation strength",
-        paragraphs=[
-            "How far the variants moved the key phrases, and how much they paraphrased: the "
-            "texts table of the database, and the synth stage's report.json when present."
-        ],
-    )
-    if not texts.empty:
-        sec.tables.append(
-            Table(
-                ["dataset", "variant", "texts", "mean BERTScore F1"],
-                texts[["dataset", "variant", "n_texts", "bertscore_f1"]].values.tolist(),
-            )
-        )
-    if synth_report:
-        flat = _flatten(synth_report)
-        sec.tables.append(
-            Table(["synth report key", "value"], [[k, v] for k, v in flat], "synth report.json")
-        )
-    return sec
-
-
-def _flatten(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:
-    if isinstance(obj, dict):
-        out: list[tuple[str, Any]] = []
-        for k, v in obj.items():
-            out += _flatten(v, f"{prefix}.{k}" if prefix else str(k))
-        return out
-    if isinstance(obj, list):
-        return [(prefix, ", ".join(map(str, obj[:20])) + (" ..." if len(obj) > 20 else ""))]
-    return [(prefix, obj)]
-
-
-def posenc_section(posenc: pd.DataFrame, ablation: pd.DataFrame, figdir: Path) -> Section:
-    from homog.report.figures import ablation_figure
-
-    sec = Section("Positional-encoding lab (arXiv 2505.13027)")
-    if posenc.empty:
-        sec.paragraphs.append("No posenc_results in the database.")
-        return sec
-    rows = [
-        [r.pe, r.task, 100 * r.accuracy, PAPER_POSENC.get((r.pe, r.task)), int(r.seeds)]
-        for r in posenc.itertuples()
-    ]
-    sec.tables.append(
-        Table(["encoding", "task", "test accuracy %", "paper %", "seeds"], rows,
-              "mean test accuracy over seeds, beside the paper's numbers where it gives them")
-    )  # fmt: skip
-    for task in sorted(set(ablation["task"])) if not ablation.empty else []:
-        rows_t = ablation[ablation["task"] == task].to_dict("records")
-        path = ablation_figure(rows_t, task, figdir / f"ablation_{task}.png")
-        sec.figures.append((path, f"Head ablation, {task} task (mean accuracy drop over seeds)"))
-    return sec
-
-
 def figure_sections(
-    con: Any, runs: pd.DataFrame, mauve: pd.DataFrame, figdir: Path
+    con: Any, runs: pd.DataFrame, mauve: pd.DataFrame, figdir: Path, variants: list[str]
 ) -> list[Section]:
     """Layer curves with CIs, MAUVE, and the attention heatmaps (two per row)."""
     from homog.plot import attention_heatmap_figure, layer_curves_figure
     from homog.report.figures import mauve_figure
     from homog.store.query import attention_profile, layer_curves, metrics
 
-    curves = Section("Layer curves")
+    curves = Section(
+        "Layer curves",
+        paragraphs=[
+            "Each metric per layer, mean over texts with its 95% CI (shaded). A dot on a "
+            "variant's curve marks a layer where it differs from the original (Holm p < 0.05, "
+            "the stats stage's per-layer contrasts)."
+        ],
+    )
     present = set(metrics(con)) if not runs.empty else set()
     for metric in CURVE_METRICS:
         if metric in present:
@@ -198,40 +105,59 @@ def figure_sections(
         path = mauve_figure(mauve.to_dict("records"), figdir / "mauve.png")
         curves.figures.append((path, "MAUVE between consecutive layers (unchanged runs)"))
     heat = Section("Attention by key position", figure_width=48)
+    if not curves.figures:
+        curves.paragraphs.append("No layer metrics in the database.")
     for run in runs[runs["intervention"].fillna("none") == "none"].itertuples():
-        for variant in ("original", "front"):
+        for variant in [v for v in ("original", "front", "key_first", "key_last") if v in variants]:
             rows = attention_profile(con, run.run_id, variant)
             if rows:
                 path = figdir / f"attention_{run.model}_{variant}.png".replace("/", "_")
                 title = f"{run.model}, {variant}"
                 attention_heatmap_figure(rows, path, title=title)
                 heat.figures.append((path, f"{title}: mean over heads and texts (log colour)"))
+    if not heat.figures:
+        heat.paragraphs.append("No attention profiles in the database.")
     return [curves, heat]
 
 
-def provenance_section(runs: pd.DataFrame, db: Path, command: str) -> Section:
-    sec = Section("Provenance", code=command)
-    cols = ["run_id", "model", "model_source", "intervention", "dtype", "device", "n_layers",
-            "homog_version", "created_at"]  # fmt: skip
-    if not runs.empty:
-        have = [c for c in cols if c in runs.columns]
-        sec.tables.append(Table(have, runs[have].astype(str).values.tolist(), "runs"))
-        versions, extract = {}, {}
-        for cj in runs.get("config_json", pd.Series(dtype=str)).dropna():
-            try:
-                conf = json.loads(cj)
-            except json.JSONDecodeError:
-                continue
-            versions.update(conf.get("versions") or {})
-            extract = extract or conf.get("extract") or {}
-        if versions:
-            sec.tables.append(Table(["package", "version"], sorted(versions.items()), "versions"))
-        if extract:
-            sec.tables.append(
-                Table(["extract param", "value"], sorted(extract.items()), "extraction params")
-            )
-    sec.paragraphs.append(f"Database: {db}. homog {__version__}. Rebuild this report with:")
-    return sec
+def _variants(con: Any, data: dict[str, pd.DataFrame]) -> list[str]:
+    """Every variant the database holds (texts and contrasts), in the glossary's order."""
+    from homog.report.glossary import VARIANTS
+
+    seen = set(data["texts"]["variant"]) if not data["texts"].empty else set()
+    if not data["contrasts"].empty:
+        seen |= set(data["contrasts"]["variant_a"]) | set(data["contrasts"]["variant_b"])
+    if "layer_metrics" in _tables(con):
+        seen |= {r[0] for r in con.execute("SELECT DISTINCT variant FROM layer_metrics").fetchall()}
+    return [v for v in VARIANTS if v in seen] + sorted(seen - set(VARIANTS))
+
+
+def _posenc_config(params: Params | None) -> dict[str, Any] | None:
+    if params is None:
+        return None
+    from homog.posenc.presets import resolve
+
+    try:
+        return resolve(params.posenc)
+    except HomogError:
+        return None
+
+
+def figures_dir_for(out: Path, figures_dir: str | os.PathLike[str] | None) -> Path:
+    """Where Markdown figures go: ``figures_dir``, else ``<out stem>_files`` beside ``out``.
+
+    The directory is replaced as a whole, so it must be the report's own: neither the page's
+    directory nor one above it (HomogError).
+    """
+    files = Path(figures_dir) if figures_dir is not None else out.with_name(f"{out.stem}_files")
+    page_dir = out.parent.resolve()
+    target = files.resolve()
+    if target == page_dir or target in page_dir.parents:
+        raise HomogError(
+            f"figures directory {files} would replace the directory of the report {out}: "
+            f"name a directory of its own, e.g. {out.with_name(out.stem)}"
+        )
+    return files
 
 
 def build_report(
@@ -241,70 +167,114 @@ def build_report(
     fmt: str = "html",
     params: Params | None = None,
     synth_report: str | os.PathLike[str] | None = None,
+    figures_dir: str | os.PathLike[str] | None = None,
+    root: str | os.PathLike[str] | None = None,
+    params_name: str = "params.yaml",
 ) -> Path:
     """Write the report for the database ``db_path`` to ``out`` (HTML or Markdown).
 
     The database is opened read-only. ``params`` gives alpha and the bootstrap settings
-    (``stats:``, top-level seed; defaults otherwise); ``synth_report`` a synth report.json to
-    include. HTML embeds every figure; Markdown writes ``<out stem>_files/*.png`` beside it.
-    Both are written atomically. Raises HomogError for a missing or unreadable database or
-    an unknown format.
+    (``stats:``, top-level seed) and the corpus/synth params for the provenance; None (no
+    params file, named ``params_name``) uses the defaults and says so in the report.
+    ``synth_report``: the synth report.json (a missing file is named in the report).
+    ``root``: the project directory for the git commit and dvc.lock (default: the current
+    directory). HTML embeds every figure; Markdown writes its figures to ``figures_dir``
+    (default ``<out stem>_files``) and links them relative to the page. Both are written
+    atomically. Raises HomogError for a missing or unreadable database, an unknown format or
+    a figures directory that would replace the page's directory.
     """
+    from homog.report.claims_view import claims_section, summary_section
+    from homog.report.glossary import glossary_section
+    from homog.report.manipulation import manipulation_section
+    from homog.report.posenc_view import posenc_section
+    from homog.report.position import position_section
+    from homog.report.provenance import gather, provenance_sections, shown
     from homog.store.query import connect
 
     if fmt not in FORMATS:
         raise HomogError(f"unknown report format {fmt!r}: use one of {', '.join(FORMATS)}")
-    params = params or Params()
     out = Path(out)
+    files = figures_dir_for(out, figures_dir) if fmt == "md" else None
+    known = params or Params()
     db = Path(db_path)
+    root = Path(root) if root is not None else Path.cwd()
     con = connect(db)
     try:
         data = read_inputs(con)
-        st = params.stats
+        st = known.stats
         claims = (
             claims_table(data["contrasts"], data["runs"], data["erank"], alpha=st.alpha,
-                         n_boot=st.n_boot, ci=st.ci, seed=params.seed, test=st.test,
+                         n_boot=st.n_boot, ci=st.ci, seed=known.seed, test=st.test,
                          n_perm=st.n_perm)
             if not data["contrasts"].empty and not data["runs"].empty
             else pd.DataFrame(columns=["model", *CLAIM_COLUMNS])
         )  # fmt: skip
         synth = None
-        if synth_report is not None and Path(synth_report).exists():
-            synth = json.loads(Path(synth_report).read_text())
-        command = f"homog report --db {db} -o {out}" + (" --format md" if fmt == "md" else "")
+        synth_path = Path(synth_report) if synth_report is not None else None
+        if synth_path is not None and synth_path.exists():
+            try:
+                synth = json.loads(synth_path.read_text())
+            except json.JSONDecodeError as exc:
+                raise HomogError(f"synth report {synth_path} is not valid JSON: {exc}") from exc
+        command = f"homog report --db {shown(db)} -o {shown(out)}" + (
+            f" --format md --figures-dir {shown(files)}" if fmt == "md" else ""
+        )
+        texts = data["texts"]
+        originals = texts.loc[texts["variant"] == "original", "n_texts"] if len(texts) else None
+        prov = gather(
+            data["runs"], db, command, root=root, params=params, params_name=params_name,
+            synth=synth, synth_path=synth_path,
+            n_original_texts=int(originals.sum()) if originals is not None and len(originals)
+            else None,
+        )  # fmt: skip
+        metrics = sorted(set(data["contrasts"]["metric"])) if len(data["contrasts"]) else []
+        interventions = (
+            list(dict.fromkeys(data["runs"]["intervention"].fillna("none")))
+            if len(data["runs"]) else []
+        )  # fmt: skip
+        variants = _variants(con, data)
         with tempfile.TemporaryDirectory(prefix="homog-report-") as tmp:
             figdir = Path(tmp)
             sections = [
+                summary_section(claims, st.alpha),
+                glossary_section(
+                    variants, interventions, metrics, layer_roles="layer0_effect" in claims.columns
+                ),
+                manipulation_section(texts, synth),
                 claims_section(claims, st.alpha, ci=st.ci, test=st.test),
-                manipulation_section(data["texts"], synth),
-                *figure_sections(con, data["runs"], data["mauve"], figdir),
-                posenc_section(data["posenc"], data["ablation"], figdir),
-                provenance_section(data["runs"], db, command),
+                position_section(con, data, variants, synth, figdir),
+                *figure_sections(con, data["runs"], data["mauve"], figdir, variants),
+                posenc_section(data["posenc"], data["ablation"], figdir, _posenc_config(params)),
+                *provenance_sections(prov, data["runs"]),
             ]
             title = "homog report: token homogenization under positional bias"
             n_models = data["runs"]["model"].nunique() if len(data["runs"]) else 0
             intro = (
-                f"{len(data['runs'])} runs of {n_models} models from {db}. Each claim of the "
-                "paper is checked per model with the contrasts that `homog stats` computed."
+                f"{len(data['runs'])} runs of {n_models} model(s) from {shown(db)}. The paper "
+                "(arXiv 2508.17126) claims that tokens lose distinctiveness layer by layer, and "
+                "more so when a text's key phrase sits at its front or end. Each claim is "
+                "checked per model on paired texts (the same review in each variant); the "
+                "summary gives the answer per claim, the glossary the words."
             )
-            _write(out, fmt, title, intro, sections, figdir)
+            _write(out, fmt, title, intro, sections, files)
     finally:
         con.close()
     return out
 
 
-def _write(out: Path, fmt: str, title: str, intro: str, sections: list[Section], figdir: Path):
+def _write(out: Path, fmt: str, title: str, intro: str, sections: list[Section], files):
     out.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "html":
         text = to_html(title, intro, sections)
         with atomic_path(out) as tmp:
             tmp.write_text(text)
         return
-    files = out.with_name(f"{out.stem}_files")
+    files.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(files, directory=True) as tmpdir:
         for sec in sections:
             for path, _ in sec.figures:
                 shutil.copy(path, tmpdir / Path(path).name)
-    text = to_markdown(title, intro, sections, files.name)
+    link = Path(os.path.relpath(files.resolve(), out.parent.resolve())).as_posix()
+    text = to_markdown(title, intro, sections, link)
     with atomic_path(out) as tmp:
         tmp.write_text(text)

@@ -10,10 +10,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-VERDICT_CLASS = {"supported": "yes", "reversed": "rev", "not supported": "no"}
+VERDICT_CLASS = {
+    "supported": "yes",
+    "reversed": "rev",
+    "equivalent to no effect": "eq",
+    "inconclusive": "no",
+    "not supported": "no",
+}
 
 CSS = """
-body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;max-width:1100px;margin:2em auto;
+body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;max-width:1280px;margin:2em auto;
 padding:0 1em;color:#222;line-height:1.45}
 h1{font-size:1.6em}h2{font-size:1.25em;border-bottom:1px solid #ddd;padding-bottom:.2em;
 margin-top:2em}h3{font-size:1.05em}
@@ -21,6 +27,8 @@ table{border-collapse:collapse;margin:.6em 0 1.2em;font-size:.85em}
 th,td{border:1px solid #ddd;padding:.25em .5em;text-align:left;vertical-align:top}
 th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}
 td.yes{background:#e3f4e1}td.no{background:#f4f4f4}td.rev{background:#fbe3e0}
+td.eq{background:#e4ecf7}td.text{min-width:16em}.wide{overflow-x:auto;max-width:100%}caption{text-align:left;
+font-weight:600;padding:.2em 0}details>summary{cursor:pointer;font-weight:600}
 figure{margin:1em 0;display:inline-block;vertical-align:top;width:100%}
 figure img{max-width:100%;height:auto;border:1px solid #eee}
 figcaption{font-size:.85em;color:#555}code,pre{background:#f6f6f6;padding:.1em .3em}
@@ -48,6 +56,8 @@ class Section:
     figures: list[tuple[Path, str]] = field(default_factory=list)
     code: str = ""
     figure_width: int = 100  # percent of the page width per figure (48: two side by side)
+    after: list[str] = field(default_factory=list)  # paragraphs after the tables
+    collapsed: bool = False  # HTML: folded under its title (<details>); Markdown: as usual
 
 
 def fmt(value: Any) -> str:
@@ -62,14 +72,21 @@ def fmt(value: Any) -> str:
         if math.isnan(value):
             return "–"
         if value != 0 and abs(value) < 1e-3:
-            return f"{value:.2e}"
+            return f"{value:.3e}"
         return f"{value:.4g}"
     return str(value)
 
 
 def _inline(text: str) -> str:
-    """Escaped text with `code` spans as <code> elements."""
-    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+    """Escaped text with `code` spans as <code> and **bold** as <strong> elements."""
+    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+    return re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", text)
+
+
+def verdict_class(value: Any) -> str:
+    """The CSS class of a verdict cell (a verdict word, possibly followed by a mark)."""
+    text = str(value)
+    return next((c for w, c in VERDICT_CLASS.items() if text.startswith(w)), "")
 
 
 def to_html(title: str, intro: str, sections: list[Section]) -> str:
@@ -78,12 +95,23 @@ def to_html(title: str, intro: str, sections: list[Section]) -> str:
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
         f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>",
         f"<h1>{html.escape(title)}</h1><p>{_inline(intro)}</p>",
+        "<nav><p>Contents: "
+        + " · ".join(
+            f"<a href='#{_anchor(s.title)}'>{html.escape(s.title)}</a>"
+            for s in sections
+            if not s.collapsed
+        )
+        + "</p></nav>",
     ]
     for sec in sections:
-        out.append(f"<h2>{html.escape(sec.title)}</h2>")
+        if sec.collapsed:
+            out.append(f"<details><summary>{html.escape(sec.title)}</summary>")
+        else:
+            out.append(f"<h2 id='{_anchor(sec.title)}'>{html.escape(sec.title)}</h2>")
         out += [f"<p>{_inline(p)}</p>" for p in sec.paragraphs]
         for table in sec.tables:
             out.append(_html_table(table))
+        out += [f"<p>{_inline(p)}</p>" for p in sec.after]
         for path, caption in sec.figures:
             data = base64.b64encode(Path(path).read_bytes()).decode()
             style = "" if sec.figure_width >= 100 else f" style='width:{sec.figure_width}%'"
@@ -94,6 +122,8 @@ def to_html(title: str, intro: str, sections: list[Section]) -> str:
             )
         if sec.code:
             out.append(f"<pre><code>{html.escape(sec.code)}</code></pre>")
+        if sec.collapsed:
+            out.append("</details>")
     out.append("</body></html>")
     return "\n".join(out)
 
@@ -106,12 +136,21 @@ def _html_table(table: Table) -> str:
         cells = []
         for i, v in enumerate(row):
             cls = "num" if isinstance(v, int | float) and not isinstance(v, bool) else ""
+            if isinstance(v, str) and len(v) > 30:
+                cls = "text"  # a sentence: wide enough not to wrap into a column of words
             if i == vi:
-                cls = VERDICT_CLASS.get(str(v), "")
+                cls = verdict_class(v)
             cells.append(f"<td class='{cls}'>{html.escape(fmt(v))}</td>")
         body.append(f"<tr>{''.join(cells)}</tr>")
     caption = f"<caption>{html.escape(table.caption)}</caption>" if table.caption else ""
-    return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return (
+        f"<div class='wide'><table>{caption}<thead><tr>{head}</tr></thead>"
+        f"<tbody>{''.join(body)}</tbody></table></div>"
+    )
+
+
+def _anchor(title: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
 
 
 def to_markdown(title: str, intro: str, sections: list[Section], figure_dir: str) -> str:
@@ -127,9 +166,11 @@ def to_markdown(title: str, intro: str, sections: list[Section], figure_dir: str
             out.append("| " + " | ".join(table.columns) + " |")
             out.append("|" + "---|" * len(table.columns))
             for row in table.rows:
-                cells = [fmt(v).replace("|", "\\|") for v in row]
+                cells = [fmt(v).replace("|", "\\|").replace("\n", " ") for v in row]
                 out.append("| " + " | ".join(cells) + " |")
             out.append("")
+        for p in sec.after:
+            out += [p, ""]
         for path, caption in sec.figures:
             out += [f"![{caption}]({figure_dir}/{Path(path).name})", "", f"*{caption}*", ""]
         if sec.code:

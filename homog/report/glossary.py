@@ -1,0 +1,161 @@
+"""The report's glossary: what each variant, intervention, token set, metric, band and verdict
+word means, and the unit each metric's differences are in (pure data and one section builder).
+
+The texts are taken from docs/design.md ("Metric definitions") and the README (synth
+variants, interventions, statistics); nothing here defines anything new. Only the entries
+that the database holds are listed, plus the verdict words and bands, which every report uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from homog.report.document import Section, Table
+
+VARIANTS = {
+    "original": "the review as drawn from the corpus (after the corpus stage's cleaning).",
+    "front": "every sentence that has a key phrase rewritten so that the key phrase sits as "
+    "early in the sentence as possible (synth stage).",
+    "end": "the same rewrite toward the end: the key phrase as late in the sentence as possible.",
+    "control": "the same kind of rewrite (clause moves) that keeps the key phrase where it was "
+    "(its relative position changes by at most synth.control_tolerance): a difference between "
+    "front/end and control is position, a difference between control and original is "
+    "paraphrase.",
+    "key_first": "the review's key sentence (the one that holds its most salient key phrase) "
+    "placed first; the other sentences keep their order and every token is kept.",
+    "key_mid": "the key sentence placed in the middle of the review; the other sentences keep "
+    "their order and every token is kept.",
+    "key_last": "the key sentence placed last; the other sentences keep their order and every "
+    "token is kept.",
+    "key_control": "a non-key sentence of similar token length moved by the same distance, in "
+    "the same direction, as the position family's largest move in that text: the negative "
+    "control of the key_* family (same tokens, same kind of move, key sentence not moved).",
+}
+INTERVENTIONS = {
+    "none": "the unchanged model.",
+    "zero_pos": "position ids all 0: rotary/learned positions carry nothing, the causal mask "
+    "stays (claim 5c compares it with the unchanged run on the original texts).",
+    "shuffle_pos": "a seeded permutation of the position ids over each text's real tokens.",
+}
+TOKEN_SETS = {
+    "all": "the metric tokens (padding and tokenizer-added special tokens removed); plain "
+    "metric names such as erank.",
+    "no_sink": "all without the text's first metric token and without every token whose norm "
+    "exceeds extract.sink_norm_ratio (10) times the text's median token norm; stored as "
+    "metric__no_sink.",
+    "standardized": "all with every feature z-scored over the text's tokens (population std; "
+    "a constant feature becomes 0): removes rogue dimensions; stored as metric__standardized.",
+}
+# metric -> (definition, unit of a value and of a difference)
+METRICS = {
+    "erank": (
+        "effective rank exp(-sum p_i ln p_i), p_i = sigma_i / sum_j sigma_j, over the singular "
+        "values of the text's n x d hidden states (Roy & Vetterli 2007); lower = more "
+        "homogeneous.",
+        "effective dimensions (1 to min(n, d))",
+    ),
+    "mev": (
+        "maximum explainable variance sigma_1^2 / sum sigma_i^2: the share of the top "
+        "direction; higher = more homogeneous.",
+        "share of variance (0-1)",
+    ),
+    "schatten_1": (
+        "sum sigma_i / sqrt(sum sigma_i^2) (normalised Schatten-1 norm).",
+        "ratio (1 to sqrt(rank))",
+    ),
+    "schatten_4": (
+        "(sum sigma_i^4)^(1/4) / sqrt(sum sigma_i^2) (normalised Schatten-4 norm).",
+        "ratio (0-1)",
+    ),
+    "resultant_length": (
+        "|| (1/n) sum_i x_i / ||x_i|| ||: the length of the mean unit token vector; higher = "
+        "tokens point the same way.",
+        "length (0-1)",
+    ),
+    "mean_cosine": (
+        "(n R^2 - 1) / (n - 1), R = resultant length: the mean off-diagonal cosine.",
+        "cosine (-1 to 1)",
+    ),
+    "norm_mean": ("mean token norm.", "norm units of the model"),
+    "attn_first": (
+        "attention column mass of the first token, c_0 = (1/n) sum_i A_i0, per head, mean over "
+        "heads.",
+        "share of attention (0-1)",
+    ),
+    "attn_last": ("column mass of the last token, c_(n-1).", "share of attention (0-1)"),
+    "attn_entropy": ("mean over queries of the attention row's entropy.", "nats"),
+    "sink_rate": (
+        "share of heads whose attn_first exceeds extract.sink_epsilon (0.3) (Gu et al. 2025).",
+        "share of heads (0-1)",
+    ),
+}
+BANDS_TEXT = (
+    "Depth bands split a model's layers into early (first 25 %), middle (50 %) and late (last "
+    "25 %) (band sizes round(n/4)); a band's value is the per-text mean over its layers. "
+    "Layer 0 is the embedding output: these RoPE models give it no position, so a difference "
+    "there is lexical by construction (the negative control). Layer L is the final-norm output "
+    "(HF hidden_states[-1]), a different kind of tensor from the blocks' outputs."
+)
+LAYER_ROLES_TEXT = (
+    " In this database layer 0 and layer L are reported on rows of their own (scope 'layer 0', "
+    "'final layer') and kept out of the bands, which split the layers between them."
+)
+VERDICTS = {
+    "supported": "Holm-corrected p < alpha and the effect has the claimed sign.",
+    "reversed": "Holm-corrected p < alpha and the effect has the other sign.",
+    "equivalent to no effect": "the equivalence test (TOST) shows the effect lies within the "
+    "smallest effect of interest: the claim's effect is absent, not merely unseen.",
+    "inconclusive": "neither significant nor shown equivalent: too noisy to tell.",
+    "not supported": "(older databases) p_holm >= alpha: no effect shown, without telling "
+    "absent from too noisy.",
+    "lexical confound": "a mark beside a verdict: the contrast already differs significantly "
+    "at layer 0, the position-free token embeddings, so part of it is the words, not their "
+    "position.",
+}
+
+
+def base_metric(metric: str) -> str:
+    """``erank__no_sink`` -> ``erank``."""
+    return metric.split("__", 1)[0]
+
+
+def token_set_of(metric: str) -> str:
+    """``erank__no_sink`` -> ``no_sink``; a plain metric -> ``all``."""
+    return metric.split("__", 1)[1] if "__" in metric else "all"
+
+
+def unit_of(metric: str) -> str:
+    """The unit of a metric's values and differences (``n/a`` for an unknown metric)."""
+    return METRICS.get(base_metric(metric), ("", "n/a"))[1]
+
+
+def glossary_section(
+    variants: Iterable[str],
+    interventions: Iterable[str],
+    metrics: Iterable[str],
+    *,
+    layer_roles: bool = False,
+) -> Section:
+    """The glossary of what the database holds: its variants, interventions, token sets and
+    metrics, plus the bands and the verdict words. Unknown names are listed as such.
+    ``layer_roles``: the claims report layer 0 and L on rows of their own (outside the bands)."""
+    variants, interventions, metrics = list(variants), list(interventions), list(metrics)
+    sec = Section("Glossary", paragraphs=[BANDS_TEXT + (LAYER_ROLES_TEXT if layer_roles else "")])
+    known = {**VARIANTS}
+    rows = [
+        [v, known.get(v, "not described here (a variant this report does not know)")]
+        for v in variants
+    ]
+    sec.tables.append(Table(["variant", "what it is"], rows, "variants in the database"))
+    if interventions:
+        rows = [[i, INTERVENTIONS.get(i, "not described here")] for i in interventions]
+        sec.tables.append(Table(["intervention", "what it does"], rows, "interventions (runs)"))
+    sets = ["all", *sorted({token_set_of(m) for m in metrics} - {"all"})]
+    rows = [[s, TOKEN_SETS.get(s, "not described here")] for s in sets]
+    sec.tables.append(Table(["token set", "tokens"], rows, "token sets"))
+    bases = sorted({base_metric(m) for m in metrics if base_metric(m) in METRICS})
+    rows = [[m, *METRICS[m]] for m in bases]
+    sec.tables.append(Table(["metric", "definition", "unit"], rows, "metrics"))
+    rows = [[w, t] for w, t in VERDICTS.items()]
+    sec.tables.append(Table(["verdict word", "meaning"], rows, "verdicts"))
+    return sec

@@ -1,0 +1,590 @@
+"""homog report for a reader new to the paper: summary paragraphs that match the claim rows,
+a glossary of every variant present, the manipulation table from the synth measures (present
+or absent), the provenance naming what is missing, significance marks inside the data, the
+position figures, and a Markdown page whose numbers equal the database's.
+
+The database is built as the pipeline builds one (synthetic extract outputs, then the real
+``stats`` and ``load`` stages), with the position family (key_*) beside the paper's variants.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from homog.cli import main
+from homog.errors import HomogError
+from homog.layout import Layout
+from homog.report import build_report
+from homog.report.claims_view import COLUMNS, claim_group, summary_section, table_cells, tally
+from homog.report.document import fmt
+from homog.report.glossary import VARIANTS
+from homog.report.manipulation import manipulation_section
+from homog.report.posenc_view import posenc_section
+from homog.report.position import dose_rows, key_positions, layer0_rows
+
+N_TEXTS, N_LAYERS = 16, 8
+# erank shift per variant (key_* by their position: a designed dose-response of +2 per unit)
+SHIFT = {"original": 0.0, "front": -2.0, "end": 0.6, "control": 0.0, "key_first": 0.0,
+         "key_mid": 1.0, "key_last": 2.0, "key_control": 0.0}  # fmt: skip
+LEXICAL = {"control": 1.0}  # a layer-0 difference: words, not position
+
+
+def write_run(layout: Layout, model: str, intervention: str, rng) -> None:
+    rows = []
+    base = 30 - 2.0 * np.arange(N_LAYERS + 1)
+    for variant, shift in SHIFT.items():
+        for s in range(N_TEXTS):
+            erank = base + rng.normal(0, 0.4, N_LAYERS + 1)
+            erank[1:] += shift
+            erank[0] += LEXICAL.get(variant, 0.0)
+            for layer in range(N_LAYERS + 1):
+                sid = f"s{s:03d}"
+                rows.append((variant, sid, layer, "erank", erank[layer]))
+                rows.append((variant, sid, layer, "erank__no_sink", erank[layer] + 1.0))
+                rows.append((variant, sid, layer, "mev", 0.2 + rng.normal(0, 0.01)))
+                if layer:
+                    rows.append((variant, sid, layer, "attn_first", 0.3 + rng.normal(0, 0.02)))
+                    # a rate near 0, as sink_rate is on real models: marks must stay >= 0
+                    rate = 0.02 + (0.02 if variant == "front" else 0.0) + rng.normal(0, 0.002)
+                    rows.append((variant, sid, layer, "sink_rate", max(rate, 0.0)))
+    frame = pd.DataFrame(rows, columns=["variant", "sample_id", "layer", "metric", "value"])
+    run_id = f"{model}-{intervention}"
+    frame.insert(0, "run_id", run_id)
+    frame["layer"] = frame["layer"].astype("int32")
+    out = layout.run_dir(model, intervention)
+    out.mkdir(parents=True)
+    frame.to_parquet(out / "layer_metrics.parquet", index=False)
+    record = {
+        "run_id": run_id, "model": model, "model_source": "random:tiny-llama",
+        "n_layers": N_LAYERS, "d_model": 64, "n_heads": 4, "dtype": "float32",
+        "device": "cpu", "intervention": intervention,
+        "config_json": json.dumps({"extract": {"max_tokens": 64}, "versions": {"homog": "t"}}),
+        "homog_version": "test", "created_at": "2026-01-01T00:00:00+00:00",
+        "pair_key": f"{model}-pair",
+    }  # fmt: skip
+    (out / "run.json").write_text(json.dumps(record))
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    from homog.stats import stats_stage
+    from homog.store import load
+
+    root = tmp_path_factory.mktemp("readable")
+    layout = Layout(root)
+    rng = np.random.default_rng(1)
+    for model in ("m1", "m2"):
+        write_run(layout, model, "none", rng)
+    texts = pd.DataFrame(
+        [{"dataset": "demo", "variant": v, "sample_id": f"s{s:03d}", "text": f"text {s} {v}",
+          "label": "pos", "keyphrase": "plot", "bertscore_f1": 1.0 if v == "original"
+          else float(rng.uniform(0.9, 1.0))} for v in SHIFT for s in range(N_TEXTS)]
+    )  # fmt: skip
+    layout.texts.parent.mkdir(parents=True)
+    texts.to_parquet(layout.texts, index=False)
+    params = {
+        "models": {m: {"source": "random:tiny-llama"} for m in ("m1", "m2")},
+        "stats": {"n_boot": 200},
+        "extract": {"interventions": ["none"]},
+        "posenc": {"encodings": []},
+    }
+    stats_stage(params, root)
+    load(params, layout.db(), root)
+    return root
+
+
+SYNTH = {
+    "rephraser": "parse",
+    "texts_in": 20,
+    "texts_kept": 16,
+    "dropped": {"no_keyphrase": 3, "not_rewritten": 1},
+    "bertscore_f1": {"front": 0.95, "end": 0.96, "control": 0.97},
+    "fluency": {"front": {"median": -0.12}, "end": {"median": -0.08}},
+    "fluency_audit": {"front": {"median": -0.2}},
+    "timings": {"parse": 1.5, "total": 9.0},
+    "manipulation": {
+        "per_model": {
+            "m1": {
+                "front": {"token_change_mean": 4.25, "token_change_zero_share": 0.1,
+                          "multiset_equal_share": 0.05},
+                "key_first": {"token_change_mean": 0.0, "token_change_zero_share": 1.0,
+                              "multiset_equal_share": 0.9875},
+            },
+        },
+        "key_sentence": {
+            "original": {"start_token_share_mean": 0.41, "shift_mean": 0.0,
+                         "already_first_share": 0.3125, "already_last_share": 0.25},
+            "key_first": {"start_token_share_mean": 0.0, "shift_mean": -0.41,
+                          "already_first_share": 0.3125, "already_last_share": 0.25},
+            "key_mid": {"start_token_share_mean": 0.47, "shift_mean": 0.06,
+                        "already_first_share": 0.3125, "already_last_share": 0.25},
+            "key_last": {"start_token_share_mean": 0.83, "shift_mean": 0.42,
+                         "already_first_share": 0.3125, "already_last_share": 0.25},
+        },
+        "edges": {
+            "front": {"start_share": 0.6061, "end_share": 0.31, "start_share_original": 0.4512,
+                      "end_share_original": 0.41, "start_shift": 0.1549, "end_shift": -0.1},
+            "end": {"start_share": 0.33, "end_share": 0.6071, "start_share_original": 0.4512,
+                    "end_share_original": 0.41, "start_shift": -0.1212, "end_shift": 0.1971},
+        },
+        "length_match": {
+            "front": {"kept_share": 0.375, "token_change_hist": {"0": 6},
+                      "move_kinds": {"clause_swap": 4, "adverbial_front": 2}},
+        },
+    },
+}  # fmt: skip
+
+
+def frames(db: Path) -> dict[str, pd.DataFrame]:
+    from homog.report.build import read_inputs
+
+    with duckdb.connect(str(db), read_only=True) as con:
+        return read_inputs(con)
+
+
+def claims_frame(project) -> pd.DataFrame:
+    from homog.report import claims_table
+
+    f = frames(Layout(project).db())
+    return claims_table(f["contrasts"], f["runs"], f["erank"], n_boot=200)
+
+
+def with_new_columns(claims: pd.DataFrame) -> pd.DataFrame:
+    """The claims frame as the extended Claim gives it: new columns and verdict words."""
+    c = claims.copy()
+    c["raw_effect"] = c["effect"] + 0.5
+    c["adjusted"] = True
+    c["dz"] = c["effect"] / 2
+    c["pct_of_baseline"] = 100 * c["effect"] / 30
+    c["unit"] = "effective dimensions"
+    c["p_tost"] = 0.5
+    c["layer0_effect"] = 0.25
+    c["lexical_confound"] = c["comparison"].str.startswith("control")
+    c["rel_layer0_effect"] = c["effect"] - 0.25
+    c["rel_layer0_ci_low"] = c["ci_low"] - 0.25
+    c["rel_layer0_ci_high"] = c["ci_high"] - 0.25
+    c["verdict"] = c["verdict"].replace({"not supported": "inconclusive"})
+    c.loc[c.index[:2], "verdict"] = "equivalent to no effect"
+    return c
+
+
+def paragraph_of(section, label: str) -> str:
+    return next(p for p in section.paragraphs if p.startswith(f"**{label}:"))
+
+
+@pytest.mark.parametrize("extended", [False, True])
+def test_claim_paragraphs_match_the_rows(project, extended):
+    claims = claims_frame(project)
+    claims = with_new_columns(claims) if extended else claims
+    sec = summary_section(claims, 0.05)
+    groups = claims.apply(claim_group, axis=1)
+    assert set(groups) == {"1", "2", "3", "4", "5"}
+    for group in set(groups):
+        rows = claims[groups == group]
+        text = paragraph_of(sec, f"Claim {group}")
+        assert f"Tested with {len(rows)} rows on 2 model(s)" in text
+        for model in ("m1", "m2"):
+            # the per-model tally is the rows' verdicts, counted independently here
+            counts = rows.loc[rows["model"] == model, "verdict"].value_counts().to_dict()
+            said = re.search(rf"\b{model}: ([^.;]*)", text).group(1)
+            parsed = {w: int(k) for k, w in re.findall(r"(\d+) ([a-z ]+?)(?:,|$)", said)}
+            assert parsed == counts, (model, said)
+        best = rows.loc[pd.to_numeric(rows["p_holm"]).idxmin()]
+        if (rows["p_holm"] == best["p_holm"]).sum() == 1:
+            assert f"{best['statement']}, {best['scope']}: {fmt(float(best['effect']))}" in text
+        if extended and rows["lexical_confound"].any():
+            k = int(rows["lexical_confound"].sum())
+            assert f"Caveat: {k} row(s) carry the lexical-confound mark" in text
+        assert "Units: " in text
+    # the summary's first paragraph counts every row
+    assert sec.paragraphs[0].startswith(f"{len(claims)} claim rows on 2 model(s)")
+    assert tally(claims["verdict"]) in sec.paragraphs[0]
+
+
+OLD_COLUMNS = ["model", "claim", "statement", "metric", "comparison", "scope", "effect",
+               "ci_low", "ci_high", "p_holm", "n", "verdict", "note"]  # fmt: skip
+
+
+def test_claim_table_cells_show_na_for_absent_columns(project):
+    claims = claims_frame(project)
+    headers = list(COLUMNS)
+    old = table_cells(claims[OLD_COLUMNS].iloc[0])  # a claims table before issue 29
+    for h in ("dz", "% of original", "p_tost", "layer-0 diff", "beyond layer 0"):
+        assert old[headers.index(h)] == "n/a"
+    # without a length adjustment the effect is the raw difference
+    assert old[headers.index("raw effect")] == claims.iloc[0]["effect"]
+    assert summary_section(claims[OLD_COLUMNS], 0.05).paragraphs  # renders
+    new_frame = with_new_columns(claims)
+    row = new_frame[new_frame["lexical_confound"]].iloc[0]
+    new = table_cells(row)
+    assert new[headers.index("dz")] == pytest.approx(row["dz"])
+    assert new[headers.index("raw effect")] == pytest.approx(row["raw_effect"])
+    assert new[headers.index("verdict")].endswith("(lexical confound)")
+    lo, hi = row["rel_layer0_ci_low"], row["rel_layer0_ci_high"]
+    assert new[headers.index("beyond layer 0, CI")] == f"[{fmt(lo)}, {fmt(hi)}]"
+    # a row whose new cells are empty (NaN / None / NA) is neither marked nor broken
+    blank = new_frame.iloc[0].copy()
+    blank["lexical_confound"], blank["token_set"], blank["dz"] = float("nan"), None, pd.NA
+    blank["rel_layer0_ci_low"] = float("nan")
+    cells = table_cells(blank)
+    assert "lexical confound" not in cells[headers.index("verdict")]
+    assert cells[headers.index("token set")] == "all"
+    assert cells[headers.index("dz")] == "n/a"
+    assert math.isnan(cells[headers.index("beyond layer 0, CI")])  # shown as a dash
+    mixed = new_frame.astype(object)
+    mixed.loc[mixed.index[0], "lexical_confound"] = None
+    mixed.loc[mixed.index[1], "adjusted"] = float("nan")
+    assert summary_section(mixed, 0.05).paragraphs  # renders
+
+
+def md_tables(text: str) -> dict[str, list[dict[str, str]]]:
+    """Every Markdown table of the page by its caption line: a list of {header: cell}."""
+    out, lines = {}, text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("| ") and 2 <= i < len(lines) - 1 and lines[i + 1].startswith("|---"):
+            caption = lines[i - 2].strip("*")
+            headers = [h.strip() for h in line.strip("|").split(" | ")]
+            rows = []
+            for body in lines[i + 2 :]:
+                if not body.startswith("| "):
+                    break
+                cells = [c.strip() for c in re.split(r"(?<!\\) \| ", body.strip()[2:-2])]
+                rows.append(dict(zip(headers, cells, strict=True)))
+            out[caption] = rows
+    return out
+
+
+def test_markdown_page_numbers_equal_the_database(project, tmp_path):
+    from homog.stats import band_of_layers
+
+    db = Layout(project).db()
+    page = tmp_path / "docs" / "results.md"
+    synth = tmp_path / "report.json"
+    synth.write_text(json.dumps(SYNTH))
+    build_report(db, page, fmt="md", figures_dir=tmp_path / "docs" / "results",
+                 synth_report=synth, root=tmp_path)  # fmt: skip
+    text = page.read_text()
+    # figures beside the page, linked relatively (as docs/results.md -> docs/results/*.png)
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    assert links and all(link.startswith("results/") for link in links)
+    assert all((page.parent / link).exists() for link in links)
+    assert any("layer0_erank" in link for link in links)
+    assert any("dose_erank" in link for link in links)
+    tables = md_tables(text)
+    checked = 0
+    with duckdb.connect(str(db), read_only=True) as con:
+        for caption in [c for c in tables if c.startswith("claim 1, ")]:
+            model = caption.split(", ")[1]
+            run = con.execute(
+                "SELECT run_id FROM runs WHERE model = ? AND intervention = 'none'", [model]
+            ).fetchone()[0]
+            for row in tables[caption]:
+                a = row["statement"].split()[0]
+                metric = row["statement"].split(" than ")[0].split()[-1]
+                band = {"layer 0": "layer0", "final layer": "final"}.get(
+                    row["scope"], row["scope"].split()[0]
+                )
+                want = (
+                    con.execute(
+                        "SELECT * FROM contrasts WHERE run_id = ? AND variant_a = ? AND "
+                        "variant_b = 'original' AND metric = ? AND band = ? AND "
+                        "baseline_run_id IS NULL",
+                        [run, a, metric, band],
+                    )
+                    .fetch_df()
+                    .iloc[0]
+                )
+                num = {h: float(row[h]) for h in ("effect", "raw effect", "CI low", "CI high",
+                                                  "p_holm")}  # fmt: skip
+                close = lambda g, w: g == pytest.approx(w, rel=5e-4, abs=1e-12)  # noqa: E731
+                assert close(num["raw effect"], want["mean_diff"]), (row, want)
+                assert int(row["n"]) == want["n"] == N_TEXTS
+                # the effect and its CI: the raw ones, or the length-adjusted ones where a
+                # newer stats stage adjusted this contrast
+                pairs = [("mean_diff", "ci_low", "ci_high")]
+                if "adj_diff" in want.index:
+                    pairs.append(("adj_diff", "adj_ci_low", "adj_ci_high"))
+                assert any(
+                    close(num["effect"], want[e]) and close(num["CI low"], want[lo])
+                    and close(num["CI high"], want[hi]) for e, lo, hi in pairs
+                ), (row, want)  # fmt: skip
+                if "p_value" in want.index:  # a family-wide Holm p is never below the raw p
+                    assert num["p_holm"] >= float(want["p_value"]) * (1 - 5e-4)
+                if "adj_diff" not in want.index:  # the stats stage's own Holm p
+                    assert close(num["p_holm"], want["p_holm"])
+                checked += 1
+        # models x (front, end) x bands x (erank, erank__no_sink, mev), at least
+        assert checked >= 2 * 2 * 3 * 3
+        # claim 2's effect: late-band minus early-band erank of the original texts (numpy)
+        for caption in [c for c in tables if c.startswith("claim 2, ")]:
+            model = caption.split(", ")[1]
+            m = con.execute(
+                "SELECT sample_id, layer, value FROM layer_metrics WHERE metric = 'erank' AND "
+                "variant = 'original' AND run_id = ?", [f"{model}-none"]
+            ).fetch_df().pivot(index="sample_id", columns="layer", values="value")  # fmt: skip
+            bands = band_of_layers(list(m.columns))
+            d = m[bands["late"]].mean(axis=1) - m[bands["early"]].mean(axis=1)
+            assert float(tables[caption][0]["effect"]) == pytest.approx(d.mean(), rel=5e-4)
+        # manipulation: texts and mean BERTScore per variant from the texts table
+        measures = {r["measure"]: r for r in tables["per variant"]}
+        texts = con.execute(
+            "SELECT variant, count(*), avg(bertscore_f1) FROM texts GROUP BY variant"
+        ).fetchall()
+        assert len(texts) == len(SHIFT)
+        for variant, n, f1 in texts:
+            assert int(measures["texts"][variant]) == n
+            if f1 is not None:
+                assert float(measures["mean BERTScore F1"][variant]) == pytest.approx(f1, 5e-4)
+
+
+def test_glossary_lists_every_variant_present(project, tmp_path):
+    db = Layout(project).db()
+    page = build_report(db, tmp_path / "r.md", fmt="md", root=tmp_path)
+    glossary = md_tables(page.read_text())["variants in the database"]
+    listed = {r["variant"]: r["what it is"] for r in glossary}
+    with duckdb.connect(str(db), read_only=True) as con:
+        present = {
+            v for (v,) in con.execute("SELECT DISTINCT variant FROM layer_metrics").fetchall()
+        }
+    assert present == set(SHIFT) and set(listed) == present
+    for v in present:
+        assert listed[v] == VARIANTS[v]
+    text = page.read_text()
+    for word in ("no_sink", "equivalent to no effect", "inconclusive", "lexical confound"):
+        assert word in text
+
+
+def test_manipulation_table_with_and_without_the_synth_measures():
+    texts = pd.DataFrame({"dataset": ["d"] * 3, "variant": ["original", "front", "end"],
+                          "n_texts": [16, 16, 16], "bertscore_f1": [1.0, 0.95, 0.96]})  # fmt: skip
+    sec = manipulation_section(texts, SYNTH)
+    main_t = sec.tables[0]
+    assert main_t.columns[:4] == ["measure", "original", "front", "end"]
+    # measures as rows, variants as columns: rows[variant][measure]
+    rows = {v: {r[0]: r[i] for r in main_t.rows} for i, v in enumerate(main_t.columns) if i}
+    front = rows["front"]
+    assert front["key phrase at sentence start"] == 0.6061
+    assert front["original at start"] == 0.4512 and front["start shift"] == 0.1549
+    assert front["fluency Δ median (filter)"] == -0.12
+    assert rows["key_mid"]["key sentence start (share of tokens)"] == 0.47
+    assert rows["key_last"]["key sentence shift"] == 0.42
+    assert rows["original"]["key phrase at sentence start"] == 0.4512  # the baseline itself
+    assert rows["original"]["start shift"] == "n/a"
+    per_model = sec.tables[1]
+    assert ["m1", "key_first", 0.0, 1.0, 0.9875] in per_model.rows
+    assert sec.tables[2].rows[0] == ["front", 0.375, "0: 6", "clause_swap: 4, adverbial_front: 2"]
+    assert "Synth: 20 texts in, 16 kept" in " ".join(sec.paragraphs)
+    # no Python dict reprs and no timings in any cell
+    cells = [str(c) for t in sec.tables for r in t.rows for c in r]
+    assert not any("{" in c for c in cells) and "total" not in " ".join(cells)
+    # absent: the database's texts alone, and the report says the synth report is missing
+    bare = manipulation_section(texts, None)
+    assert [r[0] for r in bare.tables[0].rows] == ["texts", "mean BERTScore F1"]
+    assert bare.tables[0].rows[0] == ["texts", 16, 16, 16]
+    assert "No synth report.json was found" in " ".join(bare.paragraphs)
+    # the older keys (keyphrase_edges at_front beside the original's)
+    old = {"keyphrase_edges": {"original": {"at_front": 0.45, "at_end": 0.41},
+                               "front": {"at_front": 0.6, "at_end": 0.3}}}  # fmt: skip
+    t = manipulation_section(texts, old).tables[0]
+    front = {r[0]: r[t.columns.index("front")] for r in t.rows}
+    assert front["original at start"] == 0.45 and front["start shift"] == pytest.approx(0.15)
+    assert manipulation_section(pd.DataFrame(), None).tables == []
+
+
+def test_significance_marks_stay_within_the_data(monkeypatch, tmp_path):
+    import homog.plot as plot
+
+    captured = []
+    monkeypatch.setattr(plot, "_save", lambda fig, out: captured.append(fig) or Path(out))
+    rows = []
+    for variant, level in (("original", 0.0), ("front", 0.02)):
+        for layer in range(1, 9):
+            mean = level + 0.001 * layer  # a rate near 0, as sink_rate is on real models
+            rows.append({"model": "m", "run_id": "r", "intervention": "none", "variant": variant,
+                         "layer": layer, "mean": mean, "ci_low": mean - 0.005,
+                         "ci_high": mean + 0.005,
+                         "p_holm_vs_original": 0.001 if variant == "front" else None})  # fmt: skip
+    plot.layer_curves_figure(rows, "sink_rate", tmp_path / "s.png")
+    ax = captured[0].axes[0]
+    means = [r["mean"] for r in rows]
+    marks = [ln for ln in ax.get_lines() if ln.get_marker() not in ("None", None, "")]
+    assert marks, "no significance marks drawn"
+    ys = np.concatenate([np.asarray(ln.get_ydata(), dtype=float) for ln in marks])
+    assert ys.min() >= min(means) and ys.max() <= max(means)
+    assert len(ys) == 8  # every front layer is significant
+
+
+def test_report_without_params_names_what_is_missing(project, tmp_path, monkeypatch):
+    db = Layout(project).db()
+    monkeypatch.chdir(tmp_path)  # no params.yaml, no dvc.lock, no git checkout, no data/
+    out = tmp_path / "r.html"
+    res = CliRunner().invoke(main, ["report", "--db", str(db), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    text = out.read_text()
+    assert "params.yaml not found" in text
+    assert "data/synth/report.json not found" in text
+    assert "dvc.lock" in text and "not a git checkout" in text
+    assert "Summary" in text and "Glossary" in text
+    # the summary comes first, before the glossary and the detailed tables
+    h2 = [re.sub("<[^>]+>", "", h) for h in re.findall(r"<h2[^>]*>(.*?)</h2>", text)]
+    assert h2[:4] == ["Summary", "Glossary", "Manipulation strength",
+                      "Claims of arXiv 2508.17126 in detail"]  # fmt: skip
+    assert text.index("claim rows on 2 model(s)") < text.index("<h2 id='glossary'>")
+
+
+def test_figures_dir_must_be_the_reports_own(project, tmp_path):
+    with pytest.raises(HomogError, match="would replace the directory"):
+        build_report(Layout(project).db(), tmp_path / "r.md", fmt="md", figures_dir=tmp_path)
+
+
+def test_position_rows_recomputed(project):
+    db = Layout(project).db()
+    f = frames(db)
+    rows = layer0_rows(f["contrasts"], f["runs"], "erank")
+    control0 = [r for r in rows if r["comparison"] == "control - original"
+                and r["level"] == "layer 0" and r["model"] == "m1"]  # fmt: skip
+    with duckdb.connect(str(db), read_only=True) as con:
+        lm = con.execute(
+            "SELECT variant, sample_id, layer, value FROM layer_metrics WHERE metric = 'erank' "
+            "AND run_id = 'm1-none'"
+        ).fetch_df()
+    w = lm[lm["layer"] == 0].pivot(index="sample_id", columns="variant", values="value")
+    assert control0[0]["mean_diff"] == pytest.approx((w["control"] - w["original"]).mean())
+    assert control0[0]["mean_diff"] == pytest.approx(1.0, abs=0.4)  # the designed lexical shift
+    positions = key_positions(["original", "key_first", "key_mid", "key_control"], SYNTH)
+    assert positions == {"original": 0.41, "key_first": 0.0, "key_mid": 0.47, "key_control": None}
+    assert key_positions(["key_last", "key_0.25"], None) == {"key_last": 1.0, "key_0.25": 0.25}
+    frame = lm.assign(run_id="m1-none")
+    dose = dose_rows(frame, f["runs"], {"key_first": 0.0, "key_last": 1.0})
+    late = {r["variant"]: r for r in dose if r["band"] == "late"}
+    from homog.stats import band_of_layers
+
+    wide = (
+        lm[lm["layer"].isin(band_of_layers(range(N_LAYERS + 1))["late"])]
+        .groupby(["variant", "sample_id"])["value"]
+        .mean()
+    )
+    v = wide.loc["key_last"].to_numpy()
+    assert late["key_last"]["mean"] == pytest.approx(v.mean())
+    half = 1.96 * v.std(ddof=1) / math.sqrt(len(v))
+    assert late["key_last"]["ci_high"] == pytest.approx(v.mean() + half)
+    assert late["key_last"]["position"] == 1.0 and late["original"]["position"] is None
+    # the designed dose-response: +2 erank from key_first to key_last
+    assert late["key_last"]["mean"] - late["key_first"]["mean"] == pytest.approx(2.0, abs=0.5)
+
+
+def test_posenc_rows_give_spread_and_say_how_the_setups_differ(tmp_path):
+    from homog.posenc.presets import PRESETS
+
+    acc = {"rope": [0.95, 0.93, 0.97], "nope": [0.776, 0.777, 0.778]}
+    frame = pd.DataFrame(
+        [{"pe": pe, "task": "count", "accuracy": float(np.mean(v)),
+          "sd": float(np.std(v, ddof=1)), "lo": min(v), "hi": max(v), "seeds": len(v),
+          "epochs": 6, "n_params": 1000} for pe, v in acc.items()]
+    )  # fmt: skip
+    config = {**PRESETS["cpu"], "preset": "cpu"}
+    sec = posenc_section(frame, pd.DataFrame(), tmp_path, config)
+    rope = next(r for r in sec.tables[0].rows if r[0] == "rope")
+    assert rope[2] == pytest.approx(95.0) and rope[3] == pytest.approx(2.0)
+    assert (rope[4], rope[5], rope[6], rope[7]) == (pytest.approx(93.0), pytest.approx(97.0),
+                                                   3, 69.43)  # fmt: skip
+    text = " ".join(sec.after)
+    assert "rope count 95.0% vs 69.43%" in text and "preset `cpu`: 2 layers" in text
+    assert "nope count" not in text  # within 2 points of the paper's 77.69: no sentence
+
+
+def test_dose_response_table_of_the_stats_stage_is_shown(project, tmp_path, monkeypatch):
+    """A database with the stats stage's dose_response table: the slopes as a table (values
+    as stored) and the figure drawn by homog.plot's dose_response_figure where it exists."""
+    import shutil
+
+    import homog.plot as plot
+    from homog.report.build import read_inputs
+    from homog.report.position import position_section
+    from homog.store.query import connect
+
+    db = tmp_path / "dose.duckdb"
+    shutil.copy(Layout(project).db(), db)
+    slopes = [("m1-none", "erank", band, "slope", None, None, 2.0 + i, 1.5 + i, 2.5 + i, 1e-3, 16,
+               15.0)
+              for i, band in enumerate(("early", "middle", "late"))]  # fmt: skip
+    points = [("m1-none", "erank", "late", "point", v, x, 15 + 2 * x, 14.9 + 2 * x, 15.1 + 2 * x,
+               None, 16, None) for v, x in (("key_first", 0.0), ("key_last", 1.0))]  # fmt: skip
+    with duckdb.connect(str(db)) as con:
+        con.execute("DROP TABLE IF EXISTS dose_response")  # a newer load creates it empty
+        con.execute(
+            "CREATE TABLE dose_response (run_id VARCHAR, metric VARCHAR, band VARCHAR, kind "
+            "VARCHAR, variant VARCHAR, key_position DOUBLE, value DOUBLE, ci_low DOUBLE, "
+            "ci_high DOUBLE, p_value DOUBLE, n INTEGER, intercept DOUBLE)"
+        )
+        con.executemany("INSERT INTO dose_response VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                        slopes + points)  # fmt: skip
+    drawn = []
+
+    def fake(rows, metric, out):
+        drawn.append((metric, len(rows)))
+        Path(out).write_bytes(b"png")
+        return Path(out)
+
+    monkeypatch.setattr(plot, "dose_response_figure", fake, raising=False)
+    con = connect(db)
+    try:
+        sec = position_section(con, read_inputs(con), list(SHIFT), None, tmp_path)
+    finally:
+        con.close()
+    table = sec.tables[0]
+    assert [r[:8] for r in table.rows] == [
+        ["m1", "erank", band, 2.0 + i, 1.5 + i, 2.5 + i, 1e-3, 16]
+        for i, band in enumerate(("early", "middle", "late"))
+    ]
+    assert drawn == [("erank", 5)]
+    assert any("layer0_erank" in str(p) for p, _ in sec.figures)
+
+
+def test_provenance_reads_git_dvc_lock_and_params(tmp_path):
+    import subprocess
+
+    import yaml
+
+    from homog.config import Params
+    from homog.report.provenance import gather, provenance_sections
+
+    out = {"path": "data/synth/texts.parquet", "md5": "0123456789abcdef0123456789abcdef"}
+    lock = {"schema": "2.0", "stages": {"synth": {"outs": [out]}}}
+
+    (tmp_path / "dvc.lock").write_text(yaml.safe_dump(lock))
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "dvc.lock"], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    params = Params()
+    prov = gather(pd.DataFrame(), tmp_path / "h.duckdb", "homog report", root=tmp_path,
+                  params=params, params_name="params.yaml", synth=SYNTH,
+                  synth_path=tmp_path / "report.json", n_original_texts=16)  # fmt: skip
+    assert prov.git_commit == head.strip() and prov.git_dirty is False
+    assert prov.dvc_lock == [["synth", "data/synth/texts.parquet",
+                              "0123456789abcdef0123456789abcdef"]]  # fmt: skip
+    assert prov.corpus["source"] == params.corpus.source and prov.corpus["n (requested)"] == 100
+    assert prov.corpus["texts in the database (original variant)"] == 16
+    assert prov.synth_params["rephraser"] == params.synth.rephraser
+    assert prov.synth_params["bertscore.threshold"] == params.synth.bertscore.threshold
+    assert prov.timings == {"parse": 1.5, "total": 9.0} and prov.missing == []
+    (tmp_path / "dvc.lock").write_text(yaml.safe_dump({**lock, "schema": "2.1"}))
+    dirty = gather(pd.DataFrame(), tmp_path / "h.duckdb", "c", root=tmp_path, params=None,
+                   params_name="my.yaml", synth=None, synth_path=None,
+                   n_original_texts=None)  # fmt: skip
+    assert dirty.git_dirty is True
+    assert any("my.yaml not found" in m for m in dirty.missing)
+    visible, details = provenance_sections(prov, pd.DataFrame())
+    assert f"{head.strip()} (clean)" in visible.paragraphs[0]
+    assert details.collapsed and any(t.caption == "dvc.lock" for t in details.tables)
