@@ -42,14 +42,27 @@ def report(params_path: Path, db_path: Path | None, out: Path | None, fmt: str) 
     Examples:
       homog report                          # data/report/report.html
       homog report --format md -o paper/report.md
-      homog report --db other.duckdb -o other.html
+      homog report --db other.duckdb -o other.html   # no params.yaml needed
     """
     from homog.config import load_config
     from homog.layout import Layout, default_db
     from homog.report import build_report
 
-    params = load_config(params_path)
+    params, synth = None, None
+    if db_path is not None and not params_path.exists():
+        # The database is all a report needs: stats settings default, and it says so.
+        click.echo(
+            f"note: no {params_path}: stats settings (alpha, bootstrap, test) at their "
+            "defaults; no synth report",
+            err=True,
+        )
+    else:
+        params = load_config(params_path)
+        # the synth report of the project this params file belongs to, not of the cwd
+        synth = Layout(params_path.parent).synth_report
+        if not synth.exists():
+            click.echo(f"note: no synth report at {synth}: the report has no synth table", err=True)
     db = db_path or default_db(params_path)
     out = out or REPORT_DIR / f"report.{fmt}"
-    path = build_report(db, out, fmt=fmt, params=params, synth_report=Layout().synth_report)
+    path = build_report(db, out, fmt=fmt, params=params, synth_report=synth)
     click.echo(f"wrote {path}", err=True)
