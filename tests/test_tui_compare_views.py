@@ -172,9 +172,10 @@ async def test_ticks_views_and_one_key_per_job(ten_runs: Path) -> None:
         i = next(i for i in range(table.row_count)
                  if table.row_data(i)["run_id"] == run_id and table.row_data(i)["layer"] == 4
                  and table.row_data(i)["variant"] == "end−original")  # fmt: skip
-        want = sql(ten_runs, "SELECT mean_diff, ci_low, p_holm FROM contrasts WHERE run_id = ? "
-                   "AND metric = 'erank' AND variant_a = 'end' AND variant_b = 'original' "
-                   "AND layer = 4 AND band IS NULL AND baseline_run_id IS NULL", [run_id])[0]  # fmt: skip
+        q = ("SELECT mean_diff, ci_low, p_holm FROM contrasts WHERE run_id = ? AND metric = "
+             "'erank' AND variant_a = 'end' AND variant_b = 'original' AND layer = 4 "
+             "AND band IS NULL AND baseline_run_id IS NULL")  # fmt: skip
+        want = sql(ten_runs, q, [run_id])[0]
         row = table.row_data(i)
         assert (row["mean"], row["ci_low"], row["p_holm_vs_original"]) == pytest.approx(want)
         await pilot.press("v")
