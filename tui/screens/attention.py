@@ -61,10 +61,10 @@ class AttentionScreen(HomogScreen):
     (the mass on the first token) over layers, one line per variant."""
 
     MODE = "attention"
-    # priority: the keys work while a dropdown has the focus (it took s and k as a search)
+    # screen keys: they work while a dropdown (not the map) has the focus
     BINDINGS = [
-        Binding("k", "cycle_curve", "attn_first / sink_rate", priority=True),
-        Binding("s", "scale", "Scale", priority=True),
+        Binding("k", "cycle_curve", "attn_first / sink_rate"),
+        Binding("s", "scale", "Scale"),
     ]
 
     def __init__(self) -> None:

@@ -48,8 +48,8 @@ class PeLabScreen(HomogScreen):
     encoding and task; the head whose removal costs most (the deposit head) is marked ◆."""
 
     MODE = "pe"
-    # priority: s works while a dropdown has the focus (it took s as a search)
-    BINDINGS = [Binding("s", "scale", "Scale", priority=True)]
+    # a screen key: it works while a dropdown (not the grid) has the focus
+    BINDINGS = [Binding("s", "scale", "Scale")]
 
     def action_scale(self) -> None:
         """Linear or square-root colour scale of the ablation grid (s)."""
