@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from homog.cli.options import short_ids  # noqa: F401 - the CLI's run-id prefixes
+
 Row = dict[str, Any]
 
 # The views of Compare (key v): every line, one variant at a time, one model at a time, or one
@@ -57,17 +59,6 @@ def line_name(run: Mapping[str, Any] | None, run_id: str, variant: str, short: s
     model = str((run or {}).get("model") or "?")
     iv = str((run or {}).get("intervention") or "none")
     return f"{model} · {iv} · {variant} · {short}"
-
-
-def short_ids(run_ids: Sequence[str], min_len: int = 8) -> dict[str, str]:
-    """The shortest prefix (>= min_len) of each id that no other id shares."""
-    out = {}
-    for rid in run_ids:
-        n = min(min_len, len(rid))
-        while n < len(rid) and any(o != rid and o.startswith(rid[:n]) for o in run_ids):
-            n += 1
-        out[rid] = rid[:n]
-    return out
 
 
 def groups(view: str, rows: Iterable[Row], runs: Mapping[str, Row]) -> list[str]:

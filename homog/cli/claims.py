@@ -7,14 +7,13 @@ column it returns is printed.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 import click
 
 from homog.cli.options import db_option, model_option, params_option
-from homog.cli.query import _connect, _split, emit, format_option
+from homog.cli.query import _connect, _split, emit, format_option, plain
 from homog.errors import HomogError
 
 
@@ -34,15 +33,6 @@ def _stats_settings(params_path: Path) -> dict[str, Any]:
         "test": st.test,
         "n_perm": st.n_perm,
     }
-
-
-def _plain(v: Any) -> Any:
-    """numpy scalars to Python, NaN to None (JSON has no NaN)."""
-    if hasattr(v, "item"):
-        v = v.item()
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    return v
 
 
 def _matches(value: Any, wanted: list[str], *, prefix: bool = False) -> bool:
@@ -113,5 +103,5 @@ def claims(
             )
         frame = frame[[_matches(v, wanted, prefix=prefix) for v in frame[column]]]
     columns = [str(c) for c in frame.columns]
-    rows = [[_plain(v) for v in r] for r in frame.itertuples(index=False, name=None)]
+    rows = [[plain(v) for v in r] for r in frame.itertuples(index=False, name=None)]
     emit(columns, rows, fmt, "claims")

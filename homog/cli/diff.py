@@ -8,14 +8,13 @@ layers, and over the bands), computed by the stats stage's own functions
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 import click
 
 from homog.cli.options import db_option, params_option, resolve_runs, short_ids
-from homog.cli.query import _connect, _split, emit, format_option
+from homog.cli.query import _connect, _split, emit, format_option, plain
 from homog.errors import HomogError
 
 COLUMNS = ("metric", "variant", "band", "layer", "n", "mean_diff", "ci_low", "ci_high",
@@ -48,16 +47,6 @@ def _rows(con: Any, run_id: str, variants: list[str], metrics: list[str] | None)
         f"SELECT variant, sample_id, layer, metric, value FROM layer_metrics WHERE {where}", args
     ).df()
     return frame[~frame["metric"].isin(NOT_CONTRASTED)] if not frame.empty else pd.DataFrame()
-
-
-def _plain(v: Any) -> Any:
-    import pandas as pd
-
-    if hasattr(v, "item"):
-        v = v.item()
-    if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
-        return None
-    return v
 
 
 def paired_run_diff(
@@ -165,7 +154,7 @@ def diff(
         frame = frame[frame["band"].notna()]
     frame = frame.rename(columns={"variant_a": "variant"})
     columns = [c for c in COLUMNS if by_layer or c != "layer"]
-    rows = [[_plain(r[c]) for c in columns] for _, r in frame.iterrows()]
+    rows = [[plain(r[c]) for c in columns] for _, r in frame.iterrows()]
     short = short_ids(ids)
     if fmt == "table":
         digits = {"mean_diff": ".4g", "ci_low": ".4g", "ci_high": ".4g", "p_value": ".2g",
