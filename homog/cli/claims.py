@@ -17,19 +17,21 @@ from homog.cli.query import _connect, _split, emit, format_option, plain
 from homog.errors import HomogError
 
 
-def _stats_settings(params_path: Path) -> dict[str, Any]:
-    """claims_table's settings from params.yaml (stats:, seed), or its defaults without one."""
-    if not params_path.exists():
-        return {}
-    from homog.config import load_config
+def stats_settings(params_path: Path) -> dict[str, Any]:
+    """The stats stage's settings (alpha, n_boot, ci, seed, test, n_perm) from the ``stats:``
+    section of params.yaml, or their defaults when there is no such file."""
+    from homog.config import StatsConfig, load_config
 
-    params = load_config(params_path)
-    st = params.stats
+    if not params_path.exists():
+        st, seed = StatsConfig(), 0
+    else:
+        params = load_config(params_path)
+        st, seed = params.stats, params.seed
     return {
         "alpha": st.alpha,
         "n_boot": st.n_boot,
         "ci": st.ci,
-        "seed": params.seed,
+        "seed": seed,
         "test": st.test,
         "n_perm": st.n_perm,
     }
@@ -85,7 +87,7 @@ def claims(
             "the database has no contrasts: run the stats stage and load (`dvc repro`)"
         )
     frame = claims_table(
-        data["contrasts"], data["runs"], data["erank"], **_stats_settings(params_path)
+        data["contrasts"], data["runs"], data["erank"], **stats_settings(params_path)
     )
     for column, wanted, prefix in (
         ("model", _split(models), False),

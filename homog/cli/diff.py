@@ -13,24 +13,13 @@ from typing import Any
 
 import click
 
+from homog.cli.claims import stats_settings
 from homog.cli.options import db_option, params_option, resolve_runs, short_ids
 from homog.cli.query import _connect, _split, emit, format_option, plain
 from homog.errors import HomogError
 
 COLUMNS = ("metric", "variant", "band", "layer", "n", "mean_diff", "ci_low", "ci_high",
            "p_value", "p_holm")  # fmt: skip
-
-
-def _settings(params_path: Path) -> dict[str, Any]:
-    """The stats stage's settings from params.yaml (n_boot, ci, seed, test, n_perm)."""
-    from homog.config import StatsConfig, load_config
-
-    if not params_path.exists():
-        st, seed = StatsConfig(), 0
-    else:
-        params = load_config(params_path)
-        st, seed = params.stats, params.seed
-    return {"n_boot": st.n_boot, "ci": st.ci, "seed": seed, "test": st.test, "n_perm": st.n_perm}
 
 
 def _rows(con: Any, run_id: str, variants: list[str], metrics: list[str] | None):
@@ -148,7 +137,7 @@ def diff(
         b,
         variants=_split(variants) or ["original"],
         metrics=_split(metrics) or None,
-        settings=_settings(params_path),
+        settings={k: v for k, v in stats_settings(params_path).items() if k != "alpha"},
     )
     if not by_layer:
         frame = frame[frame["band"].notna()]
