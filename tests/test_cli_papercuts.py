@@ -316,3 +316,45 @@ def test_diff_matches_an_independent_computation(demo_db_factory, tmp_path, monk
     assert set(bands) == {"early", "middle", "late"}
     table = invoke("diff", "demo000003", "demo000000", "--db", db, "--metric", "erank").output
     assert "8 shared texts" in table and "late" in table
+
+
+def test_report_reads_the_synth_report_beside_params(tmp_path, monkeypatch, write_params):
+    """Run elsewhere with --params: the synth report of that project, not of the cwd (it was
+    silently dropped), and a note when it is missing."""
+    import homog.report
+
+    seen = {}
+
+    def fake_build(db, out, *, fmt, params, synth_report):
+        seen.update(db=db, synth=synth_report, params=params)
+        return Path(out)
+
+    monkeypatch.setattr(homog.report, "build_report", fake_build)
+    params = write_params()  # tmp_path/params.yaml
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    res = CliRunner().invoke(main, ["report", "--params", str(params), "-o", "r.md"])
+    assert res.exit_code == 0, res.output
+    assert seen["synth"] == tmp_path / "data" / "synth" / "report.json"
+    assert "no synth report at" in res.stderr and seen["params"] is not None
+
+
+def test_report_db_without_params_yaml_reaches_the_builder(tmp_path, monkeypatch):
+    """The fast twin of the slow end-to-end test: no params.yaml, --db given: the builder
+    runs with default settings and no synth report, and the note names what is missing."""
+    import homog.report
+
+    seen = {}
+    monkeypatch.setattr(
+        homog.report,
+        "build_report",
+        lambda db, out, *, fmt, params, synth_report: (
+            seen.update(db=db, params=params, synth=synth_report) or Path(out)
+        ),
+    )
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(main, ["report", "--db", "x.duckdb", "-o", "r.md"])
+    assert res.exit_code == 0, res.output
+    assert seen == {"db": Path("x.duckdb"), "params": None, "synth": None}
+    assert "no params.yaml" in res.stderr
