@@ -35,4 +35,4 @@ class TickBox(Checkbox):
 
     @property
     def _button(self) -> Content:
-        return Content((CHECKED if self.value else UNCHECKED) + " ")
+        return Content(CHECKED if self.value else UNCHECKED)
