@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
-from homog.cli.options import db_option, model_option, params_option
-from homog.cli.query import _connect, _split, emit, format_option, plain
+from homog.cli.options import db_option, model_option, params_option, plain
+from homog.cli.query import _connect, _split, emit, format_option
 from homog.errors import HomogError
 
 

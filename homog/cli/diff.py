@@ -14,8 +14,8 @@ from typing import Any
 import click
 
 from homog.cli.claims import stats_settings
-from homog.cli.options import db_option, params_option, resolve_runs, short_ids
-from homog.cli.query import _connect, _split, emit, format_option, plain
+from homog.cli.options import db_option, params_option, plain, resolve_runs, short_ids
+from homog.cli.query import _connect, _split, emit, format_option
 from homog.errors import HomogError
 
 COLUMNS = ("metric", "variant", "band", "layer", "n", "mean_diff", "ci_low", "ci_high",

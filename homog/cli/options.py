@@ -131,3 +131,16 @@ def short_ids(all_ids: Sequence[str], min_len: int = 8) -> dict[str, str]:
             n += 1
         out[rid] = rid[:n]
     return out
+
+
+def plain(v: Any) -> Any:
+    """A pandas/numpy scalar as a Python value; NaN and NA as None (JSON has no NaN)."""
+    import math
+
+    if v is None or type(v).__name__ in ("NAType", "NaTType"):
+        return None
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return v

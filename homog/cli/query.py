@@ -125,19 +125,6 @@ def _broken_pipe() -> None:
     raise BrokenPipeError
 
 
-def plain(v: Any) -> Any:
-    """A pandas/numpy scalar as a Python value; NaN and NA as None (JSON has no NaN)."""
-    import math
-
-    if v is None or type(v).__name__ in ("NAType", "NaTType"):
-        return None
-    if hasattr(v, "item"):
-        v = v.item()
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    return v
-
-
 def _fmt_value(v: Any) -> str:
     if v is None:
         return ""
