@@ -200,20 +200,28 @@ async def test_compare_metric_variant_and_numbers(demo_db: Path) -> None:
             "metric = 'erank' AND variant = 'front' AND layer = 3",
             [run_id],
         )[0][0]
-        label = app.catalog.labels[run_id]
-        row = next(
-            table.get_row_at(i)
+        i = next(
+            i
             for i in range(table.row_count)
-            if table.get_row_at(i)[0] == f"{label} front" and str(table.get_row_at(i)[1]) == "3"
+            if (table.row_data(i)["variant"], table.row_data(i)["layer"]) == ("front", 3)
         )
+        row = table.get_row_at(i)
         assert float(str(row[2])) == pytest.approx(want, rel=1e-3)
+        # the row's number names the line in the legend: model · intervention · variant · id
+        run = app.catalog.run(run_id)
+        legend = screen.query_one("#legend").entries
+        entry = next(e for e in legend if e.split(" ", 1)[0] == row[0])
+        model, intervention, variant, rid = entry.split(" ", 1)[1].split(" · ")
+        assert (model, intervention, variant) == (run["model"], run["intervention"], "front")
+        # the run id prefix is the run's, and no other run's
+        assert [r["run_id"] for r in app.catalog.runs if r["run_id"].startswith(rid)] == [run_id]
         n_sig = sql(
             demo_db,
             "SELECT count(*) FROM contrasts WHERE run_id = ? AND metric = "
             "'erank' AND variant_b = 'original' AND band IS NULL AND p_holm < 0.05",
             [run_id],
         )[0][0]
-        marks = sum(str(table.get_row_at(i)[4]) == "*" for i in range(table.row_count))
+        marks = sum(str(table.get_row_at(i)[5]) == "*" for i in range(table.row_count))
         assert marks == n_sig
         assert f"{n_sig} differ" in status_text(screen, "#compare-status")
 
@@ -236,7 +244,7 @@ async def test_compare_metric_variant_and_numbers(demo_db: Path) -> None:
         variants.deselect("front")
         variants.deselect("control")
         await settle(pilot)
-        shown = {table.get_row_at(i)[0].rsplit(" ", 1)[1] for i in range(table.row_count)}
+        shown = {table.row_data(i)["variant"] for i in range(table.row_count)}
         assert shown == {"original", "end"}
 
         # relative depth: two models of different depth turn it on by themselves

@@ -1,4 +1,6 @@
-"""The Compare screen's numbers table (a Line-API ScrollView): rows, marks, cursor, scrolling."""
+"""The Compare screen's numbers table (a Line-API ScrollView): rows, marks, cursor, scrolling.
+
+The first column is the line's number (the plot and the legend carry the same number)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-LABELS = {"r1": "llama-8b", "r2": "gpt2"}
+# line numbers of (run, variant), as the Compare screen numbers its lines
+LABELS = {("r2", "end"): 1, ("r1", "front"): 2, ("r1", "original"): 3}
 
 
 def row(run: str, variant: str, layer: int, mean: float, p: float | None) -> dict:
@@ -58,22 +61,17 @@ async def test_rows_sorted_formatted_and_marked() -> None:
         n_sig = table.show(ROWS, LABELS)
         await pilot.pause()
         assert n_sig == 2 and table.row_count == 4
-        # sorted by (run label, variant, layer); gpt2 sorts before llama-8b
-        assert [table.get_row_at(i)[0] for i in range(4)] == [
-            "gpt2 end",
-            "llama-8b front",
-            "llama-8b front",
-            "llama-8b original",
-        ]
-        assert table.get_row_at(1) == ["llama-8b front", "0", "3.5", "<1e-4", "*", "3…4", "12"]
-        assert table.get_row_at(2)[3:5] == ["0.0010", "*"]
-        assert table.get_row_at(0)[3:5] == ["0.2000", ""]  # not significant: no mark
-        assert table.get_row_at(3)[3:5] == ["", ""]  # the original variant has no p
+        # sorted by (line number, layer)
+        assert [table.get_row_at(i)[0] for i in range(4)] == ["1", "2", "2", "3"]
+        assert table.get_row_at(1) == ["2", "0", "3.5", "3…4", "<1e-4", "*", "12"]
+        assert table.get_row_at(2)[4:6] == ["0.0010", "*"]
+        assert table.get_row_at(0)[4:6] == ["0.2000", ""]  # not significant: no mark
+        assert table.get_row_at(3)[4:6] == ["", ""]  # the original variant has no p
 
         header = line_text(table, 0)
         for label, _, _ in COLUMNS:
             assert label in header
-        assert line_text(table, 2).split()[:6] == ["llama-8b", "front", "0", "3.5", "<1e-4", "*"]
+        assert line_text(table, 2).split()[:6] == ["2", "0", "3.5", "3…4", "<1e-4", "*"]
         assert len(line_text(table, 1)) == table.size.width
 
         # the significant row's p and mark are bold yellow, the plain row's are not
@@ -95,7 +93,7 @@ async def test_empty_input() -> None:
         assert table.row_count == 0
         with pytest.raises(IndexError):
             table.get_row_at(0)
-        assert "series" in line_text(table, 0)  # the header stays
+        assert "95% CI" in line_text(table, 0)  # the header stays
         assert line_text(table, 1).strip() == ""
         table.focus()
         await pilot.press("down", "end", "pagedown", "home", "up")
@@ -117,8 +115,8 @@ async def test_cursor_and_scrolling() -> None:
         assert table.cursor_row == 99
         assert table.scroll_y == table.max_scroll_y > 0
         last = line_text(table, table.scrollable_content_region.height - 1)
-        assert last.split()[:3] == ["llama-8b", "original", "99"]
-        assert "series" in line_text(table, 0)  # the header does not scroll
+        assert last.split()[:3] == ["3", "99", "99"]
+        assert "95% CI" in line_text(table, 0)  # the header does not scroll
         await pilot.press("home")
         await pilot.pause()
         assert table.cursor_row == 0 and table.scroll_y == 0
@@ -138,11 +136,11 @@ async def test_cursor_follows_its_row_across_refills() -> None:
     async with app.run_test(size=(80, 12)) as pilot:
         table = app.query_one(CurveTable)
         table.show(ROWS, LABELS)
-        table.cursor_row = 3  # llama-8b original 0
+        table.cursor_row = 3  # line 3 (r1 original), layer 0
         await pilot.pause()
         # a variant toggle: gpt2's rows go, the cursor stays on its row
         table.show([r for r in ROWS if r["run_id"] == "r1"], LABELS)
-        assert table.get_row_at(table.cursor_row)[:2] == ["llama-8b original", "0"]
+        assert table.get_row_at(table.cursor_row)[:2] == ["3", "0"]
         # its row gone: the cursor stays in range
         table.show(ROWS[:1], LABELS)
         assert table.cursor_row == 0

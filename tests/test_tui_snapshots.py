@@ -1,4 +1,5 @@
-"""SVG snapshots of the main screens (pytest-textual-snapshot) over a fixed demo database.
+"""SVG snapshots of every screen (pytest-textual-snapshot) at 80x24 and 120x36, over a fixed
+demo database of 10 runs (Compare with all ten selected: 40 lines).
 
 Deterministic: make_demo_db is hash-seeded with fixed dates, the database is opened by a
 relative path (no temporary directory in the nav bar), the editor cursor does not blink,
@@ -22,7 +23,7 @@ DB_NAME = "homog.duckdb"
 
 @pytest.fixture(scope="module")
 def built_db(demo_db_factory) -> Path:
-    return demo_db_factory(3, 12)
+    return demo_db_factory(10, 12)
 
 
 @pytest.fixture
@@ -58,26 +59,29 @@ def settle_then(*keys: str):
     return run_before
 
 
-@pytest.mark.parametrize(
-    ("name", "keys", "size"),
-    [
-        ("runs", ("space",), (80, 24)),
-        ("compare", ("space", "down", "space", "enter"), (80, 24)),
-        ("compare_wide", ("space", "down", "space", "enter"), (160, 45)),
-        ("attention", ("3",), (80, 24)),
-        ("pe_lab", ("4",), (80, 24)),
-        ("sql", ("5", "ctrl+r", "escape"), (80, 24)),
-        ("help", ("question_mark",), (80, 24)),
-    ],
-)
+SCREENS = {
+    "runs": ("space",),
+    "compare": ("a", "enter"),  # all ten runs: 40 lines
+    "compare_variant": ("a", "enter", "v"),  # one variant: 10 lines
+    "compare_diff": ("a", "enter", "v", "v", "v"),  # differences to the original: 30 lines
+    "attention": ("3",),
+    "pe_lab": ("4",),
+    "sql": ("5", "ctrl+r"),
+    "help": ("question_mark",),
+}
+SIZES = {"80x24": (80, 24), "120x36": (120, 36)}
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+@pytest.mark.parametrize("name", list(SCREENS))
 def test_screen_snapshot(
-    snap_compare, in_db_dir: Path, name: str, keys, size, monkeypatch: pytest.MonkeyPatch
+    snap_compare, in_db_dir: Path, name: str, size: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from tui.screens.sql import SqlScreen
 
     monkeypatch.setattr(SqlScreen, "show_timings", False)
     app = HomogApp(DB_NAME, watch_interval=3600)
-    assert snap_compare(app, terminal_size=size, run_before=settle_then(*keys))
+    assert snap_compare(app, terminal_size=SIZES[size], run_before=settle_then(*SCREENS[name]))
 
 
 def test_missing_database_snapshot(

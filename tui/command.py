@@ -29,6 +29,7 @@ def make_app(db_path: Path, **kwargs: object) -> HomogApp:
 
 
 @click.command("tui")
+@click.argument("path", required=False, type=click.Path(path_type=Path), metavar="[DB]")
 @click.option(
     "--db",
     "db_path",
@@ -46,12 +47,13 @@ def make_app(db_path: Path, **kwargs: object) -> HomogApp:
 @click.option(
     "--demo", is_flag=True, help="Open a small synthetic database built in a temporary directory."
 )
-def tui(db_path: Path | None, params: Path, demo: bool) -> None:
+def tui(path: Path | None, db_path: Path | None, params: Path, demo: bool) -> None:
     """Browse and compare runs, layers, variants and models in a terminal UI.
 
     \b
     Screens: 1 Runs, 2 Compare (metric over layers), 3 Attention, 4 PE lab, 5 SQL.
-    Keys: ? help, q quit. The database is never written.
+    Keys: ? help, q quit. The database is never written. DB (the older spelling) is the
+    same as --db.
 
     \b
     Examples:
@@ -69,4 +71,6 @@ def tui(db_path: Path | None, params: Path, demo: bool) -> None:
         return
     from homog.layout import default_db
 
-    make_app(db_path or default_db(params)).run()
+    if path is not None and db_path is not None and path != db_path:
+        raise click.UsageError(f"two databases given ({path} and --db {db_path}): give one")
+    make_app(db_path or path or default_db(params)).run()

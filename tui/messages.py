@@ -62,13 +62,20 @@ class DbOpened(Message, bubble=False):
 
 class CurvesLoaded(QueryResult, bubble=False):
     """Layer curves for ``key`` = (metric, run ids), all variants (the screen shows those
-    chosen)."""
+    chosen), and the per-layer contrasts against the original (differences, floors of p)."""
 
-    def __init__(self, key: CurveKey, rows: list[Row], generation: int = 0) -> None:
+    def __init__(
+        self,
+        key: CurveKey,
+        rows: list[Row],
+        generation: int = 0,
+        contrasts: list[Row] | None = None,
+    ) -> None:
         super().__init__()
         self.key = key
         self.rows = rows
         self.generation = generation  # the screen's reload count when the query started
+        self.contrasts = contrasts or []
 
 
 class ProfileLoaded(QueryResult, bubble=False):

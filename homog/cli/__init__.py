@@ -31,6 +31,8 @@ COMMANDS: dict[str, str] = {
     "export": "homog.cli.query:export",
     "plot": "homog.cli.query:plot",
     "report": "homog.cli.report:report",
+    "claims": "homog.cli.claims:claims",
+    "diff": "homog.cli.diff:diff",
     "posenc": "homog.cli.posenc:posenc",
     "tui": "tui.command:tui",
 }
@@ -91,7 +93,7 @@ def main() -> None:
     Pipeline stages (run by `dvc repro`, each reads params.yaml):
       corpus, synth, extract, mauve, stats, load, posenc
     Looking at results (read-only over data/homog.duckdb):
-      runs, compare, sql, export, plot, report, tui
+      runs, compare, diff, claims, sql, export, plot, report, tui
     Checks:
       calibrate
     """

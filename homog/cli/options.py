@@ -1,10 +1,26 @@
-"""Click options shared by several commands."""
+"""Click options and helpers shared by several commands.
+
+- ``params_option``, ``db_option``: the two file options every reading command has.
+- ``AliasOption``: an option whose older spellings still work but are left out of ``--help``
+  (one name per option across commands; ``--models`` is a hidden alias of ``--model``).
+- ``resolve_runs``: run ids or unique prefixes of them (what ``homog compare`` prints) to full
+  ids, with a message listing the candidates when a prefix is ambiguous or unknown.
+- ``table_width`` and ``pipe_safe``: how wide a table is off a terminal (``COLUMNS``), and a
+  closed pipe (``homog runs | head -1``) ending the command quietly with status 0.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import click
+
+from homog.errors import HomogError
 
 params_option = click.option(
     "--params",
@@ -25,3 +41,106 @@ def db_option(f):
         default=None,
         help="DuckDB file (default: params.yaml `db`, data/homog.duckdb); opened read-only.",
     )(f)
+
+
+class AliasOption(click.Option):
+    """A Click option with hidden spellings: ``hidden_aliases`` parse like the others but are
+    not shown in ``--help`` (``@click.option("--model", "--models", "models",
+    cls=AliasOption, hidden_aliases=("--models",))``)."""
+
+    def __init__(self, *args: Any, hidden_aliases: Sequence[str] = (), **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.hidden_aliases = tuple(hidden_aliases)
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        shown, self.opts = self.opts, [o for o in self.opts if o not in self.hidden_aliases]
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts = shown
+
+
+def model_option(help: str = "Model keys (repeat or comma-separate)."):  # noqa: A002
+    """``--model`` (repeatable, comma-separated) with the older ``--models`` hidden."""
+    return click.option(
+        "--model",
+        "--models",
+        "models",
+        multiple=True,
+        cls=AliasOption,
+        hidden_aliases=("--models",),
+        help=help,
+    )
+
+
+def resolve_runs(all_ids: Sequence[str], given: Sequence[str]) -> list[str]:
+    """Full run ids for ``given`` ids or prefixes of them (in order, duplicates dropped).
+
+    An exact id wins; otherwise a prefix must match exactly one run. Raises HomogError naming
+    the candidates of an ambiguous prefix, or the known runs for one that matches nothing.
+    """
+    out: list[str] = []
+    for g in given:
+        if g in all_ids:
+            hit = g
+        else:
+            matches = [r for r in all_ids if r.startswith(g)]
+            if len(matches) > 1:
+                raise HomogError(
+                    f"run id prefix {g!r} matches {len(matches)} runs: {', '.join(matches)}; "
+                    "give more characters"
+                )
+            if not matches:
+                known = ", ".join(all_ids) if all_ids else "none"
+                raise HomogError(f"unknown run {g!r}; runs in the database: {known}")
+            hit = matches[0]
+        if hit not in out:
+            out.append(hit)
+    return out
+
+
+def table_width() -> int | None:
+    """Width for a rich table on stdout: the terminal's (or ``COLUMNS`` when set: rich reads
+    it), and 200 columns off a terminal without ``COLUMNS``."""
+    if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit():
+        return None
+    return 200
+
+
+@contextlib.contextmanager
+def pipe_safe() -> Iterator[None]:
+    """Writing to stdout inside: a reader that went away (``| head -1``) ends the command
+    with status 0 and no traceback. Python's own flush at exit would fail again, so stdout
+    is pointed at /dev/null first."""
+    try:
+        yield
+    except BrokenPipeError:
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        raise SystemExit(0) from None
+
+
+def short_ids(all_ids: Sequence[str], min_len: int = 8) -> dict[str, str]:
+    """Each run id cut to the shortest prefix of at least ``min_len`` characters that no other
+    id shares: what a table prints, and what ``resolve_runs`` takes back."""
+    out = {}
+    for rid in all_ids:
+        n = min(min_len, len(rid))
+        while n < len(rid) and any(o != rid and o.startswith(rid[:n]) for o in all_ids):
+            n += 1
+        out[rid] = rid[:n]
+    return out
+
+
+def plain(v: Any) -> Any:
+    """A pandas/numpy scalar as a Python value; NaN and NA as None (JSON has no NaN)."""
+    import math
+
+    if v is None or type(v).__name__ in ("NAType", "NaTType"):
+        return None
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return v

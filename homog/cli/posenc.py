@@ -58,6 +58,12 @@ def train(pe: str, params_path: str, preset: str | None, device: str | None, out
 
     Writes data/posenc/<pe>/checkpoints/<task>-seed<seed>.pt, results.parquet (pe, task,
     split, accuracy, n_params, epochs, seed) and train_log.csv (one row per epoch).
+
+    \b
+    Examples:
+      homog posenc train --pe rope                     # posenc.preset (cpu: minutes)
+      homog posenc train --pe mla --preset reference --device cuda
+      homog posenc train --pe alibi --out /tmp/alibi
     """
     from homog.layout import Layout
     from homog.posenc.train import run_train
@@ -77,6 +83,11 @@ def ablate(pe: str, params_path: str, preset: str | None, device: str | None, ou
 
     Writes data/posenc/<pe>/head_ablation.parquet (pe, task, layer, head, accuracy, drop) and
     logit_decomposition.parquet (source posenc:<pe>:<task>, layer, head, term, share).
+
+    \b
+    Examples:
+      homog posenc ablate --pe rope                    # after `homog posenc train --pe rope`
+      homog posenc ablate --pe mla --device cuda
     """
     from homog.layout import Layout
     from homog.posenc.ablate import deposit_summary, run_ablate
@@ -123,6 +134,11 @@ def decompose(
 
     For each head: the share of the (row-centred) logit energy carried by the rotation,
     rot(q).rot(k) - q.k, against the unrotated q.k. Rows have source = the model key.
+
+    \b
+    Examples:
+      homog posenc decompose --model smollm2-135m
+      homog posenc decompose --model random:tiny-llama --device cpu --out /tmp/decomp.parquet
     """
     from homog.config import load_config
     from homog.layout import Layout

@@ -19,7 +19,14 @@ from typing import Any
 
 import click
 
-from homog.cli.options import db_option
+from homog.cli.options import (
+    db_option,
+    model_option,
+    pipe_safe,
+    resolve_runs,
+    short_ids,
+    table_width,
+)
 from homog.errors import HomogError
 
 
@@ -69,8 +76,22 @@ def _cell(v: Any) -> Any:
     return v
 
 
+def _run_ids(con: Any, given: Sequence[str]) -> list[str] | None:
+    """``--runs`` values (ids or unique prefixes, repeated or comma-separated) as full ids."""
+    from homog.store import run_ids
+
+    names = _split(given)
+    return resolve_runs(run_ids(con), names) if names else None
+
+
 def emit(columns: list[str], rows: Sequence[Sequence[Any]], fmt: str, title: str = "") -> None:
     """Print rows as a rich table, CSV or JSON (a list of objects) on stdout."""
+    with pipe_safe():
+        _emit(columns, rows, fmt, title)
+        sys.stdout.flush()
+
+
+def _emit(columns: list[str], rows: Sequence[Sequence[Any]], fmt: str, title: str) -> None:
     if fmt == "json":
         click.echo(
             json.dumps(
@@ -94,8 +115,14 @@ def emit(columns: list[str], rows: Sequence[Sequence[Any]], fmt: str, title: str
             table.add_column(c, overflow="fold")
         for r in rows:
             table.add_row(*[_fmt_value(v) for v in r])
-        # A pipe gets a wide table instead of rich's 80-column default.
-        Console(width=None if sys.stdout.isatty() else 200).print(table)
+        # A pipe gets a wide table instead of rich's 80-column default, unless COLUMNS says.
+        console = Console(width=table_width())
+        console.on_broken_pipe = _broken_pipe  # rich would exit 1; pipe_safe exits 0
+        console.print(table)
+
+
+def _broken_pipe() -> None:
+    raise BrokenPipeError
 
 
 def _fmt_value(v: Any) -> str:
@@ -128,10 +155,12 @@ def runs(db_path: Path | None, fmt: str) -> None:
 
 @click.command()
 @click.option("--metric", required=True, help="Metric name, e.g. erank, mev, attn_first.")
-@click.option("--models", multiple=True, help="Model keys (repeat or comma-separate).")
+@model_option()
 @click.option("--variants", multiple=True, help="Variants, e.g. original,front,end,control.")
 @click.option("--layers", multiple=True, help="Layers: 0,5,10 or ranges 0-4.")
-@click.option("--runs", "run_ids", multiple=True, help="Run ids (default: all runs).")
+@click.option(
+    "--runs", "run_ids", multiple=True, help="Run ids or unique prefixes (default: all runs)."
+)
 @db_option
 @format_option
 def compare(
@@ -152,14 +181,16 @@ def compare(
     \b
     Example:
       homog compare --metric erank
-      homog compare --metric mev --models smollm2-135m --variants original,front --layers 0-5
+      homog compare --metric mev --model smollm2-135m --variants original,front --layers 0-5
+      homog compare --metric erank --runs cf240802      # a run-id prefix, as printed
     """
     from homog.store import layer_curves
 
+    con = _connect(db_path)
     rows = layer_curves(
-        _connect(db_path),
+        con,
         metric,
-        run_ids=_split(run_ids) or None,
+        run_ids=_run_ids(con, run_ids),
         variants=_split(variants) or None,
         layers=_parse_layers(layers),
         models=_split(models) or None,
@@ -176,12 +207,15 @@ def compare(
         grid.setdefault((r["model"], r["intervention"], r["run_id"], r["layer"]), {})[
             r["variant"]
         ] = r
+    from homog.store import run_ids as all_run_ids
+
+    short = short_ids(all_run_ids(con))
     cols = ["model", "intervention", "run", "layer"]
     for v in order:
         cols += [f"{v} (95% CI)"] + ([f"{v} p"] if v != "original" else [])
     out = []
     for (model, intervention, run_id, layer), by_v in grid.items():
-        row: list[Any] = [model, intervention, run_id[:8], layer]
+        row: list[Any] = [model, intervention, short.get(run_id, run_id), layer]
         for v in order:
             r = by_v.get(v)
             if r is None:
@@ -248,23 +282,60 @@ def sql(query: str, db_path: Path | None, fmt: str, max_rows: int) -> None:
     stream_rows(cols, fetch_batches(cur), fmt)
 
 
-def stream_rows(columns: list[str], batches: Iterable[Sequence[Sequence[Any]]], fmt: str) -> None:
-    """Write row batches as CSV or a JSON array on stdout without holding every row."""
-    out = sys.stdout
+def stream_rows(
+    columns: list[str],
+    batches: Iterable[Sequence[Sequence[Any]]],
+    fmt: str,
+    out: Any = None,
+) -> int:
+    """Write row batches as CSV or a JSON array (on stdout, or the text file ``out``) without
+    holding every row; return the row count. A closed stdout pipe ends quietly (status 0)."""
+    with pipe_safe():
+        n = _stream(columns, batches, fmt, out or sys.stdout)
+        if out is None:
+            sys.stdout.flush()
+    return n
+
+
+def _stream(columns: list[str], batches: Iterable[Sequence[Sequence[Any]]], fmt: str, out) -> int:
+    n = 0
     if fmt == "csv":
         w = csv.writer(out, lineterminator="\n")
         w.writerow(columns)
         for batch in batches:
             w.writerows([[_cell(v) for v in r] for r in batch])
-        return
+            n += len(batch)
+        return n
     out.write("[")
-    first = True
     for batch in batches:
         for r in batch:
             obj = dict(zip(columns, map(_cell, r), strict=True))
-            out.write(("\n  " if first else ",\n  ") + json.dumps(obj, default=str))
-            first = False
-    out.write("\n]\n" if not first else "]\n")
+            out.write(("\n  " if n == 0 else ",\n  ") + json.dumps(obj, default=str))
+            n += 1
+    out.write("\n]\n" if n else "]\n")
+    return n
+
+
+EXPORT_FORMATS = ("parquet", "csv", "json")
+
+
+def _relation_rows(con: Any, source: str) -> tuple[list[str], Iterable[list[tuple]]]:
+    """(columns, row batches) of a table, view or read-only SELECT, streamed as Arrow."""
+    from homog.store.query import relation, sql_error
+
+    rel = relation(con, source)
+    try:
+        reader = rel.to_arrow_reader(100_000)
+    except Exception as exc:  # duckdb.Error: DuckDB's message
+        raise sql_error(exc) from exc
+    names = list(reader.schema.names)
+
+    def batches() -> Iterable[list[tuple]]:
+        for b in reader:
+            cols = [c.to_pylist() for c in b.columns]
+            yield list(zip(*cols, strict=True))
+
+    return names, batches()
 
 
 @click.command()
@@ -273,34 +344,64 @@ def stream_rows(columns: list[str], batches: Iterable[Sequence[Sequence[Any]]], 
     "-o",
     "--out",
     "out",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
     required=True,
-    help="Output file (.parquet or .csv).",
+    help="Output file (.parquet, .csv or .json), or - for stdout (csv or json).",
 )
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["parquet", "csv"]),
+    type=click.Choice(EXPORT_FORMATS),
     default=None,
-    help="File format (default: from the output suffix).",
+    help="File format (default: from the output suffix; csv for -o -).",
 )
 @click.option("--force", is_flag=True, help="Overwrite OUT if it exists.")
 @db_option
 def export(source: str, out: Path, fmt: str | None, force: bool, db_path: Path | None) -> None:
-    """Export a table, view or read-only SELECT to Parquet or CSV.
+    """Export a table, view or read-only SELECT to Parquet, CSV or JSON (a list of objects).
 
     An existing OUT is refused unless --force; the database itself never is a target. The
-    file is written beside OUT and renamed into place when complete.
+    file is written beside OUT and renamed into place when complete. `-o -` streams CSV or
+    JSON to stdout (Parquet is binary: give a file).
 
     \b
     Example:
       homog export layer_summary -o layer_summary.parquet
       homog export "SELECT * FROM contrasts WHERE metric = 'erank'" -o erank.csv
+      homog export runs -o - --format json | jq '.[].run_id'
     """
-    from homog.store import export as export_rel
+    con = _connect(db_path)
+    if str(out) == "-":
+        fmt = fmt or "csv"
+        if fmt == "parquet":
+            raise HomogError("-o - writes text: use --format csv or json, or give a .parquet file")
+        stream_rows(*_relation_rows(con, source), fmt)
+        return
+    fmt = fmt or (out.suffix.lstrip(".").lower() if out.suffix else None)
+    if fmt == "json":
+        n = _export_json(con, source, out, force)
+    else:
+        from homog.store import export as export_rel
 
-    n = export_rel(_connect(db_path), source, out, fmt, force=force)
+        n = export_rel(con, source, out, fmt, force=force)
     click.echo(f"wrote {out} ({n} rows)", err=True)
+
+
+def _export_json(con: Any, source: str, out: Path, force: bool) -> int:
+    """JSON export to a file: the store's target checks, then rows streamed into a temporary
+    file beside ``out`` that is renamed into place when complete."""
+    from homog.io import atomic_path
+    from homog.layout import writable_dir
+    from homog.store.query import check_export_target
+
+    out = check_export_target(con, out, force=force)
+    columns, batches = _relation_rows(con, source)
+    writable_dir(out.parent, what="export")
+    try:
+        with atomic_path(out) as tmp, tmp.open("w", encoding="utf-8") as fh:
+            return stream_rows(columns, batches, "json", fh)
+    except OSError as exc:
+        raise HomogError(f"cannot write {out}: {exc.strerror or exc}") from exc
 
 
 @click.command()
@@ -314,9 +415,14 @@ def export(source: str, out: Path, fmt: str | None, force: bool, db_path: Path |
     show_default=True,
     help="Layer curves or an attention position heatmap.",
 )
-@click.option("--models", multiple=True, help="Model keys (curves).")
+@model_option("Model keys (curves).")
 @click.option("--variants", multiple=True, help="Variants (curves), or the variant (attention).")
-@click.option("--runs", "run_ids", multiple=True, help="Run ids (default: all; attention: one).")
+@click.option(
+    "--runs",
+    "run_ids",
+    multiple=True,
+    help="Run ids or unique prefixes (default: all; attention: one).",
+)
 @click.option("--head", type=int, default=None, help="One head (attention; default: mean).")
 @click.option(
     "--x",
@@ -362,13 +468,13 @@ def plot(
         rows = q.layer_curves(
             con,
             metric,
-            run_ids=_split(run_ids) or None,
+            run_ids=_run_ids(con, run_ids),
             variants=_split(variants) or None,
             models=_split(models) or None,
         )
         plots.layer_curves_figure(rows, metric, out, x=x_axis)
     else:
-        ids = _split(run_ids) or [r["run_id"] for r in q.list_runs(con)][:1]
+        ids = _run_ids(con, run_ids) or [r["run_id"] for r in q.list_runs(con)][:1]
         vs = _split(variants) or ["original"]
         if len(ids) != 1 or len(vs) != 1:
             raise HomogError("--kind attention takes one --runs RUN_ID and one --variants")

@@ -53,19 +53,31 @@ def report(
     Examples:
       homog report                          # data/report/report.html
       homog report --format md -o paper/report.md
-      homog report --db other.duckdb -o other.html
+      homog report --db other.duckdb -o other.html   # no params.yaml needed
       homog report --format md -o docs/results.md --figures-dir docs/results
     """
     from homog.config import load_config
     from homog.layout import Layout, default_db
     from homog.report import build_report
 
-    # without a params file the report still builds (stats defaults) and names what is missing
-    params = load_config(params_path) if params_path.exists() else None
+    params, synth = None, None
+    if db_path is not None and not params_path.exists():
+        # The database is all a report needs: stats settings default, and it says so.
+        click.echo(
+            f"note: no {params_path}: stats settings (alpha, bootstrap, test) at their "
+            "defaults; no synth report",
+            err=True,
+        )
+    else:
+        params = load_config(params_path)
+        # the synth report of the project this params file belongs to, not of the cwd
+        synth = Layout(params_path.parent).synth_report
+        if not synth.exists():
+            click.echo(f"note: no synth report at {synth}: the report has no synth table", err=True)
     db = db_path or default_db(params_path)
     out = out or REPORT_DIR / f"report.{fmt}"
     path = build_report(
-        db, out, fmt=fmt, params=params, synth_report=Layout().synth_report,
+        db, out, fmt=fmt, params=params, synth_report=synth,
         figures_dir=figures_dir, params_name=str(params_path),
     )  # fmt: skip
     click.echo(f"wrote {path}", err=True)

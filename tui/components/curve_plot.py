@@ -1,22 +1,31 @@
-"""A line plot of named series (textual-plotext), one line per (run, variant)."""
+"""A line plot of numbered lines (textual-plotext): each line in its own colour, its number
+written on it (see :mod:`tui.series`); the names are in the legend beside it."""
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping, Sequence
 
 from rich.console import RenderableType
 from textual_plotext import PlotextPlot
 
+from tui.series import Line, label_points
+
 CACHE_SIZE = 64  # rendered plots kept per widget
+
+Color = tuple[int, int, int]
 
 
 class CurvePlot(PlotextPlot):
-    """Plot ``{name: (xs, ys)}``; an empty mapping shows ``empty_text`` as the title.
+    """Plot ``{name: (xs, ys)}`` with a colour and a label per line; an empty mapping shows
+    ``empty_text`` as the title.
 
     ``series`` and ``title`` keep what is shown (tests read them). Plotext runs in
     :meth:`render`, once per (series, title, x label, size, theme): going back to a metric
-    (or a variant choice) already drawn at this size reuses the rendered plot.
+    (or a variant choice) already drawn at this size reuses the rendered plot. Plotext's own
+    legend is not drawn (it covered the data beyond a few lines): the screen's legend names
+    the lines.
     """
 
     series: Mapping[str, tuple[Sequence[float], Sequence[float]]] = {}
@@ -25,6 +34,10 @@ class CurvePlot(PlotextPlot):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:  # noqa: A002
         super().__init__(id=id, classes=classes)
         self.xlabel = ""
+        self.line_colors: dict[str, Color] = {}
+        self.line_labels: list[Line] = []
+        self.integer_x = False
+        self.zero_line = False
         self._key: Hashable = ()
         self._rendered: OrderedDict[Hashable, RenderableType] = OrderedDict()
         self.builds = 0  # how many times plotext drew (tests read it)
@@ -36,13 +49,28 @@ class CurvePlot(PlotextPlot):
         title: str,
         xlabel: str,
         empty_text: str = "no data for this selection",
+        colors: Mapping[str, Color] | None = None,
+        labels: Sequence[Line] = (),
+        integer_x: bool = False,
+        zero_line: bool = False,
     ) -> None:
+        """``labels``: lines whose numbers are written on the plot (placed at render, when
+        the size is known: :func:`tui.series.label_points`); ``integer_x``: x ticks at
+        whole numbers only (layers); ``zero_line``: a horizontal line at y = 0."""
         self.series, self.title = dict(series), (title if series else empty_text)
         self.xlabel = xlabel
+        self.line_colors = dict(colors or {})
+        self.line_labels = list(labels)
+        self.integer_x = integer_x
+        self.zero_line = zero_line
         key = (
             self.title,
             xlabel,
             tuple((name, tuple(xs), tuple(ys)) for name, (xs, ys) in self.series.items()),
+            tuple(sorted(self.line_colors.items())),
+            tuple((ln.number, ln.color) for ln in self.line_labels),
+            integer_x,
+            zero_line,
         )
         if key != self._key:
             self._key = key
@@ -58,8 +86,27 @@ class CurvePlot(PlotextPlot):
         plt.clear_data()
         plt.clear_figure()
         plt.title(self.title)
+        xs_all: list[float] = []
         for name, (xs, ys) in self.series.items():
-            plt.plot(list(xs), list(ys), label=name, marker="braille")
+            color = self.line_colors.get(name)
+            if color is None:
+                plt.plot(list(xs), list(ys), marker="braille")
+            else:
+                plt.plot(list(xs), list(ys), marker="braille", color=color)
+            xs_all += list(xs)
+        if self.zero_line and self.series:
+            plt.horizontal_line(0, color="gray")
+        # the canvas inside the axes: the y tick labels and frame take about 6 columns, the
+        # title, x ticks and x label 4 rows
+        spots = label_points(self.line_labels, self.size.width - 6, self.size.height - 5)
+        for line, (x, y) in zip(self.line_labels, spots, strict=True):
+            if not math.isnan(x):
+                plt.text(str(line.number), x, y, color=line.color, alignment="center", style="bold")
+        if self.integer_x and xs_all:
+            lo, hi = int(min(xs_all)), int(max(xs_all))
+            step = max(1, math.ceil((hi - lo) / max(1, (self.size.width - 10) // 6)))
+            ticks = list(range(lo, hi + 1, step))
+            plt.xticks(ticks, [str(t) for t in ticks])
         plt.xlabel(self.xlabel)
         rendered = self._rendered[key] = super().render()
         self.builds += 1

@@ -1,4 +1,5 @@
-"""The numbers behind the curve plot: mean, 95 % CI and the Holm p-value vs original.
+"""The numbers behind the curve plot: line number, layer, mean, 95 % CI, the Holm p-value vs
+original (``*`` below alpha, ``‡`` at the permutation floor) and n.
 
 A Line-API widget (:class:`~textual.scroll_view.ScrollView`): ``render_line`` draws only the
 rows on screen, each formatted the first time it is shown. A DataTable built a renderable
@@ -8,7 +9,7 @@ per cell for every row on each refill, which was most of a metric switch's redra
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import ClassVar
 
 from rich.cells import cell_len, set_cell_size
@@ -23,13 +24,14 @@ from textual.strip import Strip
 
 from tui.core import Row, fmt, fmt_p, significant
 
-# (label, width, justify); each cell has one space of padding on either side
-COLUMNS = (("series", 22, "left"), ("layer", 5, "right"), ("mean", 6, "right"),
-           ("p Holm", 6, "right"), ("", 1, "left"), ("95% CI", 13, "left"),
+# (label, width, justify); each cell has one space of padding on its left. "#" is the line's
+# number in the plot and the legend; the CI comes before p so that it is never the column cut.
+COLUMNS = (("#", 3, "right"), ("layer", 5, "right"), ("mean", 8, "right"),
+           ("95% CI", 15, "left"), ("p Holm", 6, "right"), ("", 2, "left"),
            ("n", 4, "right"))  # fmt: skip
 PAD = 1
-P_COLUMN, MARK_COLUMN = 3, 4  # highlighted when the contrast is significant
-TABLE_WIDTH = sum(width + 2 * PAD for _, width, _ in COLUMNS)
+P_COLUMN, MARK_COLUMN = 4, 5  # highlighted when the contrast is significant
+TABLE_WIDTH = sum(width + PAD for _, width, _ in COLUMNS)
 SIGNIFICANT = Style(bold=True, color="yellow")
 
 Cells = tuple[str, str, str, str, str, str, str]
@@ -45,9 +47,10 @@ def _fit(text: str, width: int, justify: str) -> str:
 
 
 class CurveTable(ScrollView, can_focus=True):
-    """One row per (run, variant, layer) under a fixed header. Rows whose contrast with the
-    original variant is significant after Holm's correction carry a ``*`` and a highlighted
-    p-value. ``up``/``down``/``pageup``/``pagedown``/``home``/``end`` move the row cursor."""
+    """One row per (line, layer) under a fixed header. Rows whose contrast with the original
+    variant is significant after Holm's correction carry a ``*`` and a highlighted p-value;
+    a p at the permutation test's floor carries a ``‡`` (see the footnote).
+    ``up``/``down``/``pageup``/``pagedown``/``home``/``end`` move the row cursor."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("up", "cursor(-1)", "Up", show=False),
@@ -107,8 +110,9 @@ class CurveTable(ScrollView, can_focus=True):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:  # noqa: A002
         super().__init__(id=id, classes=classes)
         self._rows: list[Row] = []
-        self._labels: Mapping[str, str] = {}
+        self._numbers: Mapping[tuple[str, str], int] = {}
         self._sig: list[bool] = []
+        self._floor: list[bool] = []
         self._cells: dict[int, Cells] = {}  # formatted on first use
         self._strips: dict[tuple[int, bool, int], Strip] = {}  # (row, cursor, width)
 
@@ -120,13 +124,20 @@ class CurveTable(ScrollView, can_focus=True):
     def row_count(self) -> int:
         return len(self._rows)
 
-    def show(self, rows: Iterable[Row], labels: Mapping[str, str]) -> int:
-        """Replace the rows; return how many are significant. The cursor stays on the same
-        (series, layer) when the new rows have it."""
+    def show(
+        self,
+        rows: Iterable[Row],
+        numbers: Mapping[tuple[str, str], int],
+        at_floor: Callable[[Row], bool] | None = None,
+    ) -> int:
+        """Replace the rows (``numbers``: (run_id, variant) -> line number); return how many
+        are significant. ``at_floor(row)`` marks a p at the permutation floor. The cursor
+        stays on the same (line, layer) when the new rows have it."""
         current = self._row_key(self.cursor_row) if self._rows else None
-        self._labels = dict(labels)
+        self._numbers = dict(numbers)
         self._rows = sorted(rows, key=self._sort_key)
         self._sig = [significant(r.get("p_holm_vs_original")) for r in self._rows]
+        self._floor = [bool(at_floor and at_floor(r)) for r in self._rows]
         self._cells.clear()
         self._strips.clear()
         self.virtual_size = Size(TABLE_WIDTH, len(self._rows) + 1)
@@ -141,18 +152,22 @@ class CurveTable(ScrollView, can_focus=True):
         self.refresh()
         return sum(self._sig)
 
-    def _label(self, r: Row) -> str:
-        return self._labels.get(r["run_id"], r["run_id"])
+    def number(self, r: Row) -> int:
+        return self._numbers.get((r["run_id"], r["variant"]), 0)
 
     def _sort_key(self, r: Row) -> tuple:
-        return (self._label(r), r["variant"], r["layer"])
+        return (self.number(r), r["layer"])
 
     def _row_key(self, i: int) -> tuple:
         r = self._rows[i]
-        return (self._label(r), r["variant"], r["layer"])
+        return (r["run_id"], r["variant"], r["layer"])
+
+    def row_data(self, row_index: int) -> Row:
+        """The row (a layer-curve dict) shown at ``row_index``."""
+        return self._rows[row_index]
 
     def get_row_at(self, row_index: int) -> list[str]:
-        """The cells of a row as shown (series, layer, mean, p Holm, *, 95% CI, n)."""
+        """The cells of a row as shown (#, layer, mean, 95% CI, p Holm, mark, n)."""
         if not 0 <= row_index < len(self._rows):
             raise IndexError(f"row {row_index} of {len(self._rows)}")
         return list(self._cells_at(row_index))
@@ -162,13 +177,14 @@ class CurveTable(ScrollView, can_focus=True):
         if cells is None:
             r = self._rows[i]
             sig = self._sig[i]
+            ci = "" if r.get("ci_low") is None else f"{fmt(r['ci_low'], 3)}…{fmt(r['ci_high'], 3)}"
             cells = self._cells[i] = (
-                f"{self._label(r)} {r['variant']}",
+                str(self.number(r)),
                 str(r["layer"]),
                 fmt(r.get("mean")),
+                ci,
                 fmt_p(r.get("p_holm_vs_original")),
-                "*" if sig else "",
-                f"{fmt(r.get('ci_low'))}…{fmt(r.get('ci_high'))}",
+                ("*" if sig else "") + ("‡" if self._floor[i] else ""),
                 str(r.get("n", "")),
             )
         return cells
@@ -215,7 +231,7 @@ class CurveTable(ScrollView, can_focus=True):
             sig_style += Style.from_color(style.color, style.bgcolor)
         segments = []
         for col, ((_, w, justify), text) in enumerate(zip(COLUMNS, texts, strict=True)):
-            cell = " " * PAD + _fit(text, w, "left" if header else justify) + " " * PAD
+            cell = " " * PAD + _fit(text, w, "left" if header else justify)
             hot = sig and col in (P_COLUMN, MARK_COLUMN)
             # the cell's coordinates as meta, as a DataTable has them (a cell is also one
             # text run in an SVG screenshot, so columns stay aligned in any font)

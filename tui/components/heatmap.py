@@ -70,6 +70,7 @@ class Heatmap(Widget, can_focus=True):
         self.describe_col: Callable[[int], str] = str
         self.highlight: tuple[int, int] | None = None
         self.empty_text = "no data"
+        self.format_value: Callable[[float | None], str] = _num
         self._cell_w = 2
         self._label_w = 3
         self._top = 0
@@ -88,8 +89,11 @@ class Heatmap(Widget, can_focus=True):
         describe_col: Callable[[int], str] | None = None,
         highlight: tuple[int, int] | None = None,
         empty_text: str = "no data",
+        format_value: Callable[[float | None], str] | None = None,
     ) -> None:
-        """Show ``values`` (one list per row). Keeps the cursor when it still fits."""
+        """Show ``values`` (one list per row). Keeps the cursor when it still fits.
+        ``format_value`` writes a value in the readout and the scale (default 4 digits)."""
+        self.format_value = format_value or _num
         self.values = [list(r) for r in values]
         self.row_labels = list(row_labels)
         self.col_labels = list(col_labels)
@@ -120,10 +124,16 @@ class Heatmap(Widget, can_focus=True):
         return math.sqrt(max(0.0, t)) if self.sqrt_scale else t
 
     # -- layout ----------------------------------------------------------------------------
-    # Four lines are not rows of the map: the column header, the legend, the readout and a
-    # blank one. When the rows do not fit, the map scrolls itself (keeping the cursor row in
-    # view) so the header, legend and readout never scroll away.
+    # Three lines are not rows of the map: the column header, the legend and the readout.
+    # When the rows do not fit, two rows share a line (half blocks: the upper row's colour
+    # over the lower one's), and only when that does not fit either the map scrolls itself
+    # (keeping the cursor row in view) so the header, legend and readout never scroll away.
     CHROME_LINES = 3
+
+    def _pack(self) -> int:
+        """Rows per line: 1, or 2 when the rows do not fit the height one per line."""
+        height = self.content_region.height or self.size.height
+        return 2 if len(self.values) > max(1, height - self.CHROME_LINES) else 1
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return len(self.values) + self.CHROME_LINES if self.values else 1
@@ -132,18 +142,22 @@ class Heatmap(Widget, can_focus=True):
         """(first row shown, number of rows shown)."""
         height = self.content_region.height or self.size.height
         n = len(self.values)
-        visible = max(1, min(n, height - self.CHROME_LINES))
+        pack = self._pack()
+        visible = max(1, min(n, (height - self.CHROME_LINES) * pack))
         first = min(max(0, self._top), max(0, n - visible))
         cur = self.cursor[0]
         if cur < first:
             first = cur
         elif cur >= first + visible:
             first = cur - visible + 1
+        first -= first % pack  # a line holds rows (2k, 2k+1)
         self._top = first
-        return first, visible
+        return first, min(visible, n - first)
 
     def _layout(self, width: int) -> None:
-        self._label_w = max((len(s) for s in self.row_labels), default=1) + 1
+        widest = max((len(s) for s in self.row_labels), default=1)
+        # two rows per line: both labels ("10/11")
+        self._label_w = (2 * widest + 1 if self._pack() == 2 else widest) + 1
         ncols = max(1, self._ncols)
         self._cell_w = max(1, min(4, (width - self._label_w) // ncols))
 
@@ -166,37 +180,58 @@ class Heatmap(Widget, can_focus=True):
         out.append("".join(header).rstrip() + "\n", style="dim")
         cur_r, cur_c = self.cursor
         first, visible = self._window()
-        for r in range(first, first + visible):
-            row = self.values[r]
+        pack = self._pack()
+        for r in range(first, first + visible, pack):
+            rows = [r] if pack == 1 or r + 1 >= first + visible else [r, r + 1]
             label = self.row_labels[r] if r < len(self.row_labels) else ""
-            out.append(label.rjust(lw - 1) + " ", style="b" if r == cur_r else "dim")
+            if len(rows) == 2 and r + 1 < len(self.row_labels):
+                label = f"{label}/{self.row_labels[r + 1]}"
+            out.append(label.rjust(lw - 1) + " ", style="b" if cur_r in rows else "dim")
             for c in range(self._ncols):
-                v = row[c] if c < len(row) else None
-                if v is None or not math.isfinite(v):
-                    out.append(" " * cw)
-                    continue
-                rgb = colour(self._scaled(v, lo, hi))
-                luma = 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2]
-                fg = "black" if luma > 140 else "white"
-                mark = " "
-                if self.highlight == (r, c):
-                    mark = "◆"
-                if (r, c) == (cur_r, cur_c) and self.has_focus:
-                    mark = "▣" if mark == " " else mark
-                    style = Style(bgcolor=_hex(rgb), color=fg, bold=True, reverse=False)
-                else:
-                    style = Style(bgcolor=_hex(rgb), color=fg)
-                out.append(mark.center(cw), style=style)
+                out.append(*self._cell(rows, c, lo, hi, cw))
             out.append("\n")
         # Legend and readout.
         out.append(" " * lw)
-        out.append(f"{_num(lo)} ", style="dim")
+        out.append(f"{self.format_value(lo)} ", style="dim")
         for i in range(8):
             out.append(" ", style=Style(bgcolor=_hex(colour(i / 7))))
         scale = "√" if self.sqrt_scale else "linear"
-        out.append(f" {_num(hi)} ({scale}, s)\n", style="dim")
+        out.append(f" {self.format_value(hi)} ({scale}, s)\n", style="dim")
         out.append(" " * lw + self.readout())
         return out
+
+    def _value(self, r: int, c: int) -> float | None:
+        row = self.values[r]
+        v = row[c] if c < len(row) else None
+        return v if v is not None and math.isfinite(v) else None
+
+    def _cell(self, rows: list[int], c: int, lo: float, hi: float, cw: int) -> tuple[str, Style]:
+        """The text and style of column ``c`` of one line: one row, or two as half blocks."""
+        cur_r, cur_c = self.cursor
+        cursor_here = c == cur_c and cur_r in rows and self.has_focus
+        values = [self._value(r, c) for r in rows]
+        rgbs = [None if v is None else colour(self._scaled(v, lo, hi)) for v in values]
+        if len(rows) == 2 and not cursor_here and (rows[0], c) != self.highlight \
+                and (rows[1], c) != self.highlight:  # fmt: skip
+            top, bottom = rgbs
+            if top is None and bottom is None:
+                return " " * cw, Style()
+            return "▀" * cw, Style(
+                color=_hex(top) if top else None, bgcolor=_hex(bottom) if bottom else None
+            )
+        r = cur_r if cursor_here else rows[0]
+        if len(rows) == 2 and (rows[1], c) == self.highlight:
+            r = rows[1]
+        rgb = rgbs[rows.index(r)]
+        if rgb is None:
+            return " " * cw, Style()
+        luma = 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2]
+        fg = "black" if luma > 140 else "white"
+        mark = "◆" if self.highlight == (r, c) else " "
+        if cursor_here:
+            mark = "▣" if mark == " " else mark
+            return mark.center(cw), Style(bgcolor=_hex(rgb), color=fg, bold=True)
+        return mark.center(cw), Style(bgcolor=_hex(rgb), color=fg)
 
     def readout(self) -> str:
         """'<row> · <col> · <value>' for the cell under the cursor."""
@@ -206,7 +241,7 @@ class Heatmap(Widget, can_focus=True):
         v = self.values[r][c]
         text = (
             f"{self.row_name} {self.row_labels[r]} · {self.col_name} {self.describe_col(c)}"
-            f" · {self.value_name} {_num(v)}"
+            f" · {self.value_name} {self.format_value(v)}"
         )
         if self.highlight == (r, c):
             text += "  ◆"
@@ -241,10 +276,12 @@ class Heatmap(Widget, can_focus=True):
         offset = event.get_content_offset(self)
         if offset is None or not self.values:
             return
-        r = offset.y - 1 + self._top
+        pack = self._pack()
+        r = (offset.y - 1) * pack + self._top
         c = (offset.x - self._label_w) // max(1, self._cell_w)
         _, visible = self._window()
-        if 1 <= offset.y <= visible and 0 <= r < len(self.values) and 0 <= c < self._ncols:
+        lines = -(-visible // pack)
+        if 1 <= offset.y <= lines and 0 <= r < len(self.values) and 0 <= c < self._ncols:
             self.cursor = (r, c)
 
     def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:

@@ -12,6 +12,9 @@ from textual.widgets import DataTable
 from tui.core import Row
 
 COLUMNS = ("✓", "model", "source", "layers", "dtype", "intervention", "texts", "date", "run")
+# below this width source and dtype go, so that date and run stay on screen (80 columns)
+COMPACT_BELOW = 110
+COMPACT = ("✓", "model", "layers", "intervention", "texts", "date", "run")
 
 
 def _date(value: object) -> str:
@@ -42,32 +45,51 @@ class RunTable(DataTable):
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self.selected: list[str] = []
         self._shown: list[str] = []
+        self._runs: list[Row] = []
+        self._short: dict[str, str] = {}  # run id -> shortest unique prefix (>= 8)
+        self.columns_shown: tuple[str, ...] = ()
 
-    def on_mount(self) -> None:
-        for name in COLUMNS:
-            self.add_column(name, key=name)
+    def on_resize(self) -> None:
+        wanted = COMPACT if self.size.width < COMPACT_BELOW else COLUMNS
+        if wanted != self.columns_shown and self.is_mounted:
+            self.show(self._runs, self.selected)
+
+    def set_run_ids(self, run_ids: Iterable[str]) -> None:
+        """Every run id of the database: the run column prints each one's shortest unique
+        prefix (what `homog` commands take back)."""
+        from tui.series import short_ids
+
+        self._short = short_ids(list(run_ids))
 
     def show(self, runs: Iterable[Row], selected: Iterable[str]) -> None:
         """Replace the rows with ``runs``; keep the cursor on the same run when possible."""
         current = self._shown[self.cursor_row] if 0 <= self.cursor_row < len(self._shown) else None
         self.selected = list(selected)
-        self.clear()
+        self._runs = list(runs)
+        columns = COMPACT if 0 < self.size.width < COMPACT_BELOW else COLUMNS
+        self.clear(columns=columns != self.columns_shown)
+        if columns != self.columns_shown:
+            for name in columns:
+                self.add_column(name, key=name)
+            self.columns_shown = columns
         self._shown = []
-        for r in runs:
+        for r in self._runs:
             rid = r["run_id"]
             self._shown.append(rid)
-            self.add_row(
-                self._mark(rid),
-                str(r.get("model", "")),
-                str(r.get("model_source", "")),
-                Text(str(r.get("n_layers", "")), justify="right"),
-                str(r.get("dtype", "") or ""),
-                str(r.get("intervention", "") or ""),
-                Text("" if r.get("n_texts") is None else str(r["n_texts"]), justify="right"),
-                _date(r.get("created_at")),
-                rid[:12],
-                key=rid,
-            )
+            cells = {
+                "✓": self._mark(rid),
+                "model": str(r.get("model", "")),
+                "source": str(r.get("model_source", "")),
+                "layers": Text(str(r.get("n_layers", "")), justify="right"),
+                "dtype": str(r.get("dtype", "") or ""),
+                "intervention": str(r.get("intervention", "") or ""),
+                "texts": Text(
+                    "" if r.get("n_texts") is None else str(r["n_texts"]), justify="right"
+                ),  # fmt: skip
+                "date": _date(r.get("created_at")),
+                "run": self._short.get(rid, rid[:12]),
+            }
+            self.add_row(*(cells[c] for c in columns), key=rid)
         if current in self._shown:
             self.move_cursor(row=self._shown.index(current))
 

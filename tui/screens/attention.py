@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -15,6 +16,7 @@ from tui.components.heatmap import Heatmap
 from tui.core import Catalog, as_rows, grid
 from tui.messages import AttnFirstLoaded, ProfileKey, ProfileLoaded, QueryFailed
 from tui.screens.base import HomogScreen
+from tui.series import PALETTE, Line
 
 N_BINS_DEFAULT = 20
 MEAN_OF_HEADS = -1  # the head Select's value for "heads averaged"
@@ -59,7 +61,11 @@ class AttentionScreen(HomogScreen):
     (the mass on the first token) over layers, one line per variant."""
 
     MODE = "attention"
-    BINDINGS = [Binding("k", "cycle_curve", "attn_first / sink_rate")]
+    # screen keys: they work while a dropdown (not the map) has the focus
+    BINDINGS = [
+        Binding("k", "cycle_curve", "attn_first / sink_rate"),
+        Binding("s", "scale", "Scale"),
+    ]
 
     def __init__(self) -> None:
         super().__init__()
@@ -88,7 +94,13 @@ class AttentionScreen(HomogScreen):
                     classes="pane-title",
                 )
                 yield Heatmap(id="attn-map")
-            yield CurvePlot(id="attn-first")
+            with Vertical(id="attn-first-box"):
+                yield Static("", id="attn-first-legend", classes="pane-title")
+                yield CurvePlot(id="attn-first")
+
+    def action_scale(self) -> None:
+        """Linear or square-root colour scale of the heatmap (s)."""
+        self.query_one(Heatmap).action_toggle_scale()
 
     def catalog_changed(self, catalog: Catalog) -> None:
         labels = catalog.labels
@@ -198,15 +210,26 @@ class AttentionScreen(HomogScreen):
             return  # an answer for the other curve; the current one is on its way
         plot = self.query_one("#attn-first", CurvePlot)
         plot.loading = False
-        series: dict[str, tuple[list[float], list[float]]] = {}
+        lines: dict[str, Line] = {}
         for r in rows:
             if r.get("mean") is None:
                 continue
-            xs, ys = series.setdefault(str(r["variant"]), ([], []))
-            xs.append(float(r["layer"]))
-            ys.append(float(r["mean"]))
+            variant = str(r["variant"])
+            if variant not in lines:
+                n = len(lines) + 1
+                lines[variant] = Line(n, choice[0], variant, variant, PALETTE[n - 1])
+            lines[variant].xs.append(float(r["layer"]))
+            lines[variant].ys.append(float(r["mean"]))
+        legend = Text()
+        for ln in lines.values():  # a legend beside the plot, never over the data
+            legend.append(f"{ln.number} ━ ", style=f"bold {ln.hex}")
+            legend.append(f"{ln.name}  ")
+        self.query_one("#attn-first-legend", Static).update(legend)
         plot.show(
-            series,
+            {v: (ln.xs, ln.ys) for v, ln in lines.items()},
+            colors={v: ln.color for v, ln in lines.items()},
+            labels=list(lines.values()),
+            integer_x=True,
             title=CURVE_TITLES[self.curve_metric],
             xlabel="layer",
             empty_text=f"no {self.curve_metric} metric for this run"

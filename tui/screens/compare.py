@@ -1,4 +1,10 @@
-"""Compare: a metric over layers, one line per (run, variant), with the numbers beside it."""
+"""Compare: a metric over layers, one numbered line per (run, variant), a legend that names
+every line in full, and the numbers beside it.
+
+Views (v): all lines; one variant at a time; one model at a time (n / N step through the
+variants or models); differences to the original, one line per contrast (variant - original
+of the same run, with the stats stage's CI and Holm p).
+"""
 
 from __future__ import annotations
 
@@ -11,13 +17,16 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Vertical
 from textual.timer import Timer
-from textual.widgets import Checkbox, Label, Select, SelectionList, Static
+from textual.widgets import Label, Select, SelectionList, Static
 from textual.widgets.selection_list import Selection
 from textual.worker import Worker
 
+from tui import series as S
 from tui.components.curve_plot import CurvePlot
 from tui.components.curve_table import CurveTable
-from tui.core import ALPHA, Catalog, Row, as_rows, curve_series
+from tui.components.legend import Legend
+from tui.components.ticks import TickBox, TickList
+from tui.core import ALPHA, Catalog, Row, as_rows
 from tui.messages import CurveKey, CurvesLoaded, QueryFailed
 from tui.screens.base import HomogScreen
 
@@ -40,36 +49,59 @@ def with_token_set(metric: str, token_set: str) -> str:
     return base if token_set == "all" else f"{base}__{token_set}"
 
 
+CONTRASTS_SQL = """
+    SELECT run_id, variant_a, variant_b, layer, mean_diff, ci_low, ci_high, p_value, p_holm,
+           band, baseline_run_id, n
+    FROM contrasts
+    WHERE metric = ? AND run_id IN (SELECT unnest(?)) AND band IS NULL
+      AND baseline_run_id IS NULL AND variant_b = 'original'
+"""
+
+
 def fetch_curves(con: Any, key: CurveKey, generation: int = 0) -> CurvesLoaded:
     """Worker body: the layer curves of every variant for (metric, run_ids), a lookup on the
-    materialised ``layer_summary``. ``generation`` travels back with the result (a result
-    from before a reload is dropped)."""
+    materialised ``layer_summary``, and the per-layer contrasts against the original (for the
+    differences view and the floor of p). ``generation`` travels back with the result (a
+    result from before a reload is dropped)."""
     from homog.store import layer_curves
 
     metric, run_ids = key
     rows = layer_curves(con, metric, run_ids=list(run_ids))
-    return CurvesLoaded(key, as_rows(rows), generation)
+    try:
+        cur = con.execute(CONTRASTS_SQL, [metric, list(run_ids)])
+        cols = [d[0] for d in cur.description]
+        contrasts = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+    except Exception:  # noqa: BLE001 - a database without contrasts: curves only
+        contrasts = []
+    return CurvesLoaded(key, as_rows(rows), generation, contrasts)
 
 
 class CompareScreen(HomogScreen):
     """Pick a metric, runs and variants; see the curves and a table of mean, CI and the
-    Holm-corrected p-value against the original variant (``*`` when below 0.05).
+    Holm-corrected p-value against the original variant (``*`` when below 0.05, ``‡`` at the
+    permutation floor, with a footnote).
 
-    Results are cached per (metric, runs) with every variant, so a variant toggle, and going
-    back to a metric, redraws without a query.
+    Results are cached per (metric, runs) with every variant, so a variant toggle, a view
+    change and going back to a metric redraw without a query.
     """
 
     MODE = "compare"
     BINDINGS = [
-        Binding("m", "cycle_metric(1)", "Next metric"),
+        Binding("m", "cycle_metric(1)", "Metric"),
         Binding("M", "cycle_metric(-1)", "Prev metric", show=False),
-        Binding("d", "toggle_depth", "Rel. depth"),
         Binding("t", "cycle_token_set", "Token set"),
+        Binding("v", "cycle_view", "View"),
+        Binding("n", "step_group(1)", "Next group"),
+        Binding("N", "step_group(-1)", "Prev group", show=False),
+        Binding("d", "toggle_depth", "Rel. depth"),
     ]
 
     def __init__(self) -> None:
         super().__init__()
         self._cache: dict[CurveKey, list[Row]] = {}
+        self._contrasts: dict[CurveKey, list[Row]] = {}
+        self.view = "all"  # one of series.VIEWS
+        self._group: dict[str, str] = {}  # view -> the variant or model shown
         self._pending: dict[CurveKey, Worker] = {}  # queries in flight, one per key
         self._generation = 0  # bumped when the database is (re)read: older results are stale
         self._drawn: tuple | None = None  # what the widgets show now
@@ -81,21 +113,34 @@ class CompareScreen(HomogScreen):
     def compose_body(self) -> ComposeResult:
         with Container(id="compare-body"):
             with Vertical(id="compare-side"):
-                yield Label("Metric (m, t: set)", classes="side-title")
+                yield Label("Metric (m, t)", classes="side-title")
                 yield Select([], id="metric", prompt="metric", compact=True)
                 yield Label("Runs", classes="side-title")
-                yield SelectionList[str](id="pick-runs", compact=True)
+                yield TickList(id="pick-runs", compact=True)
                 yield Label("Variants", classes="side-title")
-                yield SelectionList[str](id="pick-variants", compact=True)
-                yield Checkbox("relative depth (d)", id="rel-depth", compact=True)
+                yield TickList(id="pick-variants", compact=True)
+                yield TickBox("rel. depth (d)", id="rel-depth", compact=True)
             with Container(id="compare-main"):
                 yield CurvePlot(id="curve-plot")
-                yield CurveTable(id="curve-table")
+                with Container(id="compare-bottom"):
+                    yield Legend(id="legend")
+                    yield CurveTable(id="curve-table")
+                yield Static("", id="compare-note", classes="status")
         yield Static("", id="compare-status", classes="status")
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.watch(self.query_one(CurveTable), "cursor_row", self._cursor_moved, init=False)
+
+    def _cursor_moved(self, row: int) -> None:
+        table = self.query_one(CurveTable)
+        if 0 <= row < table.row_count:
+            self.query_one(Legend).point_at(table.number(table.row_data(row)))
 
     # -- choices ---------------------------------------------------------------------------
     def catalog_changed(self, catalog: Catalog) -> None:
         self._cache.clear()
+        self._contrasts.clear()
         self._pending.clear()
         self._generation += 1
         self._drawn = None
@@ -162,7 +207,7 @@ class CompareScreen(HomogScreen):
         chosen = set(self.query_one("#pick-runs", SelectionList).selected)
         depths = {r.get("n_layers") for r in catalog.runs if r["run_id"] in chosen}
         if len(depths) > 1:
-            self.query_one("#rel-depth", Checkbox).value = True
+            self.query_one("#rel-depth", TickBox).value = True
 
     def key(self) -> CurveKey | None:
         """(metric, chosen run ids): what the cache and the query are keyed by."""
@@ -190,18 +235,47 @@ class CompareScreen(HomogScreen):
         self._auto_depth()
         self.refresh_curves()
 
-    @on(Checkbox.Changed, "#rel-depth")
+    @on(TickBox.Changed, "#rel-depth")
     def _depth_changed(self) -> None:
         if not self._syncing:
             self.draw()
 
     def action_cycle_metric(self, step: int) -> None:
+        """The next metric in the current token set (erank -> mev, erank__no_sink ->
+        mev__no_sink): t, not m, changes the token set."""
         catalog = self.catalog
         select = self.query_one("#metric", Select)
         if catalog is None or not catalog.metrics:
             return
-        i = catalog.metrics.index(select.value) if select.value in catalog.metrics else -step
-        self._set_metric(catalog.metrics[(i + step) % len(catalog.metrics)])
+        current = select.value if isinstance(select.value, str) else catalog.metrics[0]
+        token_set = split_token_set(current)[1]
+        same = [m for m in catalog.metrics if split_token_set(m)[1] == token_set]
+        i = same.index(current) if current in same else -step
+        self._set_metric(same[(i + step) % len(same)])
+
+    def action_cycle_view(self) -> None:
+        """all lines -> one variant -> one model -> differences to the original -> all."""
+        self.view = S.VIEWS[(S.VIEWS.index(self.view) + 1) % len(S.VIEWS)]
+        self.draw()
+
+    def action_step_group(self, step: int) -> None:
+        """The next variant (or model) in the one-variant (one-model) view."""
+        names = self._groups()
+        if not names:
+            self.notify("n steps through variants or models: press v for such a view first")
+            return
+        current = self._group.get(self.view)
+        i = names.index(current) if current in names else -step
+        self._group[self.view] = names[(i + step) % len(names)]
+        self.draw()
+
+    def _groups(self) -> list[str]:
+        key, catalog = self.key(), self.catalog
+        if key is None or catalog is None or self.view not in ("variant", "model"):
+            return []
+        chosen = set(self.chosen_variants())
+        rows = [r for r in self._cache.get(key, []) if r["variant"] in chosen]
+        return S.groups(self.view, rows, {r["run_id"]: r for r in catalog.runs})
 
     def _set_metric(self, metric: str) -> None:
         """Choose ``metric`` and draw it now when it is cached (the Select's Changed message,
@@ -231,7 +305,7 @@ class CompareScreen(HomogScreen):
         )
 
     def action_toggle_depth(self) -> None:
-        box = self.query_one("#rel-depth", Checkbox)
+        box = self.query_one("#rel-depth", TickBox)
         box.value = not box.value
 
     # -- data ------------------------------------------------------------------------------
@@ -274,6 +348,7 @@ class CompareScreen(HomogScreen):
             return  # a result from before the database was re-read
         self._pending.pop(message.key, None)
         self._cache[message.key] = message.rows
+        self._contrasts[message.key] = message.contrasts
         if message.key == self.key():
             self.draw()
 
@@ -289,8 +364,8 @@ class CompareScreen(HomogScreen):
         )
 
     def draw(self) -> None:
-        """Plot and tabulate the cached rows of the current choice (nothing to do when the
-        widgets already show it)."""
+        """Plot, name and tabulate the cached rows of the current choice and view (nothing to
+        do when the widgets already show it)."""
         self._stop_spinner()
         key = self.key()
         catalog = self.catalog
@@ -298,14 +373,28 @@ class CompareScreen(HomogScreen):
             return
         metric, runs = key
         variants = self.chosen_variants()
-        relative = self.query_one("#rel-depth", Checkbox).value
-        state = (key, variants, relative, key in self._cache)
+        relative = self.query_one("#rel-depth", TickBox).value
+        groups = self._groups()
+        group = self._group.get(self.view)
+        if groups and group not in groups:
+            group = self._group[self.view] = groups[0]
+        state = (key, variants, relative, key in self._cache, self.view, group)
         if state == self._drawn:
             return
         self._drawn = state
+        by_id = {r["run_id"]: r for r in catalog.runs}
+        contrasts = self._contrasts.get(key, [])
         shown = set(variants)
-        rows = [r for r in self._cache.get(key, []) if r["variant"] in shown]
-        labels = catalog.labels
+        if self.view == "diff":
+            depth = {rid: r.get("n_layers") or 1 for rid, r in by_id.items()}
+            rows = [r for r in S.diff_rows(contrasts, depth, catalog.variants)
+                    if r["variant"].removesuffix("−original") in shown]  # fmt: skip
+        else:
+            rows = [r for r in self._cache.get(key, []) if r["variant"] in shown]
+            rows = [r for r in rows if S.in_view(self.view, group, r, by_id)]
+        short = S.short_ids([r["run_id"] for r in catalog.runs])
+        lines, numbers = S.build_lines(rows, by_id, short, relative=relative)
+        floors = S.p_floors(contrasts)
         plot = self.query_one(CurvePlot)
         empty = (
             "choose at least one run and one variant"
@@ -313,17 +402,31 @@ class CompareScreen(HomogScreen):
             else f"no {metric} rows for this choice"
         )
         plot.show(
-            curve_series(rows, labels, relative=relative),
-            title=metric,
+            {f"{ln.number}": (ln.xs, ln.ys) for ln in lines},
+            title=metric + (" : variant − original" if self.view == "diff" else ""),
             xlabel="relative depth" if relative else "layer",
             empty_text=empty,
+            colors={f"{ln.number}": ln.color for ln in lines},
+            labels=lines,
+            integer_x=not relative,
+            zero_line=self.view == "diff",
         )
-        n_sig = self.query_one(CurveTable).show(rows, labels)
+        view = S.VIEW_NAMES[self.view] + (
+            f": {group}" if group and self.view in ("variant", "model") else ""
+        )
+        self.query_one(Legend).show(lines)
+        n_sig = self.query_one(CurveTable).show(rows, numbers, lambda r: S.at_floor(r, floors))
+        shown_floors = [
+            floors[(ln.run_id, ln.variant.removesuffix("−original"))]
+            for ln in lines
+            if (ln.run_id, ln.variant.removesuffix("−original")) in floors
+        ]
+        self.query_one("#compare-note", Static).update(S.floor_note(shown_floors), layout=False)
+        self.query_one("#compare-note").display = bool(shown_floors)
         token_set = split_token_set(metric)[1]
         # one line of fixed size: no layout pass (it would repaint every scrollbar)
         self.query_one("#compare-status", Static).update(
-            f"{metric} · tokens: {token_set} · {len(runs)} run(s) × {len(variants)} variant(s)"
-            f" · {len(rows)} points"
+            f"{metric} · tokens: {token_set} · {view} (v) · {len(lines)} lines"
             f" · [b yellow]*[/] {n_sig} differ from original (Holm p < {ALPHA})",
             layout=False,
         )

@@ -7,6 +7,7 @@ from typing import Any
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Container, Horizontal, Vertical
 from textual.widgets import DataTable, Select, Static
 
@@ -37,11 +38,22 @@ def fetch_ablation(con: Any, pe: str, task: str) -> AblationLoaded:
     return AblationLoaded(pe, task, as_rows(head_ablation(con, pe, task)))
 
 
+def pts(drop: float | None) -> str:
+    """An accuracy drop (a fraction) in points of accuracy %, the one unit of the screen."""
+    return "—" if drop is None else f"{100 * drop:.1f} pts"
+
+
 class PeLabScreen(HomogScreen):
     """Accuracy table (encodings x tasks) and the layer x head ablation grid of one
     encoding and task; the head whose removal costs most (the deposit head) is marked ◆."""
 
     MODE = "pe"
+    # a screen key: it works while a dropdown (not the grid) has the focus
+    BINDINGS = [Binding("s", "scale", "Scale")]
+
+    def action_scale(self) -> None:
+        """Linear or square-root colour scale of the ablation grid (s)."""
+        self.query_one(Heatmap).action_toggle_scale()
 
     def compose_body(self) -> ComposeResult:
         yield Static(NO_DATA, id="pe-empty")
@@ -139,8 +151,8 @@ class PeLabScreen(HomogScreen):
         if best is not None:
             highlight = (layers.index(int(best["layer"])), heads.index(int(best["head"])))
             self.query_one("#pe-deposit", Static).update(
-                f"accuracy drop when one head is zeroed · ◆ deposit: layer {best['layer']} "
-                f"head {best['head']} −{100 * best['drop']:.1f} pts"
+                f"accuracy drop (points of accuracy %) when one head is zeroed · ◆ deposit: "
+                f"layer {best['layer']} head {best['head']}, drop {pts(best['drop'])}"
             )
         heatmap.set_data(
             matrix,
@@ -149,6 +161,7 @@ class PeLabScreen(HomogScreen):
             row_name="layer",
             col_name="head",
             value_name="drop",
+            format_value=pts,
             highlight=highlight,
             empty_text=f"no ablation rows for {pe} / {task}",
         )

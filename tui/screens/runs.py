@@ -45,6 +45,7 @@ class RunsScreen(HomogScreen):
     def catalog_changed(self, catalog: Catalog) -> None:
         table = self.query_one(RunTable)
         table.loading = False
+        table.set_run_ids(r["run_id"] for r in catalog.runs)
         self._refilter()
         # A loading table cannot take focus, so the screen's auto-focus may have missed it:
         # give it the focus once the runs are in, unless the user is typing a filter.

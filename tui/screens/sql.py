@@ -39,7 +39,7 @@ class SqlScreen(HomogScreen):
     BINDINGS = [
         Binding("ctrl+r", "run", "Run", priority=True),
         Binding("escape", "cancel", "Cancel", priority=True),
-        Binding("e", "edit", "Edit", show=False),
+        Binding("e", "edit", "Edit query"),
     ]
 
     show_timings = True  # snapshot tests turn timings off (they differ run to run)
@@ -53,7 +53,7 @@ class SqlScreen(HomogScreen):
     def compose_body(self) -> ComposeResult:
         yield SqlEditor(STARTER_SQL, id="sql-editor")
         yield Static(
-            "ctrl+r run · esc cancel / leave editor · n/p pages in results",
+            "ctrl+r run · esc cancel / leave editor · e back to the editor · n/p pages",
             id="sql-status",
             classes="status",
         )
@@ -62,6 +62,8 @@ class SqlScreen(HomogScreen):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "cancel":
             return self.running or self.focused is self.query_one(SqlEditor)
+        if action == "edit":  # in the editor, e is a letter of the query
+            return self.focused is not self.query_one(SqlEditor)
         return True
 
     def action_run(self) -> None:
@@ -107,6 +109,9 @@ class SqlScreen(HomogScreen):
         results = self.query_one(ResultsTable)
         elapsed = message.elapsed_s if self.show_timings else None
         results.show(message.columns, rows, truncated=truncated, elapsed_s=elapsed)
+        # the results have the keys now (n/p pages, arrows); e goes back to the editor. An
+        # error leaves the focus in the editor, where the query is fixed.
+        self.query_one("#results-grid").focus()
         took = f" · {elapsed:.3f} s" if elapsed is not None else ""
         self._status(
             Text.assemble(

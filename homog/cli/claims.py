@@ -1,0 +1,109 @@
+"""`homog claims`: the report's claims table on the command line (rich table, CSV or JSON).
+
+The rows come from :func:`homog.report.claims.claims_table` over the frames the report reads
+(:func:`homog.report.build.read_inputs`), so the command and the report never disagree; every
+column it returns is printed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from homog.cli.options import db_option, model_option, params_option, plain
+from homog.cli.query import _connect, _split, emit, format_option
+from homog.errors import HomogError
+
+
+def stats_settings(params_path: Path) -> dict[str, Any]:
+    """The stats stage's settings (alpha, n_boot, ci, seed, test, n_perm) from the ``stats:``
+    section of params.yaml, or their defaults when there is no such file."""
+    from homog.config import StatsConfig, load_config
+
+    if not params_path.exists():
+        st, seed = StatsConfig(), 0
+    else:
+        params = load_config(params_path)
+        st, seed = params.stats, params.seed
+    return {
+        "alpha": st.alpha,
+        "n_boot": st.n_boot,
+        "ci": st.ci,
+        "seed": seed,
+        "test": st.test,
+        "n_perm": st.n_perm,
+    }
+
+
+def _matches(value: Any, wanted: list[str], *, prefix: bool = False) -> bool:
+    text = str(value)
+    return any(text == w or (prefix and text.startswith(w)) for w in wanted)
+
+
+@click.command()
+@db_option
+@params_option
+@model_option("Only these models (repeat or comma-separate).")
+@click.option(
+    "--claim", "claims", multiple=True, help="Only these claims: 1 .. 5, or 1a, 5b (a prefix)."
+)
+@click.option(
+    "--verdict",
+    "verdicts",
+    multiple=True,
+    help="Only these verdicts, e.g. supported, reversed, inconclusive (repeat or comma-separate).",
+)
+@format_option
+def claims(
+    db_path: Path | None,
+    params_path: Path,
+    models: tuple[str, ...],
+    claims: tuple[str, ...],
+    verdicts: tuple[str, ...],
+    fmt: str,
+) -> None:
+    """The paper's claims checked on the database: effect, CI, Holm p and verdict per model.
+
+    The same rows as the claims table of `homog report` (alpha, bootstrap and test from the
+    `stats:` section of --params when the file exists, else their defaults). Filters narrow
+    the rows; each names what it did not find.
+
+    \b
+    Examples:
+      homog claims
+      homog claims --format json > claims.json
+      homog claims --model smollm2-135m --claim 1 --format csv
+      homog claims --verdict supported,reversed
+    """
+    from homog.report.build import read_inputs
+    from homog.report.claims import claims_table
+
+    con = _connect(db_path)
+    data = read_inputs(con)
+    if data["contrasts"].empty or data["runs"].empty:
+        raise HomogError(
+            "the database has no contrasts: run the stats stage and load (`dvc repro`)"
+        )
+    frame = claims_table(
+        data["contrasts"], data["runs"], data["erank"], **stats_settings(params_path)
+    )
+    for column, wanted, prefix in (
+        ("model", _split(models), False),
+        ("claim", _split(claims), True),
+        ("verdict", _split(verdicts), False),
+    ):
+        if not wanted:
+            continue
+        known = sorted({str(v) for v in frame[column]})
+        unknown = [w for w in wanted if not any(_matches(k, [w], prefix=prefix) for k in known)]
+        if unknown:
+            raise HomogError(
+                f"no claim rows with {column} {', '.join(map(repr, unknown))}; "
+                f"valid: {', '.join(known)}"
+            )
+        frame = frame[[_matches(v, wanted, prefix=prefix) for v in frame[column]]]
+    columns = [str(c) for c in frame.columns]
+    rows = [[plain(v) for v in r] for r in frame.itertuples(index=False, name=None)]
+    emit(columns, rows, fmt, "claims")
