@@ -26,7 +26,7 @@ import pandas as pd
 
 from homog.config import CorpusConfig, Params, as_params
 from homog.errors import HomogError
-from homog.io import atomic_path, content_hash, write_json
+from homog.io import atomic_path, check_target, content_hash, write_json
 from homog.layout import Layout, writable_dir
 
 # The demo reviews ship with the project: found beside the package, whatever the cwd.
@@ -344,7 +344,8 @@ def build_corpus(
     params = as_params(params)
     cfg = params.corpus
     dataset = cfg.name or dataset_name(cfg.source)
-    writable_dir(Path(out).parent, what="corpus")  # before reading: fail fast
+    out = check_target(out, what="corpus")  # before reading: fail fast
+    writable_dir(out.parent, what="corpus")
     raw = load_source(cfg.source, split=cfg.split, root=root)
     corpus, report = prepare_corpus(
         raw,

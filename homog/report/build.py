@@ -14,11 +14,13 @@ import pandas as pd
 from homog import __version__
 from homog.config import Params
 from homog.errors import HomogError
-from homog.io import atomic_path
+from homog.io import atomic_path, check_target, remove_stale
 from homog.report.claims import claims_table
 from homog.report.document import Section, Table, to_html, to_markdown
 
 FORMATS = ("html", "md")
+REPORT_TABLES = ("runs", "layer_metrics", "contrasts", "texts", "mauve_scores", "posenc_results",
+                 "head_ablation", "attention_profile")  # fmt: skip
 # erank__no_sink / erank__standardized: does the effect survive without sink tokens and rogue
 # dimensions (extract.token_sets); sink_rate: where the attention sinks form (when present)
 CURVE_METRICS = (
@@ -254,10 +256,11 @@ def build_report(
     if fmt not in FORMATS:
         raise HomogError(f"unknown report format {fmt!r}: use one of {', '.join(FORMATS)}")
     params = params or Params()
-    out = Path(out)
+    out = _check_out(Path(out), fmt)
     db = Path(db_path)
     con = connect(db)
     try:
+        _check_schema(con, db)
         data = read_inputs(con)
         st = params.stats
         claims = (
@@ -271,7 +274,9 @@ def build_report(
         if synth_report is not None and Path(synth_report).exists():
             synth = json.loads(Path(synth_report).read_text())
         command = f"homog report --db {db} -o {out}" + (" --format md" if fmt == "md" else "")
-        with tempfile.TemporaryDirectory(prefix="homog-report-") as tmp:
+        # the pid in the name: a killed report's folder is removed by the next report
+        remove_stale(tempfile.gettempdir(), r"^homog-report-(\d+)-[A-Za-z0-9_]+$")
+        with tempfile.TemporaryDirectory(prefix=f"homog-report-{os.getpid()}-") as tmp:
             figdir = Path(tmp)
             sections = [
                 claims_section(claims, st.alpha, ci=st.ci, test=st.test),
@@ -290,6 +295,29 @@ def build_report(
     finally:
         con.close()
     return out
+
+
+def _check_out(out: Path, fmt: str) -> Path:
+    """The report's path (a symlink followed), checked before any work: a device, FIFO or
+    directory there, a file in the way or an unwritable directory is a HomogError."""
+    from homog.layout import writable_dir
+
+    out = check_target(out, what="report")
+    if fmt == "md":
+        check_target(out.with_name(f"{out.stem}_files"), directory=True, what="report figures")
+    writable_dir(out.parent, what="report")
+    return out
+
+
+def _check_schema(con: Any, db: Path) -> None:
+    from homog.store.schema import schema_problems
+
+    problems = schema_problems(con, REPORT_TABLES)
+    if problems:
+        raise HomogError(
+            f"{db} is not a homog database the report can read: {'; '.join(problems)}. Rebuild "
+            "it with `homog load` (or pass --db with the database `homog load` built)"
+        )
 
 
 def _write(out: Path, fmt: str, title: str, intro: str, sections: list[Section], figdir: Path):

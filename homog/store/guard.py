@@ -177,6 +177,12 @@ def check_read_only(con: duckdb.DuckDBPyConnection, sql: str) -> None:
     the second guard: the connection itself (``open_reader``) cannot reach files or settings.
     A syntax error raises HomogError with DuckDB's message.
     """
+    bad = next((i for i, ch in enumerate(sql) if "\udc80" <= ch <= "\udcff"), None)
+    if bad is not None:  # stdin read with surrogateescape: a byte that is not UTF-8
+        raise HomogError(
+            f"the SQL is not UTF-8 text (byte 0x{ord(sql[bad]) - 0xDC00:02x} at character {bad}); "
+            "save it as UTF-8 (e.g. `iconv -f latin1 -t utf-8 FILE`) and retry"
+        )
     try:
         statements = con.extract_statements(sql)
     except duckdb.Error as exc:
