@@ -256,7 +256,8 @@ SELECT run_id, model, variant, layer, metric, n, mean, std,
        mean + 1.959963984540054 * std / sqrt(n) AS ci_high
 FROM (
     SELECT m.run_id, r.model, m.variant, m.layer, m.metric,
-           count(m.value) AS n, avg(m.value) AS mean, stddev_samp(m.value) AS std
+           count(m.value) AS n, avg(m.value ORDER BY m.sample_id) AS mean,
+           stddev_samp(m.value ORDER BY m.sample_id) AS std
     FROM layer_metrics AS m
     JOIN runs AS r USING (run_id)
     WHERE isfinite(m.value)
