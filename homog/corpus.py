@@ -219,7 +219,13 @@ def load_source(
             raise HomogError("corpus.source hf: needs a dataset id, e.g. hf:stanfordnlp/imdb")
         return _read_hf(rest, split)
     if kind == "file":
-        path = Path(rest).expanduser()
+        try:
+            path = Path(rest).expanduser()
+        except RuntimeError as exc:  # file:~nouser/...: no such user, or no home directory
+            raise HomogError(
+                f"corpus.source {source!r}: cannot expand {rest.split('/')[0]!r} (no such user "
+                "or home directory); give the file's full path"
+            ) from exc
         if not path.is_absolute() and root is not None:
             path = root / path
         return _read_file(path)
