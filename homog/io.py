@@ -29,9 +29,11 @@ import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator
+import zipfile
+import zlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from homog.errors import HomogError
 
@@ -41,8 +43,10 @@ __all__ = [
     "check_target",
     "content_hash",
     "os_error",
+    "read_output",
     "probe_dir",
     "remove_stale",
+    "unreadable",
     "write_json",
 ]
 
@@ -53,6 +57,7 @@ _KINDS = {
     stat.S_IFSOCK: "a socket",
     stat.S_IFDIR: "a directory",
 }
+T = TypeVar("T")
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 NO_PERMISSION = (errno.EACCES, errno.EPERM, errno.EROFS)
 
@@ -85,6 +90,28 @@ def os_error(exc: OSError, path: str | os.PathLike[str] | None, what: str = "out
                     "another path"
                 )
     return HomogError(f"cannot write {where}: {exc.strerror or exc}; choose another path")
+
+
+# What reading a damaged Parquet or .npz file raises (pyarrow's errors subclass these too).
+READ_ERRORS: tuple[type[BaseException], ...] = (
+    OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error,
+)  # fmt: skip
+
+
+def unreadable(path: str | os.PathLike[str], exc: BaseException, fix: str) -> HomogError:
+    """The HomogError for a stage output that cannot be read: names the file, DuckDB's or
+    pyarrow's or numpy's reason, and ``fix`` (the command that writes it again)."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return HomogError(f"cannot read {path} ({first}): the file is damaged or not what homog "
+                      f"wrote; {fix}")  # fmt: skip
+
+
+def read_output(path: Path, read: Callable[[Path], T], fix: str) -> T:
+    """``read(path)``, with a damaged file as :func:`unreadable`'s HomogError."""
+    try:
+        return read(path)
+    except READ_ERRORS as exc:
+        raise unreadable(path, exc, fix) from exc
 
 
 def check_target(

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from homog.config import Params, as_params
-from homog.io import HomogError, atomic_path, write_json
+from homog.io import HomogError, atomic_path, read_output, write_json
 from homog.layout import Layout, find_runs
 from homog.metrics_sets import N_REMOVED
 from homog.paired_tests import (  # noqa: F401 (re-exported for callers of homog.stats)
@@ -258,7 +258,9 @@ def _read_metrics(run_dir: Path) -> pd.DataFrame:
     path = run_dir / "layer_metrics.parquet"
     if not path.exists():
         raise HomogError(f"{path} is missing; rerun `dvc repro` (extract stage)")
-    frame = pd.read_parquet(path, columns=["variant", "sample_id", "layer", "metric", "value"])
+    columns = ["variant", "sample_id", "layer", "metric", "value"]
+    fix = "rerun `homog extract` for its model (or `dvc repro`)"
+    frame = read_output(path, lambda p: pd.read_parquet(p, columns=columns), fix)
     return frame[~frame["metric"].isin(NOT_CONTRASTED)]
 
 
@@ -456,7 +458,8 @@ def stats_stage(
     summaries = pd.concat(
         [summarise(frames[r["run_id"]], r["run_id"]) for r in runs], ignore_index=True
     )
-    mauve_parts = [pd.read_parquet(p) for key in params.models if (p := layout.mauve(key)).exists()]
+    mauve_parts = [read_output(p, pd.read_parquet, f"rerun `homog mauve --model {k}`")
+                   for k in params.models if (p := layout.mauve(k)).exists()]  # fmt: skip
     mauve = pd.concat(mauve_parts, ignore_index=True) if mauve_parts else None
     with atomic_path(out_dir, directory=True) as tmp:
         contrasts.to_parquet(tmp / "contrasts.parquet", index=False)

@@ -335,3 +335,28 @@ def test_homog_error_for_unmarked_file_via_library(tmp_path):
     with pytest.raises(HomogError, match="homog did not build"):
         load(params, root=tmp_path)
     assert load(params, root=tmp_path, force=True)["runs"] == 1
+
+
+# --- damaged stage outputs are named ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "damaged_file", "needle"),
+    [
+        (["stats"], "extract/m1/none/layer_metrics.parquet", "rerun `homog extract`"),
+        (["mauve", "--model", "m1"], "extract/m1/none/vectors.npz", "homog extract --model m1"),
+        (["stats"], "mauve/m1.parquet", "rerun `homog mauve --model m1`"),
+    ],
+)
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_damaged_stage_output_is_named(tmp_path, monkeypatch, command, damaged_file, needle,
+                                       damage):  # fmt: skip
+    params = project(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "data" / damaged_file
+    if damaged_file.endswith(".npz"):
+        np.savez(path, tokens__original=np.ones((2, 3, 4), dtype=np.float32))
+    blob = path.read_bytes()
+    path.write_bytes(os.urandom(2048) if damage == "garbage" else blob[: len(blob) // 2])
+    res = CliRunner().invoke(main, [*command, "--params", str(params)])
+    clean_error(res, f"cannot read data/{damaged_file}", "damaged", needle)
