@@ -81,18 +81,13 @@ def check_posenc(config: Mapping[str, Mapping[str, Any]]) -> None:
     """Ranges of a resolved posenc config (``homog.posenc.presets.resolve``'s sections):
     sizes and counts >= 1, shares in their interval, ``lr > 0``, seeds in the seed range,
     ``[lo, hi]`` spans with ``0 <= lo <= hi``."""
-    for sec, keys in _POSITIVE.items():
-        for key in keys:
-            if key in config.get(sec, {}):
-                value = config[sec][key]
-                check(isinstance(value, int) and not isinstance(value, bool) and value >= 1,
-                      f"posenc.{sec}.{key} must be an integer >= 1, got {value!r}")  # fmt: skip
-    for sec, keys in _NON_NEGATIVE.items():
-        for key in keys:
-            if key in config.get(sec, {}):
-                value = config[sec][key]
-                check(isinstance(value, int) and not isinstance(value, bool) and value >= 0,
-                      f"posenc.{sec}.{key} must be an integer >= 0, got {value!r}")  # fmt: skip
+    minimum = {(sec, key): low for low, table in ((1, _POSITIVE), (0, _NON_NEGATIVE))
+               for sec, keys in table.items() for key in keys}  # fmt: skip
+    for (sec, key), low in minimum.items():
+        if key in config.get(sec, {}):
+            value = config[sec][key]
+            check(isinstance(value, int) and not isinstance(value, bool) and value >= low,
+                  f"posenc.{sec}.{key} must be an integer >= {low}, got {value!r}")  # fmt: skip
     for (sec, key), (lo, hi, lo_in, hi_in) in _SHARES.items():
         if key in config.get(sec, {}):
             v = config[sec][key]

@@ -8,29 +8,17 @@ import os
 import resource
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 from click.testing import CliRunner
+from hostile_helpers import HOMOG, ROOT, clean_error, write_texts
 
 from homog.cli import main
 from homog.config import load_config, parse_params
 from homog.errors import HomogError
-
-ROOT = Path(__file__).resolve().parents[1]
-HOMOG = [sys.executable, "-c", "from homog.cli import main; main(prog_name='homog')"]
-
-
-def clean_error(res, *needles: str) -> None:
-    assert res.exit_code == 1, res.output
-    assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)
-    assert "Error:" in res.output and "Traceback" not in res.output, res.output
-    for n in needles:
-        assert n in res.output, (n, res.output)
-
 
 # --- duplicate keys -------------------------------------------------------------------------
 
@@ -219,16 +207,6 @@ def test_every_homog_environment_read_goes_through_a_checked_reader():
 # --- HOMOG_CACHE ----------------------------------------------------------------------------
 
 
-def _texts(path: Path) -> Path:
-    import pandas as pd
-
-    rows = [("demo", v, f"s{t}", f"text {t} {v}", "pos", "kp", 1.0)
-            for v in ("original", "front", "end", "control") for t in range(2)]  # fmt: skip
-    cols = ["dataset", "variant", "sample_id", "text", "label", "keyphrase", "bertscore_f1"]
-    pd.DataFrame(rows, columns=cols).to_parquet(path)
-    return path
-
-
 @pytest.mark.parametrize("where", ["file", "unwritable"])
 def test_homog_cache_a_file_or_unwritable(tmp_path, monkeypatch, where):
     if where == "file":
@@ -241,8 +219,9 @@ def test_homog_cache_a_file_or_unwritable(tmp_path, monkeypatch, where):
     monkeypatch.setenv("HOMOG_CACHE", str(cache))
     params = tmp_path / "params.yaml"
     params.write_text("seed: 0\n")
+    texts = str(write_texts(tmp_path / "t.parquet", 2))
     res = CliRunner().invoke(main, ["extract", "--model", "random:tiny-llama", "--params",
-                                    str(params), "--texts", str(_texts(tmp_path / "t.parquet")),
+                                    str(params), "--texts", texts,
                                     "--out", str(tmp_path / "x"), "--device", "cpu",
                                     "--no-progress"])  # fmt: skip
     clean_error(res, needle, str(cache))

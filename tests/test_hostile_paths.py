@@ -23,28 +23,15 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+from hostile_helpers import ENV, HOMOG, IS_ROOT, clean_error, write_texts
 
 from homog.cli import main
 from homog.errors import HomogError
 from homog.io import atomic_path, write_json
 
-ROOT = Path(__file__).resolve().parents[1]
-IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-HOMOG = [sys.executable, "-c", "from homog.cli import main; main(prog_name='homog')"]
-
 
 def invoke(*args: str):
     return CliRunner().invoke(main, list(args))
-
-
-def clean_error(res, *needles: str) -> None:
-    """Exit 1 with an `Error:` message and no traceback, mentioning every needle."""
-    assert res.exit_code == 1, res.output
-    assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)
-    assert "Error:" in res.output and "Traceback" not in res.output, res.output
-    for n in needles:
-        assert n in res.output, (n, res.output)
 
 
 def make_node(path: Path, kind: str) -> Path:
@@ -200,19 +187,6 @@ def test_extract_out_under_a_file_or_in_proc(tmp_path, corpus_params, where):
     clean_error(res, "afile is a file" if where == "under_file" else "/proc/homog-test")
 
 
-def _texts(path: Path) -> Path:
-    import pandas as pd
-
-    rows = [
-        ("demo", v, f"s{t}", f"text number {t} about a {v} film that was good", "pos", "kp", 1.0)
-        for v in ("original", "front", "end", "control")
-        for t in range(4)
-    ]
-    cols = ["dataset", "variant", "sample_id", "text", "label", "keyphrase", "bertscore_f1"]
-    pd.DataFrame(rows, columns=cols).to_parquet(path)
-    return path
-
-
 def test_full_disk_during_extract_is_one_message(tmp_path, corpus_params, monkeypatch):
     import numpy as np
 
@@ -221,7 +195,7 @@ def test_full_disk_during_extract_is_one_message(tmp_path, corpus_params, monkey
 
     monkeypatch.setattr(np, "savez", full)
     monkeypatch.setattr(np, "savez_compressed", full)
-    texts = _texts(tmp_path / "texts.parquet")
+    texts = write_texts(tmp_path / "texts.parquet")
     res = invoke("extract", "--params", str(corpus_params), "--model", "random:tiny-llama",
                  "--texts", str(texts), "--out", str(tmp_path / "x"), "--device", "cpu",
                  "--no-progress")  # fmt: skip
@@ -237,7 +211,7 @@ def test_full_tmpfs_during_extract(tmp_path, corpus_params):
                                       str(mnt)], capture_output=True).returncode:  # fmt: skip
         pytest.skip("mounting a small tmpfs needs root (the ENOSPC test above covers the logic)")
     try:
-        texts = _texts(tmp_path / "texts.parquet")
+        texts = write_texts(tmp_path / "texts.parquet")
         proc = subprocess.run(
             [*HOMOG, "extract", "--params", str(corpus_params),
              "--model", "random:tiny-llama", "--texts", str(texts), "--out", str(mnt / "x"),

@@ -19,15 +19,13 @@ import pandas as pd
 import pytest
 import yaml
 from click.testing import CliRunner
+from hostile_helpers import IS_ROOT, ROOT, clean_error
 from test_store import table_rows, write_project, write_run
 
 from homog.cli import main
 from homog.errors import HomogError
 from homog.store import load
 from homog.store.schema import TABLES, create_schema, materialize_layer_summary
-
-ROOT = Path(__file__).resolve().parents[1]
-IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
 
 def digest(path: Path) -> str:
@@ -43,14 +41,6 @@ def project(tmp_path: Path, runs=(("m1", "none", "r1"),)) -> Path:
 
 def invoke_load(params: Path, *args: str):
     return CliRunner().invoke(main, ["load", "--params", str(params), *args])
-
-
-def clean_error(res, *needles: str) -> None:
-    assert res.exit_code == 1, res.output
-    assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)
-    assert "Error:" in res.output and "Traceback" not in res.output, res.output
-    for n in needles:
-        assert n in res.output, (n, res.output)
 
 
 # --- item 2: only homog's own databases are replaced ----------------------------------------
