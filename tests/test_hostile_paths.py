@@ -203,6 +203,7 @@ def test_full_disk_during_extract_is_one_message(tmp_path, corpus_params, monkey
     assert not any(p.suffix == ".tmp" for p in (tmp_path).rglob("*"))
 
 
+@pytest.mark.slow
 def test_full_tmpfs_during_extract(tmp_path, corpus_params):
     """A real full disk: a 64 KiB tmpfs (root only)."""
     mnt = tmp_path / "full"
