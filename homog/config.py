@@ -29,6 +29,15 @@ import yaml
 from homog.errors import HomogError
 from homog.posenc import ENCODINGS
 from homog.typed import coerce, section, value_name
+from homog.validate import (
+    DuplicateKeyError,
+    ParamsValueError,
+    check_model_keys,
+    check_posenc,
+    check_seed,
+    load_yaml,
+)
+from homog.validate import check as _check
 
 DEFAULT_PARAMS = Path("params.yaml")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -36,23 +45,6 @@ INTERVENTIONS: tuple[str, ...] = ("none", "zero_pos", "shuffle_pos")
 ENGINES: tuple[str, ...] = ("local", "ray")
 REPHRASERS: tuple[str, ...] = ("parse", "rule", "llm")
 POSENC_TASKS: tuple[str, ...] = ("distance", "count")
-
-# Fields filled in by the loader from the top level, never read from the section itself.
-
-
-class ParamsValueError(HomogError):
-    """A section's own check failed: ``detail`` says what, the message names the file
-    (``params.yaml`` unless ``parse_params`` knows better)."""
-
-    def __init__(self, detail: str, where: str = "params.yaml") -> None:
-        super().__init__(f"{where} {detail}")
-        self.detail = detail
-
-
-def _check(condition: bool, message: str) -> None:
-    if not condition:
-        raise ParamsValueError(message)
-
 
 # ---------------------------------------------------------------------------------------------
 # sections
@@ -79,6 +71,9 @@ class CorpusConfig:
             self.max_words is None or self.max_words >= max(1, self.min_words),
             f"corpus.max_words ({self.max_words}) must be >= corpus.min_words ({self.min_words})",
         )
+        for name in ("label_column", "id_column"):
+            _check(getattr(self, name) != self.text_column, f"corpus.{name} must differ from "
+                   f"corpus.text_column ({self.text_column!r})")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -137,6 +132,8 @@ class BertScoreConfig:
 
     def __post_init__(self) -> None:
         _check(self.batch_size >= 1, "synth.bertscore.batch_size must be >= 1")
+        _check(-1 <= self.threshold <= 1, f"synth.bertscore.threshold must lie in [-1, 1] "
+               f"(an F1 score), got {self.threshold}")  # fmt: skip
         _check(
             self.num_layers is None or self.num_layers >= 1,
             "synth.bertscore.num_layers must be >= 1 or null",
@@ -345,7 +342,10 @@ class MauveConfig:
 
     def __post_init__(self) -> None:
         _check(0 < self.pca_variance < 1, "mauve.pca_variance must lie in (0, 1)")
-        for name in ("max_points", "kmeans_max_clusters", "n_mixtures", "kmeans_num_redo"):
+        _check(self.scaling > 0, f"mauve.scaling must be > 0 (MAUVE's exp(-c KL)), got "
+               f"{self.scaling}")  # fmt: skip
+        for name in ("max_points", "kmeans_max_clusters", "n_mixtures", "kmeans_num_redo",
+                     "kmeans_max_iter"):  # fmt: skip
             _check(getattr(self, name) >= 1, f"mauve.{name} must be >= 1")
 
     def n_clusters(self, n_points: int) -> int:
@@ -430,7 +430,7 @@ class PosencConfig:
     count: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        from homog.posenc.presets import PRESETS
+        from homog.posenc.presets import PRESETS, resolve
 
         for name in ("decompose_samples", "decompose_texts", "decompose_max_tokens"):
             _check(getattr(self, name) >= 1, f"posenc.{name} must be >= 1")
@@ -442,6 +442,7 @@ class PosencConfig:
         _check(not bad, f"posenc.encodings: unknown {bad}; choose from {', '.join(ENCODINGS)}")
         for name in ("tasks", "encodings", "decompose_models"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
+        check_posenc(resolve(self))  # the preset with the overrides: ranges before training
 
     def overrides(self) -> dict[str, dict[str, Any]]:
         """The preset overrides, by preset section."""
@@ -463,6 +464,10 @@ class Params:
     ray: RayConfig = field(default_factory=RayConfig)
     posenc: PosencConfig = field(default_factory=PosencConfig)
     db: str = "data/homog.duckdb"
+
+    def __post_init__(self) -> None:
+        check_seed(self.seed, "seed")
+        check_model_keys(self.models)
 
     def model_sources(self) -> dict[str, str]:
         """Model key -> source string."""
@@ -513,7 +518,12 @@ def read_yaml(path: str | os.PathLike[str] = DEFAULT_PARAMS) -> dict[str, Any]:
             f"params file {path} not found: run from the project root or pass --params PATH"
         )
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(path.read_text())
+    except DuplicateKeyError as exc:
+        raise HomogError(
+            f"params file {path} repeats the key {exc.key!r} (lines {exc.first} and "
+            f"{exc.second}); keep one of them (the later one would silently replace the earlier)"
+        ) from exc
     except yaml.YAMLError as exc:
         raise HomogError(f"params file {path} is not valid YAML: {exc}") from exc
     except (OSError, UnicodeDecodeError) as exc:

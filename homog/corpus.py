@@ -26,7 +26,7 @@ import pandas as pd
 
 from homog.config import CorpusConfig, Params, as_params
 from homog.errors import HomogError
-from homog.io import atomic_path, content_hash, write_json
+from homog.io import atomic_path, check_target, content_hash, write_json
 from homog.layout import Layout, writable_dir
 
 # The demo reviews ship with the project: found beside the package, whatever the cwd.
@@ -219,7 +219,13 @@ def load_source(
             raise HomogError("corpus.source hf: needs a dataset id, e.g. hf:stanfordnlp/imdb")
         return _read_hf(rest, split)
     if kind == "file":
-        path = Path(rest).expanduser()
+        try:
+            path = Path(rest).expanduser()
+        except RuntimeError as exc:  # file:~nouser/...: no such user, or no home directory
+            raise HomogError(
+                f"corpus.source {source!r}: cannot expand {rest.split('/')[0]!r} (no such user "
+                "or home directory); give the file's full path"
+            ) from exc
         if not path.is_absolute() and root is not None:
             path = root / path
         return _read_file(path)
@@ -344,7 +350,8 @@ def build_corpus(
     params = as_params(params)
     cfg = params.corpus
     dataset = cfg.name or dataset_name(cfg.source)
-    writable_dir(Path(out).parent, what="corpus")  # before reading: fail fast
+    out = check_target(out, what="corpus")  # before reading: fail fast
+    writable_dir(out.parent, what="corpus")
     raw = load_source(cfg.source, split=cfg.split, root=root)
     corpus, report = prepare_corpus(
         raw,

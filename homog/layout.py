@@ -22,8 +22,12 @@ DEFAULT_DB = Path("data/homog.duckdb")
 
 
 def safe_name(key: str) -> str:
-    """A model key or source as one directory name (``hf:org/x`` -> ``hf_org_x``)."""
-    return key.replace(":", "_").replace("/", "_")
+    """A model key or source as one directory name (``hf:org/x`` -> ``hf_org_x``); HomogError
+    for a key that would name no folder or the one above (``""``, ``.``, ``..``)."""
+    name = key.replace(":", "_").replace("/", "_").replace("\\", "_")
+    if name in ("", ".", ".."):
+        raise HomogError(f"model key {key!r} is not a name: use a key of params.yaml `models:`")
+    return name
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from homog.config import MauveConfig, Params, as_params
-from homog.io import HomogError, atomic_path
+from homog.io import READ_ERRORS, HomogError, atomic_path, unreadable
 from homog.layout import Layout, find_runs
 
 __all__ = ["MauveConfig", "consecutive_layer_mauve", "mauve_stage"]
@@ -253,9 +253,12 @@ def mauve_stage(
         vec_path = run_dir / "vectors.npz"
         if not vec_path.exists():
             raise HomogError(f"{vec_path} is missing; rerun `homog extract --model {model}`")
-        with np.load(vec_path) as npz:
-            for key in sorted(k for k in npz.files if k.startswith("tokens__")):
-                jobs.append((run_id, key.removeprefix("tokens__"), npz[key]))
+        try:
+            with np.load(vec_path) as npz:
+                for key in sorted(k for k in npz.files if k.startswith("tokens__")):
+                    jobs.append((run_id, key.removeprefix("tokens__"), npz[key]))
+        except READ_ERRORS as exc:
+            raise unreadable(vec_path, exc, f"rerun `homog extract --model {model}`") from exc
     rows = []
     with progress() as bar:
         task = bar.add_task(f"mauve {model} ({cfg.path})", total=len(jobs))

@@ -10,10 +10,10 @@ memory, and ``build_random`` builds and seeds the weights (for ``homog.models.lo
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from homog.errors import HomogError
+from homog.validate import env_flag
 
 # Random models above this size are refused on the CPU (minutes to initialise, tens of GiB).
 CPU_MAX_RANDOM_PARAMS = 2_000_000_000
@@ -129,11 +129,8 @@ def build_random(
 
     config = random_config(preset, len(tokenizer))
     n_params = count_params(config)
-    if (
-        device == "cpu"
-        and n_params > CPU_MAX_RANDOM_PARAMS
-        and not os.environ.get("HOMOG_ALLOW_BIG_CPU")
-    ):
+    allow_big = env_flag("HOMOG_ALLOW_BIG_CPU")  # read every time: a bad value is named
+    if device == "cpu" and n_params > CPU_MAX_RANDOM_PARAMS and not allow_big:
         raise HomogError(
             f"random:{preset} has {n_params / 1e9:.1f}B parameters: it needs a GPU "
             "(--device cuda); on the CPU only its shapes can be built (device='meta'), "

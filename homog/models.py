@@ -130,10 +130,21 @@ class ModelFacts:
         return cls(**{k: values[k] for k in names})
 
 
+CACHE = "model cache (set HOMOG_CACHE to a writable folder)"
+
+
 def cache_dir() -> Path:
     """Where converted embedded models live: $HOMOG_CACHE or ~/.cache/homog/models."""
     env = os.environ.get("HOMOG_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "homog" / "models"
+    if not env:
+        return Path.home() / ".cache" / "homog" / "models"
+    try:
+        path = Path(env).expanduser()
+    except RuntimeError as exc:  # ~user of a user that does not exist
+        raise HomogError(f"HOMOG_CACHE={env!r}: {exc}; set it to a folder") from exc
+    if path.exists() and not path.is_dir():
+        raise HomogError(f"HOMOG_CACHE={env!r} is a file, not a folder; set it to a folder")
+    return path
 
 
 def resolve_source(key: str, models: Mapping[str, Any]) -> str:
@@ -234,7 +245,7 @@ def embedded_dir(name: str) -> Path:
     model.is_quantized = False
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    with atomic_path(target, directory=True) as tmp:
+    with atomic_path(target, directory=True, what=CACHE) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
     return target
@@ -256,7 +267,7 @@ def embedded_tokenizer(name: str = TOKENIZER_FOR_RANDOM) -> Any:
     if not (tok_dir / "tokenizer_config.json").exists():
         gguf = _embedded_gguf(name)
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        with atomic_path(tok_dir, directory=True) as tmp:
+        with atomic_path(tok_dir, directory=True, what=CACHE) as tmp:
             tokenizer.save_pretrained(tmp)
     return AutoTokenizer.from_pretrained(tok_dir)
 

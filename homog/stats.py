@@ -2,8 +2,8 @@
 
 For each run, metric and layer, and each variant pair of VARIANT_PAIRS present in the run (the
 paper's front, end, control vs original and front, end vs control; the position family's
-key_first / key_mid / key_last / key_control pairs) the texts are paired by ``sample_id`` and the difference ``a - b`` is summarised
-by its mean, a seeded percentile-bootstrap CI (vectorised: one multinomial weight matrix for all
+key_first / key_mid / key_last / key_control pairs) the texts are paired by ``sample_id``
+and the difference ``a - b`` is summarised by its mean, a seeded percentile-bootstrap CI (vectorised: one multinomial weight matrix for all
 layers), a two-sided p-value and Holm's correction across the layers of the (run, metric, pair)
 family. The p-value (``stats.test``) is by default a paired sign-flip permutation test of the
 mean difference, the same statistic as the CI, so p and CI agree; ``wilcoxon`` (scipy's
@@ -13,7 +13,8 @@ them: ``layer0`` (the embeddings), the depth bands (first 25 %, middle 50 %, las
 layers between 0 and L; the per-text mean over the band's layers) and ``final`` (layer L).
 Every row also gets the length-adjusted effect, size, equivalence test and layer-0 control of
 :mod:`homog.contrast_rows`, and band rows of ``stats.mixed_metrics`` the mixed model of
-:mod:`homog.mixed` (docs/statistics.md). An intervention run (``zero_pos``, ``shuffle_pos``) is compared with the unchanged
+:mod:`homog.mixed` (docs/statistics.md). An intervention run (``zero_pos``,
+``shuffle_pos``) is compared with the unchanged
 (``none``) run of the same model and config (the same ``pair_key``: everything but the
 intervention), variant by variant (``baseline_run_id`` set); only the interventions that
 ``extract.interventions`` names are read.

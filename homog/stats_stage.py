@@ -18,7 +18,7 @@ import pandas as pd
 
 from homog.config import Params, as_params
 from homog.extract import TOKEN_COUNT
-from homog.io import HomogError, atomic_path, write_json
+from homog.io import HomogError, atomic_path, read_output, write_json
 from homog.layout import Layout, find_runs
 from homog.stats import NOT_CONTRASTED, _finish, intervention_contrasts, run_contrasts
 
@@ -27,7 +27,9 @@ def _read_metrics(run_dir: Path) -> pd.DataFrame:
     path = run_dir / "layer_metrics.parquet"
     if not path.exists():
         raise HomogError(f"{path} is missing; rerun `dvc repro` (extract stage)")
-    frame = pd.read_parquet(path, columns=["variant", "sample_id", "layer", "metric", "value"])
+    columns = ["variant", "sample_id", "layer", "metric", "value"]
+    fix = "rerun `homog extract` for its model (or `dvc repro`)"
+    frame = read_output(path, lambda p: pd.read_parquet(p, columns=columns), fix)
     keep = ~frame["metric"].isin(NOT_CONTRASTED) | (frame["metric"] == TOKEN_COUNT)
     return frame[keep]  # the token counts adjust the contrasts; they are not contrasted
 
@@ -247,7 +249,8 @@ def stats_stage(
     summaries = pd.concat(
         [summarise(frames[r["run_id"]], r["run_id"]) for r in runs], ignore_index=True
     )
-    mauve_parts = [pd.read_parquet(p) for key in params.models if (p := layout.mauve(key)).exists()]
+    mauve_parts = [read_output(p, pd.read_parquet, f"rerun `homog mauve --model {k}`")
+                   for k in params.models if (p := layout.mauve(k)).exists()]  # fmt: skip
     mauve = pd.concat(mauve_parts, ignore_index=True) if mauve_parts else None
     dose = dose_tables(params, layout, found, frames)
     with atomic_path(out_dir, directory=True) as tmp:

@@ -11,12 +11,14 @@ string for that field (``models: {m: "hf:x"}``).
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Mapping
 from typing import Any, Literal
 
 from homog.errors import HomogError
+from homog.validate import ParamsValueError
 
 FROM_TOP = {"seed"}
 
@@ -94,10 +96,16 @@ def coerce(value: Any, tp: Any, key: str) -> Any:
         raise wrong()
     if tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
+            if not -(2**63) <= value < 2**63:  # numpy, torch and DuckDB take 64-bit integers
+                raise ParamsValueError(f"{key}: {value} is out of range (a 64-bit integer)")
             return value
         raise wrong()
     if tp is float:
         if isinstance(value, int | float) and not isinstance(value, bool):
+            if not math.isfinite(value if isinstance(value, float) else 0.0) or (
+                isinstance(value, int) and abs(value) > 2**63
+            ):
+                raise ParamsValueError(f"{key}: {value} is not a finite number")
             return float(value)
         raise wrong()
     if tp is str:

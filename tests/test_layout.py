@@ -33,7 +33,7 @@ def test_paths_are_those_dvc_yaml_declares():
 # modules that shape no number of an extract output (paths, errors, progress bars, typing)
 EXTRACT_INFRASTRUCTURE = {
     "homog", "homog.config", "homog.errors", "homog.lazy", "homog.progress", "homog.typed",
-    "homog.posenc",
+    "homog.posenc", "homog.validate",
 }  # fmt: skip
 
 

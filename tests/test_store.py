@@ -355,7 +355,7 @@ def test_corrupt_previous_database_is_reported(tmp_path):
     params = write_project(tmp_path, [("m1", "none", "r1")])
     db = tmp_path / "data" / "homog.duckdb"
     db.write_bytes(os.urandom(5000))
-    with pytest.raises(HomogError, match="move it aside"):
+    with pytest.raises(HomogError, match="not a DuckDB database; homog never replaces it"):
         load(params, root=tmp_path)
 
 

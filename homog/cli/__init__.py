@@ -10,7 +10,9 @@ built in, or when the commands are listed.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
 
 import click
 
@@ -38,6 +40,40 @@ COMMANDS: dict[str, str] = {
 }
 
 
+def _flush_stdout() -> None:
+    """Flush stdout inside the command (a full disk or closed pipe behind stdout is then an
+    error message, not a traceback at exit); after a failed flush stdout is pointed at
+    /dev/null so that Python's own flush at exit cannot fail again."""
+    import sys
+
+    try:
+        sys.stdout.flush()
+    except OSError:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise
+
+
+def _io_message(exc: OSError | UnicodeError) -> str | None:
+    """The message for an input/output error no command turned into a HomogError: stdout or
+    a file on a full disk, a missing permission, input that is not UTF-8 (None: a bug, whose
+    traceback is kept)."""
+    from homog.io import NO_PERMISSION, NO_SPACE, os_error
+
+    if isinstance(exc, UnicodeDecodeError):
+        bad = exc.object[exc.start : exc.start + 1].hex()
+        return (
+            f"the input is not UTF-8 text (byte 0x{bad} at position {exc.start}); save it as "
+            "UTF-8 (e.g. `iconv -f latin1 -t utf-8 FILE`) and retry"
+        )
+    if isinstance(exc, UnicodeError) or exc.errno not in (*NO_SPACE, *NO_PERMISSION):
+        return None
+    if exc.filename is None:  # stdout
+        why = "no space left on the device" if exc.errno in NO_SPACE else exc.strerror
+        return f"cannot write to stdout: {why}; redirect it to a file or a place that can take it"
+    return str(os_error(exc, exc.filename, "file"))
+
+
 def _plugin_commands() -> dict[str, str]:
     from importlib.metadata import entry_points
 
@@ -54,9 +90,17 @@ class LazyGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> object:
         try:
-            return super().invoke(ctx)
+            try:
+                return super().invoke(ctx)
+            finally:
+                _flush_stdout()
         except HomogError as exc:
             raise click.ClickException(str(exc)) from exc
+        except (OSError, UnicodeError) as exc:
+            message = _io_message(exc)
+            if message is None:
+                raise
+            raise click.ClickException(message) from exc
 
     def _targets(self) -> dict[str, str]:
         return {**_plugin_commands(), **COMMANDS}

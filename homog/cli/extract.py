@@ -8,6 +8,7 @@ import click
 
 from homog.cli.options import params_option
 from homog.extract import ENGINES, INTERVENTIONS
+from homog.io import probe_dir
 from homog.layout import Layout
 
 
@@ -96,6 +97,7 @@ def extract(
         params.extract, **{k: v for k, v in overrides.items() if v is not None}
     )
     out = out_dir or str(Layout().extract_dir(model_key))
+    probe_dir(out, what="extract output")  # before the model loads
     run = extract_runner(params, config.engine)  # imports Ray only for the ray engine
     try:
         records = run(

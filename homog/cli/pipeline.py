@@ -68,15 +68,23 @@ def stats(params_path: Path) -> None:
     "db_path",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="DuckDB file to build (default: params `db`, data/homog.duckdb).",
+    help="DuckDB file to build (default: params `db`, data/homog.duckdb); a symlink is followed.",
 )
-def load(params_path: Path, db_path: Path | None) -> None:
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace a DuckDB file that homog did not build (its tables are not kept). A file "
+    "that is not a DuckDB database is never replaced.",
+)
+def load(params_path: Path, db_path: Path | None, force: bool) -> None:
     """Load every stage output into the DuckDB file, atomically.
 
     Earlier runs (other params) stay; runs being loaded are replaced, so loading twice gives
     the same rows. The new file is built beside the old one and renamed into place under a
     lock: readers never see a half-written database. Ctrl-C stops it cleanly (exit 130, the
     old database unchanged); temporary files of killed loads are removed by the next load.
+    Only homog's own databases are replaced; runs of models no longer in params `models:`
+    are dropped with a notice.
 
     \b
     Example:
@@ -84,9 +92,10 @@ def load(params_path: Path, db_path: Path | None) -> None:
     """
     from homog.store import load as load_db
 
-    params = load_config(params_path)
     try:
-        counts = load_db(params, db_path)
+        counts = load_db(
+            load_config(params_path), db_path, force=force, notify=lambda m: click.echo(m, err=True)
+        )
     except KeyboardInterrupt:
         click.echo(
             "load interrupted: the database is unchanged and no temporary file is left",

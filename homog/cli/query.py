@@ -53,19 +53,32 @@ def _split(values: Sequence[str]) -> list[str]:
     return [v.strip() for item in values for v in item.split(",") if v.strip()]
 
 
-def _parse_layers(values: Sequence[str]) -> list[int] | None:
-    """'0,5,10' or '0-4' or repeated --layers -> sorted layer list (None when not given)."""
+def _parse_layers(values: Sequence[str], top: int | None = None) -> list[int] | None:
+    """'0,5,10' or '0-4' or repeated --layers -> sorted layer list (None when not given).
+
+    ``top``: the highest layer of the database's models (layer 0 = embeddings); a layer or
+    range outside 0..top is a HomogError (a huge range is never expanded)."""
     out: set[int] = set()
     for item in _split(values):
         try:
-            if "-" in item[1:]:
-                lo, hi = item.split("-", 1)
-                out.update(range(int(lo), int(hi) + 1))
-            else:
-                out.add(int(item))
+            lo, hi = item.split("-", 1) if "-" in item[1:] else (item, item)
+            lo, hi = int(lo), int(hi)
         except ValueError as exc:
             raise HomogError(f"bad layer {item!r}: use numbers like 0,5,10 or ranges 0-4") from exc
+        if top is not None and not 0 <= lo <= hi <= top:
+            raise HomogError(
+                f"--layers {item}: the models in the database have layers 0-{top}; give layers "
+                f"or ranges within 0-{top}"
+            )
+        out.update(range(lo, hi + 1))
     return sorted(out) or None
+
+
+def _top_layer(con: Any) -> int:
+    """The highest layer of any run (n_layers; layer 0 is the embeddings)."""
+    from homog.store.query import _q
+
+    return int(_q(con, "SELECT coalesce(max(n_layers), 0) FROM runs")[0][0])
 
 
 def _cell(v: Any) -> Any:
@@ -192,7 +205,7 @@ def compare(
         metric,
         run_ids=_run_ids(con, run_ids),
         variants=_split(variants) or None,
-        layers=_parse_layers(layers),
+        layers=_parse_layers(layers, _top_layer(con)),
         models=_split(models) or None,
     )
     if not rows:

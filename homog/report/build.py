@@ -13,12 +13,14 @@ import pandas as pd
 
 from homog.config import Params
 from homog.errors import HomogError
-from homog.io import atomic_path
+from homog.io import atomic_path, check_target, remove_stale
 from homog.report.claims import claims_table
 from homog.report.document import Section, to_html, to_markdown
 from homog.report.posenc_view import POSENC_SQL
 
 FORMATS = ("html", "md")
+REPORT_TABLES = ("runs", "layer_metrics", "contrasts", "texts", "mauve_scores", "posenc_results",
+                 "head_ablation", "attention_profile")  # fmt: skip
 # erank__no_sink / erank__standardized: does the effect survive without sink tokens and rogue
 # dimensions (extract.token_sets); sink_rate: where the attention sinks form (when present)
 CURVE_METRICS = (
@@ -195,11 +197,13 @@ def build_report(
         raise HomogError(f"unknown report format {fmt!r}: use one of {', '.join(FORMATS)}")
     out = Path(out)
     files = figures_dir_for(out, figures_dir) if fmt == "md" else None
+    out = _check_out(out, files)
     known = params or Params()
     db = Path(db_path)
     root = Path(root) if root is not None else Path.cwd()
     con = connect(db)
     try:
+        _check_schema(con, db)
         data = read_inputs(con)
         st = known.stats
         claims = (
@@ -233,7 +237,9 @@ def build_report(
             if len(data["runs"]) else []
         )  # fmt: skip
         variants = _variants(con, data)
-        with tempfile.TemporaryDirectory(prefix="homog-report-") as tmp:
+        # the pid in the name: a killed report's folder is removed by the next report
+        remove_stale(tempfile.gettempdir(), r"^homog-report-(\d+)-[A-Za-z0-9_]+$")
+        with tempfile.TemporaryDirectory(prefix=f"homog-report-{os.getpid()}-") as tmp:
             figdir = Path(tmp)
             sections = [
                 summary_section(claims, st.alpha),
@@ -260,6 +266,29 @@ def build_report(
     finally:
         con.close()
     return out
+
+
+def _check_out(out: Path, files: Path | None) -> Path:
+    """The report's path (a symlink followed), checked before any work: a device, FIFO or
+    directory there, a file in the way or an unwritable directory is a HomogError."""
+    from homog.layout import writable_dir
+
+    out = check_target(out, what="report")
+    if files is not None:
+        check_target(files, directory=True, what="report figures")
+    writable_dir(out.parent, what="report")
+    return out
+
+
+def _check_schema(con: Any, db: Path) -> None:
+    from homog.store.schema import schema_problems
+
+    problems = schema_problems(con, REPORT_TABLES)
+    if problems:
+        raise HomogError(
+            f"{db} is not a homog database the report can read: {'; '.join(problems)}. Rebuild "
+            "it with `homog load` (or pass --db with the database `homog load` built)"
+        )
 
 
 def _write(out: Path, fmt: str, title: str, intro: str, sections: list[Section], files):

@@ -106,11 +106,35 @@ def lock_error(path: str | os.PathLike[str], exc: BaseException) -> DatabaseLock
     )
 
 
+def quote_literal(text: str | os.PathLike[str]) -> str:
+    """``text`` as a SQL string literal (a path with an apostrophe stays one literal)."""
+    return "'" + str(text).replace("'", "''") + "'"
+
+
+def is_duckdb_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` starts like a DuckDB database file (its magic bytes ``DUCK`` at 8)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(12)
+    except OSError:
+        return False
+    return len(head) == 12 and head[8:12] == b"DUCK"
+
+
 def damaged(path: str | os.PathLike[str] | None, exc: BaseException) -> HomogError:
-    """The HomogError for a database DuckDB cannot read (lock errors get DatabaseLocked)."""
+    """The HomogError for a database DuckDB cannot read: a lock gets DatabaseLocked, a
+    statement DuckDB cannot parse (a quoting problem, homog's bug) its own message, anything
+    else "may be damaged"."""
     locked = lock_error(path or "", exc)
     if locked is not None:
         return locked
+    if isinstance(exc, duckdb.ParserException):
+        return HomogError(
+            f"DuckDB could not parse homog's statement for {path or 'the database'} "
+            f"({str(exc).strip().splitlines()[0]}): a quoting bug in homog, not damage; the "
+            "file is fine (do not move it). Please report it; meanwhile a path without quotes "
+            "or backslashes avoids it"
+        )
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     where = f"the database {path}" if path else "the database"
     return HomogError(
@@ -177,6 +201,12 @@ def check_read_only(con: duckdb.DuckDBPyConnection, sql: str) -> None:
     the second guard: the connection itself (``open_reader``) cannot reach files or settings.
     A syntax error raises HomogError with DuckDB's message.
     """
+    bad = next((i for i, ch in enumerate(sql) if "\udc80" <= ch <= "\udcff"), None)
+    if bad is not None:  # stdin read with surrogateescape: a byte that is not UTF-8
+        raise HomogError(
+            f"the SQL is not UTF-8 text (byte 0x{ord(sql[bad]) - 0xDC00:02x} at character {bad}); "
+            "save it as UTF-8 (e.g. `iconv -f latin1 -t utf-8 FILE`) and retry"
+        )
     try:
         statements = con.extract_statements(sql)
     except duckdb.Error as exc:

@@ -10,11 +10,10 @@ Where each stage's outputs lie comes from :mod:`homog.layout`; the design is doc
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import re
-from collections.abc import Iterator, Mapping, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,14 +23,21 @@ import duckdb
 
 from homog.config import Params, as_params
 from homog.errors import HomogError
+from homog.io import check_target
 from homog.layout import Layout, find_runs, writable_dir
-from homog.store.guard import damaged, lock_error
+from homog.store.guard import damaged, lock_error, quote_literal
 from homog.store.schema import (
     SCHEMA_VERSION,
     TABLES,
     Table,
     create_schema,
     materialize_layer_summary,
+)
+from homog.store.target import (
+    atomic_database,
+    interrupted,
+    previous_database,
+    remove_stale_builds,
 )
 
 # Seconds a load waits for another load holding the lock before giving up.
@@ -54,6 +60,9 @@ class Sources:
     runs: list[dict[str, Any]] = field(default_factory=list)
     files: dict[str, list[Path]] = field(default_factory=dict)
     pes: list[str] = field(default_factory=list)
+    # the model keys of params `models:` (None: keep every run) and what the load dropped
+    keep_models: list[str] | None = None
+    notices: list[str] = field(default_factory=list)
 
     def add(self, table: str, path: Path) -> None:
         if path.exists():
@@ -92,7 +101,7 @@ def collect_sources(
     """
     params = as_params(params)
     layout = Layout(Path(root))
-    src = Sources()
+    src = Sources(keep_models=list(params.models))
     src.add("texts", layout.texts)
     for run, run_dir in find_runs(
         params.models, layout.root, interventions=params.extract.interventions
@@ -119,71 +128,7 @@ def collect_sources(
 
 
 # ---------------------------------------------------------------------------------------------
-# One atomic build
-
-
-def _remove_db_files(path: Path) -> None:
-    for p in (path, path.with_name(path.name + ".wal")):
-        p.unlink(missing_ok=True)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's live process
-        return True
-    return True
-
-
-def remove_stale_builds(path: str | os.PathLike[str]) -> list[Path]:
-    """Remove ``.<name>.<pid>.tmp`` (and ``.wal``) builds of ``path`` left by killed loads.
-
-    Only files of processes that no longer run are removed (a live pid may be a load that
-    is building right now). Returns the removed paths.
-    """
-    path = Path(path)
-    removed = []
-    pattern = re.compile(rf"^\.{re.escape(path.name)}\.(\d+)\.tmp(\.wal)?$")
-    if not path.parent.is_dir():
-        return removed
-    for p in path.parent.iterdir():
-        m = pattern.match(p.name)
-        if m and int(m.group(1)) != os.getpid() and not _pid_alive(int(m.group(1))):
-            p.unlink(missing_ok=True)
-            removed.append(p)
-    return removed
-
-
-@contextlib.contextmanager
-def atomic_database(path: str | os.PathLike[str]) -> Iterator[duckdb.DuckDBPyConnection]:
-    """Yield a connection to a new, empty DuckDB file beside ``path``; rename it onto ``path``.
-
-    On leaving the block normally the new database is checkpointed, closed, synced to disk and
-    renamed onto ``path`` (atomic on one filesystem), so readers see the old file or the new
-    one, never a half-written one. On an exception (or a kill) ``path`` is left as it was and
-    the temporary file and its WAL are removed (a kill leaves them, named
-    ``.<name>.<pid>.tmp``; they are not read by anyone). The caller serialises concurrent
-    builds of the same ``path`` (``load_database`` holds a lock file).
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    _remove_db_files(tmp)
-    try:
-        con = duckdb.connect(str(tmp))
-        try:
-            con.execute("SET enable_progress_bar = false")
-            yield con
-            con.execute("CHECKPOINT")
-        finally:
-            con.close()
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        _remove_db_files(tmp)
+# One atomic build: homog.store.target (atomic_database, previous_database)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -215,7 +160,7 @@ def _run_row(run: dict[str, Any]) -> dict[str, Any]:
 
 
 def _quote_list(paths: Sequence[Path]) -> str:
-    return "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths) + "]"
+    return "[" + ", ".join(quote_literal(p) for p in paths) + "]"
 
 
 def _new_rows_sql(con: duckdb.DuckDBPyConnection, table: Table, files: Sequence[Path]) -> str:
@@ -254,7 +199,12 @@ def _new_rows_sql(con: duckdb.DuckDBPyConnection, table: Table, files: Sequence[
 
 
 def _build(con: duckdb.DuckDBPyConnection, sources: Sources, previous: Path | None) -> dict:
-    """Fill the empty database behind ``con``: earlier rows kept, new rows replacing theirs."""
+    """Fill the empty database behind ``con``: earlier rows kept, new rows replacing theirs.
+
+    Runs of models not in ``sources.keep_models`` (params ``models:``) and their rows are
+    dropped, and rows of run-scoped tables whose run is not in ``runs`` too, each with a line
+    in ``sources.notices``.
+    """
     con.execute("SET enable_progress_bar = false")
     create_schema(con)
     con.execute("DELETE FROM homog_meta")
@@ -275,11 +225,10 @@ def _build(con: duckdb.DuckDBPyConnection, sources: Sources, previous: Path | No
         con.executemany("INSERT INTO new_pes VALUES (?)", [[p] for p in sources.pes])
     if previous is not None:
         try:
-            con.execute(f"ATTACH '{previous.as_posix()}' AS prev (READ_ONLY)")
+            con.execute(f"ATTACH {quote_literal(previous.as_posix())} AS prev (READ_ONLY)")
         except duckdb.Error as exc:
-            locked = lock_error(previous, exc)
-            if locked is not None:
-                raise locked from exc
+            if lock_error(previous, exc) is not None or isinstance(exc, duckdb.ParserException):
+                raise damaged(previous, exc) from exc
             raise HomogError(
                 f"the existing database {previous} cannot be read ({exc}); move it aside "
                 "(keep it: it holds the runs of earlier params) and run `homog load` again to "
@@ -324,6 +273,8 @@ def _build(con: duckdb.DuckDBPyConnection, sources: Sources, previous: Path | No
             )
             if table.scope == "run":
                 keep = "run_id NOT IN (SELECT run_id FROM new_runs)"
+                if new_sql is not None and table.name != "runs":  # e.g. an old contrasts file
+                    keep += f" AND run_id NOT IN (SELECT run_id FROM new_{table.name})"
             elif table.scope == "pe":
                 keep = "pe NOT IN (SELECT pe FROM new_pes)"
             elif new_sql is not None:
@@ -335,12 +286,18 @@ def _build(con: duckdb.DuckDBPyConnection, sources: Sources, previous: Path | No
         if not parts:
             counts[table.name] = 0
             continue
-        order = ", ".join(f'"{c}"' for c in table.order_by)
+        # every column after the storage order: ties broken the same way in every load
+        order = ", ".join(
+            f'"{c}"'
+            for c in (*table.order_by, *(c for c in table.names if c not in table.order_by))
+        )
         con.execute(
             f"INSERT INTO {table.name} SELECT * FROM ({' UNION ALL '.join(parts)}) ORDER BY {order}"
         )
         counts[table.name] = con.execute(f"SELECT count(*) FROM {table.name}").fetchone()[0]
     con.execute("INSERT INTO homog_meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
+    if sources.keep_models is not None:
+        _drop_gone_models(con, sources.keep_models, sources.notices)
     orphans = con.execute(
         "SELECT count(*) FROM layer_metrics WHERE run_id NOT IN (SELECT run_id FROM runs)"
     ).fetchone()[0]
@@ -349,6 +306,10 @@ def _build(con: duckdb.DuckDBPyConnection, sources: Sources, previous: Path | No
             f"{orphans} layer_metrics rows belong to no run.json; the extract outputs are "
             "inconsistent: rerun `dvc repro` (or `homog extract`)"
         )
+    _drop_orphans(con, sources.notices)
+    if sources.notices:  # rows were dropped after counting
+        for name in counts:
+            counts[name] = con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
     if previous is not None:
         con.execute("DETACH prev")
     # Last, from the complete layer_metrics and runs: every reader's summary is a lookup.
@@ -356,13 +317,57 @@ def _build(con: duckdb.DuckDBPyConnection, sources: Sources, previous: Path | No
     return counts
 
 
+RUN_TABLES = [t.name for t in TABLES.values() if t.scope == "run" and t.name != "runs"]
+
+
+def _drop_gone_models(con: duckdb.DuckDBPyConnection, keep: list[str], notices: list[str]) -> None:
+    """Drop the runs of models not in ``keep`` (params ``models:``) and all their rows."""
+    gone = con.execute(
+        "SELECT model, count(*) FROM runs WHERE model NOT IN (SELECT unnest(?::VARCHAR[])) "
+        "GROUP BY model ORDER BY model",
+        [keep],
+    ).fetchall()
+    if not gone:
+        return
+    ids = "SELECT run_id FROM runs WHERE model NOT IN (SELECT unnest(?::VARCHAR[]))"
+    for table in RUN_TABLES:
+        con.execute(f"DELETE FROM {table} WHERE run_id IN ({ids})", [keep])
+    con.execute("DELETE FROM runs WHERE model NOT IN (SELECT unnest(?::VARCHAR[]))", [keep])
+    names = ", ".join(f"{m} ({n} run{'s' if n > 1 else ''})" for m, n in gone)
+    notices.append(
+        f"dropped the runs of models no longer in params `models:` and all their rows: {names}; "
+        "to keep them, add the models back to `models:` and run `homog load` again"
+    )
+
+
+def _drop_orphans(con: duckdb.DuckDBPyConnection, notices: list[str]) -> None:
+    """Drop rows of run-scoped tables whose run is not in ``runs`` (a contrasts file made
+    with other ``models:``), with a notice per table."""
+    for table in RUN_TABLES:
+        n = con.execute(
+            f"SELECT count(*) FROM {table} WHERE run_id NOT IN (SELECT run_id FROM runs)"
+        ).fetchone()[0]
+        if n:
+            con.execute(f"DELETE FROM {table} WHERE run_id NOT IN (SELECT run_id FROM runs)")
+            notices.append(
+                f"dropped {n} {table} rows of runs that are not in the database (their models "
+                "are not in params `models:`); rerun `homog stats` (`dvc repro`) to remake them"
+            )
+
+
 def load_database(
     sources: Sources,
     db_path: str | os.PathLike[str],
     *,
     lock_timeout: float = LOCK_TIMEOUT_S,
+    force: bool = False,
+    notify: Callable[[str], None] | None = None,
 ) -> dict[str, int]:
     """Build ``db_path`` from ``sources`` atomically; return row counts per table.
+
+    ``db_path`` may be a symlink: its target is rebuilt beside itself and the link kept.
+    Only a database homog built is replaced (:func:`previous_database`; ``force`` replaces
+    another DuckDB file). What the load dropped (:func:`_build`) goes to ``notify``.
 
     Rows of earlier runs (and of other posenc encodings, texts, logit sources) in the existing
     database are kept; rows of runs being loaded are replaced, so loading twice gives the same
@@ -386,17 +391,20 @@ def load_database(
     db_path = Path(db_path)
     if db_path.is_dir():
         raise HomogError(f"--db {db_path} is a directory; give the database file's path")
+    db_path = check_target(db_path, what="database")  # a symlink followed, a device refused
     # Before the lock: an unwritable directory would otherwise look like a lock held forever.
     writable_dir(db_path.parent, what="database")
     try:
         with FileLock(str(db_path) + ".lock", timeout=lock_timeout):
             remove_stale_builds(db_path)
-            previous = db_path if db_path.exists() else None
+            previous = previous_database(db_path, force=force)
             try:
                 with atomic_database(db_path) as con:
                     counts = _build(con, sources, previous)
-            except duckdb.InterruptException as exc:
-                raise KeyboardInterrupt from exc
+            except (duckdb.InterruptException, RuntimeError) as exc:
+                if interrupted(exc):
+                    raise KeyboardInterrupt from exc
+                raise
             except duckdb.Error as exc:
                 # A damaged block of the previous database shows up while its rows are copied.
                 if previous is not None and ("prev" in str(exc) or "Corrupt" in str(exc)):
@@ -407,20 +415,31 @@ def load_database(
             f"another load holds {db_path}.lock for over {lock_timeout:.0f} s; wait for it "
             "(or, if no load runs, the lock file is stale: retry)"
         ) from exc
+    for line in sources.notices:
+        (notify or _stderr)(line)
     return counts
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 def load(
     params: Params | Mapping[str, Any],
     db_path: str | os.PathLike[str] | None = None,
     root: str | os.PathLike[str] = ".",
+    *,
+    force: bool = False,
+    notify: Callable[[str], None] | None = None,
 ) -> dict[str, int]:
     """The ``load`` stage: every output named by ``params`` into the DuckDB file.
 
     ``params``: a ``Params`` or a params mapping (checked with ``as_params``). ``db_path``
     defaults to ``params.db`` relative to ``root``. Returns row counts per table. See
-    :func:`load_database` for atomicity and failures.
+    :func:`load_database` for atomicity and failures. Runs of models no longer in
+    ``models:`` are dropped with a notice (``notify``, default stderr); ``force`` replaces a
+    DuckDB file homog did not build.
     """
     params = as_params(params)
     db = Path(db_path) if db_path is not None else Layout(Path(root)).db(params.db)
-    return load_database(collect_sources(params, root), db)
+    return load_database(collect_sources(params, root), db, force=force, notify=notify)

@@ -307,7 +307,8 @@ SELECT run_id, model, variant, layer, metric, n, mean, std,
        mean + 1.959963984540054 * std / sqrt(n) AS ci_high
 FROM (
     SELECT m.run_id, r.model, m.variant, m.layer, m.metric,
-           count(m.value) AS n, avg(m.value) AS mean, stddev_samp(m.value) AS std
+           count(m.value) AS n, avg(m.value ORDER BY m.sample_id) AS mean,
+           stddev_samp(m.value ORDER BY m.sample_id) AS std
     FROM layer_metrics AS m
     JOIN runs AS r USING (run_id)
     WHERE isfinite(m.value)
@@ -393,6 +394,41 @@ def create_schema(con: duckdb.DuckDBPyConnection, *, summary: str = "table") -> 
         "WHERE NOT EXISTS (SELECT 1 FROM homog_meta WHERE key = 'schema_version')",
         [SCHEMA_VERSION],
     )
+
+
+# Columns added to tables of the first schema (in italics in docs/design.md): a database built
+# before them may lack them, every other column of a present table must be there.
+ADDED_COLUMNS = {
+    "runs": ("n_texts", "n_truncated", "timings_json"),
+    "contrasts": ("band", "baseline_run_id", "n"),
+}
+
+
+def schema_problems(con: duckdb.DuckDBPyConnection, tables: Iterable[str] = ()) -> list[str]:
+    """What keeps the database behind ``con`` from being read as a homog store, one line per
+    table (empty: none): a table of ``tables`` (names of TABLES) that is present but lacks
+    columns of the schema. Absent tables are not problems (readers treat them as empty)."""
+    names = list(tables) or list(TABLES)
+    rows = con.execute(
+        "SELECT table_name, column_name FROM duckdb_columns() "
+        "WHERE database_name = current_database() AND schema_name = current_schema()"
+    ).fetchall()
+    have: dict[str, set[str]] = {}
+    for table, column in rows:
+        have.setdefault(table, set()).add(column)
+    problems = []
+    for name in names:
+        if name not in have:
+            continue
+        optional = set(ADDED_COLUMNS.get(name, ()))
+        missing = [c for c in TABLES[name].names if c not in have[name] and c not in optional]
+        if missing:
+            extra = sorted(have[name] - set(TABLES[name].names))
+            problems.append(
+                f"table {name} lacks column(s) {', '.join(missing)}"
+                + (f" (it has {', '.join(extra)} instead)" if extra else "")
+            )
+    return problems
 
 
 def table_names() -> Iterable[str]:

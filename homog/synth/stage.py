@@ -35,7 +35,7 @@ from homog.config import KeyphraseConfig, Params, as_params
 from homog.corpus import read_corpus
 from homog.errors import HomogError
 from homog.io import atomic_path, write_json
-from homog.layout import Layout
+from homog.layout import Layout, writable_dir
 from homog.synth.bertscore import make_scorer
 from homog.synth.keyphrase import (
     KeyphraseExtractor,
@@ -350,6 +350,7 @@ def build_synth(
     """
     params = as_params(params)
     cfg = params.synth
+    writable_dir(out_dir, what="synth output")  # before any work
     corpus = read_corpus(corpus_path)
     if corpus.empty:
         raise HomogError(f"corpus {corpus_path} holds no texts: re-run `homog corpus`")
