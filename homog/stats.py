@@ -2,9 +2,10 @@
 
 For each run, metric and layer, and each variant pair of VARIANT_PAIRS present in the run (the
 paper's front, end, control vs original and front, end vs control; the position family's
-key_first / key_mid / key_last / key_control pairs) the texts are paired by ``sample_id``
-and the difference ``a - b`` is summarised by its mean, a seeded percentile-bootstrap CI
-(vectorised: one multinomial weight matrix for all layers), a two-sided p-value and Holm's correction across the layers of the (run, metric, pair)
+key_first / key_mid / key_last / key_control pairs) the texts are paired by ``sample_id`` and
+the difference ``a - b`` is summarised by its mean, a seeded percentile-bootstrap CI
+(vectorised: one multinomial weight matrix for all layers), a two-sided p-value and Holm's
+correction across the layers of the (run, metric, pair)
 family. The p-value (``stats.test``) is by default a paired sign-flip permutation test of the
 mean difference, the same statistic as the CI, so p and CI agree; ``wilcoxon`` (scipy's
 signed-rank test, a test of the median/symmetry that can disagree with the CI of the mean on
