@@ -8,7 +8,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from homog.synth.salience import STOP_WORDS, Salience, content_words, words
+from homog.synth.salience import Salience, content_words, stop_words, words
 
 DOCS = [
     "The acting was wooden. The plot, however, was clever and the score soared.",
@@ -31,7 +31,7 @@ def numpy_score(docs: list[str], phrase: str, doc: str) -> float:
     for w in toks:
         tf[index[w]] += 1
     tf /= len(toks)
-    terms = [w for w in words(phrase) if w not in STOP_WORDS]
+    terms = [w for w in words(phrase) if w not in stop_words()]
     return float(np.mean([tf[index[w]] * idf[index[w]] for w in terms])) if terms else 0.0
 
 

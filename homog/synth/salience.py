@@ -8,7 +8,7 @@ change any score.
 Definitions (all pure, deterministic):
 
 - word tokens: ``words(text)``, the lower-cased ``[^\\W_]+`` runs with inner apostrophes kept
-  ("don't", "director's"); stop words are spaCy's English list (``STOP_WORDS``).
+  ("don't", "director's"); stop words are spaCy's English list (``stop_words()``).
 - document frequency df(w): the number of the fitted documents whose word tokens contain w;
   N: the number of fitted documents.
 - idf(w) = ln((1 + N) / (1 + df(w))) + 1 (the smoothed idf of scikit-learn; a word no fitted
@@ -20,16 +20,22 @@ Definitions (all pure, deterministic):
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from spacy.lang.en.stop_words import STOP_WORDS as _SPACY_STOP_WORDS
-
 _WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
-STOP_WORDS: frozenset[str] = frozenset(_SPACY_STOP_WORDS)
+
+
+@functools.cache
+def stop_words() -> frozenset[str]:
+    """spaCy's English stop words (loaded on first use: importing spaCy imports torch)."""
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    return frozenset(STOP_WORDS)
 
 
 def words(text: str) -> list[str]:
@@ -39,7 +45,8 @@ def words(text: str) -> list[str]:
 
 def content_words(text: str) -> list[str]:
     """``words(text)`` without the stop words."""
-    return [w for w in words(text) if w not in STOP_WORDS]
+    stop = stop_words()
+    return [w for w in words(text) if w not in stop]
 
 
 @dataclass(frozen=True)
