@@ -22,8 +22,13 @@ VARIANT_COLORS = {
     "front": "#D55E00",
     "end": "#0072B2",
     "control": "#009E73",
+    # the position family (homog.synth.position): the rest of Okabe-Ito, the control grey
+    "key_first": "#E69F00",
+    "key_mid": "#CC79A7",
+    "key_last": "#56B4E9",
+    "key_control": "#999999",
 }
-EXTRA_COLORS = ("#CC79A7", "#E69F00", "#56B4E9", "#F0E442")
+EXTRA_COLORS = ("#F0E442", "#882255", "#44AA99", "#117733")
 INTERVENTION_STYLES = {"none": "-", "zero_pos": "--", "shuffle_pos": ":"}
 METRIC_LABELS = {
     "erank": "effective rank",
