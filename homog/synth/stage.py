@@ -15,10 +15,17 @@ Each phase (load, parse, keyphrases, rewrite_<target>, retry, bertscore, revert,
 write) has a progress bar and is timed: ``timings`` / ``timings_cpu`` in the report
 (``homog.synth.timing``).
 
+Every variant's rewrites that make it overflow extraction's token budget are reverted first
+(``homog.synth.budget``). With ``synth.position.enabled`` the kept texts also get the
+token-preserving position family (key_first, key_mid, key_last, key_control:
+``homog.synth.position``); a text the family cannot keep every token of is dropped. Every
+written text starts with one space and joins its sentences with one space.
+
 Output: ``texts.parquet`` (the ``texts`` table: dataset, variant, sample_id, text, label,
-keyphrase, bertscore_f1; only texts kept in all variants) and ``report.json`` (counts,
-rewrite rates, mean F1 and mean key-phrase relative position per variant; the position as in
-``homog.synth.keyphrase``, averaged over a text's key-phrase sentences, then over texts).
+keyphrase, bertscore_f1, key_index, key_position; only texts kept in all variants) and
+``report.json`` (counts, rewrite rates, mean F1 and mean key-phrase relative position per
+variant; the position as in ``homog.synth.keyphrase``, averaged over a text's key-phrase
+sentences, then over texts; ``manipulation``: ``homog.synth.position_report``).
 """
 
 from __future__ import annotations
