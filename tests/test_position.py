@@ -156,3 +156,112 @@ def test_position_params_are_checked() -> None:
     for bad in ([1.5], [], [0, 0.0]):
         with pytest.raises(HomogError, match="synth.position.positions"):
             parse_params({"synth": {"position": {"positions": bad}}})
+
+
+def demo_docs(n: int = 10) -> dict:
+    import pandas as pd
+
+    from homog.corpus import DEMO_PATH, clean_text
+    from homog.synth.keyphrase import split_sentences
+    from homog.synth.salience import content_words
+    from homog.synth.stage import Sentences
+
+    docs = {}
+    for k, text in enumerate(pd.read_json(DEMO_PATH, lines=True)["text"].head(n)):
+        text = clean_text(text)
+        spans = split_sentences(text)
+        opts = [content_words(text[a:b]) for a, b in spans]
+        docs[f"d{k}"] = Sentences(text, spans, [None] * len(spans), opts)
+    return docs
+
+
+def test_family_sweep_rows_report_and_table(tokenizers) -> None:
+    """A finer sweep through build_family, with_family and the report on demo reviews."""
+    import pandas as pd
+
+    from homog.synth.position_report import family_report, token_measures
+    from homog.synth.position_stage import build_family, with_family
+
+    docs = demo_docs()
+    sweep = [0, 0.25, 0.5, 0.75, 1]
+    texts = [d.text for d in docs.values()]
+    build = build_family(docs, Salience.fit(texts), tokenizers, sweep)
+    assert build.kept and sum(build.dropped.values()) + len(build.kept) == len(docs)
+    names = family_names(sweep)
+    assert set(build.rows["variant"]) == set(names)
+    for row in build.rows.itertuples():
+        n = len(docs[row.sample_id].spans)
+        if row.variant != "key_control":
+            p = sweep[names.index(row.variant)]
+            assert row.key_index == target_index(p, n)
+        assert 0 <= row.key_position < 1
+    paper = pd.DataFrame(
+        [{"dataset": "demo", "variant": "original", "sample_id": s, "text": docs[s].text,
+          "label": "pos", "keyphrase": "k", "bertscore_f1": 1.0} for s in build.kept]
+    )  # fmt: skip
+    out = with_family(paper, build, ["original", *names])
+    assert list(pd.unique(out["variant"])) == ["original", *names]
+    assert out["text"].str.startswith(LEAD).all() and not out["text"].str.startswith("  ").any()
+    assert out.loc[out["variant"] != "original", "bertscore_f1"].isna().all()
+    per_model = token_measures(out, tokenizers, dict.fromkeys(tokenizers, 10**6))
+    for key in tokenizers:
+        for v in names:
+            assert per_model[key][v] == {"token_change_mean": 0.0, "token_change_zero_share": 1.0,
+                                         "multiset_equal_share": 1.0}  # fmt: skip
+    rep = family_report(build, build.kept, sweep)
+    fam = rep["position_family"]
+    assert fam["first_last_variants"] == ["key_first", "key_last"]
+    assert 0.3 < fam["first_last_distance_mean"] < 1
+    assert rep["key_sentence"]["key_first"]["start_token_share_mean"] == 0.0
+    assert (
+        rep["key_sentence"]["key_p25"]["shift_mean"] < rep["key_sentence"]["key_p75"]["shift_mean"]
+    )
+
+
+def test_token_measures_count_changes_against_the_tokenizer(tokenizers) -> None:
+    import pandas as pd
+
+    from homog.synth.position_report import token_measures
+
+    tok = tokenizers["smollm2-135m"]
+    df = pd.DataFrame({
+        "variant": ["original", "original", "front", "front"],
+        "sample_id": ["a", "b", "a", "b"],
+        "text": [" Good film. Bad plot.", " Bad plot here.", " Bad plot. Good film.",
+                 " Bad plot here, really."],
+    })  # fmt: skip
+    m = token_measures(df, {"s": tok}, {"s": 10**6})["s"]["front"]
+    n = [len(tok(t, add_special_tokens=False)["input_ids"]) for t in df["text"]]
+    assert m["token_change_mean"] == pytest.approx(((n[2] - n[0]) + (n[3] - n[1])) / 2)
+    assert m["multiset_equal_share"] == 0.5 and m["token_change_zero_share"] == 0.5
+
+
+def test_fit_budget_reverts_the_largest_growth_until_it_fits() -> None:
+    import pandas as pd
+
+    from homog.synth.budget import fit_budget
+    from homog.synth.keyphrase import split_sentences
+    from homog.synth.stage import Sentences, Variants, rebuild
+
+    text = "One two. Three four. Five six."
+    doc = Sentences(text, split_sentences(text), ["one", "three", "five"])
+    edits = {0: "One two extra words here.", 2: "Five six more."}
+    from homog.synth.stage import assemble
+
+    table = pd.DataFrame(
+        [{"variant": v, "sample_id": "s", "text": assemble(doc, e), "position": 0.0,
+          "n_rewritten": len(e)} for v, e in (("original", {}), ("front", edits))]
+    )  # fmt: skip
+    variants = Variants(table, 3, 3, {"front": {"rewritten": 2}}, None, {"s": doc},
+                        {"front": {"s": dict(edits)}})  # fmt: skip
+
+    def fits(texts):  # at most 9 words
+        return [len(t.split()) <= 9 for t in texts]
+
+    report, too_long = fit_budget(variants, fits, rebuild)
+    assert too_long == set() and report["reverted"]["front"] == 1
+    assert variants.edits["front"]["s"] == {2: "Five six more."}  # the longer growth went
+    assert table.loc[1, "text"] == "One two. Three four. Five six more."
+    assert variants.status["front"] == {"rewritten": 1, "over_budget": 1}
+    report, too_long = fit_budget(variants, lambda ts: [False] * len(ts), rebuild)
+    assert too_long == {"s"} and report["original_over_budget"] == 1
