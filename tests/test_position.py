@@ -203,6 +203,7 @@ def test_family_sweep_rows_report_and_table(tokenizers) -> None:
     assert list(pd.unique(out["variant"])) == ["original", *names]
     assert out["text"].str.startswith(LEAD).all() and not out["text"].str.startswith("  ").any()
     assert out.loc[out["variant"] != "original", "bertscore_f1"].isna().all()
+    assert (out["keyphrase"] == "k").all()  # the original's: phrases stay in their sentences
     per_model = token_measures(out, tokenizers, dict.fromkeys(tokenizers, 10**6))
     for key in tokenizers:
         for v in names:

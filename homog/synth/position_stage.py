@@ -156,7 +156,8 @@ def build_family(
 def with_family(out: pd.DataFrame, build: FamilyBuild | None, order: Sequence[str]) -> pd.DataFrame:
     """The kept paper-variant rows ``out`` (TEXT_COLUMNS less the key columns, texts without
     ``LEAD``) with ``LEAD`` prepended, the original's key columns filled in, and the family's
-    rows added (dataset, label from the original; keyphrase: the family's key phrase;
+    rows added (dataset, label, keyphrase from the original: the family moves sentences, not
+    the phrases within them;
     bertscore_f1 null, the family is exempt from the BERTScore check); sorted by ``order`` of
     variants, then sample_id. ``build`` None: no family, key columns null."""
     out = out.assign(text=LEAD + out["text"])
@@ -172,7 +173,7 @@ def with_family(out: pd.DataFrame, build: FamilyBuild | None, order: Sequence[st
         fam = build.rows[build.rows["sample_id"].isin(base.index)].copy()
         fam["dataset"] = base.loc[fam["sample_id"], "dataset"].to_numpy()
         fam["label"] = base.loc[fam["sample_id"], "label"].to_numpy()
-        fam["keyphrase"] = [build.key_phrases[s] for s in fam["sample_id"]]
+        fam["keyphrase"] = base.loc[fam["sample_id"], "keyphrase"].to_numpy()
         fam["bertscore_f1"] = float("nan")
         out = pd.concat([out, fam[out.columns]], ignore_index=True)
     out["key_index"] = out["key_index"].astype("Int64")
