@@ -15,7 +15,9 @@ each value is the mean over the embedded models of the per-model value, which si
 - ``shift_mean``: that share minus the original's (signed: < 0 towards the start);
 - ``already_first_share`` / ``already_last_share``: texts whose key sentence is the original's
   first / last sentence (so key_first / key_last leaves them unchanged);
-- ``unchanged_share``: texts whose variant keeps the original's sentence order.
+- ``unchanged_share``: texts whose key sentence starts at the same token as in the original
+  (for key_first / key_last: the already first / last ones; for key_control: the texts
+  where the control sentence moved on the far side of the key sentence).
 
 ``family_measures``: ``first_last_distance_mean`` (mean of key_last's minus key_first's start
 share, i.e. the key sentence's travel as a share of the text's tokens; the lowest and highest
