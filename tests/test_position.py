@@ -266,3 +266,18 @@ def test_fit_budget_reverts_the_largest_growth_until_it_fits() -> None:
     assert variants.status["front"] == {"rewritten": 1, "over_budget": 1}
     report, too_long = fit_budget(variants, lambda ts: [False] * len(ts), rebuild)
     assert too_long == {"s"} and report["original_over_budget"] == 1
+
+
+def test_with_family_disabled_leads_and_leaves_keys_null() -> None:
+    import pandas as pd
+
+    from homog.synth.position_stage import with_family
+
+    paper = pd.DataFrame(
+        [{"dataset": "d", "variant": v, "sample_id": "s", "text": "A b. C d.", "label": "pos",
+          "keyphrase": "k", "bertscore_f1": 1.0} for v in ("end", "original")]
+    )  # fmt: skip
+    out = with_family(paper, None, ["original", "end"])
+    assert list(out["variant"]) == ["original", "end"]
+    assert (out["text"] == " A b. C d.").all()
+    assert out["key_index"].isna().all() and out["key_position"].isna().all()
