@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 import yaml
 
+from homog.config_position import PositionConfig
 from homog.errors import HomogError
 from homog.posenc import ENCODINGS
 from homog.typed import coerce, section, value_name
@@ -214,6 +215,7 @@ class SynthConfig:
     llm_model: str = "smollm2-135m"  # for rephraser: llm (a key of `models:` or a source)
     llm: LLMRephraserConfig = field(default_factory=LLMRephraserConfig)
     bertscore: BertScoreConfig = field(default_factory=BertScoreConfig)
+    position: PositionConfig = field(default_factory=PositionConfig)
 
     def __post_init__(self) -> None:
         _check(

@@ -71,6 +71,13 @@ class CorpusReport:
     eligible_by_label: dict[str, int] = field(default_factory=dict)
     drawn: int = 0
     drawn_by_label: dict[str, int] = field(default_factory=dict)
+    # the cut to extraction's token budget (``homog.corpus_cut``): rows whose first sentence
+    # alone does not fit; drawn reviews that were cut, and the words that dropped
+    no_fit: int = 0
+    cut: int = 0
+    cut_words_dropped: int = 0
+    cut_words_share: float = 0.0
+    token_budget: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -252,15 +259,19 @@ def prepare_corpus(
     id_column: str | None = CorpusConfig.id_column,
     min_words: int = CorpusConfig.min_words,
     max_words: int | None = CorpusConfig.max_words,
+    fits: Any = None,
 ) -> tuple[pd.DataFrame, CorpusReport]:
     """Clean, filter, de-duplicate and draw ``n`` texts balanced by label (pure).
 
     Returns (corpus with CORPUS_COLUMNS sorted by sample_id, report of counts). Labels are
     strings; without a label column every text has label ``"none"``. The draw is a fixed-seed
     permutation of each label's texts ordered by sample_id, so it does not depend on the row
-    order of the source. ``n`` is split as evenly as possible over the labels (the first labels
-    in sorted order take the remainder). Raises HomogError for a missing text or label column
-    and when fewer eligible texts than needed exist (message gives the counts).
+    order of the source. ``fits`` (optional, ``homog.corpus_cut.FitCheck``): every text is
+    cut at a sentence boundary to fit (``homog.corpus_cut.cut_texts``) before the word
+    filters; texts that cannot fit are dropped (``no_fit``). ``n`` is split as evenly as
+    possible over the labels (the first labels in sorted order take the remainder). Raises
+    HomogError for a missing text or label column and when fewer eligible texts than needed
+    exist (message gives the counts).
     """
     report = CorpusReport(rows_in=len(raw))
     if text_column not in raw.columns:
@@ -288,6 +299,14 @@ def prepare_corpus(
     before = len(df)
     df = df.drop_duplicates(subset="text", keep="first")
     report.duplicates = before - len(df)
+    uncut = df["text"].map(word_count)
+    if fits is not None:
+        from homog.corpus_cut import cut_texts
+
+        cut = pd.Series(cut_texts(df["text"].tolist(), fits), index=df.index, dtype=object)
+        report.no_fit = int(cut.isna().sum())
+        df = df[cut.notna()].assign(text=cut[cut.notna()])
+    df["uncut_words"] = uncut
     words = df["text"].map(word_count)
     short = words < min_words
     long = words > max_words if max_words else pd.Series(False, index=df.index)
@@ -297,7 +316,8 @@ def prepare_corpus(
     df["label"] = df[label_column].map(str) if label_column else "none"
     df["sample_id"] = _sample_ids(df, id_column if id_column != text_column else None)
     df["dataset"] = dataset
-    df = df[CORPUS_COLUMNS].sort_values("sample_id", kind="stable").reset_index(drop=True)
+    df = df[[*CORPUS_COLUMNS, "uncut_words"]].sort_values("sample_id", kind="stable")
+    df = df.reset_index(drop=True)
     report.eligible = len(df)
     counts = df["label"].value_counts()
     labels = sorted(counts.index)
@@ -326,6 +346,13 @@ def prepare_corpus(
         parts.append(group.iloc[np.sort(idx)])
     out = pd.concat(parts).sort_values("sample_id", kind="stable").reset_index(drop=True)
     report.drawn = len(out)
+    words = out["text"].map(word_count)
+    report.cut = int((words < out["uncut_words"]).sum())
+    report.cut_words_dropped = int((out["uncut_words"] - words).sum())
+    report.cut_words_share = round(
+        report.cut_words_dropped / max(int(out["uncut_words"].sum()), 1), 4
+    )
+    out = out[CORPUS_COLUMNS]
     report.drawn_by_label = {lab: want[lab] for lab in labels}
     return out, report
 
@@ -333,7 +360,8 @@ def prepare_corpus(
 def _describe(report: CorpusReport) -> str:
     return (
         f"{report.rows_in} rows in, {report.not_text} not text, {report.empty} empty, "
-        f"{report.duplicates} duplicates, {report.too_short} too short, {report.too_long} too "
+        f"{report.duplicates} duplicates, {report.no_fit} not fitting extract.max_tokens, "
+        f"{report.too_short} too short, {report.too_long} too "
         f"long, {report.eligible} eligible"
     )
 
@@ -344,7 +372,9 @@ def build_corpus(
     """Run the corpus stage; write ``out`` and ``<out>.report.json``.
 
     Reads ``params.corpus`` (source, split, text_column, label_column, id_column, n,
-    min_words, max_words, name) and ``params.seed``; a mapping is checked first
+    min_words, max_words, name), ``params.seed``, and ``params.models`` with
+    ``params.extract.max_tokens``: every review is cut at a sentence boundary to fit every
+    model's budget (``homog.corpus_cut``); a mapping is checked first
     (``homog.config.as_params``). Raises HomogError on bad params or bad input.
     """
     params = as_params(params)
@@ -353,6 +383,9 @@ def build_corpus(
     out = check_target(out, what="corpus")  # before reading: fail fast
     writable_dir(out.parent, what="corpus")
     raw = load_source(cfg.source, split=cfg.split, root=root)
+    from homog.corpus_cut import params_check
+
+    fits, budgets = params_check(params)
     corpus, report = prepare_corpus(
         raw,
         dataset=dataset,
@@ -363,7 +396,9 @@ def build_corpus(
         id_column=cfg.id_column,
         min_words=cfg.min_words,
         max_words=cfg.max_words,
+        fits=fits,
     )
+    report.token_budget = budgets
     try:
         with atomic_path(out) as tmp:
             corpus.to_parquet(tmp, index=False)

@@ -22,12 +22,13 @@ VARIANT_COLORS = {
     "front": "#D55E00",
     "end": "#0072B2",
     "control": "#009E73",
-    "key_first": "#CC79A7",
-    "key_mid": "#E69F00",
+    # the position family (homog.synth.position): the rest of Okabe-Ito, the control grey
+    "key_first": "#E69F00",
+    "key_mid": "#CC79A7",
     "key_last": "#56B4E9",
     "key_control": "#999999",
 }
-EXTRA_COLORS = ("#F0E442", "#882255", "#44AA99", "#332288")
+EXTRA_COLORS = ("#F0E442", "#882255", "#44AA99", "#117733")
 INTERVENTION_STYLES = {"none": "-", "zero_pos": "--", "shuffle_pos": ":"}
 METRIC_LABELS = {
     "erank": "effective rank",

@@ -33,7 +33,7 @@ def test_paths_are_those_dvc_yaml_declares():
 # modules that shape no number of an extract output (paths, errors, progress bars, typing)
 EXTRACT_INFRASTRUCTURE = {
     "homog", "homog.config", "homog.errors", "homog.lazy", "homog.progress", "homog.typed",
-    "homog.posenc", "homog.validate",
+    "homog.posenc", "homog.validate", "homog.config_position",
 }  # fmt: skip
 
 
@@ -59,6 +59,28 @@ def test_extract_stage_declares_the_modules_its_numbers_come_from():
         return any(path + ".py" == d or path == d or path.startswith(d + "/") for d in deps)
 
     assert modules and not sorted(m for m in modules if not declared(m))
+
+
+def test_corpus_stage_declares_the_modules_it_imports():
+    """The corpus stage cuts reviews with every model's tokenizer (homog.corpus_cut): each
+    homog module it imports is a dep of stage corpus, or infrastructure (package inits, paths,
+    params), so a change to the cut re-runs the stage."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import homog.corpus, homog.corpus_cut, homog.synth.tokens, homog.models; "
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('homog'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, check=True)  # fmt: skip
+    infrastructure = EXTRACT_INFRASTRUCTURE | {
+        "homog.layout", "homog.synth", "homog.synth.rephrase",
+    }  # fmt: skip
+    modules = set(done.stdout.split()) - infrastructure
+    deps = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["corpus"]["deps"]
+    missing = [m for m in sorted(modules) if m.replace(".", "/") + ".py" not in deps]
+    assert "homog.corpus_cut" in modules and not missing
 
 
 def test_safe_name_and_root():

@@ -289,12 +289,26 @@ def test_demo_synth_end_to_end(tmp_path, scorer):
     assert list(texts.columns) == TEXT_COLUMNS
     kept = texts["sample_id"].unique()
     assert report["texts_in"] == 30 and report["texts_kept"] == len(kept) >= 20
+    family = ["key_first", "key_mid", "key_last", "key_control"]
     assert (
-        texts.groupby("sample_id")["variant"].apply(lambda v: sorted(v) == sorted(VARIANTS)).all()
+        texts.groupby("sample_id")["variant"]
+        .apply(lambda v: sorted(v) == sorted([*VARIANTS, *family]))
+        .all()
     )
+    assert list(pd.unique(texts["variant"])) == [*VARIANTS, *family]
     originals = texts[texts["variant"] == "original"]
     assert (originals["bertscore_f1"] == 1.0).all()
-    assert (texts["bertscore_f1"] >= report["threshold"]).all()
+    paper = texts["variant"].isin(VARIANTS)
+    assert (texts.loc[paper, "bertscore_f1"] >= report["threshold"]).all()
+    assert texts.loc[~paper, "bertscore_f1"].isna().all()  # the family is exempt: null
+    # every text starts with the one leading space; the family keeps every token
+    assert texts["text"].str.match(r"^ \S").all()
+    per_model = report["manipulation"]["per_model"]
+    assert set(per_model) == {"smollm2-135m", "gemma3-270m"}
+    for v in family:
+        assert per_model["smollm2-135m"][v]["multiset_equal_share"] == 1.0
+    assert texts.loc[paper & (texts["variant"] != "original"), "key_index"].isna().all()
+    assert texts.loc[~paper | (texts["variant"] == "original"), "key_position"].between(0, 1).all()
     # the variants are rewrites of their original (the parse rephraser is the default)
     assert report["rephraser"] == "parse"
     sources, retries = report["keyphrase_sources"], report["phrase_retries"]
@@ -322,7 +336,8 @@ def test_demo_synth_end_to_end(tmp_path, scorer):
     assert len(report["examples"]["end"]) == 20
     assert report["bertscore_windowed"] == 0
     phases = {"load", "parse", "keyphrases", "rewrite_front", "rewrite_end", "rewrite_control",
-              "retry", "bertscore", "revert", "report", "audit", "write", "total"}  # fmt: skip
+              "retry", "budget", "bertscore", "revert", "position", "report", "audit", "write",
+              "total"}  # fmt: skip
     assert set(report["timings"]) == phases == set(report["timings_cpu"])
     assert report["timings"]["total"] == pytest.approx(
         sum(v for k, v in report["timings"].items() if k != "total"), abs=0.05

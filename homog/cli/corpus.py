@@ -32,7 +32,9 @@ def corpus(params_path: Path, out: Path) -> None:
       file:PATH            CSV, JSONL or Parquet with a text column (corpus.text_column)
     Example: homog corpus && homog synth
     Writes data/corpus/corpus.parquet (dataset, sample_id, text, label) and a .report.json
-    with the counts of rows dropped (not text, empty, duplicates, too short, too long).
+    with the counts of rows dropped (not text, empty, duplicates, too short, too long). Every
+    review is cut at a sentence boundary to fit extract.max_tokens under every model in
+    models: (no_fit: not even its first sentence fits).
     """
     from homog.corpus import build_corpus
 
@@ -40,8 +42,10 @@ def corpus(params_path: Path, out: Path) -> None:
     click.echo(
         f"corpus: {report.rows_in} rows in; dropped {report.not_text} not text, {report.empty} "
         f"empty, {report.duplicates} duplicates, {report.too_short} too short, "
-        f"{report.too_long} too long; {report.eligible} eligible; drew {report.drawn} "
-        f"{report.drawn_by_label} -> {out}"
+        f"{report.too_long} too long, {report.no_fit} not fitting extract.max_tokens; "
+        f"{report.eligible} eligible; drew {report.drawn} {report.drawn_by_label}; cut "
+        f"{report.cut} to fit {report.token_budget} tokens ({report.cut_words_share:.1%} of "
+        f"their words) -> {out}"
     )
 
 
@@ -63,11 +67,13 @@ def corpus(params_path: Path, out: Path) -> None:
     help="directory for texts.parquet and report.json",
 )
 def synth(params_path: Path, corpus_path: Path, out: Path) -> None:
-    """Build the original/front/end/control variants and validate them with BERTScore.
+    """Build the original/front/end/control variants and validate them with BERTScore, and
+    the position family key_first/key_mid/key_last/key_control (every token kept).
 
     \b
     Key phrases: synth.keyphrase (yake); rephraser: synth.rephraser (parse | rule | llm);
-    validation: synth.bertscore (backbone, num_layers, threshold).
+    validation: synth.bertscore (backbone, num_layers, threshold); the position family:
+    synth.position (enabled, positions; docs/variants.md).
     Example: homog synth --params params.yaml
     Writes data/synth/texts.parquet (texts kept in every variant) and data/synth/report.json.
     """
@@ -80,5 +86,13 @@ def synth(params_path: Path, corpus_path: Path, out: Path) -> None:
         f"synth: {report['texts_in']} texts in, {report['texts_kept']} kept; dropped "
         f"{report['dropped']}\n"
         f"  rewrite rate {report['rewrite_rate']}\n  mean BERTScore F1 {f1}\n"
-        f"  mean key-phrase position {pos}\n-> {out}/texts.parquet, {out}/report.json"
+        f"  mean key-phrase position {pos}"
     )
+    fam = report.get("manipulation", {}).get("position_family")
+    if fam and fam.get("control"):
+        travel, ratio = fam["first_last_distance_mean"], fam["control"]["ratio_of_means"]
+        click.echo(
+            f"  position family: {fam['texts']} texts, dropped {fam['dropped']}; key sentence "
+            f"travels {travel} of the tokens; key_control's shift {ratio} x the family's largest"
+        )
+    click.echo(f"-> {out}/texts.parquet, {out}/report.json")

@@ -154,7 +154,7 @@ def _fill_run_tables(
         "unnest(range(n_layers + 1)) AS layer FROM runs"
     )
     con.execute(f"""
-        INSERT INTO texts
+        INSERT INTO texts (dataset, variant, sample_id, text, label, keyphrase, bertscore_f1)
         SELECT 'demo', v.variant, printf('demo-%05d', t.i),
                'Demo review ' || t.i || ' (' || v.variant || ').',
                CASE WHEN t.i % 2 = 0 THEN 'pos' ELSE 'neg' END, 'key phrase ' || t.i,

@@ -20,7 +20,11 @@ from homog.io import atomic_path
 from homog.store.guard import check_read_only, damaged, open_reader
 
 CREATE_HINT = "create it with `dvc repro` (the whole pipeline) or `homog load` (after the stages)"
-VARIANT_ORDER = ("original", "front", "end", "control")
+# the paper's variants, then the position family (homog.synth.position; a finer sweep's
+# key_p25 ... sort after these by name)
+VARIANT_ORDER = (
+    "original", "front", "end", "control", "key_first", "key_mid", "key_last", "key_control",
+)  # fmt: skip
 
 
 def connect(db_path: str | os.PathLike[str]) -> duckdb.DuckDBPyConnection:

@@ -91,6 +91,11 @@ TABLES: dict[str, Table] = {
                 ("label", V),
                 ("keyphrase", V),
                 ("bertscore_f1", D),
+                # the position family's key sentence (homog.synth.position): its 0-based
+                # sentence index and its first word's share of the text's words; null for the
+                # paper's rewrites
+                ("key_index", I),
+                ("key_position", D),
             ),
             scope=("dataset", "variant", "sample_id"),
             order_by=("dataset", "sample_id", "variant"),

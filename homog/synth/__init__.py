@@ -1,4 +1,5 @@
-"""The ``synth`` stage: positional variants (original/front/end/control) of every corpus text.
+"""The ``synth`` stage: positional variants (original/front/end/control and the position
+family key_first/key_mid/key_last/key_control) of every corpus text.
 
 Importing this package imports neither torch nor pandas: the stage's names
 (``build_synth``, ``VARIANTS``, ``TEXT_COLUMNS``, ...) are resolved lazily from ``stage`` on
@@ -11,7 +12,10 @@ first use, and the rephrasers load their models only when built. The modules:
 - ``keyphrase``: sentence splitting, key-phrase extractors, relative positions;
 - ``rephrase``: the rephrasers by name (``rule``, ``llm``: ``REPHRASERS``) and what they
   share; ``rephrase.lexicon``, ``rephrase.rule``, ``rephrase.llm`` hold the kinds;
-- ``bertscore``: the BERTScore scorer (built from ``synth.bertscore``) and threshold helpers.
+- ``bertscore``: the BERTScore scorer (built from ``synth.bertscore``) and threshold helpers;
+- ``salience``, ``position``, ``position_stage``, ``position_report``: the position family
+  (docs/variants.md); ``tokens``: every model's tokenizer as extraction uses it; ``budget``:
+  rewrites reverted to fit extraction's token budget.
 """
 
 from __future__ import annotations

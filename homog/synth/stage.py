@@ -15,10 +15,17 @@ Each phase (load, parse, keyphrases, rewrite_<target>, retry, bertscore, revert,
 write) has a progress bar and is timed: ``timings`` / ``timings_cpu`` in the report
 (``homog.synth.timing``).
 
+Every variant's rewrites that make it overflow extraction's token budget are reverted first
+(``homog.synth.budget``). With ``synth.position.enabled`` the kept texts also get the
+token-preserving position family (key_first, key_mid, key_last, key_control:
+``homog.synth.position``); a text the family cannot keep every token of is dropped. Every
+written text starts with one space and joins its sentences with one space.
+
 Output: ``texts.parquet`` (the ``texts`` table: dataset, variant, sample_id, text, label,
-keyphrase, bertscore_f1; only texts kept in all variants) and ``report.json`` (counts,
-rewrite rates, mean F1 and mean key-phrase relative position per variant; the position as in
-``homog.synth.keyphrase``, averaged over a text's key-phrase sentences, then over texts).
+keyphrase, bertscore_f1, key_index, key_position; only texts kept in all variants) and
+``report.json`` (counts, rewrite rates, mean F1 and mean key-phrase relative position per
+variant; the position as in ``homog.synth.keyphrase``, averaged over a text's key-phrase
+sentences, then over texts; ``manipulation``: ``homog.synth.position_report``).
 """
 
 from __future__ import annotations
@@ -33,10 +40,12 @@ import pandas as pd
 
 from homog.config import KeyphraseConfig, Params, as_params
 from homog.corpus import read_corpus
+from homog.corpus_cut import budget_check
 from homog.errors import HomogError
 from homog.io import atomic_path, write_json
 from homog.layout import Layout, writable_dir
 from homog.synth.bertscore import make_scorer
+from homog.synth.budget import fit_budget
 from homog.synth.keyphrase import (
     KeyphraseExtractor,
     edges,
@@ -44,8 +53,12 @@ from homog.synth.keyphrase import (
     relative_position,
     split_sentences,
 )
+from homog.synth.position import family_names
+from homog.synth.position_report import manipulation
+from homog.synth.position_stage import build_family, with_family
 from homog.synth.rephrase import TARGETS, Rephraser, Rewrite, rephraser_from_params
 from homog.synth.report import make_report
+from homog.synth.salience import Salience
 from homog.synth.selection import (
     REQUIRE_REWRITE,  # noqa: F401 - homog.synth's lazy name
     VARIANTS,
@@ -53,8 +66,10 @@ from homog.synth.selection import (
     select,
 )
 from homog.synth.timing import Phases
+from homog.synth.tokens import model_tokenizers, token_budgets
 
-TEXT_COLUMNS = ["dataset", "variant", "sample_id", "text", "label", "keyphrase", "bertscore_f1"]
+TEXT_COLUMNS = ["dataset", "variant", "sample_id", "text", "label", "keyphrase", "bertscore_f1",
+                "key_index", "key_position"]  # fmt: skip
 PHRASE_SEP = " | "
 LAYOUT = Layout()  # the paths of a project run from its root (the CLI's defaults)
 # file names inside the synth directory (``Layout.texts`` / ``Layout.synth_report``)
@@ -354,10 +369,13 @@ def build_synth(
     corpus = read_corpus(corpus_path)
     if corpus.empty:
         raise HomogError(f"corpus {corpus_path} holds no texts: re-run `homog corpus`")
+    # sentences joined by one space, as every variant text is (homog.synth.position)
+    corpus["text"] = [" ".join(t[a:b] for a, b in split_sentences(t)) for t in corpus["text"]]
     phases = Phases()
     with phases.phase("load"):
         extractor = extractor_from_config(cfg.keyphrase)
         rephraser = rephraser_from_params(params)
+        tokenizers, budgets = model_tokenizers(params), token_budgets(params)
     variants = build_variants(
         corpus,
         extractor,
@@ -366,6 +384,8 @@ def build_synth(
         show_progress=show_progress,
         phases=phases,
     )
+    with phases.phase("budget"):
+        budget, too_long = fit_budget(variants, budget_check(tokenizers, budgets), rebuild)
     with phases.phase("load"):
         scorer = scorer or make_scorer(cfg.bertscore)
     windowed_before = int(getattr(scorer, "windowed", 0))  # a scorer may be reused (tests)
@@ -377,6 +397,17 @@ def build_synth(
     with phases.phase("revert"):
         reverts = _revert(variants, scorer, cfg.bertscore, show_progress)
     keep, counts = select(table, threshold, require_rewrite=cfg.require_rewrite)
+    keep &= ~keep.index.isin(too_long)
+    family = None
+    if cfg.position.enabled:
+        with phases.phase("position"):
+            family = build_family(
+                {s: variants.docs[s] for s in keep[keep].index},
+                Salience.fit(corpus["text"].tolist()),
+                tokenizers,
+                cfg.position.positions,
+            )
+        keep &= keep.index.isin(family.kept)
     meta = {
         "rephraser": cfg.rephraser,
         "extractor": extractor.name,
@@ -388,6 +419,9 @@ def build_synth(
     report["bertscore_windowed"] = int(getattr(scorer, "windowed", 0)) - windowed_before
     report["bertscore_identical"] = int(getattr(scorer, "identical", 0)) - identical_before
     report["reverted"] = reverts
+    report["dropped"]["original_over_budget"] = len(too_long)
+    if family is not None:
+        report["dropped"]["position_family"] = family.dropped
     lm = getattr(rephraser, "fluency", None)
     if lm is not None and hasattr(lm, "usage"):
         report["fluency_lm"] = lm.usage()
@@ -420,11 +454,12 @@ def build_synth(
             "Lower synth.bertscore.threshold, set synth.require_rewrite: none, or use the "
             "rule rephraser"
         )
-    out = table[table["sample_id"].isin(keep[keep].index)][TEXT_COLUMNS]
-    order = {v: i for i, v in enumerate(VARIANTS)}
-    out = out.sort_values(
-        ["variant", "sample_id"], key=lambda s: s.map(order) if s.name == "variant" else s
-    ).reset_index(drop=True)
+    names = [*VARIANTS, *(family_names(cfg.position.positions) if family else [])]
+    out = with_family(table[table["sample_id"].isin(keep[keep].index)][TEXT_COLUMNS[:-2]],
+                      family, names)[TEXT_COLUMNS]  # fmt: skip
+    with phases.phase("report"):
+        report["manipulation"] = manipulation(out, tokenizers, budgets, family, cfg.position)
+        report["manipulation"]["budget"] = budget
     with phases.phase("write"), atomic_path(out_dir / TEXTS_FILE) as tmp:
         out.to_parquet(tmp, index=False)
     report.update(phases.report())

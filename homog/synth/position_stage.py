@@ -1,0 +1,184 @@
+"""The position family applied to the corpus: key sentences, orders, texts, token checks.
+
+``build_family`` takes the synth stage's parsed texts (``homog.synth.stage.Sentences``: the
+sentence spans and the extractor's candidate phrases per sentence) and every model's
+tokenizer, and returns the family's rows of the ``texts`` table plus one record per
+(text, model, variant) for the report (``homog.synth.position_report``). A text is dropped
+from the family, and so from every variant, when it has fewer than
+``homog.synth.position.MIN_SENTENCES`` sentences (``too_few_sentences``), no candidate phrase
+with a positive salience (``no_key``), or when a family member's token multiset differs from
+the original's under some model (``multiset_changed``).
+
+Token positions: a sentence's length under a model is the number of (non-special) tokens of
+``LEAD + sentence``, which is how it is tokenized in any place of a joined text; a record's
+``separable`` says whether the text's token ids equal the concatenation of its sentences' ids,
+in which case every start below is exact.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from homog.synth.position import (
+    LEAD,
+    Family,
+    family_orders,
+    join,
+    key_choice,
+    starts,
+    word_share,
+)
+from homog.synth.salience import Salience
+from homog.synth.tokens import encode
+
+RECORD_COLUMNS = [
+    "sample_id", "model", "variant", "key_start", "moved_start", "total",
+    "multiset_equal", "separable", "key_index", "n_sentences",
+]  # fmt: skip
+
+
+@dataclass
+class FamilyBuild:
+    """The family's rows (sample_id, variant, text, key_index, key_position), the original's
+    key columns (sample_id, key_index, key_position), the per-model records and the drops."""
+
+    rows: pd.DataFrame
+    original: pd.DataFrame
+    records: pd.DataFrame
+    dropped: dict[str, int] = field(default_factory=dict)
+    kept: set[Any] = field(default_factory=set)
+    key_phrases: dict[Any, str] = field(default_factory=dict)
+
+
+def _candidates(doc: Any) -> list[list[str]]:
+    """Per sentence: the extractor's phrases plus the rephraser's chosen one."""
+    out = []
+    for i in range(len(doc.spans)):
+        phrases = list(doc.extracted(i))
+        if doc.phrases[i] and doc.phrases[i] not in phrases:
+            phrases.append(doc.phrases[i])
+        out.append(phrases)
+    return out
+
+
+def _ids(tokenizer: Any, texts: Sequence[str]) -> list[list[int]]:
+    return [
+        [i for i, s in zip(ids, m, strict=True) if not s] for ids, m in encode(tokenizer, texts)
+    ]
+
+
+def build_family(
+    docs: Mapping[Any, Any],
+    salience: Salience,
+    tokenizers: Mapping[str, Any],
+    positions: Sequence[float],
+) -> FamilyBuild:
+    """The family of every text of ``docs`` (sample_id -> Sentences); see the module doc."""
+    dropped = {"no_key": 0, "too_few_sentences": 0, "multiset_changed": 0}
+    sentences = {sid: [d.sentence(i) for i in range(len(d.spans))] for sid, d in docs.items()}
+    # every sentence's non-special ids under every model, one batch per model
+    flat = [(sid, i) for sid, ss in sentences.items() for i in range(len(ss))]
+    sent_ids: dict[str, dict[tuple[Any, int], list[int]]] = {}
+    for key, tok in tokenizers.items():
+        ids = _ids(tok, [LEAD + sentences[sid][i] for sid, i in flat])
+        sent_ids[key] = dict(zip(flat, ids, strict=True))
+    families: dict[Any, tuple[Family, str]] = {}
+    for sid, doc in docs.items():
+        choice = key_choice(_candidates(doc), lambda ph, t=doc.text: salience.score(ph, t))
+        if choice is None:
+            dropped["no_key"] += 1
+            continue
+        n = len(sentences[sid])
+        lengths = [
+            sum(len(sent_ids[k][(sid, i)]) for k in tokenizers) / max(len(tokenizers), 1)
+            for i in range(n)
+        ]
+        fam = family_orders(lengths, choice.sentence, positions)
+        if fam is None:
+            dropped["too_few_sentences"] += 1
+            continue
+        families[sid] = (fam, choice.phrase)
+    # every text of the family (original included) under every model
+    variants = ["original", *next(iter(families.values()))[0].orders] if families else []
+    order_of = {
+        (sid, v): list(range(len(sentences[sid]))) if v == "original" else fam.orders[v]
+        for sid, (fam, _) in families.items()
+        for v in variants
+    }
+    texts = {k: join([sentences[k[0]][i] for i in order]) for k, order in order_of.items()}
+    records = []
+    bad: set[Any] = set()
+    for key, tok in tokenizers.items():
+        full = dict(zip(texts, _ids(tok, list(texts.values())), strict=True))
+        for (sid, v), order in order_of.items():
+            fam = families[sid][0]
+            lengths = [len(sent_ids[key][(sid, i)]) for i in range(len(order))]
+            at = starts(lengths, order)
+            equal = Counter(full[(sid, v)]) == Counter(full[(sid, "original")])
+            concat = [t for i in order for t in sent_ids[key][(sid, i)]]
+            bad |= set() if equal else {sid}
+            records.append(
+                (sid, key, v, at[fam.key], at[fam.control_sentence], sum(lengths), equal,
+                 full[(sid, v)] == concat, fam.key_index(v), len(order))
+            )  # fmt: skip
+    dropped["multiset_changed"] = len(bad)
+    kept = set(families) - bad
+    rows, original = [], []
+    for (sid, v), order in order_of.items():
+        if sid not in kept:
+            continue
+        fam = families[sid][0]
+        idx = fam.key_index(v)
+        row = {
+            "sample_id": sid,
+            "variant": v,
+            "text": texts[(sid, v)],
+            "key_index": idx,
+            "key_position": word_share(sentences[sid], order, fam.key),
+        }
+        (original if v == "original" else rows).append(row)
+    cols = ["sample_id", "variant", "text", "key_index", "key_position"]
+    return FamilyBuild(
+        rows=pd.DataFrame(rows, columns=cols),
+        original=pd.DataFrame(original, columns=cols).drop(columns=["variant", "text"]),
+        records=pd.DataFrame(records, columns=RECORD_COLUMNS),
+        dropped=dropped,
+        kept=kept,
+        key_phrases={sid: families[sid][1] for sid in kept},
+    )
+
+
+def with_family(out: pd.DataFrame, build: FamilyBuild | None, order: Sequence[str]) -> pd.DataFrame:
+    """The kept paper-variant rows ``out`` (TEXT_COLUMNS less the key columns, texts without
+    ``LEAD``) with ``LEAD`` prepended, the original's key columns filled in, and the family's
+    rows added (dataset, label, keyphrase from the original: the family moves sentences, not
+    the phrases within them;
+    bertscore_f1 null, the family is exempt from the BERTScore check); sorted by ``order`` of
+    variants, then sample_id. ``build`` None: no family, key columns null."""
+    out = out.assign(text=LEAD + out["text"])
+    key_cols = ["key_index", "key_position"]
+    if build is None or build.original.empty:
+        out = out.assign(key_index=pd.NA, key_position=float("nan"))
+    else:
+        orig = out["variant"] == "original"
+        keys = build.original.set_index("sample_id")
+        out = out.assign(key_index=pd.NA, key_position=float("nan"))
+        out.loc[orig, key_cols] = keys.loc[out.loc[orig, "sample_id"], key_cols].to_numpy()
+        base = out[orig].set_index("sample_id")
+        fam = build.rows[build.rows["sample_id"].isin(base.index)].copy()
+        fam["dataset"] = base.loc[fam["sample_id"], "dataset"].to_numpy()
+        fam["label"] = base.loc[fam["sample_id"], "label"].to_numpy()
+        fam["keyphrase"] = base.loc[fam["sample_id"], "keyphrase"].to_numpy()
+        fam["bertscore_f1"] = float("nan")
+        out = pd.concat([out, fam[out.columns]], ignore_index=True)
+    out["key_index"] = out["key_index"].astype("Int64")
+    out["key_position"] = out["key_position"].astype(float)
+    rank = {v: i for i, v in enumerate(order)}
+    return out.sort_values(
+        ["variant", "sample_id"], key=lambda s: s.map(rank) if s.name == "variant" else s
+    ).reset_index(drop=True)
