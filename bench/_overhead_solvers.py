@@ -134,6 +134,11 @@ def markdown(figures: list[dict[str, Any]], solvers: list[str], labels: dict[str
     return "\n".join(out) + "\n"
 
 
-def write_markdown(path: str, figures: list[dict[str, Any]], solvers: list[str], labels) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(markdown(figures, solvers, labels))
+def write_markdown(
+    path: str, figures: list[dict[str, Any]], solvers: list[str], labels, append: bool = False
+) -> None:
+    """Write the page (``append``: after what the file holds, e.g. a run at other lengths)."""
+    page = Path(path)
+    page.parent.mkdir(parents=True, exist_ok=True)
+    before = page.read_text() + "\n" if append and page.exists() else ""
+    page.write_text(before + markdown(figures, solvers, labels))

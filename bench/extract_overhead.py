@@ -263,6 +263,7 @@ def parse_args() -> argparse.Namespace:
     )
     ap.add_argument("--skip", nargs="+", default=[], choices=["a", "bt", "b", "b0"])
     ap.add_argument("--markdown", default=None, help="also write the tables to this page")
+    ap.add_argument("--append", action="store_true", help="add to the --markdown page")
     ap.add_argument("--repeats", type=int, default=2, help="best of N")
     ap.add_argument("--json", default=None, help="also write the figures to this file")
     return ap.parse_args()
@@ -298,7 +299,7 @@ def main() -> None:
         with open(args.json, "w") as fh:
             json.dump(figures if len(figures) > 1 else figures[0], fh, indent=2)
     if args.markdown:
-        write_markdown(args.markdown, figures, args.eigensolvers, LABELS)
+        write_markdown(args.markdown, figures, args.eigensolvers, LABELS, args.append)
 
 
 def measure(
