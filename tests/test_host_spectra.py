@@ -54,6 +54,29 @@ def test_pipelined_extraction_equals_serial_bit_for_bit(tiny):
         np.testing.assert_allclose(s.metrics, i.metrics, rtol=1e-10, atol=1e-12)
 
 
+def test_deferred_layers_equal_the_inline_ones(tiny, monkeypatch):
+    """``deferred`` (batched's mode: several layers' matrices solved in one call, here with
+    HOMOG_CPU_EIGENSOLVER=torch so they are one stack each, and a cap of two layers) gives
+    the inline metrics to rounding, each layer in its own slot; calls are fewer than layers."""
+    import homog.extract.host_spectra as hs
+
+    monkeypatch.setenv("HOMOG_CPU_EIGENSOLVER", "torch")
+    monkeypatch.setattr(hs, "DEFER_BYTES", 1)  # flush at every layer ...
+    texts = synthetic_texts([40, 33, 7, 25])
+    inline = extract(tiny, texts, "inline")
+    one = extract(tiny, texts, "deferred")
+    calls = []
+    real = hs.DeviceBatch.flush
+    monkeypatch.setattr(hs.DeviceBatch, "flush", lambda self: calls.append(1) or real(self))
+    monkeypatch.setattr(hs, "DEFER_BYTES", 2**40)  # ... or once per batch
+    together = extract(tiny, texts, "deferred")
+    assert len(calls) == len(together)
+    for i, o, t in zip(inline, one, together, strict=True):
+        np.testing.assert_allclose(o.metrics, i.metrics, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(t.metrics, i.metrics, rtol=1e-12, atol=1e-14)
+        np.testing.assert_array_equal(t.pooled_mean, i.pooled_mean)
+
+
 def test_order_holds_under_a_slow_solver_and_one_batch_is_in_flight(tiny, monkeypatch):
     """A solver that sleeps (longest for the first layer of each batch): the metrics still
     equal the serial run's exactly, layer by layer and batch by batch; batch i + 1's forward
@@ -147,13 +170,15 @@ def test_host_copies_stay_within_the_budget(monkeypatch):
 
 
 def test_host_mode_follows_the_setting_on_a_gpu_only(monkeypatch):
-    """HOMOG_GPU_EIGENSOLVER=host pipelines a GPU run, host-serial waits, the device solvers
-    stay in the hooks; on the CPU the spectra are always solved in the hooks."""
-    for value, mode in [("host", "pipelined"), ("host-serial", "serial"), ("batched", "inline")]:
+    """HOMOG_GPU_EIGENSOLVER=host pipelines a GPU run, host-serial waits, batched (the
+    default) solves several layers at once, device in each hook; on the CPU the spectra are
+    always solved in the hooks."""
+    pairs = [("host", "pipelined"), ("host-serial", "serial"), ("batched", "deferred")]
+    for value, mode in [*pairs, ("device", "inline")]:
         monkeypatch.setenv("HOMOG_GPU_EIGENSOLVER", value)
         assert host_mode("cuda:0") == mode and host_mode("cpu") == "inline"
     monkeypatch.delenv("HOMOG_GPU_EIGENSOLVER")
-    assert host_mode("cuda") == "inline"
+    assert host_mode("cuda") == "deferred"
     with pytest.raises(ValueError, match="host_spectra='later'"):
         Extractor.__init__(object.__new__(Extractor), None, extract_config(), "later")
 

@@ -164,7 +164,7 @@ class Extractor:
     vec_dtype = torch.float32
 
     def __init__(self, loaded: Any, config: ExtractConfig, host_spectra: str = "auto"):
-        from homog.extract.host_spectra import MODES, HostSpectra, host_mode
+        from homog.extract.host_spectra import MODES, DeviceBatch, HostSpectra, host_mode
 
         self.loaded = loaded
         self.config = config
@@ -176,7 +176,9 @@ class Extractor:
         if mode not in MODES:
             raise ValueError(f"host_spectra={host_spectra!r}: use auto or one of {MODES}")
         self.host_spectra = mode
-        self._host = None if mode == "inline" else HostSpectra(self.metric_names, mode != "serial")
+        host = mode in ("serial", "pipelined")
+        self._host = HostSpectra(self.metric_names, mode != "serial") if host else None
+        self._defer = DeviceBatch(self.metric_names) if mode == "deferred" else None
         # attention first: it may raise (a model loaded without attention), leaving no hooks
         self._handles: list[Any] = self._attach_attention(loaded) if config.attention else []
         L = loaded.n_layers
@@ -263,7 +265,8 @@ class Extractor:
         mask = st.mask.to(hidden.device)
         cfg = self.config
         try:
-            values, top = (hidden_metrics if self._host is None else hidden_pending)(
+            pending = self._host is not None or self._defer is not None
+            values, top = (hidden_pending if pending else hidden_metrics)(
                 hidden,
                 mask,
                 center=cfg.center,
@@ -283,6 +286,8 @@ class Extractor:
         dev, vec = st.device, st.vec_dtype
         if self._host is not None:  # the host solves the spectra (a Future when pipelined)
             st.metrics[layer] = self._host.submit(values)
+        elif self._defer is not None:  # solved with other layers' (by the end of the forward)
+            self._defer.add(st.metrics, layer, values)
         else:
             st.metrics[layer] = torch.stack([values[m] for m in self.metric_names], -1).to(dev)
         if top is not None:
@@ -389,6 +394,8 @@ class Extractor:
                         position_ids=torch.from_numpy(pos).to(dev),
                         use_cache=False,
                     )
+                    if self._defer is not None:
+                        self._defer.flush()
             except torch.OutOfMemoryError as exc:
                 raise HomogError(
                     f"out of memory on {dev} for a batch of {b} texts x {n_pad} tokens "
@@ -417,6 +424,8 @@ class Extractor:
             )
         finally:
             self._state = None
+            if self._defer is not None:
+                self._defer.clear()  # what a failed forward left
         return PendingBatch(result, st.metrics)
 
 
@@ -475,7 +484,8 @@ def compute_shard(
     on_batch: Callable[[int, int], None] | None = None,
 ) -> BatchResult:
     """One shard -> its ``BatchResult``: the shard's texts in ``make_batches`` batches of at
-    most ``batch_tokens`` padded tokens, one ``extractor.start_batch`` each (``run_batches``), concatenated.
+    most ``batch_tokens`` padded tokens, one ``extractor.start_batch`` each
+    (``run_batches``), concatenated.
 
     Every engine computes shards with this function, so a shard holds the same batches (and
     the same values) wherever it runs. ``on_batch(texts, tokens)`` is called after each batch.

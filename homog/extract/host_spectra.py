@@ -29,18 +29,21 @@ from torch import Tensor
 from homog.metrics_pending import PendingSpectra
 
 BUDGET_BYTES = 8 * 2**30  # host copies waiting to be solved, at most (bounded memory)
-MODES = ("inline", "serial", "pipelined")
+DEFER_BYTES = 2**30  # batched: the layers' matrices solved together, up to this many bytes
+MODES = ("inline", "deferred", "serial", "pipelined")
 
 
 def host_mode(device: Any) -> str:
     """The extractor's mode for a model on ``device``, from HOMOG_GPU_EIGENSOLVER: on a GPU,
-    ``host`` -> ``pipelined``, ``host-serial`` -> ``serial``; else ``inline`` (the spectra
-    are solved in the hook where the matrices are)."""
+    ``host`` -> ``pipelined``, ``host-serial`` -> ``serial``, ``batched`` -> ``deferred``
+    (``DeviceBatch``); else ``inline`` (the spectra are solved in the hook where the
+    matrices are)."""
     from homog.eigensolver import gpu_eigensolver
 
     if torch.device(device).type == "cpu":
         return "inline"
-    return {"host": "pipelined", "host-serial": "serial"}.get(gpu_eigensolver(), "inline")
+    modes = {"host": "pipelined", "host-serial": "serial", "batched": "deferred"}
+    return modes.get(gpu_eigensolver(), "inline")
 
 
 def _nbytes(pending: PendingSpectra) -> int:
@@ -60,7 +63,13 @@ class HostSpectra:
         self.names = list(names)
         self.pipelined = pipelined
         self.budget = budget_bytes
-        self.pool = ThreadPoolExecutor(1, thread_name_prefix="homog-host-spectra")
+        # the host thread solves on as many threads as the caller's torch (a new thread's
+        # default can be 1: then NumPy's LAPACK ran on one core, 2x slower than the GPU)
+        threads = torch.get_num_threads()
+        self.pool = ThreadPoolExecutor(
+            1, thread_name_prefix="homog-host-spectra", initializer=torch.set_num_threads,
+            initargs=(threads,),
+        )  # fmt: skip
         self._waiting = 0  # bytes of host copies not yet solved
         self._cond = threading.Condition()
         self._streams: dict[torch.device, Any] = {}
@@ -117,6 +126,50 @@ class HostSpectra:
     def close(self) -> None:
         """Wait for the solves under way, drop those not started, end the thread."""
         self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+class DeviceBatch:
+    """``batched`` on a GPU: the spectra of several layers solved in one call. A hook adds its
+    layer's ``PendingSpectra`` (``add``); once ``cap_bytes`` of Gram matrices wait, and at the
+    end of the forward (``flush``), they are solved together and each layer's (B, M) metrics
+    go into its slot. cusolverDnXsyevBatched took 1.24 ms per 512 x 512 matrix in batches of
+    24 (one layer of 8 texts x 3 token sets) and 0.42 ms in batches of 96 on an H200."""
+
+    def __init__(self, names: Sequence[str], cap_bytes: int | None = None):
+        self.names = list(names)
+        self.cap = DEFER_BYTES if cap_bytes is None else cap_bytes
+        self.waiting: list[tuple[list[Any], int, PendingSpectra]] = []
+
+    def add(self, slots: list[Any], index: int, pending: PendingSpectra) -> None:
+        """``slots[index]`` gets ``pending``'s metrics (at the latest at ``flush``)."""
+        self.waiting.append((slots, index, pending))
+        if sum(_nbytes(p) for *_, p in self.waiting) >= self.cap:
+            self.flush()
+
+    def flush(self) -> None:
+        """Solve what waits: the one-stack layers of one shape in one call, others alone."""
+        waiting, self.waiting = self.waiting, []
+        groups: dict[tuple, list[tuple[list[Any], int, PendingSpectra]]] = {}
+        for item in waiting:
+            p = item[2]
+            shape = (tuple(p.grams[0].shape[1:]), p.size) if len(p.grams) == 1 else id(item)
+            groups.setdefault(shape, []).append(item)
+        for items in groups.values():
+            pendings = [p for *_, p in items]
+            if len(pendings[0].grams) == 1:
+                from homog.metrics import _eigenvalues
+
+                eigs = _eigenvalues(torch.cat([p.grams[0] for p in pendings]), pendings[0].size)
+                parts = eigs.split([len(p.suffixes) for p in pendings])
+                solved = [list(part.unbind(0)) for part in parts]
+            else:
+                solved = [pendings[0].solve()]
+            for (slots, index, p), eig in zip(items, solved, strict=True):
+                out = p.finish(eig)
+                slots[index] = torch.stack([out[m] for m in self.names], -1)
+
+    def clear(self) -> None:
+        self.waiting.clear()
 
 
 def resolved(values: Sequence[Any]) -> list[Tensor]:
