@@ -120,11 +120,19 @@ def _numpy_solver(gram: Tensor) -> bool:
     return gram.device.type == "cpu" and cpu_eigensolver() == "numpy" and not gram.requires_grad
 
 
+POOL_MIN_N = 128  # a matrix this large is worth a thread of its own (512: ~16 ms of LAPACK)
+
+
 def _pooled(part: Any, flat: Tensor, *extra: Tensor) -> Tensor:
     """``part`` over the leading dimension of ``flat`` (and ``extra``) split over a thread
-    pool of torch's thread count; with fewer than 2 matrices per worker, one call here."""
-    workers = torch.get_num_threads()
-    if workers < 2 or flat.shape[0] < 2 * workers:
+    pool of torch's thread count, at most one chunk per matrix; small matrices (n <
+    ``POOL_MIN_N``) fewer than 2 per worker: one call here. (Each matrix is solved alone,
+    so the split does not change a value. A GPU run's host thread gets one layer of a batch
+    at a time: 8 matrices of 512 x 512 at 512 tokens, which ran on one core of 16 when
+    pooling needed 2 per worker.)"""
+    workers = min(torch.get_num_threads(), flat.shape[0])
+    few = flat.shape[-1] < POOL_MIN_N and flat.shape[0] < 2 * workers
+    if workers < 2 or few:
         return part(flat, *extra)
     chunks = [t.chunk(workers) for t in (flat, *extra)]
     with ThreadPoolExecutor(workers) as pool:
@@ -147,8 +155,8 @@ def eigvalsh(gram: Tensor) -> Tensor:
     if not _numpy_solver(gram):
         # torch's solver: one call on all threads, or one OpenMP thread per pool worker
         # (OpenMP thread counts are per calling thread, so the caller's is not changed)
-        workers = torch.get_num_threads()
-        if workers < 2 or flat.shape[0] < 2 * workers:
+        workers = min(torch.get_num_threads(), flat.shape[0])
+        if workers < 2 or (flat.shape[-1] < POOL_MIN_N and flat.shape[0] < 2 * workers):
             return torch.linalg.eigvalsh(gram)
         return _pooled(_eigvalsh_one_thread, flat).reshape(gram.shape[:-1])
     with _blas().limit(limits=1, user_api="blas"):

@@ -243,3 +243,26 @@ def test_batched_solver_without_cuda_says_so():
     assert not eg.batched_available()
     assert "torch has no CUDA device here" in eg.fallback_message()
     eg._binding.cache_clear()
+
+
+def test_a_few_large_matrices_are_split_over_the_threads_bit_for_bit(monkeypatch):
+    """Three 160 x 160 matrices on 4 threads (fewer than 2 per thread): each goes to a worker
+    of its own (a GPU run's host thread gets one layer at a time), with the values of one
+    call; small matrices stay in one call."""
+    import homog.eigensolver as es
+
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(3, 160, 170, dtype=torch.float64, generator=gen)
+    gram = x @ x.mT
+    whole = es._eigvalsh_numpy(gram)
+    threads: list[str] = []
+    real = es._eigvalsh_numpy
+    monkeypatch.setattr(
+        es, "_eigvalsh_numpy", lambda g: threads.append(threading.current_thread().name) or real(g)
+    )
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 4)
+    torch.testing.assert_close(es.eigvalsh(gram), whole, rtol=0, atol=0)
+    assert len(threads) == 3 and threading.current_thread().name not in threads
+    threads.clear()
+    es.eigvalsh(gram[:, :20, :20])
+    assert threads == [threading.current_thread().name]

@@ -63,8 +63,7 @@ class HostSpectra:
         self.names = list(names)
         self.pipelined = pipelined
         self.budget = budget_bytes
-        # the host thread solves on as many threads as the caller's torch (a new thread's
-        # default can be 1: then NumPy's LAPACK ran on one core, 2x slower than the GPU)
+        # the host thread pools its LAPACK calls over as many threads as the caller's torch
         threads = torch.get_num_threads()
         self.pool = ThreadPoolExecutor(
             1, thread_name_prefix="homog-host-spectra", initializer=torch.set_num_threads,
