@@ -338,5 +338,6 @@ def test_gpu_eigensolver_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     gram = torch.eye(3, dtype=torch.float64)
     assert not hm._on_host(gram) and hm.minor_spectra_supported(gram)
     monkeypatch.setenv("HOMOG_GPU_EIGENSOLVER", "cpu")
-    with pytest.raises(MetricInputError, match="HOMOG_GPU_EIGENSOLVER='cpu'.*batched.*device.*host.*host-serial"):
+    want = "HOMOG_GPU_EIGENSOLVER='cpu'.*batched.*device.*host.*host-serial"
+    with pytest.raises(MetricInputError, match=want):
         hm.gpu_eigensolver()
