@@ -145,6 +145,7 @@ METRIC_MODULES = (
     "homog.eigensolver",
     "homog.metrics",
     "homog.metrics_massive",
+    "homog.metrics_pending",
     "homog.metrics_sets",
 )
 
@@ -344,7 +345,10 @@ def measure(
             # hooks are installed only for the extraction: (a) and (c) run the untouched model
             lm.model.set_attn_implementation(attn_impl if attention else "sdpa")
             with using_metrics(metrics_fn), environment(env):
-                extractor = Extractor(lm, dataclasses.replace(cfg, attention=attention, **over))
+                # a baseline's hidden_metrics runs in the hooks (the GPU modes call hidden_pending)
+                mode = "inline" if metrics_fn is not None else "auto"
+                config = dataclasses.replace(cfg, attention=attention, **over)
+                extractor = Extractor(lm, config, host_spectra=mode)
                 try:  # batch i + 1's forward before batch i's metrics (the host pipeline)
                     kept[name] = run_batches(extractor, batches, "none", plan)
                 finally:
