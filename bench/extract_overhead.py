@@ -178,6 +178,7 @@ def metrics_at_revision(rev: str) -> Callable[..., Any]:
             if text is None:
                 continue
             module = types.ModuleType(f"{name}_at_{rev}")
+            sys.modules[module.__name__] = module  # dataclasses look their module up there
             # its `from homog.metrics... import` lines read REV's modules loaded before it
             exec(compile(text, f"{rev}:{path}", "exec"), module.__dict__)
             loaded[name] = sys.modules[name] = module
