@@ -442,7 +442,9 @@ class PendingBatch:
         from homog.extract.host_spectra import resolved
 
         if self.partial.metrics is None:
-            self.partial.metrics = _stack(resolved(self.metrics), 1)  # type: ignore[arg-type]
+            # each layer's from where it was finished (the host, or a layer's own GPU)
+            values = [v.cpu() for v in resolved(self.metrics)]
+            self.partial.metrics = _stack(values, 1)  # type: ignore[arg-type]
         return self.partial
 
 
