@@ -14,16 +14,17 @@ In one process, on the same token ids, it times
        change to them is measured before and after in one run; the metrics of (b) and (bb)
        are compared and their largest relative difference printed;
   (b0) the extraction without attention statistics (SDPA);
-  (bh) with ``--host-eigensolver``: (b) with ``HOMOG_GPU_EIGENSOLVER=host``, a GPU's Gram
-       matrices solved on the host (NumPy's LAPACK on every core, no_sink sharing all's
-       reduction) instead of by cuSOLVER; its metrics are compared with (b)'s. On a CPU
-       device the setting changes nothing, so (bh) is (b) again;
+  (b:S) with ``--eigensolvers S ...``: (b) with ``HOMOG_GPU_EIGENSOLVER=S`` for each S of
+       device, batched, host-serial, host (``bench/_overhead_solvers.py``); each one's
+       metrics are compared with the first one's. On a CPU device the setting changes
+       nothing, so each is (b) again;
   (c)  the naive way: ``model(**batch, output_hidden_states=True)``, then per text and
        layer a ``numpy.linalg.svd`` on the CPU (hidden-state metrics only, no attention).
 Each timing is the best of ``--repeats`` (the variants alternate within a repeat, so a change
 in machine load hits all alike), by wall time and by process CPU time; on a shared CPU only the
 CPU-time ratios mean much. Prints b/bt (the cost of the token sets and peers' metrics; issue
 13's target <= 1.15), b/a' (issue 15's target <= 1.15 at 512 tokens), b/a, b0/a and c/b.
+``--skip bt b0`` leaves variants out; ``--markdown PATH`` writes the tables as a page.
 
 Examples:
   OMP_NUM_THREADS=1 python bench/extract_overhead.py --n-texts 8 --tokens 128 --repeats 2 \\
@@ -32,23 +33,21 @@ Examples:
   python bench/extract_overhead.py --model random:llama-8b --dtype bfloat16 \\
       --device cuda --n-texts 256 --tokens 512
   python bench/extract_overhead.py --model random:llama-8b --dtype bfloat16 \\
-      --device cuda --n-texts 32 --tokens 512 --naive-texts 0 --host-eigensolver
+      --device cuda --n-texts 32 --tokens 512 --naive-texts 0 --skip a bt b b0 \\
+      --eigensolvers device batched host-serial host --markdown docs/gpu-bench.md
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import inspect
 import json
-import math
-import os
 import subprocess
 import sys
 import time
 import types
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,10 +58,20 @@ import homog.metrics_sets
 from homog.config import Params, load_config
 from homog.errors import HomogError
 from homog.extract import EncodedText, Extractor, make_batches, plan_samples
+from homog.extract.hooks import run_batches
 from homog.models import load_model, resolve_source
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench_util import read_reviews  # noqa: E402
+from _overhead_solvers import (  # noqa: E402
+    WHAT,
+    compare_solvers,
+    environment,
+    largest_difference,
+    restore,
+    write_markdown,
+)
+from _overhead_solvers import key as solver_key  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 TODAY = {"token_sets": (), "peer_metrics": False}  # the metrics before issue 13
@@ -136,17 +145,9 @@ METRIC_MODULES = (
     "homog.eigensolver",
     "homog.metrics",
     "homog.metrics_massive",
+    "homog.metrics_pending",
     "homog.metrics_sets",
 )
-
-
-def restore(target: MutableMapping[str, Any], saved: dict[str, Any]) -> None:
-    """Put ``saved``'s values back into ``target``; a None means the key was not there."""
-    for key, value in saved.items():
-        if value is None:
-            target.pop(key, None)
-        else:
-            target[key] = value
 
 
 def metrics_at_revision(rev: str) -> Callable[..., Any]:
@@ -177,6 +178,7 @@ def metrics_at_revision(rev: str) -> Callable[..., Any]:
             if text is None:
                 continue
             module = types.ModuleType(f"{name}_at_{rev}")
+            sys.modules[module.__name__] = module  # dataclasses look their module up there
             # its `from homog.metrics... import` lines read REV's modules loaded before it
             exec(compile(text, f"{rev}:{path}", "exec"), module.__dict__)
             loaded[name] = sys.modules[name] = module
@@ -206,31 +208,6 @@ class using_metrics:  # noqa: N801 (a context manager, read as a clause)
         for module, fn in self.saved:
             module.hidden_metrics = fn
         self.saved.clear()
-
-
-@contextlib.contextmanager
-def environment(values: dict[str, str] | None):
-    """Within the block ``os.environ`` holds ``values`` (the earlier values come back)."""
-    saved = {k: os.environ.get(k) for k in values or {}}
-    os.environ.update(values or {})
-    try:
-        yield
-    finally:
-        restore(os.environ, saved)
-
-
-def largest_difference(new: np.ndarray, old: np.ndarray, names: list[str]) -> tuple[float, str]:
-    """(largest relative difference, its metric) of two (B, L, M) metric arrays; a NaN in one
-    only counts as inf."""
-    nan_new, nan_old = np.isnan(new), np.isnan(old)
-    if (nan_new != nan_old).any():
-        where = np.argwhere(nan_new != nan_old)[0]
-        return math.inf, names[where[-1]]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rel = np.abs(new - old) / np.maximum(np.abs(old), 1e-300)
-    rel = np.where(nan_old | (new == old), 0.0, rel)
-    worst = np.unravel_index(np.argmax(rel), rel.shape)
-    return float(rel[worst]), names[worst[-1]]
 
 
 def timed(fn: Callable[[], None], device: torch.device) -> tuple[float, float, float]:
@@ -280,10 +257,15 @@ def parse_args() -> argparse.Namespace:
         help="texts for (c) (default: all; 0 skips it); its time is scaled per text",
     )
     ap.add_argument(
-        "--host-eigensolver",
-        action="store_true",
-        help="also time (bh): (b) with HOMOG_GPU_EIGENSOLVER=host (a GPU's spectra on the host)",
+        "--eigensolvers",
+        nargs="+",
+        default=[],
+        choices=list(WHAT),
+        help="also time (b:S), (b) with HOMOG_GPU_EIGENSOLVER=S, for each S",
     )
+    ap.add_argument("--skip", nargs="+", default=[], choices=["a", "bt", "b", "b0"])
+    ap.add_argument("--markdown", default=None, help="also write the tables to this page")
+    ap.add_argument("--append", action="store_true", help="add to the --markdown page")
     ap.add_argument("--repeats", type=int, default=2, help="best of N")
     ap.add_argument("--json", default=None, help="also write the figures to this file")
     return ap.parse_args()
@@ -318,6 +300,8 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(figures if len(figures) > 1 else figures[0], fh, indent=2)
+    if args.markdown:
+        write_markdown(args.markdown, figures, args.eigensolvers, LABELS, args.append)
 
 
 def measure(
@@ -361,12 +345,15 @@ def measure(
         def run() -> None:
             # hooks are installed only for the extraction: (a) and (c) run the untouched model
             lm.model.set_attn_implementation(attn_impl if attention else "sdpa")
-            extractor = Extractor(lm, dataclasses.replace(cfg, attention=attention, **over))
-            try:
-                with using_metrics(metrics_fn), environment(env):
-                    kept[name] = [extractor.run_batch(b, "none", plan) for b in batches]
-            finally:
-                extractor.close()
+            with using_metrics(metrics_fn), environment(env):
+                # a baseline's hidden_metrics runs in the hooks (the GPU modes call hidden_pending)
+                mode = "inline" if metrics_fn is not None else "auto"
+                config = dataclasses.replace(cfg, attention=attention, **over)
+                extractor = Extractor(lm, config, host_spectra=mode)
+                try:  # batch i + 1's forward before batch i's metrics (the host pipeline)
+                    kept[name] = run_batches(extractor, batches, "none", plan)
+                finally:
+                    extractor.close()
 
         return run
 
@@ -388,10 +375,12 @@ def measure(
     }
     if baseline is not None:
         variants["b_baseline"] = extraction("b_baseline", True, baseline)
-    if args.host_eigensolver:
-        host = {"HOMOG_GPU_EIGENSOLVER": "host"}
-        variants["b_host"] = extraction("b_host", True, env=host)
+    for solver in args.eigensolvers:
+        env = {"HOMOG_GPU_EIGENSOLVER": solver}
+        variants[solver_key(solver)] = extraction(solver_key(solver), True, env=env)
     variants["b_no_attention"] = extraction("b_no_attention", False)
+    for name in args.skip:
+        variants.pop({"bt": "b_today", "b0": "b_no_attention"}.get(name, name))
     results: dict[str, list[tuple[float, float, float]]] = {k: [] for k in variants}
     bare(lm.model)()  # warm-up
     for _ in range(args.repeats):
@@ -419,7 +408,7 @@ def measure(
         "repeats": args.repeats,
         "load_s": round(load_s, 1),
         "baseline_rev": args.baseline_rev,
-        "host_eigensolver": bool(args.host_eigensolver),
+        "eigensolvers": args.eigensolvers,
     }
     for k in results:
         fig[f"{k}_s"] = wall[k] * (n_naive if k == "c" else args.n_texts)
@@ -428,21 +417,19 @@ def measure(
     pairs = [("b", "b_today"), ("b", "a_decoder"), ("b", "a"), ("b_no_attention", "a")]
     if baseline is not None:
         pairs += [("b_baseline", "b_today"), ("b_baseline", "a_decoder"), ("b", "b_baseline")]
-    if args.host_eigensolver:
-        pairs += [("b_host", "a_decoder"), ("b", "b_host")]
+    pairs += [(solver_key(solver), "a_decoder") for solver in args.eigensolvers]
     if n_naive:
         pairs.append(("c", "b"))
+    pairs = [(n, d) for n, d in pairs if n in results and d in results]
     for num, den in pairs:
         fig[f"{num}_over_{den}"] = wall[num] / wall[den]
         fig[f"cpu_time_{num}_over_{den}"] = cpu[num] / cpu[den]
     # (figure prefix, new variant, reference variant): their metrics' largest difference
-    compared = [("baseline", "b", "b_baseline")] if baseline is not None else []
-    compared += [("host", "b_host", "b")] if args.host_eigensolver else []
-    for prefix, new_key, old_key in compared:
-        new = np.concatenate([r.metrics for r in kept[new_key]])
-        old = np.concatenate([r.metrics for r in kept[old_key]])
+    if baseline is not None and "b" in kept:
+        new, old = (np.concatenate([r.metrics for r in kept[k]]) for k in ("b", "b_baseline"))
         rel, metric = largest_difference(new, old, list(kept["b"][0].names))
-        fig[f"{prefix}_max_rel_diff"], fig[f"{prefix}_max_rel_diff_metric"] = rel, metric
+        fig["baseline_max_rel_diff"], fig["baseline_max_rel_diff_metric"] = rel, metric
+    compare_solvers(fig, kept, args.eigensolvers)
     if dev.type == "cuda":
         fig.update({f"peak_gib_{k}": min(x[2] for x in v) for k, v in results.items()})
     report(fig, results)
@@ -456,11 +443,11 @@ LABELS = {
     "b": "(b)  full extraction (all stats)",
     "b_baseline": "(bb) full extraction, baseline metrics code",
     "b_no_attention": "(b0) extraction without attention (SDPA)",
-    "b_host": "(bh) full extraction, spectra on the host",
+    **{solver_key(s): f"({solver_key(s)}) extraction, {what}" for s, what in WHAT.items()},
     "c": "(c)  naive hidden states + numpy SVD",
 }
 SHORT = {"a": "a", "a_decoder": "a'", "b_today": "bt", "b": "b", "b_baseline": "bb"}
-SHORT |= {"b_no_attention": "b0", "c": "c", "b_host": "bh"}
+SHORT |= {"b_no_attention": "b0", "c": "c", **{solver_key(s): solver_key(s) for s in WHAT}}
 
 
 def report(fig: dict[str, Any], results: dict[str, Any]) -> None:
@@ -492,11 +479,11 @@ def report(fig: dict[str, Any], results: dict[str, Any]) -> None:
             f"metrics of (b) vs (bb): largest relative difference "
             f"{fig['baseline_max_rel_diff']:.3g} ({fig['baseline_max_rel_diff_metric']})"
         )
-    if fig["host_eigensolver"]:
+    for solver in fig["eigensolvers"]:
         print(
-            f"metrics of (bh) vs (b): largest relative difference "
-            f"{fig['host_max_rel_diff']:.3g} ({fig['host_max_rel_diff_metric']})"
-            + ("" if fig["device"].startswith("cuda") else "; on a CPU device (bh) is (b)")
+            f"metrics of ({solver_key(solver)}) vs ({solver_key(fig['eigensolvers'][0])}): "
+            f"largest relative difference {fig[f'{solver_key(solver)}_max_rel_diff']:.3g} "
+            f"({fig[f'{solver_key(solver)}_max_rel_diff_metric']})"
         )
     if "peak_gib_b" in fig:
         print(

@@ -1,8 +1,11 @@
 """Eigenvalues of batched symmetric (Gram) matrices: which solver runs where, how a CPU
 batch is split over threads, and one reduction for a matrix and one of its minors.
 
-On a GPU the solver is ``torch.linalg.eigvalsh`` (or, with ``HOMOG_GPU_EIGENSOLVER=host``,
-the host's solver on copies). On the CPU it is NumPy's (OpenBLAS's LAPACK ``syevd``), which
+On a GPU the solver is cuSOLVER's batched ``cusolverDnXsyevBatched``
+(``homog.eigensolver_gpu``; ``HOMOG_GPU_EIGENSOLVER=batched``, the default), torch's
+``eigvalsh`` (``device``: one ``syevd`` per matrix) or the host's solver on copies (``host``,
+``host-serial``; the extractor then solves them beside the next batch's forward,
+``homog.extract.host_spectra``). On the CPU it is NumPy's (OpenBLAS's LAPACK ``syevd``), which
 ran 1.4x faster than torch's MKL on one thread and 2x faster on two on an AMD EPYC, and even
 with MKL on an Intel Xeon (10.6 against 10.4 ms per 512 x 512 matrix): the batch goes to a
 thread pool of torch's thread count, each worker's BLAS pinned to one thread
@@ -61,9 +64,8 @@ def _setting(variable: str, choices: tuple[str, ...]) -> str:
     if name not in choices:
         from homog.metrics import MetricInputError  # (homog.metrics imports this module)
 
-        raise MetricInputError(
-            f"{variable}={name!r}: use {choices[0]!r} (the default) or {choices[1]!r}"
-        )
+        others = " or ".join(repr(c) for c in choices[1:])
+        raise MetricInputError(f"{variable}={name!r}: use {choices[0]!r} (the default) or {others}")
     return name
 
 
@@ -72,18 +74,45 @@ def cpu_eigensolver() -> str:
     return _setting("HOMOG_CPU_EIGENSOLVER", ("numpy", "torch"))
 
 
+GPU_EIGENSOLVERS = ("batched", "device", "host", "host-serial")
+HOST_SOLVERS = ("host", "host-serial")
+
+
 def gpu_eigensolver() -> str:
-    """``device`` (default) or ``host``: where the eigenvalues of a GPU's Gram matrices are
-    solved, from HOMOG_GPU_EIGENSOLVER. ``host`` copies them to the CPU and solves them there
-    as on a CPU run (NumPy's LAPACK on all of torch's threads, no_sink sharing all's
-    reduction) and copies the eigenvalues back; cuSOLVER solves 512 x 512 matrices one at a
-    time at about 4.5 ms each on an H100 (README "On a GPU")."""
-    return _setting("HOMOG_GPU_EIGENSOLVER", ("device", "host"))
+    """Where the eigenvalues of a GPU's Gram matrices are solved, from HOMOG_GPU_EIGENSOLVER:
+
+    - ``batched`` (default): one ``cusolverDnXsyevBatched`` call per batch of matrices
+      (``homog.eigensolver_gpu``); where cuSOLVER lacks it, ``device`` after one warning;
+    - ``device``: torch's ``eigvalsh`` (cuSOLVER ``syevd``, one matrix at a time: about
+      4.5 ms per 512 x 512 matrix on an H100);
+    - ``host``: copied to the CPU and solved there as on a CPU run (NumPy's LAPACK on all of
+      torch's threads, no_sink sharing all's reduction); the extractor solves a batch's
+      matrices on a host thread while the GPU runs the next batch (``host-serial``: while
+      the GPU waits; the same values bit for bit)."""
+    return _setting("HOMOG_GPU_EIGENSOLVER", GPU_EIGENSOLVERS)
 
 
 def _on_host(gram: Tensor) -> bool:
     """True when ``gram`` lives on a GPU and its spectrum is to be solved on the host."""
-    return gram.device.type != "cpu" and not gram.requires_grad and gpu_eigensolver() == "host"
+    if gram.device.type == "cpu" or gram.requires_grad:
+        return False
+    return gpu_eigensolver() in HOST_SOLVERS
+
+
+def _device_eigvalsh(gram: Tensor) -> Tensor:
+    """A GPU's ``gram`` solved on the device: batched cuSOLVER (float64, where available;
+    else one warning and torch's) or torch's eigvalsh (``device``)."""
+    if (
+        gram.dtype == torch.float64
+        and gpu_eigensolver() == "batched"
+        and gram.device.type == "cuda"
+    ):
+        from homog import eigensolver_gpu
+
+        if eigensolver_gpu.batched_available():
+            return eigensolver_gpu.eigvalsh_batched(gram)
+        eigensolver_gpu.warn_fallback_once()
+    return torch.linalg.eigvalsh(gram)
 
 
 def _numpy_solver(gram: Tensor) -> bool:
@@ -91,11 +120,19 @@ def _numpy_solver(gram: Tensor) -> bool:
     return gram.device.type == "cpu" and cpu_eigensolver() == "numpy" and not gram.requires_grad
 
 
+POOL_MIN_N = 128  # a matrix this large is worth a thread of its own (512: ~16 ms of LAPACK)
+
+
 def _pooled(part: Any, flat: Tensor, *extra: Tensor) -> Tensor:
     """``part`` over the leading dimension of ``flat`` (and ``extra``) split over a thread
-    pool of torch's thread count; with fewer than 2 matrices per worker, one call here."""
-    workers = torch.get_num_threads()
-    if workers < 2 or flat.shape[0] < 2 * workers:
+    pool of torch's thread count, at most one chunk per matrix; small matrices (n <
+    ``POOL_MIN_N``) fewer than 2 per worker: one call here. (Each matrix is solved alone,
+    so the split does not change a value. A GPU run's host thread gets one layer of a batch
+    at a time: 8 matrices of 512 x 512 at 512 tokens, which ran on one core of 16 when
+    pooling needed 2 per worker.)"""
+    workers = min(torch.get_num_threads(), flat.shape[0])
+    few = flat.shape[-1] < POOL_MIN_N and flat.shape[0] < 2 * workers
+    if workers < 2 or few:
         return part(flat, *extra)
     chunks = [t.chunk(workers) for t in (flat, *extra)]
     with ThreadPoolExecutor(workers) as pool:
@@ -111,15 +148,15 @@ def eigvalsh(gram: Tensor) -> Tensor:
     GPU one batched call is already parallel (or the host solves it: ``gpu_eigensolver``).
     """
     if gram.device.type != "cpu":
-        return (
-            eigvalsh(gram.cpu()).to(gram.device) if _on_host(gram) else torch.linalg.eigvalsh(gram)
-        )
+        if gram.requires_grad:
+            return torch.linalg.eigvalsh(gram)
+        return eigvalsh(gram.cpu()).to(gram.device) if _on_host(gram) else _device_eigvalsh(gram)
     flat = gram.reshape(-1, *gram.shape[-2:])
     if not _numpy_solver(gram):
         # torch's solver: one call on all threads, or one OpenMP thread per pool worker
         # (OpenMP thread counts are per calling thread, so the caller's is not changed)
-        workers = torch.get_num_threads()
-        if workers < 2 or flat.shape[0] < 2 * workers:
+        workers = min(torch.get_num_threads(), flat.shape[0])
+        if workers < 2 or (flat.shape[-1] < POOL_MIN_N and flat.shape[0] < 2 * workers):
             return torch.linalg.eigvalsh(gram)
         return _pooled(_eigvalsh_one_thread, flat).reshape(gram.shape[:-1])
     with _blas().limit(limits=1, user_api="blas"):

@@ -51,19 +51,21 @@ from torch import Tensor
 from homog.metrics import (
     METRIC_NAMES,
     _direction_metrics,
-    _eigenvalues,
     _gram,
     _prepare,
     _spectral_gram,
-    eigenvalues_with_minor,
     minor_spectra_supported,
-    spectral_metrics,
 )
 from homog.metrics_massive import (  # noqa: F401  (re-exported: homog.metrics_sets' names)
     MASSIVE_METRICS,
     TOP_K,
     massive_activations,
     median_of_valid,
+)
+from homog.metrics_pending import (
+    PendingSpectra,
+    renyi_entropy,  # noqa: F401  (re-exported: its earlier home)
+    sharing_inputs,
 )
 
 TOKEN_SETS: tuple[str, ...] = ("no_sink", "standardized")
@@ -92,14 +94,6 @@ def hidden_metric_names(token_sets: tuple[str, ...] = (), peers: bool = False) -
 
 # ---------------------------------------------------------------------------------------------
 # the peers' metrics on one set
-
-
-def renyi_entropy(eig: Tensor, alpha: float) -> Tensor:
-    """Renyi entropy (nats) of order alpha of p = eig / sum(eig); eig (..., k) >= 0."""
-    p = eig / eig.sum(-1, keepdim=True)
-    if alpha == 1:
-        return -torch.special.xlogy(p, p).sum(-1)
-    return torch.log(torch.where(p > 0, p.pow(alpha), 0.0).sum(-1)) / (1 - alpha)
 
 
 def _compact(mask: Tensor) -> Tensor:
@@ -252,26 +246,23 @@ NEIGHBOUR_BLOCK = 256  # rows of the distance matrix at a time when n > d (twonn
 
 
 def _set_metrics(
-    eig: Tensor,
     direction: dict[str, Tensor],
     token_gram: Tensor | None,
     d2: Tensor | None,
     mask: Tensor,
-    alpha: float,
     vectors: Tensor | None = None,
     near: Tensor | None = None,
 ) -> dict[str, Tensor]:
-    """The set's metrics; the peers' too when ``token_gram`` (and its ``sq_distances``
-    ``d2``) or, for n > d, the token ``vectors`` themselves are given (then no n x n matrix
-    is made: curvature from the difference vectors, twonn_id from blocks of distance rows)."""
-    out = {**spectral_metrics(eig), **direction}
+    """The set's metrics that need no eigenvalue (``_spectral_set_metrics`` has the others);
+    the peers' too when ``token_gram`` (and its ``sq_distances`` ``d2``) or, for n > d, the
+    token ``vectors`` themselves are given (then no n x n matrix is made: curvature from the
+    difference vectors, twonn_id from blocks of distance rows)."""
+    out = dict(direction)
     if token_gram is not None:
-        out["prompt_entropy"] = renyi_entropy(eig, alpha)
         out["curvature"] = curvature(token_gram, mask)
         out["twonn_id"] = twonn(token_gram, mask, d2)
     elif vectors is not None:
         sq = vectors.square().sum(-1)
-        out["prompt_entropy"] = renyi_entropy(eig, alpha)
         out["curvature"] = curvature_from_vectors(vectors, mask)
         if near is None:
             near = two_nearest_blockwise(vectors, sq, mask, NEIGHBOUR_BLOCK)
@@ -305,26 +296,6 @@ def standardize(x: Tensor, mask: Tensor) -> Tensor:
     return xc.div_(torch.where(sd > 0, sd, math.inf))
 
 
-def _spectra_sharing_no_sink(sets: list[tuple], mask: Tensor, size: int) -> list[Tensor]:
-    """The spectra of ``sets`` (all, no_sink[, standardized]; n <= d, uncentred) where
-    ``no_sink`` drops only the first token: its Gram matrix is then the ``all`` one's minor
-    without that row, and both spectra come from one tridiagonal reduction
-    (``homog.metrics.eigenvalues_with_minor``). The other no_sink matrices (norm-based
-    removals too) and the standardized ones are solved as before, in one batched call."""
-    gram, g_ns, m_ns = sets[0][3], sets[1][3], sets[1][2]
-    n = mask.shape[-1]
-    pos = torch.arange(n, device=mask.device)
-    first = torch.where(mask, pos, n).amin(-1)
-    one = (mask.sum(-1) - m_ns.sum(-1) == 1).expand(gram.shape[:-2])
-    minor = torch.where(one, first.expand(gram.shape[:-2]), -1)
-    eig_all, eig_ns = eigenvalues_with_minor(gram, minor, size)
-    rest = [g_ns[~one]] + [s[3] for s in sets[2:]]
-    solved = _eigenvalues(torch.cat([g.reshape(-1, n, n) for g in rest]), size)
-    eig_ns[~one] = solved[: rest[0].shape[0]]
-    tail = solved[rest[0].shape[0] :].reshape(len(sets) - 2, *eig_all.shape)
-    return [eig_all, eig_ns, *tail.unbind(0)]
-
-
 MAX_SHARED_REMOVED = 14  # no_sink drops at most this many tokens: its neighbours come from all's
 
 
@@ -356,9 +327,34 @@ def hidden_metrics(
     hidden: (..., n, d); mask: bool broadcastable to (..., n). Returns ({name: float64 tensor
     of shape hidden.shape[:-2]}, the top activations (..., TOP_K, 3) or None without
     ``peers``). One eigvalsh per token set (one batched call for all sets), but one for ``all``
-    and ``no_sink`` together where ``_spectra_sharing_no_sink`` applies; the ``all`` values
-    equal ``layer_metrics`` to rounding. Raises what ``layer_metrics`` raises.
+    and ``no_sink`` together where ``sharing_inputs`` applies; the ``all`` values equal
+    ``layer_metrics`` to rounding. Raises what ``layer_metrics`` raises. (``hidden_pending``
+    followed by its ``finish(solve())``.)
     """
+    pending, top = hidden_pending(
+        hidden,
+        mask,
+        center=center,
+        token_sets=token_sets,
+        peers=peers,
+        sink_norm_ratio=sink_norm_ratio,
+        renyi_alpha=renyi_alpha,
+    )
+    return pending.finish(pending.solve()), top
+
+
+def hidden_pending(
+    hidden: Tensor,
+    mask: Tensor,
+    *,
+    center: bool = False,
+    token_sets: tuple[str, ...] = (),
+    peers: bool = False,
+    sink_norm_ratio: float = 10.0,
+    renyi_alpha: float = 1.0,
+) -> tuple[PendingSpectra, Tensor | None]:
+    """``hidden_metrics`` up to the spectra: (its ``PendingSpectra``, the top activations or
+    None). Arguments and errors as ``hidden_metrics``'."""
     unknown = set(token_sets) - set(TOKEN_SETS)
     if unknown:
         raise ValueError(f"unknown token set(s) {sorted(unknown)}: use {', '.join(TOKEN_SETS)}")
@@ -392,16 +388,16 @@ def hidden_metrics(
         sets.append(("__standardized", x_st, mask, g_st, sq_st, False, token_gram_of(x_st, g_st)))
 
     if "no_sink" in token_sets and small and not center and minor_spectra_supported(gram):
-        eigs = _spectra_sharing_no_sink(sets, mask, max(n, d))
+        grams = sharing_inputs(sets, mask)
     else:
-        spectral = torch.stack([_spectral_gram(s[1], s[3], s[2], s[5]) for s in sets])
-        eigs = _eigenvalues(spectral, max(n, d)).unbind(0)
+        grams = (torch.stack([_spectral_gram(s[1], s[3], s[2], s[5]) for s in sets]),)
     near: dict[str, Tensor] = {}  # n > d: no_sink shares the nearest-neighbour search of all
     if peers and not small and "no_sink" in token_sets:
         near = _shared_neighbours(x, mask, sets[1][2])
     out: dict[str, Tensor] = {}
+    few_of: dict[str, Tensor] = {}
     distances: dict[int, Tensor] = {}  # no_sink shares the token Gram matrix of all
-    for (suffix, xs, ms, gs, sqs, _, tg), eig in zip(sets, eigs, strict=True):
+    for suffix, xs, ms, gs, sqs, _, tg in sets:
         direction = _direction_metrics(xs, gs, ms, sqs)
         d2 = None if tg is None else distances.get(id(tg))
         if tg is not None and d2 is None:
@@ -409,11 +405,12 @@ def hidden_metrics(
         # n > d: the peers' metrics from the vectors; no_sink reads the tokens' own vectors
         # (x_ns has the removed rows zeroed) under its mask, as the Gram route does
         vectors = (x if suffix == "__no_sink" else xs) if peers and not small else None
-        values = _set_metrics(eig, direction, tg, d2, ms, renyi_alpha, vectors, near.get(suffix))
+        values = _set_metrics(direction, tg, d2, ms, vectors, near.get(suffix))
         if suffix:
             few = ms.sum(-1) < 2
             if suffix == "__standardized":  # constant features only: nothing to measure
                 few = few | (sqs.sum(-1) == 0)
+            few_of[suffix] = few
             values = {k: torch.where(few, math.nan, v) for k, v in values.items()}
         out.update({f"{k}{suffix}": v for k, v in values.items()})
     out.update(extra)
@@ -422,4 +419,6 @@ def hidden_metrics(
         act, top = massive_activations(hidden, mask)
         out.update(act)
     names = hidden_metric_names(tuple(s for s in TOKEN_SETS if s in token_sets), peers)
-    return {k: out[k] for k in names}, top
+    suffixes = tuple(s[0] for s in sets)
+    pending = PendingSpectra(grams, max(n, d), suffixes, few_of, out, names, renyi_alpha, peers)
+    return pending, top

@@ -1,5 +1,5 @@
-"""bench/extract_overhead.py: the (bh) variant (HOMOG_GPU_EIGENSOLVER=host) and its
-environment switch, end to end on a random tiny model on the CPU."""
+"""bench/extract_overhead.py: the eigensolver variants (b:S, HOMOG_GPU_EIGENSOLVER=S), their
+environment switch and the Markdown page, end to end on a random tiny model on the CPU."""
 
 from __future__ import annotations
 
@@ -25,15 +25,26 @@ def test_environment_sets_and_restores(monkeypatch):
         assert os.environ["HOMOG_TEST_SET"] == "before"
 
 
-def test_host_eigensolver_variant_runs_and_compares(tmp_path):
-    out = tmp_path / "figures.json"
+def test_eigensolver_variants_run_compare_and_write_the_page(tmp_path):
+    out, page = tmp_path / "figures.json", tmp_path / "docs" / "gpu-bench.md"
     cmd = [sys.executable, str(ROOT / "bench" / "extract_overhead.py"), "--model",
-           "random:tiny-llama", "--n-texts", "2", "--tokens", "16", "--repeats", "1",
-           "--naive-texts", "0", "--host-eigensolver", "--json", str(out)]  # fmt: skip
+           "random:tiny-llama", "--n-texts", "3", "--tokens", "16", "24", "--repeats", "1",
+           "--naive-texts", "0", "--batch-tokens", "40", "--skip", "bt", "b0",
+           "--eigensolvers", "device", "host-serial", "host", "--json", str(out),
+           "--markdown", str(page)]  # fmt: skip
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    fig = json.loads(out.read_text())
-    assert fig["host_eigensolver"] is True
-    assert fig["b_host_s"] > 0 and "b_over_b_host" in fig and "b_host_over_a_decoder" in fig
-    assert fig["host_max_rel_diff"] == 0.0  # on the CPU the setting changes nothing
-    assert "(bh) full extraction, spectra on the host" in done.stdout
+    figures = json.loads(out.read_text())
+    assert [f["tokens"] for f in figures] == [16, 24]
+    for fig in figures:
+        assert fig["eigensolvers"] == ["device", "host-serial", "host"]
+        assert "b_today_s" not in fig and "b_no_attention_s" not in fig and fig["b_s"] > 0
+        for s in ("device", "host-serial", "host"):
+            assert fig[f"b:{s}_s"] > 0 and f"b:{s}_over_a_decoder" in fig
+            assert fig[f"b:{s}_max_rel_diff"] == 0.0  # on the CPU the setting changes nothing
+    assert "(b:host) extraction, host LAPACK, pipelined" in done.stdout
+    text = page.read_text()
+    assert "Measured on **CPU**" in text and "--eigensolvers device host-serial host" in text
+    assert "**3 texts x 16 tokens**" in text and "**3 texts x 24 tokens**" in text
+    rows = [ln for ln in text.splitlines() if ln.startswith("| (b:")]
+    assert len(rows) == 6 and all(ln.count("|") == 7 for ln in rows)

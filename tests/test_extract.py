@@ -326,7 +326,7 @@ def test_resume_after_interruption_gives_identical_output(tiny, tmp_path, monkey
     run_tiny(tiny, texts, cfg, ["shuffle_pos"], tmp_path / "a")
 
     calls = {"n": 0}
-    original = Extractor.run_batch
+    original = Extractor.start_batch
 
     def interrupted(self, *args, **kwargs):
         calls["n"] += 1
@@ -334,14 +334,14 @@ def test_resume_after_interruption_gives_identical_output(tiny, tmp_path, monkey
             raise KeyboardInterrupt
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(Extractor, "run_batch", interrupted)
+    monkeypatch.setattr(Extractor, "start_batch", interrupted)
     with pytest.raises(KeyboardInterrupt):
         run_tiny(tiny, texts, cfg, ["shuffle_pos"], tmp_path / "b")
     assert not (tmp_path / "b" / "shuffle_pos").exists()  # nothing a next stage could read
     work = list((tmp_path / ".b.work").iterdir())
     assert len(work) == 1 and list(work[0].glob("shard_*.npz"))
     assert not list(work[0].glob(".*tmp"))  # the interrupted shard left no partial file
-    monkeypatch.setattr(Extractor, "run_batch", original)
+    monkeypatch.setattr(Extractor, "start_batch", original)
     done = len(list(work[0].glob("shard_*.npz")))
     logs = []
     run_tiny(tiny, texts, cfg, ["shuffle_pos"], tmp_path / "b", log=logs.append)

@@ -208,6 +208,7 @@ def test_random_weights_do_not_depend_on_the_device():
 def test_host_eigensolver_equals_the_device_one(monkeypatch):
     """HOMOG_GPU_EIGENSOLVER=host: a GPU's Gram matrices are solved on the CPU (no_sink
     sharing all's reduction) and the metrics come back on the GPU, equal to cuSOLVER's."""
+    import homog.metrics_pending as mp
     import homog.metrics_sets as ms
 
     gen = torch.Generator().manual_seed(3)
@@ -218,9 +219,9 @@ def test_host_eigensolver_equals_the_device_one(monkeypatch):
     mask[0, :, 30:] = False
     h, mask = h.cuda(), mask.cuda()
     calls = []
-    real = ms.eigenvalues_with_minor
+    real = mp.eigenvalues_with_minor
     monkeypatch.setattr(
-        ms, "eigenvalues_with_minor", lambda g, m, s: calls.append(g.device) or real(g, m, s)
+        mp, "eigenvalues_with_minor", lambda g, m, s: calls.append(g.device) or real(g, m, s)
     )
     kw = dict(token_sets=("no_sink", "standardized"), peers=True)
     device, _ = ms.hidden_metrics(h, mask, **kw)
@@ -231,3 +232,89 @@ def test_host_eigensolver_equals_the_device_one(monkeypatch):
     for k, v in device.items():
         assert host[k].device.type == "cuda", k
         torch.testing.assert_close(host[k], v, rtol=1e-9, atol=1e-12, equal_nan=True, msg=k)
+
+
+# --- the GPU eigensolvers (issue 33) -------------------------------------------------------
+
+
+def gram_cases() -> list[torch.Tensor]:
+    """Float64 Gram matrices X X^T: 6 of 128 x 128 (d 160) and 2 of 512 x 512 (d 600), one
+    of each with a massive activation (a token at 1e4 times the others' norm), and one of
+    rank 40 (zero eigenvalues)."""
+    gen = torch.Generator().manual_seed(5)
+    small = torch.randn(6, 128, 160, dtype=torch.float64, generator=gen)
+    small[0, 3] *= 1e4
+    small[1, :, 40:] = 0
+    big = torch.randn(2, 512, 600, dtype=torch.float64, generator=gen)
+    big[1, 0] *= 1e4
+    return [x @ x.mT for x in (small, big)]
+
+
+def assert_spectra_close(got: torch.Tensor, gram: torch.Tensor) -> None:
+    """|got - numpy's float64 eigvalsh| <= 1e-10 x the matrix's largest |eigenvalue|."""
+    want = np.linalg.eigvalsh(gram.numpy())
+    err = np.abs(got.cpu().numpy() - want).max(-1) / np.abs(want).max(-1)
+    assert got.dtype == torch.float64 and (err <= 1e-10).all(), err
+
+
+@pytest.mark.parametrize("solver", ["batched", "device", "host", "host-serial"])
+def test_every_gpu_solver_equals_the_cpu_spectra(solver, monkeypatch):
+    """Each HOMOG_GPU_EIGENSOLVER gives the CPU's float64 spectra to 1e-10 of the largest
+    eigenvalue, massive activations included, and leaves its input as it was."""
+    from homog import eigensolver_gpu
+    from homog.eigensolver import eigvalsh
+
+    monkeypatch.setenv("HOMOG_GPU_EIGENSOLVER", solver)
+    if solver == "batched":
+        assert eigensolver_gpu.batched_available(), eigensolver_gpu.fallback_message()
+    for gram in gram_cases():
+        on_gpu = gram.cuda()
+        got = eigvalsh(on_gpu)
+        assert got.device.type == "cuda" and torch.equal(on_gpu.cpu(), gram)
+        assert_spectra_close(got, gram)
+
+
+@pytest.mark.parametrize("binding", ["nvmath", "ctypes"])
+def test_each_cusolver_binding_solves_the_batch(binding, monkeypatch):
+    """Both bindings of cusolverDnXsyevBatched (nvmath-python; ctypes on torch's
+    libcusolver) give the CPU's spectra; a batch of 1 and n = 2 too."""
+    from homog import eigensolver_gpu as eg
+
+    if binding == "nvmath":
+        pytest.importorskip("nvmath", reason="nvmath-python (homog[gpu]) is not installed")
+    monkeypatch.setenv("HOMOG_CUSOLVER_BINDING", binding)
+    eg._binding.cache_clear()
+    try:
+        assert eg.batched_available(), eg.fallback_message()
+        assert eg._binding().name == eg.BINDINGS[binding].name
+        for gram in [*gram_cases(), gram_cases()[0][:1], gram_cases()[0][:3, :2, :2]]:
+            assert_spectra_close(eg.eigvalsh_batched(gram.cuda()), gram)
+    finally:
+        eg._binding.cache_clear()
+
+
+def test_cuda_pipelined_extraction_equals_serial_and_the_device_solvers(monkeypatch):
+    """On CUDA: the host pipeline equals host-serial bit for bit, and batched, device and
+    host give the same metrics to rounding (1e-7 relative: an eigenvalue at the rounding
+    threshold may be kept by one solver and zeroed by another)."""
+    from homog.extract.hooks import run_batches
+    from homog.extract.plan import make_batches
+
+    lm = model("random:tiny-llama", "cuda")
+    texts = synthetic_texts([90, 37, 5, 64, 64, 20])
+    plan = plan_samples(texts, 10, 2, 0, True)
+    batches = make_batches(texts, 130)
+    assert len(batches) >= 3
+
+    def run(solver: str, mode: str = "auto"):
+        monkeypatch.setenv("HOMOG_GPU_EIGENSOLVER", solver)
+        ex = Extractor(lm, extract_config(device="cuda", attention_block=16), host_spectra=mode)
+        try:
+            return np.concatenate([r.metrics for r in run_batches(ex, batches, "none", plan)])
+        finally:
+            ex.close()
+
+    piped, serial = run("host"), run("host-serial")
+    np.testing.assert_array_equal(piped, serial)
+    for solver in ("batched", "device"):
+        np.testing.assert_allclose(run(solver), piped, rtol=1e-7, atol=1e-9, err_msg=solver)

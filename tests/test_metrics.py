@@ -330,11 +330,14 @@ def test_gpu_eigensolver_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     CPU tensor is never sent anywhere (the setting concerns GPU tensors only)."""
     import homog.metrics as hm
 
-    assert hm.gpu_eigensolver() == "device"
+    assert hm.gpu_eigensolver() == "batched"  # the default (docs/gpu.md measured why)
     monkeypatch.setenv("HOMOG_GPU_EIGENSOLVER", " Host ")
     assert hm.gpu_eigensolver() == "host"
+    monkeypatch.setenv("HOMOG_GPU_EIGENSOLVER", "host-serial")
+    assert hm.gpu_eigensolver() == "host-serial"
     gram = torch.eye(3, dtype=torch.float64)
     assert not hm._on_host(gram) and hm.minor_spectra_supported(gram)
     monkeypatch.setenv("HOMOG_GPU_EIGENSOLVER", "cpu")
-    with pytest.raises(MetricInputError, match="HOMOG_GPU_EIGENSOLVER='cpu'.*device.*host"):
+    want = "HOMOG_GPU_EIGENSOLVER='cpu'.*batched.*device.*host.*host-serial"
+    with pytest.raises(MetricInputError, match=want):
         hm.gpu_eigensolver()

@@ -163,11 +163,22 @@ class Extractor:
 
     vec_dtype = torch.float32
 
-    def __init__(self, loaded: Any, config: ExtractConfig):
+    def __init__(self, loaded: Any, config: ExtractConfig, host_spectra: str = "auto"):
+        from homog.extract.host_spectra import MODES, DeviceBatch, HostSpectra, host_mode
+
         self.loaded = loaded
         self.config = config
         self.metric_names = hidden_metric_names(config.token_sets, config.peer_metrics)
         self._state: BatchState | None = None
+        # where the spectra are finished (homog.extract.host_spectra): in the hooks
+        # ("inline"), or on a host thread, waited for at once ("serial") or later
+        mode = host_mode(loaded.input_device) if host_spectra == "auto" else host_spectra
+        if mode not in MODES:
+            raise ValueError(f"host_spectra={host_spectra!r}: use auto or one of {MODES}")
+        self.host_spectra = mode
+        host = mode in ("serial", "pipelined")
+        self._host = HostSpectra(self.metric_names, mode != "serial") if host else None
+        self._defer = DeviceBatch(self.metric_names) if mode == "deferred" else None
         # attention first: it may raise (a model loaded without attention), leaving no hooks
         self._handles: list[Any] = self._attach_attention(loaded) if config.attention else []
         L = loaded.n_layers
@@ -178,10 +189,12 @@ class Extractor:
         self._handles.append(loaded.norm.register_forward_hook(self._hidden_hook(L)))
 
     def close(self) -> None:
-        """Remove the hooks (the model behaves as before)."""
+        """Remove the hooks (the model behaves as before) and end the host thread."""
         for h in self._handles:
             h.remove()
         self._handles.clear()
+        if self._host is not None:
+            self._host.close()
 
     # -- hooks ------------------------------------------------------------------------------
 
@@ -247,12 +260,13 @@ class Extractor:
 
     def _summarise_hidden(self, st: BatchState, layer: int, hidden: Any) -> None:
         from homog.metrics import MetricInputError, NonFiniteError, pool
-        from homog.metrics_sets import hidden_metrics
+        from homog.metrics_sets import hidden_metrics, hidden_pending
 
         mask = st.mask.to(hidden.device)
         cfg = self.config
         try:
-            values, top = hidden_metrics(
+            pending = self._host is not None or self._defer is not None
+            values, top = (hidden_pending if pending else hidden_metrics)(
                 hidden,
                 mask,
                 center=cfg.center,
@@ -270,7 +284,12 @@ class Extractor:
         except MetricInputError as exc:
             raise HomogError(f"layer {layer}: {exc} (texts {', '.join(st.names[:10])})") from exc
         dev, vec = st.device, st.vec_dtype
-        st.metrics[layer] = torch.stack([values[m] for m in self.metric_names], -1).to(dev)
+        if self._host is not None:  # the host solves the spectra (a Future when pipelined)
+            st.metrics[layer] = self._host.submit(values)
+        elif self._defer is not None:  # solved with other layers' (by the end of the forward)
+            self._defer.add(st.metrics, layer, values)
+        else:
+            st.metrics[layer] = torch.stack([values[m] for m in self.metric_names], -1).to(dev)
         if top is not None:
             st.top[layer] = top.to(dev)
         # hidden_metrics has just checked these tokens for NaN/inf; what is kept must stay
@@ -327,6 +346,13 @@ class Extractor:
 
         Raises HomogError naming the text when hidden states hold NaN/inf.
         """
+        return self.start_batch(texts, intervention, plan).result()
+
+    def start_batch(
+        self, texts: Sequence[EncodedText], intervention: str, plan: SamplePlan
+    ) -> PendingBatch:
+        """``run_batch`` up to the spectra the host may still be solving: the forward has
+        run, ``.result()`` waits for them (``run_batches`` runs the next forward first)."""
         from homog.metrics import token_mask
 
         lm = self.loaded
@@ -368,6 +394,8 @@ class Extractor:
                         position_ids=torch.from_numpy(pos).to(dev),
                         use_cache=False,
                     )
+                    if self._defer is not None:
+                        self._defer.flush()
             except torch.OutOfMemoryError as exc:
                 raise HomogError(
                     f"out of memory on {dev} for a batch of {b} texts x {n_pad} tokens "
@@ -382,7 +410,7 @@ class Extractor:
             result = BatchResult(
                 indices=np.array([t.index for t in texts]),
                 n_tokens=attn.sum(1),
-                metrics=_stack(st.metrics, 1),
+                metrics=None,  # type: ignore[arg-type]  (PendingBatch.result fills it)
                 heads=_stack(st.heads, 1) if attention else None,
                 profile=_stack(st.profile, 1) if attention else None,
                 pooled_mean=_stack(st.pooled["mean"], 1),
@@ -396,7 +424,57 @@ class Extractor:
             )
         finally:
             self._state = None
-        return result
+            if self._defer is not None:
+                self._defer.clear()  # what a failed forward left
+        return PendingBatch(result, st.metrics)
+
+
+@dataclass
+class PendingBatch:
+    """A batch whose forward has run; ``result()`` is its ``BatchResult`` once the metrics of
+    every hidden layer are there (``metrics``: (B, M) tensors, or Futures of them while the
+    host solves their spectra, ``homog.extract.host_spectra``)."""
+
+    partial: BatchResult
+    metrics: list[Any]
+
+    def result(self) -> BatchResult:
+        from homog.extract.host_spectra import resolved
+
+        if self.partial.metrics is None:
+            # each layer's from where it was finished (the host, or a layer's own GPU)
+            values = [v.cpu() for v in resolved(self.metrics)]
+            self.partial.metrics = _stack(values, 1)  # type: ignore[arg-type]
+        return self.partial
+
+
+def run_batches(
+    extractor: Extractor,
+    batches: Sequence[Sequence[EncodedText]],
+    intervention: str,
+    plan: SamplePlan,
+    on_batch: Callable[[int, int], None] | None = None,
+) -> list[BatchResult]:
+    """``extractor.run_batch`` of each batch, in order, but batch i + 1's forward starts
+    before batch i's metrics are waited for (the host solves them meanwhile when the extractor
+    has a host thread, ``HOMOG_GPU_EIGENSOLVER=host``): at most one batch in flight.
+    ``on_batch(texts, tokens)`` is called as each batch's result is complete."""
+    parts: list[BatchResult] = []
+    waiting: tuple[PendingBatch, Sequence[EncodedText]] | None = None
+
+    def done(pending: PendingBatch, batch: Sequence[EncodedText]) -> None:
+        parts.append(pending.result())
+        if on_batch:
+            on_batch(len(batch), n_tokens(batch))
+
+    for batch in batches:
+        started = extractor.start_batch(batch, intervention, plan)
+        if waiting is not None:
+            done(*waiting)
+        waiting = (started, batch)
+    if waiting is not None:
+        done(*waiting)
+    return parts
 
 
 def compute_shard(
@@ -408,15 +486,12 @@ def compute_shard(
     on_batch: Callable[[int, int], None] | None = None,
 ) -> BatchResult:
     """One shard -> its ``BatchResult``: the shard's texts in ``make_batches`` batches of at
-    most ``batch_tokens`` padded tokens, one ``extractor.run_batch`` each, concatenated.
+    most ``batch_tokens`` padded tokens, one ``extractor.start_batch`` each
+    (``run_batches``), concatenated.
 
     Every engine computes shards with this function, so a shard holds the same batches (and
     the same values) wherever it runs. ``on_batch(texts, tokens)`` is called after each batch.
     Raises what ``Extractor.run_batch`` raises (HomogError on NaN/inf).
     """
-    parts = []
-    for batch in make_batches(shard, batch_tokens):
-        parts.append(extractor.run_batch(batch, intervention, plan))
-        if on_batch:
-            on_batch(len(batch), n_tokens(batch))
-    return BatchResult.concat(parts)
+    batches = make_batches(shard, batch_tokens)
+    return BatchResult.concat(run_batches(extractor, batches, intervention, plan, on_batch))
