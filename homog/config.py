@@ -248,6 +248,8 @@ class ExtractConfig:
     max_tokens: int = 128  # longer texts are truncated (and counted)
     batch_tokens: int = 4096  # texts are batched by length up to this many padded tokens
     interventions: tuple[Literal["none", "zero_pos", "shuffle_pos"], ...] = ("none", "zero_pos")
+    # the variants the interventions other than none run on (e.g. [original]); empty: all
+    intervention_variants: tuple[str, ...] = ()
     attention: bool = True  # attention statistics per head (and sink_rate, attn_massive)
     # how they are computed: blockwise from each layer's q and k with an SDPA forward pass, or
     # from eager attention's (heads x n x n) weights; equal results (issue 15)
@@ -298,6 +300,7 @@ class ExtractConfig:
         _check(len(self.interventions) >= 1, "extract.interventions must name at least one")
         # a list given in code (tests, the CLI) is stored as a tuple: the config stays hashable
         object.__setattr__(self, "interventions", tuple(self.interventions))
+        object.__setattr__(self, "intervention_variants", tuple(self.intervention_variants))
 
     def result_keys(self) -> dict[str, Any]:
         """The fields that change results (they enter the run_id).
@@ -307,6 +310,7 @@ class ExtractConfig:
         """
         skip = {"engine", "interventions", "device", "device_map", "batch_tokens", "shard_texts"}
         skip |= {"attention_impl", "attention_block"}  # equal results either way
+        skip.add("intervention_variants")  # which texts a run holds: its texts hash says it
         return {
             k: v
             for k, v in dataclasses.asdict(self).items()

@@ -30,6 +30,25 @@ def _ray(params: Params) -> Runner:
     return functools.partial(run_extract_ray, ray_config=params.ray)
 
 
+def _grouped(runner: Runner) -> Runner:
+    """``runner`` called once per extraction pass of ``homog.extract.run.intervention_groups``
+    (one pass unless ``extract.intervention_variants`` restricts the interventions)."""
+
+    @functools.wraps(runner)
+    def run(model, source, texts, config, interventions, out_dir, **kwargs):  # noqa: ANN001
+        from homog.extract.plan import extract_inputs
+        from homog.extract.run import intervention_groups
+
+        df, interventions = extract_inputs(texts, interventions)
+        records: list[dict[str, Any]] = []
+        for part, group, pair in intervention_groups(df, interventions, config):
+            records += runner(model, source, part, config, group, out_dir, pair_texts=pair,
+                              **kwargs)  # fmt: skip
+        return records
+
+    return run
+
+
 # engine name -> a function of the params giving the runner (names as homog.config.ENGINES)
 RUNNERS: dict[str, Callable[[Params], Runner]] = {"local": _local, "ray": _ray}
 
@@ -45,4 +64,4 @@ def extract_runner(params: Params | Mapping[str, Any], engine: str | None = None
     name = engine or params.extract.engine
     if name not in RUNNERS:
         raise HomogError(f"unknown extract engine {name!r}: use one of {', '.join(ENGINES)}")
-    return RUNNERS[name](params)
+    return _grouped(RUNNERS[name](params))

@@ -80,14 +80,15 @@ def run_extract(
     show_progress: bool = True,
     log: Callable[[str], None] = print,
     loaded: Any = None,
+    pair_texts: str | None = None,
 ) -> list[dict[str, Any]]:
     """Run the extract stage for one model over a texts table, one run per intervention.
 
     texts: a DataFrame (columns variant, sample_id, text) or a path to a Parquet file.
     Writes ``out_dir/<intervention>/`` for each intervention (each renamed into place only
     when complete) and returns the run records. Resumes from shards left by an interrupted
-    run of the same config. loaded: an already loaded model (else ``load_for(source,
-    config)``). Raises HomogError on bad input (see ``encode_texts``,
+    run of the same config. pair_texts: see ``prepare_run``. loaded: an already loaded model
+    (else ``load_for(source, config)``). Raises HomogError on bad input (see ``encode_texts``,
     ``homog.models.load_model``) and on NaN/inf in hidden states.
     """
     df, interventions = extract_inputs(texts, interventions)
@@ -96,7 +97,16 @@ def run_extract(
         loaded = load_for(source, config)
     load_s = time.perf_counter() - t0
     prepared = prepare_run(
-        model, source, df, config, interventions, out_dir, loaded.tokenizer, loaded.max_context, log
+        model,
+        source,
+        df,
+        config,
+        interventions,
+        out_dir,
+        loaded.tokenizer,
+        loaded.max_context,
+        log,
+        pair_texts,
     )
     extractor = Extractor(loaded, config)
     records = []

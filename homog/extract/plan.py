@@ -244,6 +244,9 @@ class RunSpec:
     intervention: str
     config: ExtractConfig
     texts_hash: str
+    # the texts hash of the whole texts table when this run holds only some of its variants
+    # (extract.intervention_variants): it pairs with the unchanged run of all of them
+    pair_texts_hash: str | None = None
 
     @property
     def run_id(self) -> str:
@@ -264,7 +267,7 @@ class RunSpec:
             {
                 "source": self.source,
                 "extract": self.config.result_keys(),
-                "texts": self.texts_hash,
+                "texts": self.pair_texts_hash or self.texts_hash,
             }
         )
 

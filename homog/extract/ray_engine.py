@@ -300,6 +300,7 @@ def run_extract_ray(
     log: Callable[[str], None] = print,
     ray_config: RayConfig | None = None,
     worker: type = ShardWorker,
+    pair_texts: str | None = None,
 ) -> list[dict[str, Any]]:
     """``homog.extract.local.run_extract`` on Ray: same arguments, same outputs, same records.
 
@@ -322,7 +323,7 @@ def run_extract_ray(
     # the local engine's preparation, with the tokenizer alone (the actors load the model)
     tokenizer, max_context = load_tokenizer(source)
     prepared = prepare_run(
-        model, source, df, config, interventions, out_dir, tokenizer, max_context, log
+        model, source, df, config, interventions, out_dir, tokenizer, max_context, log, pair_texts
     )
     job = ShardJob(prepared, prepared.pending())
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from homog import __version__
 from homog.config import ExtractConfig
+from homog.errors import HomogError
 from homog.extract.outputs import merge_shards
 from homog.extract.plan import (
     EncodedText,
@@ -87,11 +88,13 @@ def prepare_run(
     tokenizer: Any,
     max_context: int,
     log: Callable[[str], None] = print,
+    pair_texts: str | None = None,
 ) -> PreparedRun:
     """The engine-independent first step: encode, plan the sample, shard, name work dirs.
 
     df: the texts from ``extract_inputs``; tokenizer / max_context: from the loaded model or
-    ``homog.models.load_tokenizer``. Logs how many texts were truncated and, per
+    ``homog.models.load_tokenizer``; pair_texts: the whole texts table's hash when df holds
+    only some of its variants (``intervention_groups``). Logs how many texts were truncated and, per
     intervention, how many shards an earlier run left to resume from. Raises HomogError for
     empty texts (``encode_texts``).
     """
@@ -108,7 +111,7 @@ def prepare_run(
         encoded, config.sample_tokens, config.pooled_texts, config.seed, config.exclude_special
     )
     thash = texts_hash(df)
-    specs = {iv: RunSpec(model, source, iv, config, thash) for iv in interventions}
+    specs = {iv: RunSpec(model, source, iv, config, thash, pair_texts) for iv in interventions}
     prepared = PreparedRun(
         model=model,
         source=source,
@@ -126,6 +129,34 @@ def prepare_run(
         if done:
             log(f"{model}/{iv}: resuming, {done} of {n_shards} shards already done")
     return prepared
+
+
+def intervention_groups(
+    df: Any, interventions: Sequence[str], config: ExtractConfig
+) -> list[tuple[Any, list[str], str | None]]:
+    """(texts, interventions, pair texts hash) per extraction pass.
+
+    Without ``extract.intervention_variants`` one pass runs every intervention on every text.
+    With it, ``none`` runs on every text and the other interventions on the rows of those
+    variants only, in a second pass whose runs carry the whole table's hash as their pair
+    key's texts (so ``stats`` pairs them with the unchanged run, variant by variant). Raises
+    HomogError when a named variant is not in the texts.
+    """
+    keep = config.intervention_variants
+    others = [iv for iv in interventions if iv != "none"]
+    if not keep or not others:
+        return [(df, list(interventions), None)]
+    missing = sorted(set(keep) - set(df["variant"]))
+    if missing:
+        raise HomogError(
+            f"extract.intervention_variants names {missing}, which the texts do not have "
+            f"(variants: {', '.join(sorted(set(df['variant'])))}); fix the list or leave it empty"
+        )
+    sub = df[df["variant"].isin(keep)].reset_index(drop=True)
+    groups = [(sub, others, texts_hash(df))]
+    if "none" in interventions:
+        groups.insert(0, (df, ["none"], None))
+    return groups
 
 
 def _versions() -> dict[str, str]:
