@@ -322,7 +322,8 @@ def test_demo_synth_end_to_end(tmp_path, scorer):
     assert len(report["examples"]["end"]) == 20
     assert report["bertscore_windowed"] == 0
     phases = {"load", "parse", "keyphrases", "rewrite_front", "rewrite_end", "rewrite_control",
-              "retry", "bertscore", "revert", "report", "audit", "write", "total"}  # fmt: skip
+              "retry", "length_match", "bertscore", "revert", "report", "audit", "write",
+              "total"}  # fmt: skip
     assert set(report["timings"]) == phases == set(report["timings_cpu"])
     assert report["timings"]["total"] == pytest.approx(
         sum(v for k, v in report["timings"].items() if k != "total"), abs=0.05

@@ -36,6 +36,7 @@ from homog.corpus import read_corpus
 from homog.errors import HomogError
 from homog.io import atomic_path, write_json
 from homog.layout import Layout
+from homog.synth import lengthmatch
 from homog.synth.bertscore import make_scorer
 from homog.synth.keyphrase import (
     KeyphraseExtractor,
@@ -234,6 +235,10 @@ def build_variants(
             rephraser.prepare(sentences[a : a + chunk])
             bar.advance(task, len(sentences[a : a + chunk]))
     with phases.phase("keyphrases"), progress(transient=True) as bar:
+        if hasattr(rephraser, "salience"):  # the parse rephraser ranks phrases by salience
+            from homog.synth.salience import Salience
+
+            rephraser.salience = Salience.fit(corpus["text"].tolist())
         task = bar.add_task("key phrases", total=len(corpus), visible=show_progress)
         for text in corpus["text"]:
             docs.append(key_sentences(text, extractor, rephraser, candidates))
@@ -365,6 +370,8 @@ def build_synth(
         show_progress=show_progress,
         phases=phases,
     )
+    with phases.phase("length_match"):
+        lf, length_reverts = lengthmatch.prepare(params, rephraser, variants, rebuild)
     with phases.phase("load"):
         scorer = scorer or make_scorer(cfg.bertscore)
     windowed_before = int(getattr(scorer, "windowed", 0))  # a scorer may be reused (tests)
@@ -384,6 +391,8 @@ def build_synth(
     }
     with phases.phase("report"):
         report = make_report(variants, keep, counts, meta)
+        manip = lengthmatch.manipulation(params, variants, keep, lf, length_reverts)
+        report.setdefault("manipulation", {}).update(manip)
     report["bertscore_windowed"] = int(getattr(scorer, "windowed", 0)) - windowed_before
     report["bertscore_identical"] = int(getattr(scorer, "identical", 0)) - identical_before
     report["reverted"] = reverts
