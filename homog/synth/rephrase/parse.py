@@ -15,7 +15,8 @@ original's is taken, so among the fluent rewrites the one that moves the phrase 
 Sentences are counted, never dropped: ``empty`` (no words), ``too_long`` (more than
 ``synth.parser.max_words`` words), ``unparsed`` (no verb at the root, a constituent the parse
 does not keep contiguous), ``left_alone`` (questions, no rewrite in the asked direction),
-``at_target`` (already at the asked edge), ``not_fluent`` (every rewrite failed the LM check).
+``at_target`` (already at the asked edge), ``not_fluent`` (every rewrite failed the LM check),
+``length_mismatch`` (``synth.length_match``: every rewrite changed the text's token count).
 """
 
 from __future__ import annotations
@@ -371,11 +372,11 @@ class ParseRephraser(Rephraser):
         return "ok", [o for _, o in scored]
 
     def select_phrase(self, sentence: str, options: list[str], context: str = "") -> str:
-        """The option that can reach both edges (front: at most 2 words before it; end: at
-        most 2 after it), else one edge, else the best-ranked; a phrase whose words occur in an
-        earlier sentence of the text comes last whatever it reaches (a reader, and the
-        position measure, find it there first). Between phrases that reach
-        one edge each, the edge chosen less often so far wins, so neither variant is starved.
+        """Among the options most salient in the review (``_salient``), the one that can reach
+        both edges (front: at most 2 words before it; end: at most 2 after it), else one edge,
+        else the most salient; a phrase whose words occur in an earlier sentence of the text
+        comes last (a reader, and the position measure, find it there first). Between phrases
+        that reach one edge each, the edge chosen less often so far wins (no variant starved).
         With ``noun_chunks`` the sentence's noun phrases are candidates too, ranked after
         the extractor's (a YAKE n-gram often crosses constituents, which no move can carry)."""
         return self._choose(sentence, options, context, frozenset(), count=True) or options[0]
