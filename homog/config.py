@@ -87,8 +87,15 @@ class KeyphraseConfig:
     # parse rephraser: also offer the sentence's noun phrases (spaCy noun chunks, leading
     # determiners dropped) as candidates, ranked after the extractor's
     noun_chunks: bool = True
+    # parse rephraser: phrases whose salience in the review (TF-IDF, homog.synth.salience) is
+    # within this share of the sentence's best count as equally salient; movability ranks them
+    salience_margin: float = 0.5
 
     def __post_init__(self) -> None:
+        _check(
+            0 <= self.salience_margin <= 1,
+            f"synth.keyphrase.salience_margin must lie in [0, 1], got {self.salience_margin}",
+        )
         _check(self.ngram >= 1, f"synth.keyphrase.ngram must be >= 1, got {self.ngram}")
         _check(
             self.candidates >= 1,
@@ -211,6 +218,9 @@ class SynthConfig:
     parser: ParserConfig = field(default_factory=ParserConfig)
     fluency: FluencyConfig = field(default_factory=FluencyConfig)
     control_tolerance: float = 0.15  # control: max change of the phrase's relative position
+    # keep a front/end/control rewrite only when the text keeps its token count under every
+    # model's tokenizer (homog.synth.lengthmatch)
+    length_match: bool = True
     require_rewrite: Literal["any", "all", "none"] = "any"
     llm_model: str = "smollm2-135m"  # for rephraser: llm (a key of `models:` or a source)
     llm: LLMRephraserConfig = field(default_factory=LLMRephraserConfig)

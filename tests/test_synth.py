@@ -326,7 +326,14 @@ def test_demo_synth_end_to_end(tmp_path, scorer):
     assert edges["front"]["at_front"] > edges["original"]["at_front"] + 0.15
     assert edges["end"]["at_end"] > edges["original"]["at_end"] + 0.2
     assert edges["control"]["moved"] <= 0.05
-    assert report["texts_changed"]["control"] >= 0.7
+    # length-matched (the default): fewer controls keep the token count than before (0.7)
+    assert report["texts_changed"]["control"] >= 0.6
+    manip = report["manipulation"]
+    for v in ("front", "end", "control"):
+        for model in ("smollm2-135m", "gemma3-270m"):
+            change = manip["length_match"]["variants"][v]["token_change"][model]
+            assert change["distribution"] == {"0": report["texts_kept"]}
+    assert manip["edges"]["front"]["start_shift"] > 0.05 < manip["edges"]["end"]["end_shift"]
     assert min(report["edit_distance"].values()) > 0
     rewritten = report["sentence_status"]["front"]["rewritten"]
     assert 0 < report["fluency"]["front"]["n"] <= rewritten
@@ -336,7 +343,8 @@ def test_demo_synth_end_to_end(tmp_path, scorer):
     assert len(report["examples"]["end"]) == 20
     assert report["bertscore_windowed"] == 0
     phases = {"load", "parse", "keyphrases", "rewrite_front", "rewrite_end", "rewrite_control",
-              "retry", "budget", "bertscore", "revert", "position", "report", "audit", "write",
+              "retry", "length_match", "budget", "bertscore", "revert", "position", "report",
+              "audit", "write",
               "total"}  # fmt: skip
     assert set(report["timings"]) == phases == set(report["timings_cpu"])
     assert report["timings"]["total"] == pytest.approx(

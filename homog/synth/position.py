@@ -110,8 +110,8 @@ def choose_control(lengths: Sequence[float], key: int, family_shift: float) -> t
     """(sentence j, destination) of key_control for a family whose largest key-sentence start
     shift is ``family_shift`` (tokens, signed: < 0 towards the start). j != key is moved to
     the first place (shift < 0) or the last (shift > 0); chosen by the smallest
-    |shift_j - family_shift| + LENGTH_WEIGHT |len_j - len_key| (ties: the earlier j). Raises ValueError
-    when no sentence can move (fewer than MIN_SENTENCES, or a zero shift)."""
+    |shift_j - family_shift| + LENGTH_WEIGHT |len_j - len_key| (ties: the earlier j). Raises
+    ValueError when no sentence can move (fewer than MIN_SENTENCES, or a zero shift)."""
     n = len(lengths)
     if n < MIN_SENTENCES or family_shift == 0:
         raise ValueError(f"no control move for {n} sentences and shift {family_shift}")

@@ -44,6 +44,7 @@ from homog.corpus_cut import budget_check
 from homog.errors import HomogError
 from homog.io import atomic_path, write_json
 from homog.layout import Layout, writable_dir
+from homog.synth import lengthmatch
 from homog.synth.bertscore import make_scorer
 from homog.synth.budget import fit_budget
 from homog.synth.keyphrase import (
@@ -249,6 +250,10 @@ def build_variants(
             rephraser.prepare(sentences[a : a + chunk])
             bar.advance(task, len(sentences[a : a + chunk]))
     with phases.phase("keyphrases"), progress(transient=True) as bar:
+        if hasattr(rephraser, "salience"):  # the parse rephraser ranks phrases by salience
+            from homog.synth.salience import Salience
+
+            rephraser.salience = Salience.fit(corpus["text"].tolist())
         task = bar.add_task("key phrases", total=len(corpus), visible=show_progress)
         for text in corpus["text"]:
             docs.append(key_sentences(text, extractor, rephraser, candidates))
@@ -384,6 +389,8 @@ def build_synth(
         show_progress=show_progress,
         phases=phases,
     )
+    with phases.phase("length_match"):
+        lf, length_reverts = lengthmatch.prepare(params, rephraser, variants, rebuild)
     with phases.phase("budget"):
         budget, too_long = fit_budget(variants, budget_check(tokenizers, budgets), rebuild)
     with phases.phase("load"):
@@ -416,6 +423,8 @@ def build_synth(
     }
     with phases.phase("report"):
         report = make_report(variants, keep, counts, meta)
+        manip = lengthmatch.manipulation(params, variants, keep, lf, length_reverts)
+        report.setdefault("manipulation", {}).update(manip)
     report["bertscore_windowed"] = int(getattr(scorer, "windowed", 0)) - windowed_before
     report["bertscore_identical"] = int(getattr(scorer, "identical", 0)) - identical_before
     report["reverted"] = reverts

@@ -32,6 +32,8 @@ The catalogue (the ``kind`` of each move, reported by the synth stage):
   ``topicalization`` ("X the crew shot", objects); in ``homog.synth.rephrase.nounphrases``;
 - ``reverse_pseudo_cleft``: the predicate noun phrase of a copular clause first ("It's a
   real mess." -> "A real mess is what it is."; in ``homog.synth.rephrase.predicates``).
+- moves that insert nothing (``adjunct_swap``, ``adverb_shift``, ``conjunct_swap``) and the
+  comma twins ``adverbial_front_bare`` / ``adverbial_end_comma``: ``homog.synth.rephrase.shifts``.
 
 Nothing here decides which rewrite is wanted: ``candidates`` lists every rewrite reachable in
 up to ``depth`` moves with its kinds; the rephraser chooses (position, then fluency).
@@ -57,6 +59,13 @@ from homog.synth.rephrase.clauses import (
 from homog.synth.rephrase.lexicon import FRONTABLE_PREPOSITIONS, SELECTED_BY
 from homog.synth.rephrase.nounphrases import NP_SLOTS, np_moves
 from homog.synth.rephrase.predicates import predicate_moves
+from homog.synth.rephrase.shifts import (
+    expand,
+    extra_comma,
+    shift_moves,
+    soft_comma,
+    with_conjunct_swaps,
+)
 
 SUBORDINATORS = frozenset(
     "because although though while when whenever if since after before until unless as once "
@@ -171,7 +180,9 @@ def adverbial_moves(doc: Any, cl: Clause) -> list[tuple[list[Seg], str, int]]:
             while slots and deps[-1] == "punct":
                 slots.pop()
                 deps.pop()
-            out.append(([moved, [","], *slots], "adverbial_front", cl.tops[k]))
+            out.append(
+                ([moved, [soft_comma("adverbial_front")], *slots], "adverbial_front", cl.tops[k])
+            )
         elif subj is not None and k < subj:  # clause-initial: to the end
             del slots[k]
             del deps[k]
@@ -179,7 +190,7 @@ def adverbial_moves(doc: Any, cl: Clause) -> list[tuple[list[Seg], str, int]]:
             while slots and deps[0] == "punct":
                 slots.pop(0)
                 deps.pop(0)
-            lead = [","] if cl.deps[k] == "advmod" else []
+            lead = [","] if cl.deps[k] == "advmod" else [extra_comma("adverbial_end")]
             out.append(([*slots, [*lead, *moved]], "adverbial_end", cl.tops[k]))
     return out
 
@@ -214,7 +225,7 @@ def raised_adverbial_moves(doc: Any, cl: Clause) -> list[tuple[list[Seg], str, i
     drop_comma(doc, slots, ideps, k)
     outer = [list(x) for x in cl.slots[: last + 1]]
     outer[last] = [i for x in slots for i in x]
-    return [([moved, [","], *outer], "adverbial_raised", inner.tops[k])]
+    return [([moved, [soft_comma("adverbial_raised")], *outer], "adverbial_raised", inner.tops[k])]
 
 
 def _inflect(lemma: str, tag: str) -> str | None:
@@ -405,6 +416,7 @@ def clause_variants(doc: Any, cl: Clause, phrase: set[int], depth: int) -> list[
     structural += object_moves(doc, cl)
     structural += matrix_moves(doc, cl)
     structural += predicate_moves(doc, cl)
+    structural += shift_moves(doc, cl)
     for k in range(len(cl.slots)):
         if cl.deps[k] in NP_SLOTS:
             structural += np_moves(doc, cl, k)
@@ -461,20 +473,23 @@ def _two_adverbials(doc: Any, cl: Clause, t1: int, t2: int) -> Seg | None:
 
 
 def candidates(doc: Any, sent: Sentence, phrase: set[int], depth: int = 2) -> list[Candidate]:
-    """Every rewrite of the sentence reachable in up to ``depth`` moves (not the original)."""
+    """Every rewrite of the sentence reachable in up to ``depth`` moves (not the original),
+    each optional comma in both forms, and conjunct swaps (``homog.synth.rephrase.shifts``)."""
     per_clause = [clause_variants(doc, cl, phrase, depth) for cl in sent.clauses]
-    out: list[Candidate] = []
+    found: list[tuple[tuple, tuple]] = []
     if len(per_clause) == 1:
         for items, kinds in per_clause[0]:
             if kinds:
-                out.append(Candidate((*sent.lead, *items, *sent.final), kinds))
-        return out
-    c1, c2 = per_clause
-    for swap in (False, True) if sent.swappable else (False,):
-        for (i1, k1), (i2, k2) in [(a, c2[0]) for a in c1] + [(c1[0], b) for b in c2[1:]]:
-            kinds = (*k1, *k2, *(("clause_swap",) if swap else ()))
-            if not kinds or len(kinds) > depth + 1:
-                continue
-            a, b = (i2, i1) if swap else (i1, i2)
-            out.append(Candidate((*sent.lead, *a, *sent.joiner, *b, *sent.final), kinds))
-    return out
+                found.append(((*sent.lead, *items, *sent.final), kinds))
+    else:
+        c1, c2 = per_clause
+        for swap in (False, True) if sent.swappable else (False,):
+            for (i1, k1), (i2, k2) in [(a, c2[0]) for a in c1] + [(c1[0], b) for b in c2[1:]]:
+                kinds = (*k1, *k2, *(("clause_swap",) if swap else ()))
+                if not kinds or len(kinds) > depth + 1:
+                    continue
+                a, b = (i2, i1) if swap else (i1, i2)
+                found.append(((*sent.lead, *a, *sent.joiner, *b, *sent.final), kinds))
+    found = [e for items, kinds in found for e in expand(items, kinds)]
+    found += with_conjunct_swaps(doc, tuple(range(len(doc))), found, depth)
+    return [Candidate(items, kinds) for items, kinds in found]

@@ -15,7 +15,8 @@ original's is taken, so among the fluent rewrites the one that moves the phrase 
 Sentences are counted, never dropped: ``empty`` (no words), ``too_long`` (more than
 ``synth.parser.max_words`` words), ``unparsed`` (no verb at the root, a constituent the parse
 does not keep contiguous), ``left_alone`` (questions, no rewrite in the asked direction),
-``at_target`` (already at the asked edge), ``not_fluent`` (every rewrite failed the LM check).
+``at_target`` (already at the asked edge), ``not_fluent`` (every rewrite failed the LM check),
+``length_mismatch`` (``synth.length_match``: every rewrite changed the text's token count).
 """
 
 from __future__ import annotations
@@ -192,6 +193,8 @@ class ParseRephraser(Rephraser):
         n_candidates: int = FluencyConfig.candidates,
         noun_chunks: bool = KeyphraseConfig.noun_chunks,
         nlp: Any = None,
+        length_filter: Any = None,
+        salience_margin: float = KeyphraseConfig.salience_margin,
     ) -> None:
         self.nlp = nlp if nlp is not None else load_parser(model)
         self.model = model
@@ -206,6 +209,11 @@ class ParseRephraser(Rephraser):
         self.noun_chunks = noun_chunks
         self._parsed: dict[str, Parsed] = {}
         self._lean = [0, 0]  # one-edge phrases chosen so far: (front, end)
+        # synth.length_match: a homog.synth.lengthmatch.LengthFilter, or None
+        self.length_filter = length_filter
+        self.salience_margin = salience_margin
+        self.salience: Any = None  # a homog.synth.salience.Salience fitted on the corpus
+        self._kinds: dict[tuple[str, str], set[str]] = {}  # front/end moves per sentence
 
     @classmethod
     def from_params(cls, params: Params) -> ParseRephraser:
@@ -221,6 +229,11 @@ class ParseRephraser(Rephraser):
                 fcfg.model, fcfg, params.model_sources(), params.seed
             )
         p = synth.parser
+        length_filter = None
+        if synth.length_match:
+            from homog.synth.lengthmatch import LengthFilter
+
+            length_filter = LengthFilter.from_params(params)
         return cls(
             p.model,
             batch_size=p.batch_size,
@@ -232,6 +245,8 @@ class ParseRephraser(Rephraser):
             threshold=fcfg.threshold,
             n_candidates=fcfg.candidates,
             noun_chunks=synth.keyphrase.noun_chunks,
+            length_filter=length_filter,
+            salience_margin=synth.keyphrase.salience_margin,
         )
 
     # -- parsing ---------------------------------------------------------------------------
@@ -268,7 +283,8 @@ class ParseRephraser(Rephraser):
         parts = [(None, doc)] if len(sents) == 1 else [
             (sp, sp.as_doc()) for sp in sents if len(words(sp.text)) >= 3
         ]  # fmt: skip
-        seen = {tuple(words(sentence))}
+        original = tuple(words(sentence))
+        seen: set[str] = set()  # texts: comma twins differ in a comma only
         options: list[Option] = []
 
         def offer(sub: Any, cands: list[Any], span: Any = None) -> None:
@@ -281,8 +297,8 @@ class ParseRephraser(Rephraser):
                 text = render(sub, cand.items)
                 if span is not None:
                     text = doc.text[: span.start_char] + text + doc.text[span.end_char :]
-                key = tuple(words(text))
-                if key in seen or re.search(r",\s*[,.!]", text):
+                key = " ".join(text.split())
+                if key in seen or tuple(words(text)) == original or re.search(r",\s*[,.!]", text):
                     continue
                 seen.add(key)
                 options.append(Option(text, cand.kinds))
@@ -308,8 +324,13 @@ class ParseRephraser(Rephraser):
 
     # -- ranking -----------------------------------------------------------------------------
 
-    def ranked(self, sentence: str, phrase: str, target: str) -> tuple[str, list[Option]]:
-        """(status, rewrites for ``target`` best first) without the fluency check."""
+    def ranked(
+        self, sentence: str, phrase: str, target: str, context: str = ""
+    ) -> tuple[str, list[Option]]:
+        """(status, rewrites for ``target`` best first) without the fluency check; with
+        ``context`` (the review) a displaced name gets its capital back, and with a length
+        filter only rewrites that keep the token count are left (else ``length_mismatch``).
+        A control prefers the move kinds front and end used on the sentence."""
         check_target(target)
         p = self.parsed(sentence)
         if p.status != "ok":
@@ -318,8 +339,12 @@ class ParseRephraser(Rephraser):
         edge = edges(sentence, phrase)
         if orig is None or edge is None:
             return "left_alone", []
+        options = p.options
+        if context and (name := displaced_name(sentence, context)):
+            options = [Option(restore_name(o.text, name), o.kinds) for o in options]
+        want = self._kinds.get((sentence, phrase.lower()), set())
         scored = []
-        for o in p.options:
+        for o in options:
             pos, e = relative_position(o.text, phrase), edges(o.text, phrase)
             if pos is None or e is None:
                 continue
@@ -331,8 +356,15 @@ class ParseRephraser(Rephraser):
                 if pos > orig + 1e-9 and e[1] <= edge[1] and (e[1] <= 2 or far):
                     scored.append(((e[1], -pos, len(o.kinds)), o))
             elif abs(pos - orig) <= self.control_tolerance:
-                scored.append(((round(abs(pos - orig) / 0.05), -len(o.kinds)), o))
+                odd = bool(want) and not want & set(o.kinds)
+                scored.append(((odd, round(abs(pos - orig) / 0.05), -len(o.kinds)), o))
         scored.sort(key=lambda x: x[0])
+        if scored and self.length_filter is not None:
+            ok = self.length_filter.keep(sentence, context, [o.text for _, o in scored])
+            scored = [x for x, good in zip(scored, ok, strict=True) if good]
+            if not scored and not (target == "front" and edge[0] <= 2 or
+                                   target == "end" and edge[1] <= 2):  # fmt: skip
+                return "length_mismatch", []
         if not scored:
             if target == "front" and edge[0] <= 2 or target == "end" and edge[1] <= 2:
                 return "at_target", []
@@ -340,11 +372,11 @@ class ParseRephraser(Rephraser):
         return "ok", [o for _, o in scored]
 
     def select_phrase(self, sentence: str, options: list[str], context: str = "") -> str:
-        """The option that can reach both edges (front: at most 2 words before it; end: at
-        most 2 after it), else one edge, else the best-ranked; a phrase whose words occur in an
-        earlier sentence of the text comes last whatever it reaches (a reader, and the
-        position measure, find it there first). Between phrases that reach
-        one edge each, the edge chosen less often so far wins, so neither variant is starved.
+        """Among the options most salient in the review (``_salient``), the one that can reach
+        both edges (front: at most 2 words before it; end: at most 2 after it), else one edge,
+        else the most salient; a phrase whose words occur in an earlier sentence of the text
+        comes last (a reader, and the position measure, find it there first). Between phrases
+        that reach one edge each, the edge chosen less often so far wins (no variant starved).
         With ``noun_chunks`` the sentence's noun phrases are candidates too, ranked after
         the extractor's (a YAKE n-gram often crosses constituents, which no move can carry)."""
         return self._choose(sentence, options, context, frozenset(), count=True) or options[0]
@@ -372,21 +404,34 @@ class ParseRephraser(Rephraser):
         if not options:
             return None
         before = context[: max(0, context.find(sentence))]
+        tier = self._salient(options, context)
         scores = []
         for rank, phrase in enumerate(options):
             reach = []
             for target, side in (("front", 0), ("end", 1)):
-                _status, ranked = self.ranked(sentence, phrase, target)
+                _status, ranked = self.ranked(sentence, phrase, target, context)
                 e = edges(ranked[0].text, phrase) if ranked else edges(sentence, phrase)
                 reach.append(e is not None and e[side] <= 2)
             earlier = phrase_span(before, phrase) is not None
             lean = reach[0] and not reach[1] and self._lean[0] <= self._lean[1]
             lean = lean or (reach[1] and not reach[0] and self._lean[1] < self._lean[0])
-            scores.append((not earlier, sum(reach), lean, -rank, reach))
-        best = max(scores, key=lambda x: x[:4])
-        if count and sum(best[4]) == 1:
-            self._lean[0 if best[4][0] else 1] += 1
+            top, salience = tier[rank]
+            scores.append((not earlier, top, sum(reach), lean, salience, -rank, reach))
+        best = max(scores, key=lambda x: x[:6])
+        if count and sum(best[6]) == 1:
+            self._lean[0 if best[6][0] else 1] += 1
         return options[scores.index(best)]
+
+    def _salient(self, options: list[str], context: str) -> list[tuple[bool, float]]:
+        """Per option: (is its salience in the review within ``salience_margin`` of the
+        best option's?, its salience); the phrases close to the most salient rank first,
+        then by movability, then by salience. (True, 0) for all without a fitted
+        ``Salience`` (``self.salience``) or a context: the extractor's order then."""
+        if self.salience is None or not context:
+            return [(True, 0.0)] * len(options)
+        score = [self.salience.score(o, context) for o in options]
+        floor = (1 - self.salience_margin) * max(score)
+        return [(x >= floor, x) for x in score]
 
     # -- rewriting ---------------------------------------------------------------------------
 
@@ -422,9 +467,7 @@ class ParseRephraser(Rephraser):
         results: list[Rewrite | None] = [None] * len(items)
         pending: dict[int, list[Option]] = {}
         for k, (sentence, phrase, context) in enumerate(items):
-            status, ranked = self.ranked(sentence, phrase, target)
-            if ranked and (name := displaced_name(sentence, context)):
-                ranked = [Option(restore_name(o.text, name), o.kinds) for o in ranked]
+            status, ranked = self.ranked(sentence, phrase, target, context)
             if status != "ok":
                 results[k] = Rewrite(sentence, status)
             elif self.fluency is None:
@@ -444,5 +487,9 @@ class ParseRephraser(Rephraser):
                 results[k] = r
             if on_done is not None:
                 on_done(len(chunk))
-        return [r if r is not None else Rewrite(items[k][0], "left_alone") for k, r in
-                enumerate(results)]  # fmt: skip
+        out = [r if r is not None else Rewrite(items[k][0], "left_alone") for k, r in
+               enumerate(results)]  # fmt: skip
+        if target != "control":  # the control prefers these kinds (``ranked``)
+            for (sentence, phrase, _c), r in zip(items, out, strict=True):
+                self._kinds.setdefault((sentence, phrase.lower()), set()).update(r.kinds)
+        return out
