@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup demo test test-all lint bench bench-peers bench-curves clean-outputs
+.PHONY: setup demo study test test-all lint bench bench-peers bench-curves clean-outputs
 
 setup: $(VENV)/.installed
 
@@ -29,6 +29,13 @@ $(VENV)/.installed: pyproject.toml requirements/spacy-model.txt
 demo: setup
 	dvc repro
 	homog runs
+
+## The study on real reviews (study/params.yaml: 300 IMDB reviews of ../shared, both embedded
+## models, 256 tokens; STUDY_PARAMS=quick.yaml: 64 reviews). Writes study/data/ and regenerates
+## docs/results.md with its figures from the study database.
+STUDY_PARAMS ?= params.yaml
+study: setup
+	study/run.sh $(STUDY_PARAMS)
 
 ## The test suite (what CI runs).
 test: setup

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The study, stage by stage, in this directory (outputs under study/data/), each stage timed.
+# Usage (from the repository root): make study [STUDY_PARAMS=quick.yaml]
+# Then docs/results.md and docs/results/*.png are written by `homog report --format md` from
+# the study database, and study/data/report/report.html is the full HTML report.
+set -euo pipefail
+cd "$(dirname "$0")"
+P="${1:-params.yaml}"
+[ -f "$P" ] || { echo "study/run.sh: no params file study/$P" >&2; exit 2; }
+models=$(python -c "import sys; from homog.config import load_config; print(' '.join(load_config(sys.argv[1]).models))" "$P")
+TIMEFORMAT="  -> %R s wall, %U + %S s CPU"
+stage() { echo "== $*" >&2; time "$@"; }
+stage homog corpus --params "$P"
+stage homog synth --params "$P"
+for m in $models; do
+  stage homog extract --model "$m" --params "$P"
+  stage homog mauve --model "$m" --params "$P"
+done
+stage homog stats --params "$P"
+stage homog load --params "$P"
+stage homog report --params "$P"
+stage homog report --params "$P" --format md -o ../docs/results.md --figures-dir ../docs/results
