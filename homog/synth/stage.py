@@ -467,8 +467,10 @@ def build_synth(
     out = with_family(table[table["sample_id"].isin(keep[keep].index)][TEXT_COLUMNS[:-2]],
                       family, names)[TEXT_COLUMNS]  # fmt: skip
     with phases.phase("report"):
-        report["manipulation"] = manipulation(out, tokenizers, budgets, family, cfg.position)
-        report["manipulation"]["budget"] = budget
+        # beside the length-match measures (edges, length_match) written above
+        manip = report.setdefault("manipulation", {})
+        manip.update(manipulation(out, tokenizers, budgets, family, cfg.position))
+        manip["budget"] = budget
     with phases.phase("write"), atomic_path(out_dir / TEXTS_FILE) as tmp:
         out.to_parquet(tmp, index=False)
     report.update(phases.report())
