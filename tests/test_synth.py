@@ -384,7 +384,9 @@ def test_texts_without_key_phrase_are_counted(tmp_path, scorer):
 
 
 def test_no_survivors_and_missing_corpus_fail(tmp_path, scorer):
-    params = params_for(tmp_path, corpus={"n": 4}, synth={"bertscore": {"threshold": 1.01}})
+    # F1 = 1 only for an unchanged text, and no rewrite is reverted: nothing survives
+    no_survivor = {"bertscore": {"threshold": 1.0, "max_reverts": 0}}
+    params = params_for(tmp_path, corpus={"n": 4}, synth=no_survivor)
     with pytest.raises(HomogError, match="no text survived synth"):
         run_stage(tmp_path, params, scorer)
     assert not (tmp_path / "synth" / "texts.parquet").exists()
