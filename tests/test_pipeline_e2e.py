@@ -98,25 +98,30 @@ def test_first_repro_fills_every_table(project):
     runs = q.list_runs(con)
     assert sorted(r["intervention"] for r in runs) == ["none", "zero_pos"]
     assert {r["model"] for r in runs} == {"tiny"}
-    assert q.variants(con) == ["original", "front", "end", "control"]
+    # the paper's variants and the position family (on by default)
+    variants = ["original", "front", "end", "control", "key_first", "key_mid", "key_last",
+                "key_control"]  # fmt: skip
+    assert q.variants(con) == variants
+    nv = len(variants)
     n_layers = runs[0]["n_layers"]
     count = lambda sql: con.execute(sql).fetchone()[0]  # noqa: E731
     n_texts = count("SELECT count(DISTINCT sample_id) FROM layer_metrics")
     assert n_texts >= 2
     # Every (run, variant, text, layer) has the 7 hidden-state metrics.
-    assert count("SELECT count(*) FROM layer_metrics WHERE metric = 'erank'") == 2 * 4 * n_texts * (
-        n_layers + 1
-    )
-    assert count("SELECT count(*) FROM mauve_scores") == 2 * 4 * n_layers
+    assert count(
+        "SELECT count(*) FROM layer_metrics WHERE metric = 'erank'"
+    ) == 2 * nv * n_texts * (n_layers + 1)
+    assert count("SELECT count(*) FROM mauve_scores") == 2 * nv * n_layers
     # the tiny model's 3 layers leave 2 between layer 0 and L: too few for depth bands, so its
     # band rows are layer 0 and the final layer (issue 29), with the length adjustment's columns
     assert count("SELECT count(*) FROM contrasts WHERE band = 'final'") > 0
     assert count("SELECT count(*) FROM contrasts WHERE band = 'layer0'") > 0
     assert count("SELECT count(*) FROM contrasts WHERE band = 'late'") == 0
     assert count("SELECT count(*) FROM contrasts WHERE p_tost IS NOT NULL") > 0
-    assert count("SELECT count(*) FROM layer_metrics WHERE metric = 'n_tokens'") == 2 * 4 * n_texts
+    assert count("SELECT count(*) FROM layer_metrics WHERE metric = 'n_tokens'") == 2 * nv * n_texts
     assert count("SELECT count(*) FROM contrasts WHERE baseline_run_id IS NOT NULL") > 0
-    assert count("SELECT count(*) FROM texts") == 4 * n_texts
+    assert count("SELECT count(*) FROM texts") == nv * n_texts
+    assert count("SELECT count(*) FROM texts WHERE key_index IS NOT NULL") == 5 * n_texts
     assert count("SELECT count(*) FROM posenc_results WHERE pe = 'rope'") > 0
     assert count("SELECT count(*) FROM attention_profile") > 0
     # The two labs meet in one table: the toy encoders and the pipeline's model.
@@ -125,7 +130,7 @@ def test_first_repro_fills_every_table(project):
     }
     assert "tiny" in sources and any(s.startswith("posenc:rope:") for s in sources)
     curves = q.layer_curves(con, "erank")
-    assert len(curves) == 2 * 4 * (n_layers + 1)
+    assert len(curves) == 2 * nv * (n_layers + 1)
     assert all(r["mean"] > 0 for r in curves)
 
 
