@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup demo test test-all lint bench bench-peers bench-curves clean-outputs
+.PHONY: setup demo test test-all lint docs bench bench-peers bench-curves clean-outputs
 
 setup: $(VENV)/.installed
 
@@ -41,6 +41,11 @@ test-all: setup
 lint: setup
 	$(VENV)/bin/ruff check homog tui tests bench
 	$(VENV)/bin/ruff format --check homog tui tests bench
+
+## The docs site (MkDocs Material) into site/; the CLI and params references are generated
+## at build time (docs/gen_refs.py). A broken link or a missing page fails the build.
+docs: setup
+	$(VENV)/bin/mkdocs build --strict
 
 bench: setup
 	$(PY) bench/metrics_gram_vs_svd.py

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Regenerate the figures of docs/benchmarks.md: run each benchmark and write what it prints,
+# with the command, the date and the machine, to docs/benchmarks/<name>.txt (the page
+# includes these files as they are; nothing on it is copied by hand).
+#   bash docs/benchmarks/run.sh            # every benchmark below
+#   bash docs/benchmarks/run.sh gram_vs_svd
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PY=${PY:-.venv/bin/python}
+declare -A BENCH=(
+  [gram_vs_svd]="bench/metrics_gram_vs_svd.py"
+)
+machine() {
+  local cpu
+  cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
+  echo "machine: ${cpu:-unknown CPU}, $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB," \
+    "load average $(cut -d' ' -f1-3 /proc/loadavg) at the start;" \
+    "torch $($PY -c 'import torch; print(torch.__version__)')"
+}
+for name in "${@:-${!BENCH[@]}}"; do
+  cmd=${BENCH[$name]:?unknown benchmark $name}
+  out=docs/benchmarks/$name.txt
+  { echo "\$ python $cmd"; echo "date: $(date -u +%Y-%m-%d)"; machine; echo
+    $PY $cmd; } > "$out.tmp"
+  mv "$out.tmp" "$out"
+  echo "$out"
+done
