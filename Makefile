@@ -1,4 +1,4 @@
-# homog: set-up, main job and tests. `make demo` and `make test` are the README's quick start.
+# homog: set-up, main job, tests and docs. `make demo` and `make test` are the README's two commands.
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip

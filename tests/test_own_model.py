@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import re
 
+import duckdb
 import pytest
 import yaml
 from click.testing import CliRunner
+from test_docs import ROOT, sql_queries
 from test_extract import make_texts
 
 from homog import store as q
@@ -66,7 +68,7 @@ def test_hf_source_gets_a_key_from_its_name(project):
     assert "pythia-160m-step1000: {source: hf:EleutherAI/pythia-160m@step1000}" in res.output
 
 
-def test_following_the_message_reaches_database_and_report(project):
+def test_following_the_message_reaches_database_and_report(project, demo_db_factory):
     msg = homog("extract", "--model", "random:tiny-llama", "--no-progress").output
     entry = re.search(r"models:\n(.*)\n", msg).group(1)  # "    tiny-llama: {source: ...}"
     params = yaml.safe_load((project / "params.yaml").read_text())
@@ -87,3 +89,11 @@ def test_following_the_message_reaches_database_and_report(project):
     n = con.execute("SELECT count(*) FROM layer_metrics l JOIN runs r USING (run_id)").fetchone()
     assert n[0] > 0
     assert "tiny-llama" in (project / "data" / "report" / "report.html").read_text()
+
+    # docs/database.md's example queries return rows on a database that homog load built
+    # (or, for the tables this small project has no rows in, e.g. posenc_results, on the
+    # test database)
+    demo = duckdb.connect(str(demo_db_factory(2, 8)), read_only=True)
+    for query in sql_queries(ROOT / "docs" / "database.md"):
+        rows = con.execute(query).fetchall() or demo.execute(query).fetchall()
+        assert rows, query

@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PY:-.venv/bin/python}
 declare -A BENCH=(
-  [gram_vs_svd]="bench/metrics_gram_vs_svd.py"
+  [gram_vs_svd]="bench/metrics_gram_vs_svd.py --texts 16 --layers 13 --tokens 128 --repeats 2"
 )
 machine() {
   local cpu
