@@ -45,7 +45,7 @@ lint: setup
 ## The docs site (MkDocs Material) into site/; the CLI and params references are generated
 ## at build time (docs/gen_refs.py). A broken link or a missing page fails the build.
 docs: setup
-	$(VENV)/bin/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 bench: setup
 	$(PY) bench/metrics_gram_vs_svd.py
