@@ -59,15 +59,25 @@ def main() -> None:
     ap.add_argument("--report", type=Path, default=Path("data/report/report.html"))
     ap.add_argument("--out", type=Path, default=HERE)
     args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         svg = Path(tmp) / "tui.svg"
-        asyncio.run(tui_svg(args.db.resolve(), svg, (120, 34)))
+        asyncio.run(tui_svg(args.db, svg, (120, 34)))  # as given: the TUI shows it
         subprocess.run(
             ["rsvg-convert", "--zoom", "1", "-o", str(args.out / "tui.png"), str(svg)], check=True
         )
     report_png(args.report, args.out / "report.png", 1100, 900)
     for name in ("tui.png", "report.png"):
+        small(args.out / name)
         print(args.out / name, os.path.getsize(args.out / name), "bytes")
+
+
+def small(png: Path) -> None:
+    """Rewrite ``png`` with a 256-colour palette (a few times smaller, colours kept)."""
+    from PIL import Image
+
+    image = Image.open(png).convert("RGB")
+    image.quantize(colors=256, method=Image.Quantize.FASTOCTREE).save(png, optimize=True)
 
 
 if __name__ == "__main__":
