@@ -1,4 +1,4 @@
-# homog: set-up, main job and tests. `make demo` and `make test` are the README's quick start.
+# homog: set-up, main job, tests and docs. `make demo` and `make test` are the README's two commands.
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup demo study test test-all lint bench bench-peers bench-curves clean-outputs
+.PHONY: setup demo study test test-all lint docs bench bench-peers bench-curves clean-outputs
 
 setup: $(VENV)/.installed
 
@@ -48,6 +48,11 @@ test-all: setup
 lint: setup
 	$(VENV)/bin/ruff check homog tui tests bench
 	$(VENV)/bin/ruff format --check homog tui tests bench
+
+## The docs site (MkDocs Material) into site/; the CLI and params references are generated
+## at build time (docs/gen_refs.py). A broken link or a missing page fails the build.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 bench: setup
 	$(PY) bench/metrics_gram_vs_svd.py

@@ -494,7 +494,11 @@ def test_cli_missing_path_and_texts(tmp_path):
     )
     assert result.exit_code == 1 and "/no/such/model does not exist" in result.output
     result = cli(
-        ["--model", "random:tiny-llama", "--texts", str(tmp_path / "none.parquet")], tmp_path
+        [
+            *("--model", "random:tiny-llama", "--texts", str(tmp_path / "none.parquet")),
+            *("--out", str(tmp_path / "o")),
+        ],
+        tmp_path,
     )
     assert result.exit_code == 1 and "none.parquet not found" in result.output
 

@@ -7,6 +7,7 @@ import dataclasses
 import click
 
 from homog.cli.options import params_option
+from homog.errors import HomogError
 from homog.extract import ENGINES, INTERVENTIONS
 from homog.io import probe_dir
 from homog.layout import Layout
@@ -17,7 +18,8 @@ from homog.layout import Layout
     "--model",
     "model_key",
     required=True,
-    help="A key of params.yaml `models:` (or a source such as random:tiny-llama, hf:<id-or-dir>).",
+    help="A key of params.yaml `models:` (a source such as random:tiny-llama, hf:<id-or-dir> "
+    "needs --out: stats, load and the report read only the keys).",
 )
 @params_option
 @click.option(
@@ -77,7 +79,7 @@ def extract(
       homog extract --model smollm2-135m
       homog extract --model gemma3-270m --intervention none --intervention shuffle_pos
       homog extract --model random:tiny-llama --texts my.parquet --out /tmp/x --device cpu
-      homog extract --model hf:meta-llama/Meta-Llama-3-8B --engine ray   # 1 actor per GPU
+      homog extract --model llama3-8b --engine ray   # models: a key; 1 actor per GPU
     """
     from homog.config import load_config
     from homog.extract import extract_runner
@@ -86,6 +88,8 @@ def extract(
 
     params = load_config(params_path)
     source = resolve_source(model_key, params.model_sources())
+    if out_dir is None and model_key not in params.models:
+        raise HomogError(_not_a_key(model_key, params.model_sources(), params_path))
     overrides = {
         "device": device,
         "dtype": dtype,
@@ -121,3 +125,26 @@ def extract(
             f"{r['output_bytes'] / 1e6:.1f} MB, load {t['load_s']} s, "
             f"extract {t['extract_s']} s"
         )
+
+
+def _not_a_key(source: str, sources: dict[str, str], params_path: str) -> str:
+    """How to make ``source`` (given as --model, not a key of ``models:``) reach the database.
+
+    Its outputs in data/extract/ would be read by neither stats nor load: both read only the
+    keys of ``models:``. So the command stops and says how to add the key (or to use --out).
+    """
+    same = [key for key, src in sources.items() if src == source]
+    if same:
+        return (
+            f"{source} is the source of the models: key {same[0]!r} of {params_path}: "
+            f"use --model {same[0]} (stats, load and the report read only the keys)"
+        )
+    name = source.split(":", 1)[1].rstrip("/").rsplit("/", 1)[-1]
+    key = name.replace("@", "-").lower() or "my-model"
+    return (
+        f"{source} is not a key of {params_path} `models:`, and stats, load and the report "
+        f"read only those keys: its results would never reach the database. Add it\n"
+        f"  models:\n    {key}: {{source: {source}}}\n"
+        f"then run `dvc repro` (dvc.yaml makes one extract@{key} stage per key) or "
+        f"`homog extract --model {key}`; to extract outside the pipeline, give --out DIR"
+    )
