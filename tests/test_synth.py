@@ -448,9 +448,14 @@ def test_cli_synth(tmp_path):
 
 @pytest.mark.skipif(not IMDB_SAMPLE.exists(), reason="no shared IMDB sample")
 def test_imdb_rule_synth_moves_key_phrases(tmp_path, scorer):
-    """Acceptance: on real reviews the rule rephraser keeps most texts and moves the phrases."""
+    """Acceptance: on real reviews the rule rephraser keeps most texts and moves the phrases.
+
+    Without length matching: the rule rephraser's moves insert words (length-matched, it keeps
+    about 40 % of these reviews; the parse rephraser is the length-matched default)."""
     params = params_for(
-        tmp_path, corpus={"source": f"file:{IMDB_SAMPLE}", "n": 40}, synth={"rephraser": "rule"}
+        tmp_path,
+        corpus={"source": f"file:{IMDB_SAMPLE}", "n": 40},
+        synth={"rephraser": "rule", "length_match": False},
     )
     report, texts = run_stage(tmp_path, params, scorer)
     assert report["texts_kept"] >= 0.75 * report["texts_in"]
