@@ -37,7 +37,7 @@ import pandas as pd
 
 from homog.contrast_rows import extra_columns
 from homog.extract import TOKEN_COUNT
-from homog.metrics_sets import N_REMOVED
+from homog.metrics.sets import N_REMOVED
 from homog.mixed import MIXED_COLUMNS, fit_mixed, pair_effects
 from homog.paired_tests import (  # noqa: F401 (re-exported for callers of homog.stats)
     TESTS,

@@ -40,13 +40,13 @@ EXTRACT_INFRASTRUCTURE = {
 def test_extract_stage_declares_the_modules_its_numbers_come_from():
     """Every homog module the extraction imports is a dep of stage extract (or
     infrastructure above): a new metrics module left out would not re-run the stage after
-    it changes (homog/eigensolver.py was missing until it was added here)."""
+    it changes (homog/metrics/eigensolver.py was missing until it was added here)."""
     import subprocess
     import sys
 
     code = (
         "import sys; import homog.extract.local, homog.extract.hooks, homog.extract.outputs, "
-        "homog.metrics_sets, homog.attention; "
+        "homog.metrics.sets, homog.metrics.attention; "
         "print(' '.join(sorted(m for m in sys.modules if m.startswith('homog'))))"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
