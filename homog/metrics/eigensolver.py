@@ -24,6 +24,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from homog.metrics.errors import MetricInputError
+
 
 def _eigvalsh_one_thread(gram: Tensor) -> Tensor:
     # OpenMP thread counts are per calling thread: this pins only the worker, so the
@@ -62,8 +64,6 @@ def _setting(variable: str, choices: tuple[str, ...]) -> str:
     of ``choices``). MetricInputError naming the variable when it is none of them."""
     name = os.environ.get(variable, "").strip().lower() or choices[0]
     if name not in choices:
-        from homog.metrics.spectra import MetricInputError  # (homog.metrics imports this module)
-
         others = " or ".join(repr(c) for c in choices[1:])
         raise MetricInputError(f"{variable}={name!r}: use {choices[0]!r} (the default) or {others}")
     return name

@@ -53,6 +53,7 @@ from homog.metrics.eigensolver import (  # noqa: F401  (the private names: tests
     minor_spectra_supported,
 )
 from homog.metrics.eigensolver import eigvalsh as _eigvalsh  # noqa: F401  (its earlier name)
+from homog.metrics.errors import MetricInputError, NonFiniteError
 
 METRIC_NAMES: tuple[str, ...] = (
     "erank",
@@ -65,21 +66,6 @@ METRIC_NAMES: tuple[str, ...] = (
 )
 SPECTRAL_METRICS: tuple[str, ...] = ("erank", "mev", "schatten_1", "schatten_4")
 DATASET_METRICS: tuple[str, ...] = ("rankme", "alpha_req", "alpha_req_r2")
-
-
-class MetricInputError(ValueError):
-    """Inputs that cannot give a meaningful metric (shape mismatch, empty text)."""
-
-
-class NonFiniteError(MetricInputError):
-    """NaN or inf in the hidden states at valid (unmasked) positions.
-
-    ``indices`` lists the leading-dimension index tuples (e.g. (text, layer)) that hold them.
-    """
-
-    def __init__(self, message: str, indices: list[tuple[int, ...]]):
-        super().__init__(message)
-        self.indices = indices
 
 
 def token_mask(
