@@ -59,11 +59,7 @@ def imported_modules(name: str, path: Path, modules: set[str]) -> set[str]:
 def import_graph(package: str) -> dict[str, set[str]]:
     files = module_files(package)
     names = set(files)
-    graph = {name: imported_modules(name, path, names) for name, path in files.items()}
-    # a package's __init__ importing its own submodules is not a circle through the package:
-    # drop the edges from a submodule to one of its ancestor packages' inits only when the
-    # ancestor imports it (Python runs the init first, then the submodule, without a loop)
-    return graph
+    return {name: imported_modules(name, path, names) for name, path in files.items()}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
