@@ -33,7 +33,8 @@ def test_paths_are_those_dvc_yaml_declares():
 # modules that shape no number of an extract output (paths, errors, progress bars, typing)
 EXTRACT_INFRASTRUCTURE = {
     "homog", "homog.config", "homog.errors", "homog.lazy", "homog.progress", "homog.typed",
-    "homog.posenc", "homog.validate", "homog.config_position",
+    "homog.posenc", "homog.validate", "homog.config_position", "homog.config_synth",
+    "homog.config_posenc", "homog.posenc.preset_table",
 }  # fmt: skip
 
 
