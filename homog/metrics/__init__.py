@@ -9,7 +9,7 @@
 - ``attention``: per-head attention statistics;
 - ``calibrate``: checks of the metrics on matrices whose truth is known.
 
-``homog.metrics.X`` for a name of ``spectra`` (what the flat ``homog/metrics.py`` held before
+``homog.metrics.X`` for a name of ``spectra`` (what the flat metrics module held before
 this package) still works: it is looked up there when first read, so importing a submodule
 does not load torch through the spectra.
 """
