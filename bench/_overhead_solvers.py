@@ -84,7 +84,7 @@ def software() -> str:
     """torch, CUDA, cuSOLVER binding and card, in one line."""
     import torch
 
-    from homog import eigensolver_gpu
+    from homog.metrics import eigensolver_gpu
 
     line = f"torch {torch.__version__} (CUDA {torch.version.cuda}), Python "
     line += platform.python_version()

@@ -69,9 +69,9 @@ def _concat(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
 
 
 def homog_work(args: argparse.Namespace, tool: str) -> tuple[Work, dict[str, Any]]:
-    from homog.attention import HEAD_METRICS
     from homog.extract import Extractor, compute_shard, plan_samples
-    from homog.metrics_sets import hidden_metric_names
+    from homog.metrics.attention import HEAD_METRICS
+    from homog.metrics.sets import hidden_metric_names
     from homog.models import load_for
 
     source, cfg = model_setup(args.model, args.params)

@@ -4,7 +4,7 @@ For each (n, batch) it draws a batch of Gram matrices X X^T (X: n x (n + 64), st
 normal, float64, on the GPU), solves it once with each solver after a warm-up on 2 matrices,
 and prints the wall time per matrix and the largest difference from torch's eigenvalues
 relative to the largest eigenvalue. It also says which binding (nvmath-python or ctypes)
-``homog.eigensolver_gpu`` found, and why not where none. docs/gpu.md has the figures.
+``homog.metrics.eigensolver_gpu`` found, and why not where none. docs/gpu.md has the figures.
 
   python bench/batched_eigh.py                      # n 512 x 24, 512 x 96, 2048 x 6
   python bench/batched_eigh.py --sizes 512x96 1024x24
@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from homog import eigensolver_gpu as eg
+from homog.metrics import eigensolver_gpu as eg
 
 
 def main() -> None:

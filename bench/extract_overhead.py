@@ -10,7 +10,7 @@ In one process, on the same token ids, it times
   (bt) "today's" extraction before issue 13: the same with ``extract.token_sets: []`` and
        ``extract.peer_metrics: false`` (the 7 metrics of homog.metrics only);
   (bb) with ``--baseline-rev REV``: (b) with the hidden-state metrics code of git revision
-       REV (``homog/metrics.py`` and ``homog/metrics_sets.py`` as committed there), so a
+       REV (``homog/metrics/spectra.py`` and ``homog/metrics/sets.py`` as committed there), so a
        change to them is measured before and after in one run; the metrics of (b) and (bb)
        are compared and their largest relative difference printed;
   (b0) the extraction without attention statistics (SDPA);
@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 import torch
 
-import homog.metrics_sets
+import homog.metrics.sets
 from homog.config import Params, load_config
 from homog.errors import HomogError
 from homog.extract import EncodedText, Extractor, make_batches, plan_samples
@@ -140,20 +140,25 @@ def naive_metrics(hidden_states: tuple[torch.Tensor, ...], n_texts: int) -> list
     return out
 
 
-# the modules behind hidden_metrics, in import order; those a revision lacks are skipped
+# the modules behind hidden_metrics, in import order, each as (module name, file) in the
+# layout since homog/metrics/ became a package and in the earlier flat one; a revision is
+# read in the layout whose files it has, and those it lacks are skipped (the spectra and the
+# token sets are required)
 METRIC_MODULES = (
-    "homog.eigensolver",
-    "homog.metrics",
-    "homog.metrics_massive",
-    "homog.metrics_pending",
-    "homog.metrics_sets",
+    (("homog.metrics.eigensolver_gpu", "homog.eigensolver_gpu"), False),
+    (("homog.metrics.eigensolver", "homog.eigensolver"), False),
+    (("homog.metrics.spectra", "homog.metrics"), True),
+    (("homog.metrics.massive", "homog.metrics_massive"), False),
+    (("homog.metrics.pending", "homog.metrics_pending"), False),
+    (("homog.metrics.sets", "homog.metrics_sets"), True),
 )
 
 
 def metrics_at_revision(rev: str) -> Callable[..., Any]:
     """``hidden_metrics`` as committed at git revision ``rev`` (each of ``METRIC_MODULES``
-    that exists there, loaded as a separate module; nothing in the tree changes).
-    SystemExit when git cannot show ``homog/metrics.py`` or ``homog/metrics_sets.py``."""
+    that exists there, loaded as a separate module under the name its layout gives it, so
+    its own ``from homog... import`` lines read REV's modules; nothing in the tree changes).
+    SystemExit when git shows neither layout's spectra or token-set module."""
 
     def source(path: str) -> str | None:
         try:
@@ -164,27 +169,30 @@ def metrics_at_revision(rev: str) -> Callable[..., Any]:
                 text=True,
                 check=True,
             ).stdout
-        except (OSError, subprocess.CalledProcessError) as exc:
-            if path.endswith(("/metrics.py", "/metrics_sets.py")):
-                raise SystemExit(f"--baseline-rev {rev}: git cannot show {path}: {exc}") from exc
+        except (OSError, subprocess.CalledProcessError):
             return None
 
-    saved = {name: sys.modules.get(name) for name in METRIC_MODULES}
+    layout = 0 if source("homog/metrics/sets.py") is not None else 1
+    names = [pair[layout] for pair, _ in METRIC_MODULES]
+    # names of the earlier layout that this tree lacks stay registered (REV's functions
+    # import them lazily, e.g. the batched eigensolver); the others come back after
+    saved = {name: sys.modules.get(name) for name in names if name in sys.modules or not layout}
     loaded: dict[str, types.ModuleType] = {}
     try:
-        for name in METRIC_MODULES:
+        for name, (_pair, required) in zip(names, METRIC_MODULES, strict=True):
             path = name.replace(".", "/") + ".py"
             text = source(path)
             if text is None:
+                if required:
+                    raise SystemExit(f"--baseline-rev {rev}: git cannot show {path}")
                 continue
             module = types.ModuleType(f"{name}_at_{rev}")
             sys.modules[module.__name__] = module  # dataclasses look their module up there
-            # its `from homog.metrics... import` lines read REV's modules loaded before it
             exec(compile(text, f"{rev}:{path}", "exec"), module.__dict__)
             loaded[name] = sys.modules[name] = module
     finally:
         restore(sys.modules, saved)
-    return loaded["homog.metrics_sets"].hidden_metrics
+    return loaded[names[-1]].hidden_metrics
 
 
 class using_metrics:  # noqa: N801 (a context manager, read as a clause)
@@ -199,7 +207,7 @@ class using_metrics:  # noqa: N801 (a context manager, read as a clause)
             return
         import homog.extract.hooks as hooks
 
-        for module in (homog.metrics_sets, hooks):
+        for module in (homog.metrics.sets, hooks):
             if hasattr(module, "hidden_metrics"):
                 self.saved.append((module, module.hidden_metrics))
                 module.hidden_metrics = self.fn  # type: ignore[attr-defined]

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from homog.metrics import METRIC_NAMES, layer_metrics
+from homog.metrics.spectra import METRIC_NAMES, layer_metrics
 
 
 def naive(hidden: np.ndarray, lengths: list[int], uv: bool = True) -> dict[str, np.ndarray]:
@@ -143,7 +143,7 @@ def real_hidden(args: argparse.Namespace) -> tuple[torch.Tensor, torch.Tensor]:
 def breakdown(args: argparse.Namespace) -> None:
     """Per hidden layer: what each option of hidden_metrics costs (and, with a baseline
     revision, costs there), and how far the two codes' values are apart."""
-    from homog.metrics_sets import hidden_metric_names, hidden_metrics
+    from homog.metrics.sets import hidden_metric_names, hidden_metrics
 
     if args.real:
         hidden, mask = real_hidden(args)

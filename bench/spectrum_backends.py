@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from homog.metrics import _eigvalsh  # noqa: E402
+from homog.metrics.spectra import _eigvalsh  # noqa: E402
 
 
 def psd_batch(batch: int, n: int, device: str, seed: int = 0) -> torch.Tensor:

@@ -1,6 +1,7 @@
 """``synth.position:``: the token-preserving position family (``homog.synth.position``).
 
-Its own module because ``homog.config`` is near its size limit; ``SynthConfig`` imports it.
+Its own module so ``homog.config`` stays small; ``SynthConfig`` (``homog.config_synth``)
+imports it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,6 @@ class PositionConfig:
             else None
         )  # fmt: skip
         if problem:
-            from homog.config import ParamsValueError
+            from homog.validate import ParamsValueError
 
             raise ParamsValueError(f"synth.position.positions {problem}")

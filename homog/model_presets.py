@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from homog.config import DTYPES
 from homog.errors import HomogError
 from homog.validate import env_flag
 
@@ -125,8 +126,6 @@ def build_random(
     import torch
     from transformers import AutoModelForCausalLM
 
-    from homog.models import torch_dtype
-
     config = random_config(preset, len(tokenizer))
     n_params = count_params(config)
     allow_big = env_flag("HOMOG_ALLOW_BIG_CPU")  # read every time: a bad value is named
@@ -152,3 +151,11 @@ def build_random(
         return AutoModelForCausalLM.from_config(
             config, dtype=torch_dtype(dtype), attn_implementation=attn_impl
         )
+
+
+def torch_dtype(dtype: str) -> Any:
+    import torch
+
+    if dtype not in DTYPES:
+        raise HomogError(f"unknown dtype {dtype!r}: use one of {', '.join(DTYPES)}")
+    return getattr(torch, dtype)

@@ -34,11 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from homog.config import DTYPES, ExtractConfig
+from homog.config import ExtractConfig
 from homog.errors import HomogError
 from homog.io import atomic_path
 from homog.model_presets import RANDOM_PRESETS as RANDOM_PRESETS  # re-exported
-from homog.model_presets import build_random, random_config
+from homog.model_presets import build_random, random_config, torch_dtype
 from homog.model_presets import count_params as count_params  # re-exported
 
 DEVICES = ("cpu", "cuda", "auto", "meta")
@@ -187,14 +187,6 @@ def resolve_device(device: str) -> str:
             "use --device cpu (or extract.device: auto)"
         )
     return device
-
-
-def torch_dtype(dtype: str) -> Any:
-    import torch
-
-    if dtype not in DTYPES:
-        raise HomogError(f"unknown dtype {dtype!r}: use one of {', '.join(DTYPES)}")
-    return getattr(torch, dtype)
 
 
 # ---------------------------------------------------------------------------------------------

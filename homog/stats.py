@@ -37,7 +37,7 @@ import pandas as pd
 
 from homog.contrast_rows import extra_columns
 from homog.extract import TOKEN_COUNT
-from homog.metrics_sets import N_REMOVED
+from homog.metrics.sets import N_REMOVED
 from homog.mixed import MIXED_COLUMNS, fit_mixed, pair_effects
 from homog.paired_tests import (  # noqa: F401 (re-exported for callers of homog.stats)
     TESTS,
@@ -343,15 +343,3 @@ def _finish(parts: list[pd.DataFrame]) -> pd.DataFrame:
 # Per-text values that are indices or counts, not measurements: a mean difference of them
 # means nothing, so stats does not contrast them (they stay in layer_metrics for SQL).
 NOT_CONTRASTED = ("act_top1_pos", "act_top1_feature", N_REMOVED, TOKEN_COUNT)
-
-
-_STAGE = ("compute_all", "headline", "read_runs", "stats_stage", "summarise", "unchanged_run")
-
-
-def __getattr__(name: str) -> Any:
-    """The stage's functions live in homog.stats_stage (files in, files out); re-exported."""
-    if name in _STAGE or name == "PLOT_METRICS":
-        from homog import stats_stage as _stage
-
-        return getattr(_stage, name)
-    raise AttributeError(f"module 'homog.stats' has no attribute {name!r}")

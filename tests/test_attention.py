@@ -1,4 +1,4 @@
-"""homog.attention against a direct per-text, per-head loop in numpy."""
+"""homog.metrics.attention against a direct per-text, per-head loop in numpy."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from homog.attention import N_BINS, attention_stats
+from homog.metrics.attention import N_BINS, attention_stats
 
 
 def causal_softmax(logits: np.ndarray, length: int, n: int) -> np.ndarray:

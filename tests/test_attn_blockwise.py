@@ -19,7 +19,6 @@ import pytest
 import torch
 from conftest import extract_config, largest_tensor_mode
 
-from homog.attention import attention_stats, stats_from_sums
 from homog.config import ExtractConfig, parse_params
 from homog.errors import HomogError
 from homog.extract import Extractor, plan_samples
@@ -33,6 +32,7 @@ from homog.extract.attn_blockwise import (
     unsupported_reason,
 )
 from homog.extract.plan import EncodedText
+from homog.metrics.attention import attention_stats, stats_from_sums
 from homog.models import load_model
 
 TEXTS = [

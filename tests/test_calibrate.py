@@ -6,8 +6,8 @@ import json
 
 from click.testing import CliRunner
 
-from homog import calibrate as cal
 from homog.cli import main
+from homog.metrics import calibrate as cal
 
 
 def test_every_calibration_check_passes():
@@ -19,7 +19,7 @@ def test_every_calibration_check_passes():
 
 def test_checks_would_catch_a_broken_metric(monkeypatch):
     """The suite is not vacuous: a wrong erank (using sigma^2 instead of sigma) fails it."""
-    import homog.metrics as m
+    import homog.metrics.spectra as m
 
     real = m.spectral_metrics
 

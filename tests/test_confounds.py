@@ -260,7 +260,7 @@ def test_stage_load_and_report_carry_the_new_columns(tmp_path):
     import duckdb
 
     from homog.layout import Layout
-    from homog.stats import stats_stage
+    from homog.stats_stage import stats_stage
     from homog.store import load
     from homog.store.query import summary_names
 

@@ -20,7 +20,6 @@ from conftest import ROOT, TINY, extract_config
 from test_metrics_sets import assert_matches, numpy_reference
 
 import homog.extract
-from homog.attention import TEXT_METRICS
 from homog.cli import main
 from homog.errors import HomogError
 from homog.extract import (
@@ -31,8 +30,9 @@ from homog.extract import (
     position_ids,
     run_extract,
 )
-from homog.metrics import METRIC_NAMES
-from homog.metrics_sets import hidden_metric_names
+from homog.metrics.attention import TEXT_METRICS
+from homog.metrics.sets import hidden_metric_names
+from homog.metrics.spectra import METRIC_NAMES
 from homog.models import load_model
 
 WORDS = (

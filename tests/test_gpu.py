@@ -16,9 +16,9 @@ import torch
 from conftest import extract_config
 from test_attn_blockwise import eager, random_batch, synthetic_texts
 
-from homog.attention import attention_stats, stats_from_sums
 from homog.extract import Extractor, plan_samples
 from homog.extract.attn_blockwise import SinkHandle, attention_sums
+from homog.metrics.attention import attention_stats, stats_from_sums
 from homog.models import load_model
 
 pytestmark = [
@@ -208,8 +208,8 @@ def test_random_weights_do_not_depend_on_the_device():
 def test_host_eigensolver_equals_the_device_one(monkeypatch):
     """HOMOG_GPU_EIGENSOLVER=host: a GPU's Gram matrices are solved on the CPU (no_sink
     sharing all's reduction) and the metrics come back on the GPU, equal to cuSOLVER's."""
-    import homog.metrics_pending as mp
-    import homog.metrics_sets as ms
+    import homog.metrics.pending as mp
+    import homog.metrics.sets as ms
 
     gen = torch.Generator().manual_seed(3)
     h = torch.randn(3, 4, 40, 48, generator=gen)
@@ -261,8 +261,8 @@ def assert_spectra_close(got: torch.Tensor, gram: torch.Tensor) -> None:
 def test_every_gpu_solver_equals_the_cpu_spectra(solver, monkeypatch):
     """Each HOMOG_GPU_EIGENSOLVER gives the CPU's float64 spectra to 1e-10 of the largest
     eigenvalue, massive activations included, and leaves its input as it was."""
-    from homog import eigensolver_gpu
-    from homog.eigensolver import eigvalsh
+    from homog.metrics import eigensolver_gpu
+    from homog.metrics.eigensolver import eigvalsh
 
     monkeypatch.setenv("HOMOG_GPU_EIGENSOLVER", solver)
     if solver == "batched":
@@ -278,7 +278,7 @@ def test_every_gpu_solver_equals_the_cpu_spectra(solver, monkeypatch):
 def test_each_cusolver_binding_solves_the_batch(binding, monkeypatch):
     """Both bindings of cusolverDnXsyevBatched (nvmath-python; ctypes on torch's
     libcusolver) give the CPU's spectra; a batch of 1 and n = 2 too."""
-    from homog import eigensolver_gpu as eg
+    from homog.metrics import eigensolver_gpu as eg
 
     if binding == "nvmath":
         pytest.importorskip("nvmath", reason="nvmath-python (homog[gpu]) is not installed")

@@ -15,13 +15,13 @@ import torch
 from conftest import extract_config
 from test_attn_blockwise import synthetic_texts
 
-import homog.eigensolver_gpu as eg
+import homog.metrics.eigensolver_gpu as eg
 from homog.extract import Extractor, plan_samples
 from homog.extract.hooks import PendingBatch, run_batches
 from homog.extract.host_spectra import HostSpectra, host_mode
 from homog.extract.plan import make_batches
-from homog.metrics_pending import PendingSpectra
-from homog.metrics_sets import hidden_metric_names, hidden_metrics, hidden_pending
+from homog.metrics.pending import PendingSpectra
+from homog.metrics.sets import hidden_metric_names, hidden_metrics, hidden_pending
 
 FIELDS = ("metrics", "heads", "profile", "pooled_mean", "pooled_last", "tokens", "top")
 
@@ -249,7 +249,7 @@ def test_a_few_large_matrices_are_split_over_the_threads_bit_for_bit(monkeypatch
     """Three 160 x 160 matrices on 4 threads (fewer than 2 per thread): each goes to a worker
     of its own (a GPU run's host thread gets one layer at a time), with the values of one
     call; small matrices stay in one call."""
-    import homog.eigensolver as es
+    import homog.metrics.eigensolver as es
 
     gen = torch.Generator().manual_seed(1)
     x = torch.randn(3, 160, 170, dtype=torch.float64, generator=gen)

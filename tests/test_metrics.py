@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from homog.metrics import (
+from homog.metrics.spectra import (
     METRIC_NAMES,
     MetricInputError,
     NonFiniteError,
@@ -186,7 +186,7 @@ def test_dataset_spectra_needs_two_texts():
 def test_cpu_eigensolvers_agree(monkeypatch: pytest.MonkeyPatch, threads: int) -> None:
     """NumPy's eigensolver (the CPU default) and torch's give the same eigenvalues, batched
     and split over threads, on Gram matrices with a massive direction."""
-    import homog.metrics as hm
+    import homog.metrics.spectra as hm
 
     gen = torch.Generator().manual_seed(3)
     x = torch.randn(2, 5, 40, 48, generator=gen, dtype=torch.float64)
@@ -213,7 +213,7 @@ def test_cpu_eigensolvers_agree(monkeypatch: pytest.MonkeyPatch, threads: int) -
 
 
 def test_cpu_eigensolver_setting_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
-    import homog.metrics as hm
+    import homog.metrics.spectra as hm
 
     monkeypatch.setenv("HOMOG_CPU_EIGENSOLVER", "mkl")
     with pytest.raises(MetricInputError, match="HOMOG_CPU_EIGENSOLVER='mkl'.*numpy.*torch"):
@@ -239,7 +239,7 @@ def test_minor_spectrum_from_one_reduction(threads: int) -> None:
     reduction, against two separate solves. The removed token is 3,000x the others, so an
     error on its scale would swamp the minor's eigenvalues; padding rows and duplicate tokens
     give exact zeros that must stay zeros."""
-    import homog.metrics as hm
+    import homog.metrics.spectra as hm
 
     gen = torch.Generator().manual_seed(11)
     n, d = 24, 30
@@ -276,7 +276,7 @@ def test_minor_spectrum_from_one_reduction(threads: int) -> None:
 
 
 def test_minor_spectrum_edge_cases(monkeypatch: pytest.MonkeyPatch) -> None:
-    import homog.metrics as hm
+    import homog.metrics.spectra as hm
 
     one = torch.tensor([[[4.0]]], dtype=torch.float64)
     eig, minor = hm.eigenvalues_with_minor(one, torch.tensor([0]), 1)
@@ -298,7 +298,7 @@ def test_minor_spectrum_edge_cases(monkeypatch: pytest.MonkeyPatch) -> None:
 
 _PIN_PROBE = """
 import json, threadpoolctl
-from homog import metrics
+from homog.metrics import spectra as metrics
 controller = metrics._blas()  # built before anything imported SciPy, as in `homog extract`
 from scipy.linalg import lapack
 with controller.limit(limits=1, user_api="blas"):
@@ -328,7 +328,7 @@ def test_blas_pin_covers_scipys_lapack() -> None:
 def test_gpu_eigensolver_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     """HOMOG_GPU_EIGENSOLVER names where a GPU's spectra are solved; it is checked, and a
     CPU tensor is never sent anywhere (the setting concerns GPU tensors only)."""
-    import homog.metrics as hm
+    import homog.metrics.spectra as hm
 
     assert hm.gpu_eigensolver() == "batched"  # the default (docs/gpu.md measured why)
     monkeypatch.setenv("HOMOG_GPU_EIGENSOLVER", " Host ")

@@ -1,4 +1,4 @@
-"""Token sets, the peers' metrics and massive activations (homog.metrics_sets) against direct
+"""Token sets, the peers' metrics and massive activations (homog.metrics.sets) against direct
 numpy computations on small inputs. ``numpy_reference`` is reused by test_extract to check
 the extraction against HF ``output_hidden_states``."""
 
@@ -11,8 +11,7 @@ import pytest
 import torch
 from conftest import largest_tensor_mode
 
-from homog.metrics import METRIC_NAMES, layer_metrics
-from homog.metrics_sets import (
+from homog.metrics.sets import (
     MASSIVE_METRICS,
     N_REMOVED,
     PEER_METRICS,
@@ -23,6 +22,7 @@ from homog.metrics_sets import (
     sq_distances,
     twonn,
 )
+from homog.metrics.spectra import METRIC_NAMES, layer_metrics
 
 # --- independent numpy definitions ---------------------------------------------------------
 
@@ -322,7 +322,7 @@ def test_twonn_with_shared_distances_equals_its_own():
 def test_long_texts_make_no_n_by_n_tensor_and_match_numpy(monkeypatch):
     """n > d: the peers' metrics come from the vectors (curvature from the difference vectors,
     twonn_id from blocks of distance rows), equal to numpy, and no (n x n) tensor is made."""
-    import homog.metrics_sets as ms
+    import homog.metrics.sets as ms
 
     n, d, block = 90, 6, 16
     monkeypatch.setattr(ms, "NEIGHBOUR_BLOCK", block)
@@ -348,7 +348,7 @@ def test_no_sink_spectrum_shared_with_all_equals_its_own_solve(monkeypatch):
     spectrum from the `all` matrix's tridiagonal reduction. It must equal the separate solve
     (HOMOG_CPU_EIGENSOLVER=torch keeps every set's own matrix) on texts whose first metric
     token is not at position 0, with a second outlier in one (text, layer) and padding."""
-    import homog.metrics_pending as hmp  # where hidden_metrics' spectra are solved
+    import homog.metrics.pending as hmp  # where hidden_metrics' spectra are solved
 
     gen = torch.Generator().manual_seed(7)
     h = torch.randn(3, 4, 40, 48, generator=gen)
@@ -384,7 +384,7 @@ def test_long_texts_share_the_neighbour_search_of_all_with_no_sink(monkeypatch):
     """n > d: no_sink's two nearest neighbours come from all's 2 + r nearest (r: the most
     tokens no_sink drops in a text); twonn_id equals each set searching on its own, also
     where no_sink drops a token that is some token's nearest neighbour."""
-    import homog.metrics_sets as ms
+    import homog.metrics.sets as ms
 
     n, d = 70, 5
     gen = torch.Generator().manual_seed(9)

@@ -47,7 +47,7 @@ def layer0(source: str, df: pd.DataFrame) -> pd.DataFrame:
     import torch
 
     from homog.extract.plan import encode_texts
-    from homog.metrics import layer_metrics, token_mask
+    from homog.metrics.spectra import layer_metrics, token_mask
     from homog.models import load_model
 
     loaded = load_model(source, device="cpu", attention=False)

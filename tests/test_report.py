@@ -70,7 +70,7 @@ def write_run(layout: Layout, model: str, intervention: str, rng, extra: float) 
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
-    from homog.stats import stats_stage
+    from homog.stats_stage import stats_stage
     from homog.store import load
 
     root = tmp_path_factory.mktemp("report")

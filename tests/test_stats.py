@@ -268,7 +268,7 @@ def _params(interventions=("none", "zero_pos")):
 
 
 def _baselines(root, params):
-    from homog.stats import compute_all
+    from homog.stats_stage import compute_all
 
     logged: list[str] = []
     out = compute_all(params, root, log=logged.append)
@@ -297,7 +297,7 @@ def test_interrupted_re_extract_is_not_paired_with_the_new_run(tmp_path):
 
 
 def test_stats_reads_only_the_interventions_params_name(tmp_path):
-    from homog.stats import compute_all
+    from homog.stats_stage import compute_all
 
     _run_dir(tmp_path, "none", "n1", "k", 64)
     _run_dir(tmp_path, "shuffle_pos", "s1", "k", 64)  # left from params that named it

@@ -27,7 +27,7 @@ def calibrate(fmt: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from homog.calibrate import run_checks
+    from homog.metrics.calibrate import run_checks
 
     checks = run_checks()
     if fmt == "json":

@@ -19,13 +19,8 @@ from __future__ import annotations
 
 from homog.config import ENGINES, INTERVENTIONS, ExtractConfig, RayConfig
 from homog.extract.engines import RUNNERS, extract_runner
+from homog.extract.names import PER_TEXT_METRICS, TOKEN_COUNT
 from homog.lazy import lazy_names
-
-# layer_metrics' per-text token count: one row per text at layer 0 (the metric tokens after
-# truncation). A count, not a curve: stats adjusts contrasts for it and never contrasts it,
-# and the metric lists of curves leave it out (PER_TEXT_METRICS).
-TOKEN_COUNT = "n_tokens"
-PER_TEXT_METRICS = (TOKEN_COUNT,)
 
 # name -> submodule, for the names resolved on first use (they import numpy / torch)
 _LAZY = {

@@ -14,7 +14,7 @@ documented extension point) and loads the model with it. The function
   module for the current batch. The sink calls ``attention_sums``: for each block of
   ``block`` query rows it forms ``softmax(q k^T * scaling + mask)`` (soft-capped when
   configured; causal, padding and sliding-window masks) and reduces it at once to the
-  per-head column sums and row-entropy sums that ``homog.attention.stats_from_sums`` turns
+  per-head column sums and row-entropy sums that ``homog.metrics.attention.stats_from_sums`` turns
   into every attention statistic. At most (heads x block x n) weights exist at a time.
 
 ``choose_implementation`` picks the implementation when a model is loaded: blockwise for the
@@ -236,7 +236,7 @@ def attention_sums(
     when ``softcap`` is set; the mask allows key j for query i when j <= i, j < length and,
     with ``sliding_window`` w, i - j < w (transformers' masks). Returns float32
     ``column_sum`` (B, H, n) = sum_i A_ij and ``entropy_sum`` (B, H) = sum_i H(A_i.) over
-    the real rows i < length, for ``homog.attention.stats_from_sums``.
+    the real rows i < length, for ``homog.metrics.attention.stats_from_sums``.
 
     Each block of rows [i0, i1) sees keys [c0, i1) only (causal; c0 > 0 with a sliding
     window), and is reduced as soon as it exists: with l' = logits - row max, e = exp(l'),

@@ -24,11 +24,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from homog.attention import HEAD_METRICS, TEXT_METRICS
 from homog.config import ExtractConfig
 from homog.errors import HomogError
 from homog.extract.plan import EncodedText, SamplePlan, make_batches, n_tokens, position_ids
-from homog.metrics_sets import hidden_metric_names
+from homog.metrics.attention import HEAD_METRICS, TEXT_METRICS
+from homog.metrics.sets import hidden_metric_names
 
 POOLINGS: tuple[str, ...] = ("mean", "last")
 
@@ -64,7 +64,7 @@ class BatchResult:
     @property
     def names(self) -> list[str]:
         """The metric names of ``metrics`` (``METRIC_NAMES`` for shards that lack them)."""
-        from homog.metrics import METRIC_NAMES
+        from homog.metrics.spectra import METRIC_NAMES
 
         return list(METRIC_NAMES) if self.metric_names is None else self.metric_names.tolist()
 
@@ -225,8 +225,8 @@ class Extractor:
 
     def _attention_sink(self, index: int) -> Callable[..., None]:
         def sink(query: Any, key: Any, **kw: Any) -> None:
-            from homog.attention import check_lengths
             from homog.extract.attn_blockwise import attention_sums, block_rows
+            from homog.metrics.attention import check_lengths
 
             st = self._state
             if st is None:
@@ -259,8 +259,8 @@ class Extractor:
         return hook
 
     def _summarise_hidden(self, st: BatchState, layer: int, hidden: Any) -> None:
-        from homog.metrics import MetricInputError, NonFiniteError, pool
-        from homog.metrics_sets import hidden_metrics, hidden_pending
+        from homog.metrics.sets import hidden_metrics, hidden_pending
+        from homog.metrics.spectra import MetricInputError, NonFiniteError, pool
 
         mask = st.mask.to(hidden.device)
         cfg = self.config
@@ -317,7 +317,7 @@ class Extractor:
     ) -> None:
         """Attention layer ``index``'s statistics from its (B, H, n, n) weights (eager) or
         from ``sums`` = (column_sum, entropy_sum) of ``attention_sums`` (blockwise)."""
-        from homog.attention import attention_stats, stats_from_sums
+        from homog.metrics.attention import attention_stats, stats_from_sums
 
         peers = self.config.peer_metrics
         # the token holding the largest |activation| of the block's input (hidden layer index)
@@ -353,7 +353,7 @@ class Extractor:
     ) -> PendingBatch:
         """``run_batch`` up to the spectra the host may still be solving: the forward has
         run, ``.result()`` waits for them (``run_batches`` runs the next forward first)."""
-        from homog.metrics import token_mask
+        from homog.metrics.spectra import token_mask
 
         lm = self.loaded
         dev = lm.input_device

@@ -1,7 +1,7 @@
 """The host pipeline: a GPU's Gram matrices solved on the CPU while the GPU runs on.
 
 With ``HOMOG_GPU_EIGENSOLVER=host`` each hidden layer's hook stops at
-``homog.metrics_sets.hidden_pending`` (every metric that needs no eigenvalue is done on the
+``homog.metrics.sets.hidden_pending`` (every metric that needs no eigenvalue is done on the
 GPU), copies the rest (the float64 Gram matrices and those metrics) into pinned host memory on
 a side stream, and hands it to ``HostSpectra``: one host thread that solves the layers in the
 order they came (NumPy's LAPACK on all of torch's threads, no_sink sharing all's reduction,
@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from homog.metrics_pending import PendingSpectra
+from homog.metrics.pending import PendingSpectra
 
 BUDGET_BYTES = 8 * 2**30  # host copies waiting to be solved, at most (bounded memory)
 DEFER_BYTES = 2**30  # batched: the layers' matrices solved together, up to this many bytes
@@ -38,7 +38,7 @@ def host_mode(device: Any) -> str:
     ``host`` -> ``pipelined``, ``host-serial`` -> ``serial``, ``batched`` -> ``deferred``
     (``DeviceBatch``); else ``inline`` (the spectra are solved in the hook where the
     matrices are)."""
-    from homog.eigensolver import gpu_eigensolver
+    from homog.metrics.eigensolver import gpu_eigensolver
 
     if torch.device(device).type == "cpu":
         return "inline"
@@ -156,7 +156,7 @@ class DeviceBatch:
         for items in groups.values():
             pendings = [p for *_, p in items]
             if len(pendings[0].grams) == 1:
-                from homog.metrics import _eigenvalues
+                from homog.metrics.spectra import _eigenvalues
 
                 eigs = _eigenvalues(torch.cat([p.grams[0] for p in pendings]), pendings[0].size)
                 parts = eigs.split([len(p.suffixes) for p in pendings])

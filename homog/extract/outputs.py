@@ -19,12 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from homog.attention import HEAD_METRICS, TEXT_METRICS
 from homog.errors import HomogError
-from homog.extract import TOKEN_COUNT
 from homog.extract.hooks import BatchResult
+from homog.extract.names import TOKEN_COUNT
 from homog.extract.plan import EncodedText, RunSpec, SamplePlan
 from homog.io import atomic_path, write_json
+from homog.metrics.attention import HEAD_METRICS, TEXT_METRICS
 
 INT32_COLUMNS = ("layer", "head", "bin", "n", "rank", "position", "feature", "token_id")
 
@@ -166,7 +166,7 @@ def _spectra_frames(
     import pandas as pd
     import torch
 
-    from homog.metrics import MetricInputError, dataset_spectra
+    from homog.metrics.spectra import MetricInputError, dataset_spectra
 
     if len(vecs) >= 2:
         try:

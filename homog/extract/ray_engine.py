@@ -53,6 +53,12 @@ from homog.config import ExtractConfig, RayConfig
 from homog.errors import HomogError
 from homog.extract.hooks import BatchResult, Extractor, compute_shard
 from homog.extract.plan import EncodedText, SamplePlan, extract_inputs, n_tokens, shard_path
+from homog.extract.ray_faults import (  # noqa: F401  (fault_report: its earlier home)
+    ShardLog,
+    alive_nodes,
+    fault_report,
+    start_shard_log,
+)
 from homog.extract.run import PreparedRun, finish_run, prepare_run
 from homog.io import atomic_path, write_json
 from homog.models import ModelFacts, load_for, load_tokenizer
@@ -156,41 +162,6 @@ class ShardWorker:
             "error": np.array(errors, dtype=object),
             "compute_s": np.array(seconds, dtype=np.float64),
         }
-
-
-class ShardLog:
-    """A Ray actor on the driver's node: every shard attempt an actor starts, with its node.
-
-    Two starts of one shard mean it was retried (its actor died: killed, OOM, a lost node).
-    """
-
-    def __init__(self) -> None:
-        self.starts: list[tuple[str, int, str]] = []
-
-    def started(self, intervention: str, shard: int, node: str) -> None:
-        self.starts.append((intervention, shard, node))
-
-    def snapshot(self) -> list[tuple[str, int, str]]:
-        return list(self.starts)
-
-
-def fault_report(
-    starts: Sequence[tuple[str, int, str]], nodes_before: set[str], nodes_after: set[str]
-) -> dict[str, Any]:
-    """What run.json's engine record says about faults (pure): the nodes alive at the start
-    and gone at the end, and the shards started more than once (``"iv/k"``)."""
-    counts: dict[tuple[str, int], int] = {}
-    for iv, k, _ in starts:
-        counts[(iv, k)] = counts.get((iv, k), 0) + 1
-    return {
-        "lost_nodes": sorted(nodes_before - nodes_after),
-        "retried_shards": [f"{iv}/{k}" for (iv, k), n in sorted(counts.items()) if n > 1],
-        "shard_attempts": len(starts),
-    }
-
-
-def _alive_nodes(ray: Any) -> dict[str, dict[str, float]]:
-    return {n["NodeID"]: n["Resources"] for n in ray.nodes() if n.get("Alive")}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -377,10 +348,10 @@ def run_job(
         ray.init(address=address, runtime_env=ray_config.runtime_env, **extra)
     try:
         cluster = ray.cluster_resources()
-        alive = _alive_nodes(ray)
+        alive = alive_nodes(ray)
         nodes = list(alive.values())
         res = actor_resources(job.config, ray_config, nodes, max(1, len(job.pending)))
-        shard_log = _start_shard_log(ray) if job.pending else None
+        shard_log = start_shard_log(ray) if job.pending else None
         info.update(
             ray_version=ray.__version__,
             actors=res["actors"] if job.pending else 0,
@@ -432,7 +403,7 @@ def run_job(
                             "the shards written so far are kept: re-run to resume"
                         ) from exc
                     res = actor_resources(
-                        job.config, ray_config, list(_alive_nodes(ray).values()), len(todo)
+                        job.config, ray_config, list(alive_nodes(ray).values()), len(todo)
                     )
                     log(
                         f"ray: {type(exc).__name__} (a lost node or actor); computing the "
@@ -442,7 +413,7 @@ def run_job(
         info["pool_restarts"] = restarts
         if shard_log is not None:
             faults = fault_report(
-                ray.get(shard_log.snapshot.remote()), set(alive), set(_alive_nodes(ray))
+                ray.get(shard_log.snapshot.remote()), set(alive), set(alive_nodes(ray))
             )
             info.update(faults, duplicate_results=duplicates)
             if faults["lost_nodes"] or faults["retried_shards"]:
@@ -462,21 +433,6 @@ def run_job(
         if started:
             ray.shutdown()
     return info
-
-
-def _start_shard_log(ray: Any) -> Any:
-    """A ShardLog actor pinned to the driver's node (which outlives the worker nodes)."""
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    here = ray.get_runtime_context().get_node_id()
-    return (
-        ray.remote(ShardLog)
-        .options(
-            num_cpus=0,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=False),
-        )
-        .remote()
-    )
 
 
 def _facts(worker: type, kwargs: dict[str, Any]) -> str:

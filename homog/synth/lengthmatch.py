@@ -38,7 +38,7 @@ from homog.synth.keyphrase import edges
 from homog.synth.rephrase import TARGETS
 
 if TYPE_CHECKING:
-    from homog.synth.stage import Sentences, Variants
+    from homog.synth.variants import Sentences, Variants
 
 EDGE_WORDS = 2
 WINDOW = 40  # characters of the review on each side of a sentence when its rewrites are measured
@@ -98,7 +98,7 @@ def enforce(
     revert restores the count; all of them when none does). Reverted rewrites get the status
     ``length_mismatch`` in ``variants.rewrites``. Returns {"texts": texts fixed, "rewrites":
     rewrites reverted}."""
-    from homog.synth.stage import assemble
+    from homog.synth.variants import assemble
 
     table = variants.table
     originals = table[table["variant"] == "original"].set_index("sample_id")["text"]

@@ -23,7 +23,7 @@ from homog.synth.rephrase import TARGETS
 from homog.synth.selection import VARIANTS
 
 if TYPE_CHECKING:
-    from homog.synth.stage import Variants
+    from homog.synth.variants import Variants
 
 EDGE_WORDS = 2
 MOVE = 0.2

@@ -31,11 +31,9 @@ sentences, then over texts; ``manipulation``: ``homog.synth.position_report``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from homog.config import KeyphraseConfig, Params, as_params
@@ -51,7 +49,6 @@ from homog.synth.keyphrase import (
     KeyphraseExtractor,
     edges,
     extractor_from_config,
-    relative_position,
     split_sentences,
 )
 from homog.synth.position import family_names
@@ -68,6 +65,7 @@ from homog.synth.selection import (
 )
 from homog.synth.timing import Phases
 from homog.synth.tokens import model_tokenizers, token_budgets
+from homog.synth.variants import Sentences, Variants, assemble, mean_position  # noqa: F401  (their earlier home)
 
 TEXT_COLUMNS = ["dataset", "variant", "sample_id", "text", "label", "keyphrase", "bertscore_f1",
                 "key_index", "key_position"]  # fmt: skip
@@ -76,48 +74,6 @@ LAYOUT = Layout()  # the paths of a project run from its root (the CLI's default
 # file names inside the synth directory (``Layout.texts`` / ``Layout.synth_report``)
 TEXTS_FILE = LAYOUT.texts.name
 REPORT_FILE = LAYOUT.synth_report.name
-
-
-@dataclass
-class Sentences:
-    """A text's sentences: spans, key phrase (None when there is none) per sentence."""
-
-    text: str
-    spans: list[tuple[int, int]]
-    phrases: list[str | None]
-    options: list[list[str]] = field(default_factory=list)  # the extractor's, per sentence
-
-    def sentence(self, i: int) -> str:
-        a, b = self.spans[i]
-        return self.text[a:b]
-
-    def extracted(self, i: int) -> list[str]:
-        """The extractor's phrases for sentence i (none when they were not kept)."""
-        return self.options[i] if i < len(self.options) else []
-
-    @property
-    def keyed(self) -> list[int]:
-        return [i for i, p in enumerate(self.phrases) if p]
-
-
-@dataclass
-class Variants:
-    """Every variant of the corpus (long DataFrame) plus sentence counts per status."""
-
-    table: pd.DataFrame
-    sentences: int
-    keyed_sentences: int
-    status: dict[str, dict[str, int]] = field(default_factory=dict)
-    # one row per (keyed sentence, target): sample_id, variant, sentence, phrase, original,
-    # text, status, kinds, fluency (see ``homog.synth.report``)
-    rewrites: pd.DataFrame | None = None
-    docs: dict[Any, Sentences] = field(default_factory=dict)  # sample_id -> its sentences
-    # variant -> sample_id -> {sentence index: rewritten sentence} (what ``table`` assembles)
-    edits: dict[str, dict[Any, dict[int, str]]] = field(default_factory=dict)
-    # where the chosen key phrases came from ("extractor", "noun_chunk"), and the second
-    # phrase tried for sentences whose rewrites failed the fluency check ("tried", "changed")
-    keyphrase_sources: dict[str, int] = field(default_factory=dict)
-    phrase_retries: dict[str, int] = field(default_factory=dict)
 
 
 def rebuild(variants: Variants, variant: str, sample_id: Any) -> None:
@@ -199,26 +155,6 @@ def retry_phrases(
                 per_target[t][j] = second[t][n]
             changed += 1
     return {"tried": len(keys), "changed": changed}
-
-
-def assemble(doc: Sentences, rewrites: dict[int, str]) -> str:
-    """The text with sentence i replaced by ``rewrites[i]``; everything between kept (pure)."""
-    out, last = [], 0
-    for i, (a, b) in enumerate(doc.spans):
-        out.append(doc.text[last:a])
-        out.append(rewrites.get(i, doc.text[a:b]))
-        last = b
-    out.append(doc.text[last:])
-    return "".join(out)
-
-
-def mean_position(doc: Sentences, rewrites: dict[int, str]) -> float:
-    """Mean relative position of the key phrases over the text's keyed sentences (NaN if none)."""
-    pos = [
-        relative_position(rewrites.get(i, doc.sentence(i)), doc.phrases[i] or "") for i in doc.keyed
-    ]
-    vals = [p for p in pos if p is not None]
-    return float(np.mean(vals)) if vals else float("nan")
 
 
 def build_variants(

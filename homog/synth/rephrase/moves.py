@@ -44,6 +44,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from homog.synth.rephrase.adverbials import (  # noqa: F401  (re-exported: their earlier home)
+    MAX_SLOT_TOKENS,
+    NO_MOVE_ADVERBS,
+    PREPOSITIONS,
+    SELECTED,
+    SUBORDINATORS,
+    TIME_WORDS,
+)
+from homog.synth.rephrase.adverbials import is_adverbial as _is_adverbial
 from homog.synth.rephrase.clauses import (
     Clause,
     Item,
@@ -53,10 +62,8 @@ from homog.synth.rephrase.clauses import (
     is_past,
     is_plural,
     read_clause,
-    slot_tokens,
     subject_index,
 )
-from homog.synth.rephrase.lexicon import FRONTABLE_PREPOSITIONS, SELECTED_BY
 from homog.synth.rephrase.nounphrases import NP_SLOTS, np_moves
 from homog.synth.rephrase.predicates import predicate_moves
 from homog.synth.rephrase.shifts import (
@@ -67,32 +74,12 @@ from homog.synth.rephrase.shifts import (
     with_conjunct_swaps,
 )
 
-SUBORDINATORS = frozenset(
-    "because although though while when whenever if since after before until unless as once "
-    "whereas whilst even".split()
-)
-PREPOSITIONS = frozenset(p for p in FRONTABLE_PREPOSITIONS if " " not in p) | frozenset(
-    "through across among over under near around throughout within".split()
-)
-TIME_WORDS = frozenset(
-    "today yesterday tonight recently nowadays later afterwards eventually finally however "
-    "overall sometimes occasionally again once".split()
-)
-NO_MOVE_ADVERBS = frozenset(
-    "not never also just only even really very so too still yet already always almost quite "
-    "rather simply actually probably certainly definitely surely obviously clearly merely "
-    "hardly barely nearly truly".split()
-)
 SUBJ_TO_OBJ = {"i": "me", "he": "him", "she": "her", "we": "us", "they": "them", "who": "whom"}
 OBJ_TO_SUBJ = {v: k for k, v in SUBJ_TO_OBJ.items() if k != "who"}
 DATIVE_TO = frozenset(
     "give show send offer hand tell teach lend sell bring owe promise pay".split()
 )
 DATIVE_FOR = frozenset("buy make get find build cook".split())
-MAX_SLOT_TOKENS = 14
-# verbs whose prepositional complement cannot open the sentence ("looking for a film"); the
-# rule rephraser's list, less "shot"/"filmed in" (a place or time, which can)
-SELECTED = {p: frozenset(v.split()) - {"shot", "filmed"} for p, v in SELECTED_BY.items()}
 # verbs before a to-infinitive that add no event of their own, so an adverbial of the
 # infinitive may open the whole clause ("I had to see it in daylight" -> "In daylight, I had
 # to see it"); "want", "try", "decide" are out (the adverbial would change what is wanted)
@@ -121,42 +108,6 @@ class Candidate:
 
     items: tuple[Item, ...]
     kinds: tuple[str, ...]
-
-
-# ---------------------------------------------------------------------------------------------
-# what may move
-
-
-def _is_adverbial(doc: Any, cl: Clause, k: int) -> bool:
-    """May slot k of ``cl`` move to the other edge of its clause?"""
-    dep, top, slot = cl.deps[k], doc[cl.tops[k]], cl.slots[k]
-    head = doc[cl.head]
-    if len(slot) > MAX_SLOT_TOKENS or any(
-        t.text in ('"', "(", ")") for t in slot_tokens(doc, slot)
-    ):
-        return False
-    if dep == "advcl":
-        marks = [c.lower_ for c in top.children if c.dep_ == "mark"]
-        if marks:
-            return marks[0] in SUBORDINATORS
-        return top.tag_ in ("VBG", "VBN") and top.i > head.i or top.i < head.i
-    if dep == "prep":
-        if top.lower_ not in PREPOSITIONS or not any(c.dep_ == "pobj" for c in top.children):
-            return False
-        if head.lemma_ == "be" or head.lower_ in SELECTED.get(top.lower_, frozenset()):
-            return False
-        # a clause-final PP right after an object may modify the object; only short objects
-        return len(slot) >= 2
-    if dep in ("npadvmod", "tmod"):
-        return len(slot) <= 4 and any(
-            t.ent_type_ in ("DATE", "TIME") for t in slot_tokens(doc, slot)
-        )
-    if dep == "advmod":
-        low = top.lower_
-        if len(slot) > 3 or low in NO_MOVE_ADVERBS or head.lemma_ == "be":
-            return False
-        return low in TIME_WORDS or (low.endswith("ly") and len(low) >= 5 and top.tag_ == "RB")
-    return False
 
 
 # ---------------------------------------------------------------------------------------------

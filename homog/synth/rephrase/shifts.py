@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from homog.synth.rephrase.adverbials import NO_MOVE_ADVERBS
+from homog.synth.rephrase.adverbials import is_adverbial as _is_adverbial
 from homog.synth.rephrase.clauses import Clause, Item, Seg, subject_index
 
 CONJUNCT_POS = frozenset({"NOUN", "PROPN", "ADJ"})
@@ -82,8 +84,6 @@ def expand(items: tuple[Item, ...], kinds: tuple[str, ...]) -> list[tuple[tuple,
 
 def shift_moves(doc: Any, cl: Clause) -> list[tuple[list[Seg], str]]:
     """``adjunct_swap`` and ``adverb_shift`` variants of a clause (module docstring)."""
-    from homog.synth.rephrase.moves import NO_MOVE_ADVERBS, _is_adverbial
-
     out: list[tuple[list[Seg], str]] = []
     deps, slots = cl.deps, cl.slots
     h = deps.index("HEAD")

@@ -7,7 +7,8 @@ For one text at one layer, X is the (n x d) matrix of its token vectors (padding
 The singular values sigma of X come from the eigenvalues of the smaller Gram matrix
 (X X^T when n <= d, else X^T X) via a symmetric eigensolver: sigma_i^2 = lambda_i. Padding
 rows are zeroed, so they add only zero eigenvalues and drop out of every formula. Which solver
-runs where (``HOMOG_CPU_EIGENSOLVER``, ``HOMOG_GPU_EIGENSOLVER``) is ``homog.eigensolver``'s.
+runs where (``HOMOG_CPU_EIGENSOLVER``, ``HOMOG_GPU_EIGENSOLVER``) is
+``homog.metrics.eigensolver``'s.
 
 Metric definitions (docs/design.md; names are a public contract):
 
@@ -41,7 +42,7 @@ import math
 import torch
 from torch import Tensor
 
-from homog.eigensolver import (  # noqa: F401  (the private names: tests and benches read them here)
+from homog.metrics.eigensolver import (  # noqa: F401  (the private names: tests and benches read them here)
     _blas,
     _on_host,
     _spectra_with_minor_numpy,
@@ -51,7 +52,8 @@ from homog.eigensolver import (  # noqa: F401  (the private names: tests and ben
     gpu_eigensolver,
     minor_spectra_supported,
 )
-from homog.eigensolver import eigvalsh as _eigvalsh  # noqa: F401  (its earlier name)
+from homog.metrics.eigensolver import eigvalsh as _eigvalsh  # noqa: F401  (its earlier name)
+from homog.metrics.errors import MetricInputError, NonFiniteError
 
 METRIC_NAMES: tuple[str, ...] = (
     "erank",
@@ -64,21 +66,6 @@ METRIC_NAMES: tuple[str, ...] = (
 )
 SPECTRAL_METRICS: tuple[str, ...] = ("erank", "mev", "schatten_1", "schatten_4")
 DATASET_METRICS: tuple[str, ...] = ("rankme", "alpha_req", "alpha_req_r2")
-
-
-class MetricInputError(ValueError):
-    """Inputs that cannot give a meaningful metric (shape mismatch, empty text)."""
-
-
-class NonFiniteError(MetricInputError):
-    """NaN or inf in the hidden states at valid (unmasked) positions.
-
-    ``indices`` lists the leading-dimension index tuples (e.g. (text, layer)) that hold them.
-    """
-
-    def __init__(self, message: str, indices: list[tuple[int, ...]]):
-        super().__init__(message)
-        self.indices = indices
 
 
 def token_mask(
@@ -165,7 +152,7 @@ def eigenvalues_with_minor(gram: Tensor, minor: Tensor, size: int) -> tuple[Tens
     """(eigenvalues of ``gram`` (..., n, n), eigenvalues of its minor without row and column
     ``minor`` (...,): n values with a 0 for the removed row, all 0 where ``minor < 0``), both
     as ``_eigenvalues`` gives them, from one reduction per matrix
-    (``homog.eigensolver.eigvalsh_with_minor``). Needs ``minor_spectra_supported(gram)``."""
+    (``homog.metrics.eigensolver.eigvalsh_with_minor``). Needs ``minor_spectra_supported(gram)``."""
     both = eigvalsh_with_minor(gram, minor)
     return _clean(both[..., 0, :], size), _clean(both[..., 1, :], size)
 
@@ -264,7 +251,7 @@ def layer_metrics(hidden: Tensor, mask: Tensor, *, center: bool = False) -> dict
     mask: bool, broadcastable to (..., n); True marks tokens that count.
     Returns {metric: float64 tensor of shape hidden.shape[:-2]} on hidden's device.
     Raises MetricInputError / NonFiniteError as described in the module docstring.
-    (``homog.metrics_sets.hidden_metrics`` adds the token sets and the peers' metrics.)
+    (``homog.metrics.sets.hidden_metrics`` adds the token sets and the peers' metrics.)
     """
     mask, x, gram, sq_norms = _prepare(hidden, mask)
     n, d = hidden.shape[-2:]

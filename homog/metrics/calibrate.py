@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from homog.metrics import METRIC_NAMES, layer_metrics
+from homog.metrics.spectra import METRIC_NAMES, layer_metrics
 
 # Direction in which each metric moves as representations collapse (+1 up, -1 down).
 COLLAPSE_DIRECTION = {
@@ -180,7 +180,7 @@ def check_massive_token(n: int = 64, d: int = 64, seed: int = 0, at: int = 20) -
     """Diverse data in which one token (not the first) has 100x its norm, as a massive
     activation gives: ``erank`` (all) reads collapse, ``erank__no_sink`` (the token removed
     by the norm rule, the first token by the first-token rule) and ``mean_cosine`` do not."""
-    from homog.metrics_sets import hidden_metrics
+    from homog.metrics.sets import hidden_metrics
 
     gen = torch.Generator().manual_seed(seed)
     clean = torch.randn(n, d, dtype=torch.float64, generator=gen) + 0.2

@@ -6,7 +6,7 @@ values for an even count), ``act_ratio`` their ratio (NaN when the median is 0),
 ``act_top1_pos`` the sequence position (0-based, special tokens counted) and
 ``act_top1_feature`` the feature index of the largest one. ``massive_activations`` also gives
 the top ``TOP_K`` (position, feature, value) for the run's ``massive_activations`` table.
-``homog.metrics_sets.hidden_metrics`` adds them to the layer metrics.
+``homog.metrics.sets.hidden_metrics`` adds them to the layer metrics.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 batch is split over threads, and one reduction for a matrix and one of its minors.
 
 On a GPU the solver is cuSOLVER's batched ``cusolverDnXsyevBatched``
-(``homog.eigensolver_gpu``; ``HOMOG_GPU_EIGENSOLVER=batched``, the default), torch's
+(``homog.metrics.eigensolver_gpu``; ``HOMOG_GPU_EIGENSOLVER=batched``, the default), torch's
 ``eigvalsh`` (``device``: one ``syevd`` per matrix) or the host's solver on copies (``host``,
 ``host-serial``; the extractor then solves them beside the next batch's forward,
 ``homog.extract.host_spectra``). On the CPU it is NumPy's (OpenBLAS's LAPACK ``syevd``), which
@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 import torch
 from torch import Tensor
+
+from homog.metrics.errors import MetricInputError
 
 
 def _eigvalsh_one_thread(gram: Tensor) -> Tensor:
@@ -62,8 +64,6 @@ def _setting(variable: str, choices: tuple[str, ...]) -> str:
     of ``choices``). MetricInputError naming the variable when it is none of them."""
     name = os.environ.get(variable, "").strip().lower() or choices[0]
     if name not in choices:
-        from homog.metrics import MetricInputError  # (homog.metrics imports this module)
-
         others = " or ".join(repr(c) for c in choices[1:])
         raise MetricInputError(f"{variable}={name!r}: use {choices[0]!r} (the default) or {others}")
     return name
@@ -82,7 +82,7 @@ def gpu_eigensolver() -> str:
     """Where the eigenvalues of a GPU's Gram matrices are solved, from HOMOG_GPU_EIGENSOLVER:
 
     - ``batched`` (default): one ``cusolverDnXsyevBatched`` call per batch of matrices
-      (``homog.eigensolver_gpu``); where cuSOLVER lacks it, ``device`` after one warning;
+      (``homog.metrics.eigensolver_gpu``); where cuSOLVER lacks it, ``device`` after one warning;
     - ``device``: torch's ``eigvalsh`` (cuSOLVER ``syevd``, one matrix at a time: about
       4.5 ms per 512 x 512 matrix on an H100);
     - ``host``: copied to the CPU and solved there as on a CPU run (NumPy's LAPACK on all of
@@ -107,7 +107,7 @@ def _device_eigvalsh(gram: Tensor) -> Tensor:
         and gpu_eigensolver() == "batched"
         and gram.device.type == "cuda"
     ):
-        from homog import eigensolver_gpu
+        from homog.metrics import eigensolver_gpu
 
         if eigensolver_gpu.batched_available():
             return eigensolver_gpu.eigvalsh_batched(gram)

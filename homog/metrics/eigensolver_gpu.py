@@ -10,7 +10,7 @@ in float64, on torch's current stream, through one of two bindings:
 - without it, ``ctypes`` on the ``libcusolver`` that torch itself loaded (the same library).
 
 Where neither gives the function (cuSOLVER older than 11.7.1, a ROCm or CPU build of torch),
-``batched_available`` is False and the caller (``homog.eigensolver``) falls back to torch's
+``batched_available`` is False and the caller (``homog.metrics.eigensolver``) falls back to torch's
 ``eigvalsh`` after ONE warning (``fallback_message``). A matrix cuSOLVER reports as not
 converged (``info`` > 0) is solved again by torch's ``eigvalsh``.
 """

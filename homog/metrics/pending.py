@@ -1,7 +1,7 @@
 """``hidden_metrics``' last step, apart: the spectra of the Gram matrices and the metrics
 that follow from them.
 
-``homog.metrics_sets.hidden_pending`` computes every metric that needs no eigenvalue and
+``homog.metrics.sets.hidden_pending`` computes every metric that needs no eigenvalue and
 returns a ``PendingSpectra`` holding the Gram matrices still to solve;
 ``PendingSpectra.finish(PendingSpectra.solve())`` completes it where its tensors are. On a GPU
 with ``HOMOG_GPU_EIGENSOLVER=host`` the extractor copies it to the host and completes it there
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from homog.metrics import _eigenvalues, eigenvalues_with_minor, spectral_metrics
+from homog.metrics.spectra import _eigenvalues, eigenvalues_with_minor, spectral_metrics
 
 
 def renyi_entropy(eig: Tensor, alpha: float) -> Tensor:

@@ -38,7 +38,7 @@ The peers' metrics, per set (``PEER_METRICS``):
   is a duplicate (squared distance <= 1e-10 of their squared norm, e.g. a repeated word at
   the embedding layer) are left out of N. NaN when n_eff < 2.
 
-Massive activations (``act_*``, with ``peers``) come from ``homog.metrics_massive``.
+Massive activations (``act_*``, with ``peers``) come from ``homog.metrics.massive``.
 """
 
 from __future__ import annotations
@@ -48,24 +48,24 @@ import math
 import torch
 from torch import Tensor
 
-from homog.metrics import (
+from homog.metrics.massive import (  # noqa: F401  (re-exported: homog.metrics.sets' names)
+    MASSIVE_METRICS,
+    TOP_K,
+    massive_activations,
+    median_of_valid,
+)
+from homog.metrics.pending import (
+    PendingSpectra,
+    renyi_entropy,  # noqa: F401  (re-exported: its earlier home)
+    sharing_inputs,
+)
+from homog.metrics.spectra import (
     METRIC_NAMES,
     _direction_metrics,
     _gram,
     _prepare,
     _spectral_gram,
     minor_spectra_supported,
-)
-from homog.metrics_massive import (  # noqa: F401  (re-exported: homog.metrics_sets' names)
-    MASSIVE_METRICS,
-    TOP_K,
-    massive_activations,
-    median_of_valid,
-)
-from homog.metrics_pending import (
-    PendingSpectra,
-    renyi_entropy,  # noqa: F401  (re-exported: its earlier home)
-    sharing_inputs,
 )
 
 TOKEN_SETS: tuple[str, ...] = ("no_sink", "standardized")
