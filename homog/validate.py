@@ -139,6 +139,18 @@ def env_flag(name: str) -> bool:
     )
 
 
+def env_choice(name: str, choices: tuple[str, ...]) -> str:
+    """The environment variable ``name`` as one of ``choices`` (trimmed, lower case; unset or
+    empty: the first); anything else is a HomogError naming it and the choices."""
+    raw = os.environ.get(name, "")
+    value = raw.strip().lower() or choices[0]
+    if value not in choices:
+        raise HomogError(
+            f"environment variable {name}={raw!r}: use one of {', '.join(choices)}, or unset it"
+        )
+    return value
+
+
 # ---------------------------------------------------------------------------------------------
 # YAML without duplicate keys
 

@@ -218,8 +218,11 @@ def write_contrasts(root: Path, run_ids: list[str]) -> None:
         for v in ("front", "end", "control")
         for layer in range(5)
     ]
-    cols = [c for c, _ in TABLES["contrasts"].columns]
-    pd.DataFrame(rows, columns=cols).to_parquet(d / "contrasts.parquet")
+    cols = TABLES["contrasts"].columns
+    frame = pd.DataFrame(rows, columns=[c for c, _ in cols[:13]])
+    for c, kind in cols[13:]:  # the length adjustment's and equivalence test's columns
+        frame[c] = False if kind == "BOOLEAN" else float("nan")
+    frame.to_parquet(d / "contrasts.parquet")
 
 
 def test_loads_are_idempotent_when_a_model_left_models(tmp_path):

@@ -284,9 +284,11 @@ def test_ray_config_and_engine_choice():
     with pytest.raises(HomogError, match="ray.actors"):
         as_params({"ray": {"actors": 0}})
     assert set(RUNNERS) == set(ENGINES)  # the registry serves every engine the config allows
-    assert extract_runner({"extract": {"engine": "local"}}) is run_extract
-    assert extract_runner({}).__name__ == "run_extract"  # local is the default
+    # each runner comes wrapped in the intervention_variants split (homog.extract.engines)
+    assert extract_runner({"extract": {"engine": "local"}}).__wrapped__ is run_extract
+    assert extract_runner({}).__wrapped__ is run_extract  # local is the default
     ray_runner = extract_runner({"extract": {"engine": "local"}, "ray": {"actors": 2}}, "ray")
+    ray_runner = ray_runner.__wrapped__
     assert ray_runner.func is run_extract_ray and ray_runner.keywords["ray_config"].actors == 2
     with pytest.raises(HomogError, match="unknown extract engine 'spark'"):
         extract_runner({}, "spark")

@@ -144,7 +144,10 @@ def _binding() -> Any:
     names one to use alone), with a probe on a 2 x 2 matrix; Unavailable naming why not."""
     if not torch.cuda.is_available() or torch.version.cuda is None:
         raise Unavailable("torch has no CUDA device here")
-    wanted = os.environ.get("HOMOG_CUSOLVER_BINDING", "").strip().lower()
+    from homog.validate import env_choice
+
+    wanted = env_choice("HOMOG_CUSOLVER_BINDING", ("any", *BINDINGS))
+    wanted = "" if wanted == "any" else wanted
     reasons = []
     for name, cls in BINDINGS.items():
         if wanted and name != wanted:
