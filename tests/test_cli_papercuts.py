@@ -310,10 +310,12 @@ def test_diff_matches_an_independent_computation(demo_db_factory, tmp_path, monk
         assert r["p_value"] == pytest.approx(p)
         assert r["ci_low"] <= r["mean_diff"] <= r["ci_high"]
     bands = {r["band"]: r for r in rows if r["band"] is not None}
-    q = round(len(layers) / 4)
-    late = d[-q:].mean(axis=0)
-    assert bands["late"]["mean_diff"] == pytest.approx(late.mean())
-    assert set(bands) == {"early", "middle", "late"}
+    # layer 0 and the final layer are rows of their own; the bands split the layers between
+    inner = d[1:-1] if layers[0] == 0 else d[:-1]
+    q = max(1, round(len(inner) / 4))
+    assert bands["late"]["mean_diff"] == pytest.approx(inner[-q:].mean(axis=0).mean())
+    assert bands["final"]["mean_diff"] == pytest.approx(d[-1].mean())
+    assert set(bands) == {"layer0", "early", "middle", "late", "final"}
     table = invoke("diff", "demo000003", "demo000000", "--db", db, "--metric", "erank").output
     assert "8 shared texts" in table and "late" in table
 
@@ -325,7 +327,7 @@ def test_report_reads_the_synth_report_beside_params(tmp_path, monkeypatch, writ
 
     seen = {}
 
-    def fake_build(db, out, *, fmt, params, synth_report):
+    def fake_build(db, out, *, fmt, params, synth_report, **_):
         seen.update(db=db, synth=synth_report, params=params)
         return Path(out)
 
@@ -349,7 +351,7 @@ def test_report_db_without_params_yaml_reaches_the_builder(tmp_path, monkeypatch
     monkeypatch.setattr(
         homog.report,
         "build_report",
-        lambda db, out, *, fmt, params, synth_report: (
+        lambda db, out, *, fmt, params, synth_report, **_: (
             seen.update(db=db, params=params, synth=synth_report) or Path(out)
         ),
     )

@@ -78,11 +78,12 @@ def undocumented_cli(page: str) -> list[str]:
             continue
         for param in cmd.params:
             if isinstance(param, click.Option):
-                names = [*param.opts, *param.secondary_opts]
                 if param.hidden:
                     continue
+                hidden = set(getattr(param, "hidden_aliases", ()))  # old spellings, not shown
+                names = [n for n in (*param.opts, *param.secondary_opts) if n not in hidden]
             else:
-                names = [param.human_readable_name.upper()]
+                names = [param.human_readable_name.upper().strip("[].")]  # "[DB]" -> DB
             missing += [f"{path} {n}" for n in names if not re.search(rf"{re.escape(n)}\b", text)]
     return missing
 
