@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 from conftest import project_params
+from test_parse_rephraser import rewrites
 
 from homog.config import as_params
 from homog.errors import HomogError
@@ -18,8 +19,6 @@ from homog.synth.lengthmatch import (
     kind_mix,
     sentence_spans,
 )
-from homog.synth.rephrase.clauses import analyse, render
-from homog.synth.rephrase.moves import candidates
 from homog.synth.rephrase.parse import ParseRephraser, load_parser
 from homog.synth.rephrase.shifts import OptionalComma, expand
 from homog.synth.salience import Salience
@@ -43,17 +42,6 @@ def tokenizers():
 @pytest.fixture(scope="module")
 def lf(tokenizers) -> LengthFilter:
     return LengthFilter(tokenizers)
-
-
-def rewrites(nlp, sentence: str) -> dict[str, set[str]]:
-    """kinds ('+'-joined) -> rendered rewrites of ``sentence``."""
-    doc = nlp(sentence)
-    sent = analyse(doc)
-    assert sent is not None, sentence
-    out: dict[str, set[str]] = {}
-    for c in candidates(doc, sent, set()):
-        out.setdefault("+".join(c.kinds), set()).add(render(doc, c.items))
-    return out
 
 
 def counts(tokenizers, text: str) -> tuple[int, ...]:
