@@ -5,6 +5,7 @@ Pure plotting over rows from :mod:`homog.store.query`; no database access here.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -104,7 +105,7 @@ def layer_curves_figure(
         fig, axes = plt.subplots(
             nrows, ncols, figsize=(max(4.2, 3.4 * ncols), 2.8 * nrows), squeeze=False, sharey=False
         )
-        extra = iter(EXTRA_COLORS * 4)
+        extra = itertools.cycle(EXTRA_COLORS)
         colors = dict(VARIANT_COLORS)
         for ax, model in zip(axes.flat, models, strict=False):
             mrows = [r for r in rows if r["model"] == model]
@@ -119,7 +120,9 @@ def layer_curves_figure(
                 mean = np.array([np.nan if r["mean"] is None else r["mean"] for r in pts])
                 lo = np.array([np.nan if r["ci_low"] is None else r["ci_low"] for r in pts])
                 hi = np.array([np.nan if r["ci_high"] is None else r["ci_high"] for r in pts])
-                color = colors.setdefault(variant, next(extra))
+                if variant not in colors:  # a colour of its own for a variant not named above
+                    colors[variant] = next(extra)
+                color = colors[variant]
                 style = INTERVENTION_STYLES.get(intervention, "-.")
                 label = variant if intervention == "none" else f"{variant} ({intervention})"
                 ax.plot(xs, mean, style, color=color, lw=1.4, label=label)

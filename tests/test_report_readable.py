@@ -588,3 +588,23 @@ def test_provenance_reads_git_dvc_lock_and_params(tmp_path):
     visible, details = provenance_sections(prov, pd.DataFrame())
     assert f"{head.strip()} (clean)" in visible.paragraphs[0]
     assert details.collapsed and any(t.caption == "dvc.lock" for t in details.tables)
+
+
+def test_layer_curves_colour_every_variant_of_many_runs(monkeypatch, tmp_path):
+    """The study's case: 8 variants and an extra one in two runs of two models (the colour
+    list of unnamed variants ran out and the report stopped with StopIteration)."""
+    import homog.plot as plot
+
+    captured = []
+    monkeypatch.setattr(plot, "_save", lambda fig, out: captured.append(fig) or Path(out))
+    variants = [*plot.VARIANT_COLORS, "key_p25", "key_p75"]
+    rows = [
+        {"model": model, "run_id": f"{model}-{iv}", "intervention": iv, "variant": v,
+         "layer": layer, "mean": 1.0 + layer, "ci_low": 0.5 + layer, "ci_high": 1.5 + layer}
+        for model in ("m1", "m2") for iv in ("none", "zero_pos") for v in variants
+        for layer in range(4)
+    ]  # fmt: skip
+    plot.layer_curves_figure(rows, "erank", tmp_path / "c.png")
+    lines = {ln.get_label(): ln.get_color() for ln in captured[0].axes[0].get_lines()}
+    assert lines["key_p25"] != lines["key_p75"]
+    assert lines["front"] == plot.VARIANT_COLORS["front"]
