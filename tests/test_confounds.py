@@ -337,3 +337,23 @@ def test_stats_params_are_checked():
             as_params({"stats": {"sesoi": bad}})
     with pytest.raises(HomogError, match="stats.mixed_metrics"):
         as_params({"stats": {"mixed_metrics": "erank"}})
+
+
+def test_rounding_at_layer_0_is_not_a_lexical_confound():
+    """A reordering of the same tokens moves layer 0 by ~1e-14 (float64 rounding), whose signs
+    can agree across texts; that must not mark the contrast, a real difference must."""
+    from homog.report.claims import Claim, lexical
+
+    def row(layer0_effect: float) -> Claim:
+        return Claim(model="m", claim="5b", statement="s", metric="erank", comparison="a - b",
+                     scope="late", effect=0.1, ci_low=0.0, ci_high=0.2, p_holm=0.5, n=50,
+                     verdict="inconclusive", baseline_mean=40.0, layer0_effect=layer0_effect,
+                     layer0_p=0.001)  # fmt: skip
+
+    rows = [row(2.5e-14), row(-3e-12), row(0.05), row(-0.4)]
+    lexical(rows, alpha=0.05)
+    assert [r.lexical_confound for r in rows] == [False, False, True, True]
+    high_p = row(0.4)
+    high_p.layer0_p = 0.3
+    lexical([high_p], alpha=0.05)
+    assert not high_p.lexical_confound

@@ -21,8 +21,9 @@ original's metric). Verdicts at ``alpha``:
 
 Beside each verdict: ``lexical_confound`` is true when the same contrast differs at layer 0
 (the position-free token embeddings; raw paired test p < alpha, not corrected, so the mark
-errs towards caution), and ``rel_layer0_*`` is the band's difference minus the layer-0
-difference per text (what the layers add on top of the lexical difference).
+errs towards caution; a difference within rounding, 1e-9 of the original's level, never
+counts), and ``rel_layer0_*`` is the band's difference minus the layer-0 difference per text
+(what the layers add on top of the lexical difference).
 
 Claims (arXiv 2508.17126), per model, on the unchanged run (intervention ``none``) unless
 said otherwise, each at layer 0, the early / middle / late bands of the layers between, and
@@ -363,7 +364,16 @@ def claims_table(
     return frame.sort_values(["model", "_o", "claim"], kind="stable").drop(columns="_o")
 
 
+# A layer-0 difference below this share of the original's level is rounding, not words: a
+# reordering of the same tokens (the key_* family, zero_pos) gives differences of ~1e-14 whose
+# signs can agree across texts, and a paired test then calls them significant.
+NUMERIC_TOLERANCE = 1e-9
+
+
 def lexical(rows: list[Claim], alpha: float) -> None:
-    """Set ``lexical_confound``: the contrast's layer-0 difference has p < alpha."""
+    """Set ``lexical_confound``: the contrast's layer-0 difference has p < alpha and is larger
+    than rounding (``NUMERIC_TOLERANCE`` times the original's mean, at least 1)."""
     for r in rows:
-        r.lexical_confound = bool(math.isfinite(r.layer0_p) and r.layer0_p < alpha)
+        scale = abs(r.baseline_mean) if math.isfinite(r.baseline_mean) else 1.0
+        real = abs(r.layer0_effect) > NUMERIC_TOLERANCE * max(1.0, scale)
+        r.lexical_confound = bool(math.isfinite(r.layer0_p) and r.layer0_p < alpha and real)
