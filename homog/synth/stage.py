@@ -165,12 +165,14 @@ def build_variants(
     candidates: int = KeyphraseConfig.candidates,
     show_progress: bool = True,
     phases: Phases | None = None,
+    salience: Salience | None = None,
 ) -> Variants:
     """All four variants of every corpus text (texts without a key phrase included, marked).
 
     Returns a long table: dataset, variant, sample_id, text, label, keyphrase, position
     (mean relative position), n_keyed (sentences with a key phrase), n_rewritten. ``phases``
-    (optional) times parse, keyphrases, rewrite_<target> and retry.
+    (optional) times parse, keyphrases, rewrite_<target> and retry. ``salience``: the
+    corpus's fitted ``Salience`` for the parse rephraser's phrase ranking (else fitted here).
     """
     from homog.progress import progress
 
@@ -187,9 +189,7 @@ def build_variants(
             bar.advance(task, len(sentences[a : a + chunk]))
     with phases.phase("keyphrases"), progress(transient=True) as bar:
         if hasattr(rephraser, "salience"):  # the parse rephraser ranks phrases by salience
-            from homog.synth.salience import Salience
-
-            rephraser.salience = Salience.fit(corpus["text"].tolist())
+            rephraser.salience = salience or Salience.fit(corpus["text"].tolist())
         task = bar.add_task("key phrases", total=len(corpus), visible=show_progress)
         for text in corpus["text"]:
             docs.append(key_sentences(text, extractor, rephraser, candidates))
@@ -317,6 +317,8 @@ def build_synth(
         extractor = extractor_from_config(cfg.keyphrase)
         rephraser = rephraser_from_params(params)
         tokenizers, budgets = model_tokenizers(params), token_budgets(params)
+        # one fit for the parse rephraser's phrase ranking and the family's key sentence
+        salience = Salience.fit(corpus["text"].tolist())
     variants = build_variants(
         corpus,
         extractor,
@@ -324,6 +326,7 @@ def build_synth(
         candidates=cfg.keyphrase.candidates,
         show_progress=show_progress,
         phases=phases,
+        salience=salience,
     )
     with phases.phase("length_match"):
         lf, length_reverts = lengthmatch.prepare(params, rephraser, variants, rebuild)
@@ -346,7 +349,7 @@ def build_synth(
         with phases.phase("position"):
             family = build_family(
                 {s: variants.docs[s] for s in keep[keep].index},
-                Salience.fit(corpus["text"].tolist()),
+                salience,
                 tokenizers,
                 cfg.position.positions,
             )
