@@ -147,9 +147,8 @@ def position_section(
     )
     contrasts, runs = data["contrasts"], data["runs"]
     present = set(contrasts["metric"]) if not contrasts.empty else set()
-    if "layer_metrics" in {
-        r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()
-    }:
+    tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    if "layer_metrics" in tables:
         present |= {
             r[0] for r in con.execute("SELECT DISTINCT metric FROM layer_metrics").fetchall()
         }
@@ -161,7 +160,6 @@ def position_section(
     if not sec.figures:
         sec.paragraphs.append("No contrasts with a layer-0 row in the database.")
     family = [v for v in variants if is_family(v)]
-    tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     if (
         "dose_response" in tables
         and con.execute("SELECT count(*) FROM dose_response WHERE kind = 'slope'").fetchone()[0]
