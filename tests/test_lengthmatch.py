@@ -281,3 +281,16 @@ def test_config_checks():
     params["synth"]["length_match"] = "yes"
     with pytest.raises(HomogError, match="length_match"):
         as_params(params)
+
+
+def test_kind_distance_is_total_variation_to_front_and_end_pooled():
+    from homog.synth.lengthmatch import kind_distance
+
+    same = {"front": {"a": 0.5, "b": 0.5}, "end": {"a": 0.5, "b": 0.5}, "control": {"a": 1, "b": 1}}
+    assert kind_distance(same) == 0.0
+    apart = {"front": {"a": 1.0}, "end": {"a": 1.0}, "control": {"c": 1.0}}
+    assert kind_distance(apart) == 1.0
+    # front all a, end all b: pooled 1/2 a + 1/2 b; control 3/4 a + 1/4 c -> (1/4 + 1/2 + 1/4)/2
+    mix = {"front": {"a": 0.6}, "end": {"b": 0.2}, "control": {"a": 0.3, "c": 0.1}}
+    assert kind_distance(mix) == pytest.approx(0.5)
+    assert kind_distance({"front": {"a": 1.0}}) is None

@@ -89,15 +89,19 @@ def test_key_sentence_is_the_most_salient_phrase_not_the_earliest() -> None:
 
 def test_control_moves_a_similar_sentence_as_far_the_same_way() -> None:
     lengths = [10, 10, 10, 10, 10, 10]
-    # key 1 -> last: shift 40; j=0 to last shifts 50, j=2 shifts 30: both 10 off, the
-    # earlier wins; a longer j=0 loses on length
-    j, dst = choose_control(lengths, 1, 40.0)
-    assert (j, dst) == (0, 5)
-    j, _ = choose_control([30, 10, 10, 10, 10, 10], 1, 40.0)
-    assert j == 2
-    # towards the start: to the first place
+    # key 1 -> last: shift 40; j=0 to index 4 shifts exactly 40 (j=2 can reach 30 at most)
+    assert choose_control(lengths, 1, 40.0) == (0, 4)
+    # a long j=0 (30 tokens) still matches the distance (cost 20 x 0.25 = 5); j=2 to the last
+    # place shifts 30 (cost 10): the distance first
+    assert choose_control([30, 10, 10, 10, 10, 10], 1, 40.0) == (0, 4)
+    # when two sentences reach the distance exactly, the one nearer the key's length wins
+    assert choose_control([30, 10, 10, 10, 10, 10, 10, 10], 1, 40.0) == (2, 6)
+    # towards the start: a destination before the moved sentence, never after
     j, dst = choose_control(lengths, 4, -40.0)
-    assert dst == 0 and j in (3, 5)
+    assert dst < j and starts(lengths, move(6, j, dst))[j] - 10 * j == -40
+    # the key already first, crossing the whole text: no other sentence moves as far; the
+    # best is the sentence right after it, to the last place (a sentence short)
+    assert choose_control(lengths, 0, 50.0) == (1, 5)
     with pytest.raises(ValueError):
         choose_control([5, 5], 0, 5.0)
 
@@ -108,9 +112,9 @@ def test_family_orders_keep_the_others_in_order() -> None:
     assert fam.orders["key_first"] == [3, 0, 1, 2, 4]
     assert fam.orders["key_mid"] == [0, 1, 3, 2, 4]
     assert fam.orders["key_last"] == [0, 1, 2, 4, 3]
-    # largest move: to the first place (start 23 -> 0); the control goes first too
-    ctrl = fam.orders["key_control"]
-    assert ctrl[0] == fam.control_sentence != 3 and sorted(ctrl) == list(range(5))
+    # largest move: to the first place (start 23 -> 0, shift -23); the control moves the
+    # last sentence (5 tokens, start 30) to index 1 (start 8): shift -22, the nearest
+    assert fam.control_sentence == 4 and fam.orders["key_control"] == [0, 4, 1, 2, 3]
     assert [fam.key_index(v) for v in ("original", "key_first", "key_last")] == [3, 0, 4]
     assert starts(lengths, fam.orders["key_last"])[3] == 8 + 6 + 9 + 5
     assert family_orders([5, 5], 0, [0, 1]) is None
@@ -281,3 +285,37 @@ def test_with_family_disabled_leads_and_leaves_keys_null() -> None:
     assert list(out["variant"]) == ["original", "end"]
     assert (out["text"] == " A b. C d.").all()
     assert out["key_index"].isna().all() and out["key_position"].isna().all()
+
+
+def test_control_ratio_apart_for_keys_inside_and_at_an_edge() -> None:
+    """family_measures against a hand count: one text with its key sentence first (the control
+    falls a sentence short), one with it inside (the control matches the distance)."""
+    import pandas as pd
+
+    from homog.synth.position_report import family_measures
+
+    texts = {"edge": ([10, 10, 10, 10, 10], 0), "inside": ([10, 10, 10, 10, 10, 10], 1)}
+    rows, expect = [], {}
+    for sid, (lengths, key) in texts.items():
+        fam = family_orders(lengths, key, [0, 0.5, 1])
+        total = sum(lengths)
+        orders = {"original": list(range(len(lengths))), **fam.orders}
+        for v, order in orders.items():
+            at = starts(lengths, order)
+            rows.append((sid, "m", v, at[key], at[fam.control_sentence], total, True, True,
+                         order.index(key), len(lengths)))  # fmt: skip
+        before = starts(lengths, range(len(lengths)))
+        largest = max(abs(starts(lengths, fam.orders[v])[key] - before[key])
+                      for v in ("key_first", "key_mid", "key_last"))  # fmt: skip
+        moved = starts(lengths, fam.orders["key_control"])[fam.control_sentence]
+        expect[sid] = abs(moved - before[fam.control_sentence]) / largest
+    from homog.synth.position_stage import RECORD_COLUMNS
+
+    out = family_measures(pd.DataFrame(rows, columns=RECORD_COLUMNS), [0, 0.5, 1])["control"]
+    # key first of 5: key_last moves it 40 tokens; the best other sentence moves 30
+    assert expect["edge"] == pytest.approx(0.75) and expect["inside"] == pytest.approx(1.0)
+    assert out["key_at_edge_share"] == 0.5
+    assert out["ratio_mean_key_at_edge"] == pytest.approx(0.75)
+    assert out["ratio_mean_key_inside"] == pytest.approx(1.0)
+    assert out["ratio_mean"] == pytest.approx(0.875)
+    assert out["within_10pct_share"] == 0.5

@@ -16,7 +16,9 @@ extraction tokenizes, ``homog.synth.tokens``):
 
 - ``length_match``: per variant, side by side: the share of rewritable sentences whose
   rewrite kept the token count, the token change of every kept text against its original
-  per model (mean and distribution), and the move-kind mix of the kept rewrites;
+  per model (mean and distribution), and the move-kind mix of the kept rewrites, with
+  ``control_kind_distance`` (``kind_distance``: how far the control's mix is from front's and
+  end's);
 - ``edges``: per variant, the share of key phrases within ``EDGE_WORDS`` words of their
   sentence's start and end, beside the original's share of the same sentences and the shift
   between them, counting only the sentences that reach the model (all their tokens within
@@ -172,6 +174,25 @@ def kind_mix(rewrites: pd.DataFrame) -> dict[str, dict[str, float]]:
     return out
 
 
+def kind_distance(mix: Mapping[str, Mapping[str, float]]) -> float | None:
+    """Total-variation distance (0: the same mix, 1: no kind in common) between the control's
+    move kinds and front's and end's pooled (each mix normalised to sum 1; front and end
+    weigh equally); None when a side has no rewrite."""
+
+    def norm(m: Mapping[str, float]) -> dict[str, float]:
+        total = sum(m.values())
+        return {k: x / total for k, x in m.items()} if total else {}
+
+    ctrl = norm(mix.get("control", {}))
+    sides = [norm(mix.get(v, {})) for v in ("front", "end")]
+    sides = [m for m in sides if m]
+    if not ctrl or not sides:
+        return None
+    pooled = {k: sum(m.get(k, 0.0) for m in sides) / len(sides) for m in sides for k in m}
+    keys = set(ctrl) | set(pooled)
+    return round(0.5 * sum(abs(ctrl.get(k, 0.0) - pooled.get(k, 0.0)) for k in keys), 4)
+
+
 def length_report(
     variants: Variants, keep: pd.Series, lf: LengthFilter, enabled: bool, reverts: dict
 ) -> dict[str, Any]:
@@ -203,6 +224,7 @@ def length_report(
         "texts_kept_share": round(len(kept) / max(n_in, 1), 4),
         "text_reverts": reverts,
         "variants": per_variant,
+        "control_kind_distance": kind_distance(mix),
     }
 
 

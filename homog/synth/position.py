@@ -18,12 +18,14 @@ corpus. For a review split into n sentences (``homog.synth.keyphrase.split_sente
   keep their order; names: ``variant_name`` (0 -> key_first, 0.5 -> key_mid, 1 -> key_last,
   else key_p<100p>).
 - **key_control** (``choose_control``): the family's largest move of the key sentence (in
-  tokens of its start, signed) sets a direction and a distance; a non-key sentence j is moved to
-  the first place (moves towards the start) or the last place (towards the end), choosing the
-  j minimising |its start shift - that shift| + ``LENGTH_WEIGHT`` x |its length - the key
-  sentence's| (tokens; ties to the earlier sentence): the distance first, similar length
-  among near-equal distances. When the key sentence sits at an edge and crosses the whole
-  text, no other sentence can move as far: the control then falls short by about a sentence.
+  tokens of its start, signed; always to the first or the last place) sets a direction and a
+  distance; a non-key sentence j is moved to the index d (any place on that side of it) that
+  minimises |its start shift - that shift| + ``LENGTH_WEIGHT`` x |its length - the key
+  sentence's| (tokens; ties to the earlier j, then the nearer d): the same distance first,
+  similar length among near-equal distances. Moving only to the first or last place matched
+  the distance in 26 % of 300 IMDB reviews (within 10 %) against 64 % for any place. When the
+  key sentence sits at an edge and crosses the whole text, no other sentence can move as far:
+  the control then falls short by about a sentence (the best any sentence can do).
 - A text needs ``MIN_SENTENCES`` (3) sentences: with 2, no non-key sentence can make the
   family's largest move.
 """
@@ -39,7 +41,8 @@ MIN_SENTENCES = 3
 CONTROL = "key_control"
 NAMED = {0.0: "key_first", 0.5: "key_mid", 1.0: "key_last"}
 # key_control's cost: a token of length difference weighs a quarter of a token of shift (on
-# 190 IMDB reviews this reaches the smallest mean |control / family - 1| the rule allows)
+# 300 IMDB reviews any weight from 0 to 0.5 gives a mean control / family ratio of 0.92;
+# 0.25 keeps the moved sentence's length near the key sentence's)
 LENGTH_WEIGHT = 0.25
 
 
@@ -107,26 +110,29 @@ def key_choice(
 
 
 def choose_control(lengths: Sequence[float], key: int, family_shift: float) -> tuple[int, int]:
-    """(sentence j, destination) of key_control for a family whose largest key-sentence start
-    shift is ``family_shift`` (tokens, signed: < 0 towards the start). j != key is moved to
-    the first place (shift < 0) or the last (shift > 0); chosen by the smallest
-    |shift_j - family_shift| + LENGTH_WEIGHT |len_j - len_key| (ties: the earlier j). Raises
-    ValueError when no sentence can move (fewer than MIN_SENTENCES, or a zero shift)."""
+    """(sentence j, destination index) of key_control for a family whose largest key-sentence
+    start shift is ``family_shift`` (tokens, signed: < 0 towards the start). j != key moves
+    the same way (a destination before it when the shift is < 0, after it when > 0), chosen
+    with its destination by the smallest |shift_j - family_shift| + LENGTH_WEIGHT
+    |len_j - len_key| (ties: the earlier j, then the nearer destination). Raises ValueError
+    when no sentence can move (fewer than MIN_SENTENCES, or a zero shift)."""
     n = len(lengths)
     if n < MIN_SENTENCES or family_shift == 0:
         raise ValueError(f"no control move for {n} sentences and shift {family_shift}")
-    dst = 0 if family_shift < 0 else n - 1
     before = starts(lengths, range(n))
-    best: tuple[float, int] | None = None
+    best: tuple[float, int, int] | None = None
     for j in range(n):
-        if j == key or j == dst:
+        if j == key:
             continue
-        shift = starts(lengths, move(n, j, dst))[j] - before[j]
-        cost = abs(shift - family_shift) + LENGTH_WEIGHT * abs(lengths[j] - lengths[key])
-        if best is None or cost < best[0]:
-            best = (cost, j)
-    assert best is not None  # n >= 3: some j is neither key nor dst
-    return best[1], dst
+        places = range(j - 1, -1, -1) if family_shift < 0 else range(j + 1, n)
+        for dst in places:
+            shift = starts(lengths, move(n, j, dst))[j] - before[j]
+            cost = abs(shift - family_shift) + LENGTH_WEIGHT * abs(lengths[j] - lengths[key])
+            if best is None or cost < best[0]:
+                best = (cost, j, dst)
+    if best is None:  # the key is the only sentence that can move that way
+        raise ValueError(f"no sentence but the key can move by {family_shift}")
+    return best[1], best[2]
 
 
 @dataclass(frozen=True)

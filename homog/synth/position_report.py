@@ -23,8 +23,11 @@ each value is the mean over the embedded models of the per-model value, which si
 share, i.e. the key sentence's travel as a share of the text's tokens; the lowest and highest
 position stand in when 0 or 1 is not asked for), and ``control``: the moved sentence's
 absolute start shift (share) beside the family's largest absolute key-sentence shift in the
-same text: their means, the mean of their per-text ratio, and the mean of
-|control - family| / family.
+same text: their means, the mean of their per-text ratio, the mean of
+|control - family| / family, the share within 10 %, and the mean ratio apart for texts whose
+key sentence sits inside (``ratio_mean_key_inside``) and at an edge (``key_at_edge_share``,
+``ratio_mean_key_at_edge``: there the key sentence crosses the whole text and no other sentence
+can move as far, so the ratio stays below 1 by about a sentence).
 """
 
 from __future__ import annotations
@@ -119,6 +122,8 @@ def family_measures(records: pd.DataFrame, positions: Sequence[float]) -> dict[s
     travel = r[r["variant"] == hi]["share"] - r[r["variant"] == lo]["share"]
     valid = largest > 0
     ratio = ctrl[valid] / largest[valid]
+    edge = (orig["key_index"] == 0) | (orig["key_index"] == orig["n_sentences"] - 1)
+    edge = edge.reindex(ratio.index).astype(bool)
     return {
         "first_last_distance_mean": _r(travel.mean()),
         "first_last_variants": [lo, hi],
@@ -129,6 +134,9 @@ def family_measures(records: pd.DataFrame, positions: Sequence[float]) -> dict[s
             "ratio_mean": _r(ratio.mean()),
             "abs_relative_difference_mean": _r((ratio - 1).abs().mean()),
             "within_10pct_share": _r(((ratio - 1).abs() <= 0.1).mean()),
+            "key_at_edge_share": _r(edge.mean()),
+            "ratio_mean_key_inside": _r(ratio[~edge].mean()),
+            "ratio_mean_key_at_edge": _r(ratio[edge].mean()),
         },
     }
 
