@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from homog.adjusted import adjustable, adjusted_block, raw_block, raw_size, tost_p
-from homog.paired_tests import paired_p
+from homog.paired_tests import paired_difference, paired_p
 
 EXTRA_COLUMNS = (
     "n_tokens_diff",
@@ -86,7 +86,7 @@ def extra_columns(
     """
     a, b = a.align(b, join="inner")
     samples = a.columns
-    d = (a - b).to_numpy(dtype=float)  # [G, n]
+    d = paired_difference(a.to_numpy(dtype=float), b.to_numpy(dtype=float))  # [G, n]
     g, n = d.shape
     out = _empty(g)
     if g == 0 or n == 0:

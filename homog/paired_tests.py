@@ -4,6 +4,7 @@
 one multinomial weight matrix for all rows), and the two-sided p-values of ``stats.test``:
 ``sign_flip_p`` (paired sign-flip permutation test of the mean, the default: the statistic the
 CI is about) and ``wilcoxon_p`` (scipy's signed-rank test); ``paired_p`` picks one by name.
+``paired_difference`` takes the per-text differences, rounding set to exact zeros.
 """
 
 from __future__ import annotations
@@ -16,6 +17,22 @@ from collections.abc import Sequence
 import numpy as np
 
 from homog.errors import HomogError
+
+# A per-text difference within this share of the larger of its two values is floating-point
+# rounding, not an effect: the same tokens in another order (the key_* family at layer 0, or
+# two runs batched differently) give differences of ~1e-14 relative whose signs can agree
+# across texts, so a paired test calls them significant. Real differences are > 1e-6.
+NUMERIC_TOLERANCE = 1e-9
+
+
+def paired_difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a - b elementwise (float), with every difference within ``NUMERIC_TOLERANCE`` of
+    max(|a|, |b|) set to exactly 0 (NaN stays NaN)."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    d = a - b
+    with np.errstate(invalid="ignore"):
+        tiny = np.abs(d) <= NUMERIC_TOLERANCE * np.maximum(np.abs(a), np.abs(b))
+    return np.where(tiny, 0.0, d)
 
 
 def holm(p: Sequence[float] | np.ndarray) -> np.ndarray:

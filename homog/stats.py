@@ -20,6 +20,9 @@ Every row also gets the length-adjusted effect, size, equivalence test and layer
 intervention), variant by variant (``baseline_run_id`` set); only the interventions that
 ``extract.interventions`` names are read.
 
+Per-text differences within rounding (``homog.paired_tests.NUMERIC_TOLERANCE``, 1e-9 of the
+values) count as exact zeros (``paired_difference``): a reordering of the same tokens changes
+layer 0 by ~1e-14, which must read as no difference, not as a significant one.
 All-zero differences (a variant against itself, or a metric that does not move) have no
 test statistic; they get ``p_value = 1.0`` and a CI of ``[0, 0]`` instead of NaN and a
 warning. Pairs with a non-finite value on either side are dropped and the remaining count is
@@ -43,6 +46,7 @@ from homog.paired_tests import (  # noqa: F401 (re-exported for callers of homog
     TESTS,
     bootstrap_ci,
     holm,
+    paired_difference,
     paired_p,
     sign_flip_p,
     wilcoxon_p,
@@ -91,7 +95,7 @@ def paired_contrasts(
     either side are dropped per layer.
     """
     a, b = wide_a.align(wide_b, join="inner")
-    d = (a - b).to_numpy(dtype=float)  # [G, n]
+    d = paired_difference(a.to_numpy(dtype=float), b.to_numpy(dtype=float))  # [G, n]
     rows = []
     for i, layer in enumerate(a.index):
         di = d[i][np.isfinite(d[i])]
@@ -191,7 +195,11 @@ def _contrast_rows(
     opts = {"n_boot": n_boot, "ci": ci, "seed": seed, "test": test, "n_perm": n_perm}
     a, b = side_a.align(side_b, join="inner")
     base = side_b if baseline is None else baseline.reindex(index=a.index)
-    layer0 = a.loc[0] - b.loc[0] if 0 in a.index else None
+    layer0 = (
+        pd.Series(paired_difference(a.loc[0].to_numpy(), b.loc[0].to_numpy()), index=a.columns)
+        if 0 in a.index
+        else None
+    )
     more = {"tokens_a": tokens[0], "tokens_b": tokens[1], "layer0": layer0, "sesoi": sesoi}
     parts = []
     layer_rows = paired_contrasts(a, b, **opts)

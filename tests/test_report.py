@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from pathlib import Path
 
 import duckdb
@@ -305,3 +306,15 @@ def test_cli_report_and_bad_input(project, tmp_path):
     assert out.exists()
     res = runner.invoke(main, ["report", "--db", str(tmp_path / "none.duckdb"), "-o", str(out)])
     assert res.exit_code == 1 and "no database" in res.output
+
+
+def test_claims_on_a_database_without_the_tost_columns_warn_nothing(project):
+    """A database written before the TOST columns: claim 4's p_tost is NaN, with no numpy
+    all-NaN warning (it printed one per metric)."""
+    f = frames(Layout(project).db())
+    old = f["contrasts"].drop(columns=["p_tost", "sesoi"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        table = claims_table(old, f["runs"], f["erank"], alpha=ALPHA, n_boot=50)
+    four = table[table["claim"] == "4"]
+    assert len(four) and four["p_tost"].isna().all()

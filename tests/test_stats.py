@@ -201,6 +201,32 @@ def test_identical_variants_give_p_one_without_warnings():
     assert (out["p_holm"] == 1.0).all()
 
 
+def test_rounding_differences_read_as_no_difference():
+    """A reordering changes values by ~1e-14 relative with agreeing signs: a paired test would
+    call that significant. paired_difference sets it to 0, so mean 0, CI [0, 0], p 1, also in
+    the layer-0 column; a real difference of 1e-6 relative stays and is tested."""
+    from homog.paired_tests import paired_difference
+
+    f = frame({"original": 0.0}, n_texts=20)
+    f["value"] = f["value"] + 30.0  # erank-like level
+    ulp = f.assign(variant="key_last", value=f["value"] * (1 + 3e-14))
+    real = f.assign(variant="front", value=f["value"] * (1 + 1e-6))
+    out = run_contrasts(
+        pd.concat([f, ulp, real]), "r1", n_boot=200, pairs=[("key_last", "original"),
+                                                          ("front", "original")]
+    )  # fmt: skip
+    moved = out[out["variant_a"] == "key_last"]
+    assert (moved["mean_diff"] == 0).all() and (moved["p_value"] == 1.0).all()
+    assert (moved["ci_low"] == 0).all() and (moved["ci_high"] == 0).all()
+    assert (moved["layer0_diff"] == 0).all() and (moved["layer0_p_value"] == 1.0).all()
+    front = out[(out["variant_a"] == "front") & out["band"].isna()]
+    assert (front["mean_diff"] > 0).all() and (front["p_value"] < 0.01).all()
+    # the raw difference of the 1e-14 kind is what a plain subtraction would test
+    a, b = ulp["value"].to_numpy(), f["value"].to_numpy()
+    assert (a - b != 0).any() and (paired_difference(a, b) == 0).all()
+    assert np.isnan(paired_difference(np.array([np.nan]), np.array([1.0]))).all()
+
+
 def test_missing_pairs_are_dropped_and_counted():
     f = frame({"original": 0.0, "front": -0.5}, n_texts=12)
     f = f[~((f["variant"] == "front") & (f["sample_id"] == "s0"))]

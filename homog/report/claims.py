@@ -56,7 +56,7 @@ from dataclasses import asdict
 import numpy as np
 import pandas as pd
 
-from homog.paired_tests import holm
+from homog.paired_tests import NUMERIC_TOLERANCE, holm
 from homog.report.claims_progression import progression_claims
 from homog.report.claims_rows import (
     EQUIVALENT,
@@ -266,7 +266,7 @@ def separation_claims(contrasts: pd.DataFrame, runs: pd.DataFrame, alpha: float)
                     effect=float(len(agree)),
                     ci_low=math.nan,
                     ci_high=math.nan,
-                    p_holm=float(np.nanmin([r.p_holm for r in side])),
+                    p_holm=_finite(min, [r.p_holm for r in side]),
                     n=max(r.n for r in rows),
                     verdict=verdict,
                     note=f"layers with Holm p < {alpha:g} (all claim-4 layer tests of the "
@@ -274,7 +274,7 @@ def separation_claims(contrasts: pd.DataFrame, runs: pd.DataFrame, alpha: float)
                     f"{sum(r.lexical_confound for r in rows)} layers differ at layer 0 too",
                     adjusted=any(r.adjusted for r in rows),
                     unit="layers",
-                    p_tost=float(np.nanmax([r.p_tost for r in rows])),
+                    p_tost=_finite(max, [r.p_tost for r in rows]),
                     layer0_effect=rows[0].layer0_effect,  # the same for every layer row
                     layer0_p=rows[0].layer0_p,
                     lexical_confound=rows[0].lexical_confound,
@@ -364,10 +364,16 @@ def claims_table(
     return frame.sort_values(["model", "_o", "claim"], kind="stable").drop(columns="_o")
 
 
-# A layer-0 difference below this share of the original's level is rounding, not words: a
-# reordering of the same tokens (the key_* family, zero_pos) gives differences of ~1e-14 whose
-# signs can agree across texts, and a paired test then calls them significant.
-NUMERIC_TOLERANCE = 1e-9
+def _finite(pick, values) -> float:
+    """``pick`` (min or max) of the finite ``values``; NaN when none is (a database written
+    before the TOST columns), without numpy's all-NaN warning."""
+    ok = [float(v) for v in values if math.isfinite(v)]
+    return pick(ok) if ok else math.nan
+
+
+# A layer-0 difference below NUMERIC_TOLERANCE of the original's level is rounding, not words.
+# The stats stage already sets such per-text differences to 0 (homog.paired_tests); this guard
+# keeps databases written before that from marking them.
 
 
 def lexical(rows: list[Claim], alpha: float) -> None:
