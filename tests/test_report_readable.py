@@ -29,7 +29,7 @@ from homog.report.document import fmt
 from homog.report.glossary import VARIANTS
 from homog.report.manipulation import manipulation_section
 from homog.report.posenc_view import posenc_section
-from homog.report.position import dose_rows, key_positions, layer0_rows
+from homog.report.position import layer0_rows
 
 N_TEXTS, N_LAYERS = 16, 8
 # erank shift per variant (key_* by their position: a designed dose-response of +2 per unit)
@@ -89,6 +89,10 @@ def project(tmp_path_factory) -> Path:
           "label": "pos", "keyphrase": "plot", "bertscore_f1": 1.0 if v == "original"
           else float(rng.uniform(0.9, 1.0))} for v in SHIFT for s in range(N_TEXTS)]
     )  # fmt: skip
+    # the key sentence's place, as synth writes it: the family's own, the original's 0.41
+    where = {"original": 0.41, "key_first": 0.0, "key_mid": 0.5, "key_last": 1.0,
+             "key_control": 0.41}  # fmt: skip
+    texts["key_position"] = texts["variant"].map(where).astype(float)
     layout.texts.parent.mkdir(parents=True)
     texts.to_parquet(layout.texts, index=False)
     params = {
@@ -446,7 +450,7 @@ def test_figures_dir_must_be_the_reports_own(project, tmp_path):
         build_report(Layout(project).db(), tmp_path / "r.md", fmt="md", figures_dir=tmp_path)
 
 
-def test_position_rows_recomputed(project):
+def test_layer0_rows_recomputed(project):
     db = Layout(project).db()
     f = frames(db)
     rows = layer0_rows(f["contrasts"], f["runs"], "erank")
@@ -460,26 +464,6 @@ def test_position_rows_recomputed(project):
     w = lm[lm["layer"] == 0].pivot(index="sample_id", columns="variant", values="value")
     assert control0[0]["mean_diff"] == pytest.approx((w["control"] - w["original"]).mean())
     assert control0[0]["mean_diff"] == pytest.approx(1.0, abs=0.4)  # the designed lexical shift
-    positions = key_positions(["original", "key_first", "key_mid", "key_control"], SYNTH)
-    assert positions == {"original": 0.41, "key_first": 0.0, "key_mid": 0.47, "key_control": None}
-    assert key_positions(["key_last", "key_0.25"], None) == {"key_last": 1.0, "key_0.25": 0.25}
-    frame = lm.assign(run_id="m1-none")
-    dose = dose_rows(frame, f["runs"], {"key_first": 0.0, "key_last": 1.0})
-    late = {r["variant"]: r for r in dose if r["band"] == "late"}
-    from homog.stats import band_of_layers
-
-    wide = (
-        lm[lm["layer"].isin(band_of_layers(range(N_LAYERS + 1))["late"])]
-        .groupby(["variant", "sample_id"])["value"]
-        .mean()
-    )
-    v = wide.loc["key_last"].to_numpy()
-    assert late["key_last"]["mean"] == pytest.approx(v.mean())
-    half = 1.96 * v.std(ddof=1) / math.sqrt(len(v))
-    assert late["key_last"]["ci_high"] == pytest.approx(v.mean() + half)
-    assert late["key_last"]["position"] == 1.0 and late["original"]["position"] is None
-    # the designed dose-response: +2 erank from key_first to key_last
-    assert late["key_last"]["mean"] - late["key_first"]["mean"] == pytest.approx(2.0, abs=0.5)
 
 
 def test_posenc_rows_give_spread_and_say_how_the_setups_differ(tmp_path):
@@ -538,7 +522,7 @@ def test_dose_response_table_of_the_stats_stage_is_shown(project, tmp_path, monk
     monkeypatch.setattr(plot, "dose_response_figure", fake, raising=False)
     con = connect(db)
     try:
-        sec = position_section(con, read_inputs(con), list(SHIFT), None, tmp_path)
+        sec = position_section(con, read_inputs(con), list(SHIFT), tmp_path)
     finally:
         con.close()
     table = sec.tables[0]
@@ -608,3 +592,26 @@ def test_layer_curves_colour_every_variant_of_many_runs(monkeypatch, tmp_path):
     lines = {ln.get_label(): ln.get_color() for ln in captured[0].axes[0].get_lines()}
     assert lines["key_p25"] != lines["key_p75"]
     assert lines["front"] == plot.VARIANT_COLORS["front"]
+
+
+def test_family_without_dose_slopes_says_how_to_get_them(project, tmp_path):
+    """A database loaded before the stats stage wrote dose_response: no second dose-response
+    computation in the report, a paragraph naming the commands instead."""
+    import shutil
+
+    from homog.report.build import read_inputs
+    from homog.report.position import position_section
+    from homog.store.query import connect
+
+    db = tmp_path / "old.duckdb"
+    shutil.copy(Layout(project).db(), db)
+    with duckdb.connect(str(db)) as con:
+        assert con.execute("SELECT count(*) FROM dose_response WHERE kind = 'slope'").fetchone()[0]
+        con.execute("DROP TABLE dose_response")
+    con = connect(db)
+    try:
+        sec = position_section(con, read_inputs(con), list(SHIFT), tmp_path)
+    finally:
+        con.close()
+    assert any("run `homog stats` and `homog load` again" in p for p in sec.paragraphs)
+    assert not any(Path(p).name.startswith("dose_") for p, _ in sec.figures) and not sec.tables

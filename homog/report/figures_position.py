@@ -1,6 +1,6 @@
-"""Figures of position and its negative control: the dose-response of a metric on the key
-sentence's position (the key_* family), and each band contrast beside the same contrast at
-layer 0 (the position-free token embeddings). Pure plotting over rows; one PNG each.
+"""The figure of position's negative control: each band contrast beside the same contrast at
+layer 0 (the position-free token embeddings). Pure plotting over rows; one PNG each. (The
+dose-response figure is ``homog.plot.dose_response_figure``, over the stats stage's table.)
 """
 
 from __future__ import annotations
@@ -13,88 +13,11 @@ from typing import Any
 import numpy as np
 
 from homog.errors import HomogError
-from homog.plot import METRIC_LABELS, VARIANT_COLORS, _save, _style
+from homog.plot import METRIC_LABELS, _save, _style
 
 BAND_ORDER = ("early", "middle", "late")
 LEVEL_COLORS = {"layer 0": "#555555", "early": "#56B4E9", "middle": "#0072B2", "late": "#D55E00",
                 "final": "#CC79A7"}  # fmt: skip
-
-
-def dose_response_figure(
-    rows: Sequence[dict[str, Any]], metric: str, out: str | os.PathLike[str]
-) -> Path:
-    """The band mean of ``metric`` against the key sentence's relative position.
-
-    rows: (model, band, variant, position, mean, ci_low, ci_high); position None for a
-    variant without one (drawn as a horizontal reference line: key_control, original). One
-    panel per model and band; the variants with a position are joined in position order.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    if not rows:
-        raise HomogError(f"no position-family rows to plot for {metric}")
-    models = list(dict.fromkeys(r["model"] for r in rows))
-    bands = [b for b in BAND_ORDER if any(r["band"] == b for r in rows)]
-    with plt.rc_context(_style()):
-        fig, axes = plt.subplots(
-            len(models),
-            len(bands),
-            squeeze=False,
-            figsize=(2.9 * len(bands) + 0.6, 2.4 * len(models) + 0.6),
-        )
-        for i, model in enumerate(models):
-            for j, band in enumerate(bands):
-                ax = axes[i, j]
-                cell = [r for r in rows if r["model"] == model and r["band"] == band]
-                placed = sorted(
-                    (r for r in cell if r["position"] is not None), key=lambda r: r["position"]
-                )
-                if placed:
-                    xs = np.array([r["position"] for r in placed], dtype=float)
-                    ys = np.array([r["mean"] for r in placed], dtype=float)
-                    lo = ys - np.array([r["ci_low"] for r in placed], dtype=float)
-                    hi = np.array([r["ci_high"] for r in placed], dtype=float) - ys
-                    family = np.array([r["variant"].startswith("key_") for r in placed])
-                    if family.sum() > 1:  # only the family is a dose series; original stands apart
-                        ax.plot(xs[family], ys[family], "-", color="0.6", lw=1, zorder=1)
-                    for r, x, y, a, b in zip(placed, xs, ys, lo, hi, strict=True):
-                        color = VARIANT_COLORS.get(r["variant"], "#CC79A7")
-                        ax.errorbar(
-                            [x],
-                            [y],
-                            yerr=[[a], [b]],
-                            fmt="o",
-                            color=color,
-                            ms=4,
-                            capsize=2,
-                            label=r["variant"],
-                            zorder=2,
-                        )
-                for r in cell:
-                    if r["position"] is None:
-                        color = VARIANT_COLORS.get(r["variant"], "0.3")
-                        ax.axhline(r["mean"], ls="--", lw=1, color=color, label=r["variant"])
-                ax.set_title(f"{model}, {band} layers", fontsize=9)
-                ax.set_xlim(-0.05, 1.05)
-                if i == len(models) - 1:
-                    ax.set_xlabel("key sentence position (0 = first)")
-                if j == 0:
-                    ax.set_ylabel(METRIC_LABELS.get(metric, metric))
-        handles, labels = [], []
-        for ax in axes.flat:
-            for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
-                if lab not in labels:
-                    handles.append(h)
-                    labels.append(lab)
-        fig.legend(handles, labels, loc="lower center", ncol=min(6, len(labels)), frameon=False)
-        fig.tight_layout(rect=(0, 0.07, 1, 1))
-        try:
-            return _save(fig, out)
-        finally:
-            plt.close(fig)
 
 
 def layer0_contrast_figure(

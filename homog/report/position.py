@@ -1,45 +1,23 @@
 """The report's section on position and its negative control: each band contrast beside its
 layer-0 difference (from the ``contrasts`` table), and the dose-response of the metrics on the
-key sentence's position when the database holds the key_* family.
+key sentence's position from the stats stage's ``dose_response`` table when the database
+holds the key_* family.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from homog.report.document import Section
 
-FAMILY_POSITIONS = {"key_first": 0.0, "key_mid": 0.5, "key_last": 1.0}
 CONTROL_METRICS = ("erank", "erank__no_sink", "erank__standardized", "attn_first")
-DOSE_METRICS = ("erank", "erank__no_sink", "erank__standardized", "mev", "attn_first")
 
 
 def is_family(variant: str) -> bool:
     return variant.startswith("key_")
-
-
-def key_positions(variants: list[str], report: dict[str, Any] | None) -> dict[str, float | None]:
-    """The key sentence's relative position per variant: the synth report's measured mean
-    (``manipulation.key_sentence[v].start_token_share_mean``) when present, else the family's
-    nominal place (key_first 0, key_mid 0.5, key_last 1, key_<x> x); None for a variant with
-    no place of its own (key_control, original without a measure)."""
-    measured = ((report or {}).get("manipulation") or {}).get("key_sentence") or {}
-    out: dict[str, float | None] = {}
-    for v in variants:
-        value = (measured.get(v) or {}).get("start_token_share_mean")
-        if value is None and v != "key_control":
-            value = FAMILY_POSITIONS.get(v)
-            m = re.fullmatch(r"key_(\d+(?:\.\d+)?)", v)
-            if value is None and m:
-                value = float(m.group(1))
-        out[v] = None if value is None else float(value)
-    return out
 
 
 def layer0_rows(contrasts: pd.DataFrame, runs: pd.DataFrame, metric: str) -> list[dict]:
@@ -79,62 +57,15 @@ def layer0_rows(contrasts: pd.DataFrame, runs: pd.DataFrame, metric: str) -> lis
     return rows
 
 
-def band_means(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per (run, variant, text, band): the mean over the band's layers (homog.stats bands)."""
-    from homog.stats import band_of_layers
-
-    out = []
-    for run_id, fr in frame.groupby("run_id", sort=False):
-        bands = band_of_layers(sorted(fr["layer"].unique()))
-        for band, layers in bands.items():
-            sub = fr[fr["layer"].isin(layers)]
-            m = sub.groupby(["variant", "sample_id"])["value"].mean().reset_index()
-            m.insert(0, "band", band)
-            m.insert(0, "run_id", run_id)
-            out.append(m)
-    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
-
-
-def dose_rows(
-    frame: pd.DataFrame, runs: pd.DataFrame, positions: dict[str, float | None]
-) -> list[dict]:
-    """(model, band, variant, position, mean, ci_low, ci_high) over texts; the CI is the
-    normal 95% interval of the mean (mean +- 1.96 SD / sqrt(n))."""
-    if frame.empty:
-        return []
-    model = dict(zip(runs["run_id"], runs["model"], strict=True))
-    rows = []
-    for (run_id, band, variant), g in band_means(frame).groupby(
-        ["run_id", "band", "variant"], sort=False
-    ):
-        v = g["value"].to_numpy(dtype=float)
-        v = v[np.isfinite(v)]
-        if not v.size:
-            continue
-        half = 1.96 * v.std(ddof=1) / math.sqrt(v.size) if v.size > 1 else 0.0
-        rows.append(
-            {
-                "model": model.get(run_id, run_id),
-                "band": band,
-                "variant": variant,
-                "position": positions.get(variant),
-                "mean": float(v.mean()),
-                "ci_low": float(v.mean() - half),
-                "ci_high": float(v.mean() + half),
-            }
-        )
-    return rows
-
-
 def position_section(
     con: Any,
     data: dict[str, pd.DataFrame],
     variants: list[str],
-    synth: dict[str, Any] | None,
     figdir: Path,
 ) -> Section:
-    """The layer-0 control figures, and the dose-response figures when key_* variants exist."""
-    from homog.report.figures_position import dose_response_figure, layer0_contrast_figure
+    """The layer-0 control figures, and the stats stage's dose-response table and figures
+    when the database holds them (else a paragraph saying why there are none)."""
+    from homog.report.figures_position import layer0_contrast_figure
 
     sec = Section(
         "Position and its negative control",
@@ -165,36 +96,18 @@ def position_section(
         and con.execute("SELECT count(*) FROM dose_response WHERE kind = 'slope'").fetchone()[0]
     ):
         return dose_table_section(sec, con, figdir)
-    if not family:
+    if family:
+        sec.paragraphs.append(
+            "Dose-response: the database holds the position family but no dose_response "
+            "slopes (it was loaded before the stats stage wrote them): run `homog stats` and "
+            "`homog load` again for the table and its figure."
+        )
+    else:
         sec.paragraphs.append(
             "Dose-response: the database has no position-family variants (key_first, key_mid, "
             "key_last, key_control), so there is no figure of the metrics against the key "
             "sentence's position."
         )
-        return sec
-    positions = key_positions(["original", *family], synth)
-    unchanged = runs[runs["intervention"].fillna("none") == "none"]
-    names = ", ".join(f"'{v}'" for v in ["original", *family])
-    ids = ", ".join(f"'{r}'" for r in unchanged["run_id"])
-    for metric in DOSE_METRICS:
-        if metric not in present or not ids:
-            continue
-        frame = con.execute(
-            "SELECT run_id, variant, sample_id, layer, value FROM layer_metrics WHERE metric = ? "
-            f"AND variant IN ({names}) AND run_id IN ({ids})",
-            [metric],
-        ).fetch_df()
-        rows = dose_rows(frame, unchanged, positions)
-        if rows:
-            path = dose_response_figure(rows, metric, figdir / f"dose_{metric}.png")
-            sec.figures.append(
-                (
-                    path,
-                    f"{metric} against the key sentence's position, per band "
-                    "(mean over texts, normal 95% CI; dashed: variants "
-                    "without a position)",
-                )
-            )
     return sec
 
 
