@@ -9,9 +9,11 @@ the slope of the metric on x is estimated within text (text fixed effects):
     S_xy,i = sum_v (x_iv - mean_v x_i)(y_iv - mean_v y_i),  S_xx,i = sum_v (x_iv - mean_v x_i)^2
 
 over the variants v of text i with a position and a finite value (texts with fewer than two
-distinct positions contribute nothing). CI: percentile bootstrap over texts (the stats
-stage's seeded resamples); p: the paired sign-flip test (``stats.test``) of the S_xy,i (the
-numerator: under no position effect each is as likely positive as negative). ``key_control``
+distinct positions contribute nothing; a text whose values differ only by rounding, within
+1e-9 of their size, contributes S_xy,i = 0: the same tokens reordered at layer 0). CI:
+percentile bootstrap over texts (the stats stage's seeded resamples); p: the paired sign-flip
+test (``stats.test``) of the S_xy,i (the numerator: under no position effect each is as likely
+positive as negative). ``key_control``
 (a non-key sentence moved) is not a dose: it is the family's negative control, contrasted in
 ``contrasts``. The slope is in the metric's unit per unit of x (first word to last word).
 
@@ -31,7 +33,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from homog.paired_tests import paired_p, resample_counts
+from homog.paired_tests import NUMERIC_TOLERANCE, paired_p, resample_counts
 
 CONTROL = "key_control"
 DOSE_COLUMNS = ("run_id", "metric", "band", "kind", "variant", "key_position", "value",
@@ -53,7 +55,12 @@ def within_slopes(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     with np.errstate(invalid="ignore", divide="ignore"):
         xbar, ybar = xs.sum(0) / c, ys.sum(0) / c
     xc = np.where(m, xs - xbar, 0.0)
-    sxy = (xc * np.where(m, ys - ybar, 0.0)).sum(0)
+    dev = np.where(m, ys - ybar, 0.0)
+    # a text whose values differ only by rounding (the same tokens reordered, at layer 0)
+    # has no slope: its deviations are set to exactly 0 (homog.paired_tests.NUMERIC_TOLERANCE)
+    scale = np.where(m, np.abs(ys), 0.0).max(axis=0)
+    dev = np.where((np.abs(dev) <= NUMERIC_TOLERANCE * scale).all(axis=0), 0.0, dev)
+    sxy = (xc * dev).sum(0)
     sxx = (xc * xc).sum(0)
     used = (c >= 2) & (sxx > 1e-12)
     return np.where(used, sxy, 0.0), np.where(used, sxx, 0.0), used

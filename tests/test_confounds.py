@@ -357,3 +357,30 @@ def test_rounding_at_layer_0_is_not_a_lexical_confound():
     high_p.layer0_p = 0.3
     lexical([high_p], alpha=0.05)
     assert not high_p.lexical_confound
+
+
+def test_dose_slope_of_rounding_is_zero_with_p_one():
+    """Layer-0 values of reordered tokens differ by ~1e-15 relative, in a direction that can
+    follow the position: that is no dose-response (slope 0, p 1), while a real 1e-6 one is."""
+    from homog.dose import dose_rows
+
+    rng = np.random.default_rng(0)
+    base = rng.uniform(20, 40, size=24)
+    samples = [f"s{i:02d}" for i in range(24)]
+    where = {"key_first": 0.0, "key_mid": 0.5, "key_last": 1.0}
+    positions = pd.DataFrame(
+        [(v, s, x) for v, x in where.items() for s in samples],
+        columns=["variant", "sample_id", "key_position"],
+    )
+
+    def tables(rel):
+        return {v: pd.DataFrame([base * (1 + rel * x)], index=[0], columns=samples)
+                for v, x in where.items()}  # fmt: skip
+
+    opts = {"n_boot": 200, "ci": 0.95, "seed": 0}
+    ulp = dose_rows(tables(4e-15), positions, "r", "erank", {"layer0": [0]}, **opts)[0]
+    assert ulp["value"] == 0.0 and ulp["p_value"] == 1.0
+    assert ulp["ci_low"] == 0.0 and ulp["ci_high"] == 0.0
+    real = dose_rows(tables(1e-6), positions, "r", "erank", {"layer0": [0]}, **opts)[0]
+    assert real["value"] == pytest.approx(base.mean() * 1e-6, rel=1e-6)
+    assert real["p_value"] < 0.001
