@@ -18,7 +18,8 @@ positive as negative). ``key_control``
 ``contrasts``. The slope is in the metric's unit per unit of x (first word to last word).
 
 Rows (the ``dose_response`` table): ``kind = 'slope'`` (value = slope, intercept = the pooled
-line's value at x = 0, p_value, n texts) and ``kind = 'point'`` (per variant: key_position =
+line's value at x = 0, p_value, p_holm: Holm over every slope row of the run, its metrics and
+bands, the family a reader scans; n texts) and ``kind = 'point'`` (per variant: key_position =
 its mean position, value = the metric's mean over the texts, ci_low / ci_high = value -+ a
 normal 95 % half-width of the within-text deviations y_iv - mean_v y_i (the between-text
 spread, which the paired slope does not see, left out), n texts): the points the figure draws
@@ -33,11 +34,11 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from homog.paired_tests import NUMERIC_TOLERANCE, paired_p, resample_counts
+from homog.paired_tests import NUMERIC_TOLERANCE, holm, paired_p, resample_counts
 
 CONTROL = "key_control"
 DOSE_COLUMNS = ("run_id", "metric", "band", "kind", "variant", "key_position", "value",
-                "ci_low", "ci_high", "p_value", "n", "intercept")  # fmt: skip
+                "ci_low", "ci_high", "p_value", "n", "intercept", "p_holm")  # fmt: skip
 
 
 def dose_variants(positions: pd.DataFrame) -> list[str]:
@@ -169,4 +170,9 @@ def dose_response(
         bands = band_of_layers(layers)
         rows += dose_rows(per, positions, run_id, metric, bands, n_boot=n_boot, ci=ci,
                           seed=seed, test=test, n_perm=n_perm)  # fmt: skip
-    return pd.DataFrame(rows, columns=list(DOSE_COLUMNS)) if rows else empty
+    if not rows:
+        return empty
+    out = pd.DataFrame(rows, columns=list(DOSE_COLUMNS))
+    slope = out["kind"] == "slope"
+    out.loc[slope, "p_holm"] = holm(out.loc[slope, "p_value"].to_numpy(dtype=float))
+    return out

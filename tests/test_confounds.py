@@ -384,3 +384,17 @@ def test_dose_slope_of_rounding_is_zero_with_p_one():
     real = dose_rows(tables(1e-6), positions, "r", "erank", {"layer0": [0]}, **opts)[0]
     assert real["value"] == pytest.approx(base.mean() * 1e-6, rel=1e-6)
     assert real["p_value"] < 0.001
+
+
+def test_dose_p_holm_is_holm_over_the_runs_slopes(run):
+    from statsmodels.stats.multitest import multipletests
+
+    from homog.dose import dose_response
+
+    frame, texts, _, _ = run
+    out = dose_response(frame, texts, "r1", n_boot=100, seed=0, exclude=("n_tokens",))
+    slopes = out[out["kind"] == "slope"]
+    assert len(slopes) == 5  # erank x (layer0, early, middle, late, final)
+    want = multipletests(slopes["p_value"].to_numpy(dtype=float), method="holm")[1]
+    assert slopes["p_holm"].to_numpy(dtype=float) == pytest.approx(want, rel=1e-12)
+    assert out.loc[out["kind"] == "point", "p_holm"].isna().all()

@@ -6,6 +6,7 @@ holds the key_* family.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -128,13 +129,15 @@ def dose_table_section(sec: Section, con: Any, figdir: Path) -> Section:
     slopes = frame[frame["kind"] == "slope"]
     order = {b: i for i, b in enumerate(("layer0", "early", "middle", "late", "final"))}
     slopes = slopes.assign(_o=slopes["band"].map(order)).sort_values(["model", "metric", "_o"])
+    holm_p = slopes["p_holm"] if "p_holm" in slopes else pd.Series(math.nan, slopes.index)
     rows = [[r.model, r.metric, r.band, float(r.value), float(r.ci_low), float(r.ci_high),
-             float(r.p_value), int(r.n), f"{unit_of(r.metric)} per unit of position"]
-            for r in slopes.itertuples()]  # fmt: skip
+             float(r.p_value), float(ph), int(r.n), f"{unit_of(r.metric)} per unit of position"]
+            for r, ph in zip(slopes.itertuples(), holm_p, strict=True)]  # fmt: skip
     sec.tables.append(
-        Table(["model", "metric", "band", "slope", "CI low", "CI high", "p", "n", "unit"],
+        Table(["model", "metric", "band", "slope", "CI low", "CI high", "p", "p_holm", "n",
+               "unit"],
               rows, "dose-response: within-text slope of each metric on the key sentence's "
-              "position (0 = first, 1 = last)")
+              "position (0 = first, 1 = last); p_holm: Holm over every slope of the model")
     )  # fmt: skip
     draw = getattr(plot, "dose_response_figure", None)
     for metric in dict.fromkeys(frame["metric"]) if draw is not None else []:

@@ -23,7 +23,7 @@ Additive extensions (documented in the README):
   docs/statistics.md define each); ``band`` also takes ``'layer0'`` (the embeddings) and
   ``'final'`` (the final-norm output), which the depth bands leave out.
 - ``dose_response(run_id, metric, band, kind, variant, key_position, value, ci_low, ci_high,
-  p_value, n, intercept)``: the position family's within-text slope of each metric on the
+  p_value, n, intercept, p_holm)``: the position family's within-text slope of each metric on the
   key sentence's position (``kind = 'slope'``) and the per-variant points (``'point'``);
   homog/dose.py.
 - ``layer_metrics`` holds one ``n_tokens`` row per text at layer 0 (the metric tokens).
@@ -260,6 +260,7 @@ TABLES: dict[str, Table] = {
                 ("p_value", D),
                 ("n", I),
                 ("intercept", D),
+                ("p_holm", D),
             ),
             scope="run",
             order_by=("run_id", "metric", "band", "kind", "variant"),
