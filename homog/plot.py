@@ -231,8 +231,9 @@ def dose_response_figure(
     ``runs``): one panel per band, the metric against the key sentence's relative position.
 
     Points: each position-family variant's mean position and mean value (95 % interval);
-    line: the within-text slope through the pooled means (``kind = 'slope'``), its CI and p in
-    the legend. One colour per model. Writes ``out`` atomically and returns its path.
+    line: the within-text slope through the pooled means (``kind = 'slope'``), its CI, p and
+    Holm p (where the rows have ``p_holm``) in the legend. One colour per model. Writes ``out``
+    atomically and returns its path.
     """
     import matplotlib
 
@@ -274,13 +275,13 @@ def dose_response_figure(
                         capsize=2,
                         lw=1,
                     )
-                    for r, x_, y_ in zip(pts, xs, ys, strict=True):
-                        ax.annotate(
+                    for k, (r, x_, y_) in enumerate(zip(pts, xs, ys, strict=True)):
+                        ax.annotate(  # alternate above / below: near positions stay legible
                             r["variant"].removeprefix("key_"),
                             (x_, y_),
                             fontsize=6,
                             color="0.35",
-                            xytext=(3, 3),
+                            xytext=(3, 3 if k % 2 == 0 else -8),
                             textcoords="offset points",
                         )
                 for r in (r for r in sel if r["kind"] == "slope"):
@@ -288,6 +289,9 @@ def dose_response_figure(
                         line = np.array([xs.min(), xs.max()])
                         label = (f"{model}: {r['value']:+.3g} [{r['ci_low']:+.3g}, "
                                  f"{r['ci_high']:+.3g}]\np = {r['p_value']:.2g}")  # fmt: skip
+                        ph = r.get("p_holm")
+                        if ph is not None and np.isfinite(ph):
+                            label += f", Holm p = {ph:.2g}"
                         ax.plot(
                             line,
                             r["intercept"] + r["value"] * line,

@@ -327,6 +327,31 @@ def test_dose_response_figure_draws_points_and_lines(run, tmp_path):
         dose_response_figure(rows, "mev", tmp_path / "none.png")
 
 
+def test_dose_response_legend_gives_p_and_holm_p(run, tmp_path, monkeypatch):
+    import homog.plot as plot
+    from homog.dose import dose_response
+
+    frame, texts, _, _ = run
+    out = dose_response(frame, texts, "r1", n_boot=100, seed=0, exclude=("n_tokens",))
+    seen = []
+    real_save = plot._save
+
+    def spy(fig, path):
+        seen.extend(t.get_text() for ax in fig.axes if ax.get_legend()
+                    for t in ax.get_legend().get_texts())  # fmt: skip
+        return real_save(fig, path)
+
+    monkeypatch.setattr(plot, "_save", spy)
+    plot.dose_response_figure(out.assign(model="m").to_dict("records"), "erank", tmp_path / "d.png")
+    middle = out[(out["kind"] == "slope") & (out["band"] == "middle")].iloc[0]
+    assert any(f"Holm p = {middle['p_holm']:.2g}" in t and f"p = {middle['p_value']:.2g}" in t
+               for t in seen), seen  # fmt: skip
+    seen.clear()  # rows from before p_holm: p alone
+    plot.dose_response_figure(out.drop(columns="p_holm").assign(model="m").to_dict("records"),
+                              "erank", tmp_path / "e.png")  # fmt: skip
+    assert seen and not any("Holm" in t for t in seen)
+
+
 def test_stats_params_are_checked():
     from homog.config import as_params
     from homog.errors import HomogError
