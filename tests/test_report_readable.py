@@ -140,9 +140,16 @@ SYNTH = {
             "end": {"start_share": 0.33, "end_share": 0.6071, "start_share_original": 0.4512,
                     "end_share_original": 0.41, "start_shift": -0.1212, "end_shift": 0.1971},
         },
-        "length_match": {
-            "front": {"kept_share": 0.375, "token_change_hist": {"0": 6},
-                      "move_kinds": {"clause_swap": 4, "adverbial_front": 2}},
+        "length_match": {  # as homog.synth.lengthmatch.length_report writes it
+            "enabled": True, "models": ["m1"], "texts_in": 20, "texts_kept": 16,
+            "texts_kept_share": 0.8, "text_reverts": {"rewrites": 0, "texts": 0},
+            "control_kind_distance": 0.4427,
+            "variants": {
+                "front": {"rewritten": 6, "length_mismatch": 10, "kept_share": 0.375,
+                          "sentence_status": {"rewritten": 6, "length_mismatch": 10},
+                          "token_change": {"m1": {"distribution": {"0": 6}, "mean": 0.0}},
+                          "kinds": {"clause_swap": 0.6667, "adverbial_front": 0.3333}},
+            },
         },
     },
 }  # fmt: skip
@@ -385,7 +392,15 @@ def test_manipulation_table_with_and_without_the_synth_measures():
     assert rows["original"]["start shift"] == "n/a"
     per_model = sec.tables[1]
     assert ["m1", "key_first", 0.0, 1.0, 0.9875] in per_model.rows
-    assert sec.tables[2].rows[0] == ["front", 0.375, "0: 6", "clause_swap: 4, adverbial_front: 2"]
+    assert sec.tables[2].rows == [
+        ["front", 0.375, "6 / 10", "m1: 0: 6", "clause_swap 67%, adverbial_front 33%"]
+    ]  # one row per variant, never one per key of the block (enabled, models, ...)
+    assert main_t.columns == ["measure", "original", "front", "end", "control", "key_first",
+                              "key_mid", "key_last"]  # fmt: skip
+    assert rows["front"]["length-matched kept"] == 0.375
+    assert "Length match: 80% of the texts kept; the control's move kinds are 0.44" in " ".join(
+        sec.paragraphs
+    )
     assert "Synth: 20 texts in, 16 kept" in " ".join(sec.paragraphs)
     # no Python dict reprs and no timings in any cell
     cells = [str(c) for t in sec.tables for r in t.rows for c in r]

@@ -4,7 +4,9 @@ stage's report.json (pure: a frame and a dict in, a Section out).
 report.json keys read (each optional; a measure that is absent is named, never guessed):
 ``edges[v]`` (start/end shares beside the original's, and shifts) or the older
 ``keyphrase_edges[v]`` (at_front/at_end), ``manipulation.per_model[m][v]`` (token change,
-multiset share), ``manipulation.key_sentence[v]``, ``manipulation.length_match[v]``,
+multiset share), ``manipulation.key_sentence[v]``, ``manipulation.length_match`` (its
+``variants[v]``: kept_share, rewritten, length_mismatch, token_change[m], kinds; beside them
+texts_kept_share and control_kind_distance; homog/synth/lengthmatch.py writes it),
 ``bertscore_f1``, ``texts_changed``, ``edit_distance``, ``fluency[v]``, ``fluency_audit[v]``.
 ``edges`` and ``length_match`` are read under ``manipulation`` or at the top level.
 """
@@ -38,12 +40,19 @@ def _part(report: dict[str, Any], key: str) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
+def _length_match(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """variant -> its length-match measures (``length_match.variants``)."""
+    found = _part(report, "length_match").get("variants")
+    return {str(v): m for v, m in found.items() if isinstance(m, dict)} if found else {}
+
+
 def _variants(texts: pd.DataFrame, report: dict[str, Any]) -> list[str]:
     seen: dict[str, None] = {}
     if not texts.empty:
         seen.update(dict.fromkeys(map(str, texts["variant"])))
-    for block in ("edges", "key_sentence", "length_match"):
+    for block in ("edges", "key_sentence"):
         seen.update(dict.fromkeys(_part(report, block)))
+    seen.update(dict.fromkeys(_length_match(report)))
     for per in _part(report, "per_model").values():
         seen.update(dict.fromkeys(per or {}))
     for key in ("keyphrase_edges", "bertscore_f1", "texts_changed", "fluency"):
@@ -107,7 +116,7 @@ def variant_columns(texts: pd.DataFrame) -> dict[str, Callable[[dict[str, Any], 
         "already last": lambda r, v: _dig(_part(r, ks), v, "already_last_share"),
         "texts changed": lambda r, v: _dig(r, "texts_changed", v),
         "word edit distance": lambda r, v: _dig(r, "edit_distance", v),
-        "length-matched kept": lambda r, v: _dig(_part(r, "length_match"), v, "kept_share"),
+        "length-matched kept": lambda r, v: _dig(_length_match(r), v, "kept_share"),
         "fluency Δ median (filter)": lambda r, v: _dig(r, "fluency", v, "median"),
         "fluency Δ median (audit)": lambda r, v: _dig(r, "fluency_audit", v, "median"),
     }
@@ -130,6 +139,14 @@ def measure_table(
 
 def _plain(x: Any) -> Any:
     return x.item() if hasattr(x, "item") else x
+
+
+def _shares(d: Any, top: int = 5) -> str:
+    """{kind: share} as 'kind 35%, ...' (the largest ``top``)."""
+    if not isinstance(d, dict) or not d:
+        return NA
+    best = sorted(d.items(), key=lambda kv: -kv[1])[:top]
+    return ", ".join(f"{k} {100 * float(x):.0f}%" for k, x in best)
 
 
 def _counts(d: Any) -> str:
@@ -196,25 +213,43 @@ def manipulation_section(texts: pd.DataFrame, report: dict[str, Any] | None) -> 
                 "token change per model's tokenizer",
             )
         )
-    lm = _part(report, "length_match")
+    lm = _length_match(report)
     if lm:
         rows = [
             [
                 v,
                 _plain(m.get("kept_share", NA)),
-                _counts(m.get("token_change_hist")),
-                _counts(m.get("move_kinds")),
+                f"{m.get('rewritten', NA)} / {m.get('length_mismatch', NA)}",
+                "; ".join(f"{model}: {_counts(t.get('distribution'))}"
+                          for model, t in (m.get("token_change") or {}).items()) or NA,
+                _shares(m.get("kinds")),
             ]
             for v, m in lm.items()
-            if isinstance(m, dict)
-        ]
+        ]  # fmt: skip
         sec.tables.append(
             Table(
-                ["variant", "kept (share)", "token change: texts", "move kinds"],
+                [
+                    "variant",
+                    "kept (share of sentences)",
+                    "rewritten / length mismatch",
+                    "token change: texts per change, per model",
+                    "move kinds (top 5)",
+                ],
                 rows,
                 "length-matched rewrites (synth.length_match)",
-            )
+            )  # fmt: skip
         )
+        block = _part(report, "length_match")
+        said = []
+        if block.get("texts_kept_share") is not None:
+            said.append(f"{_plain(block['texts_kept_share']):.0%} of the texts kept")
+        if block.get("control_kind_distance") is not None:
+            said.append(
+                f"the control's move kinds are {block['control_kind_distance']:.2f} (total "
+                "variation: 0 the same mix, 1 none in common) from front's and end's"
+            )
+        if said:
+            sec.paragraphs.append("Length match: " + "; ".join(said) + ".")
     if "texts_in" in report:
         dropped = report.get("dropped") or {}
         sec.paragraphs.append(
