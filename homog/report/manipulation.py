@@ -42,8 +42,10 @@ def _part(report: dict[str, Any], key: str) -> dict[str, Any]:
 
 def _length_match(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """variant -> its length-match measures (``length_match.variants``)."""
-    found = _part(report, "length_match").get("variants")
-    return {str(v): m for v, m in found.items() if isinstance(m, dict)} if found else {}
+    found = _part(report, "length_match").get("variants") or {}
+    rank = {v: i for i, v in enumerate(ORDER)}
+    keys = sorted(found, key=lambda v: (rank.get(str(v), len(ORDER)), str(v)))
+    return {str(v): found[v] for v in keys if isinstance(found[v], dict)}
 
 
 def _variants(texts: pd.DataFrame, report: dict[str, Any]) -> list[str]:
