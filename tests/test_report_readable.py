@@ -631,3 +631,19 @@ def test_family_without_dose_slopes_says_how_to_get_them(project, tmp_path):
         con.close()
     assert any("run `homog stats` and `homog load` again" in p for p in sec.paragraphs)
     assert not any(Path(p).name.startswith("dose_") for p, _ in sec.figures) and not sec.tables
+
+
+def test_dose_summary_counts_what_survives_holm():
+    from homog.report.position import dose_summary
+
+    rows = [("m1", "erank", "layer0", 0.0, 1.0), ("m1", "erank", "middle", 0.5, 0.2),
+            ("m1", "attn_last", "final", 1e-4, 0.01), ("m1", "mev", "late", 0.002, 0.04),
+            ("m2", "erank", "layer0", 0.0, 1.0), ("m2", "erank", "late", -0.1, 0.9)]  # fmt: skip
+    slopes = pd.DataFrame(rows, columns=["model", "metric", "band", "value", "p_holm"])
+    text = dose_summary(slopes, 0.05)
+    assert "m1: 2 of 3 slopes above layer 0 survive Holm (attn_last final +0.0001, mev late " \
+        "+0.002); erank and MEV: 1 of 2" in text
+    assert "m2: 0 of 1 slopes above layer 0 survive Holm; erank and MEV: 0 of 1" in text
+    assert "layer-0 slopes lie within [0, 0]" in text
+    old = dose_summary(slopes.assign(p_holm=float("nan")), 0.05)
+    assert "no Holm p" in old

@@ -248,7 +248,7 @@ def build_report(
                 ),
                 manipulation_section(texts, synth),
                 claims_section(claims, st.alpha, ci=st.ci, test=st.test),
-                position_section(con, data, variants, figdir),
+                position_section(con, data, variants, figdir, st.alpha),
                 *figure_sections(con, data["runs"], data["mauve"], figdir, variants),
                 posenc_section(data["posenc"], data["ablation"], figdir, _posenc_config(params)),
                 *provenance_sections(prov, data["runs"]),

@@ -63,6 +63,7 @@ def position_section(
     data: dict[str, pd.DataFrame],
     variants: list[str],
     figdir: Path,
+    alpha: float = 0.05,
 ) -> Section:
     """The layer-0 control figures, and the stats stage's dose-response table and figures
     when the database holds them (else a paragraph saying why there are none)."""
@@ -96,7 +97,7 @@ def position_section(
         "dose_response" in tables
         and con.execute("SELECT count(*) FROM dose_response WHERE kind = 'slope'").fetchone()[0]
     ):
-        return dose_table_section(sec, con, figdir)
+        return dose_table_section(sec, con, figdir, alpha)
     if family:
         sec.paragraphs.append(
             "Dose-response: the database holds the position family but no dose_response "
@@ -118,9 +119,39 @@ DOSE_SQL = (
 )
 
 
-def dose_table_section(sec: Section, con: Any, figdir: Path) -> Section:
-    """The stats stage's ``dose_response`` table: the within-text slopes as a table, and its
-    figure (``homog.plot.dose_response_figure``) per metric where homog.plot has one."""
+def dose_summary(slopes: pd.DataFrame, alpha: float) -> str:
+    """One plain paragraph: per model, how many slopes survive Holm at ``alpha`` and which,
+    the layer-0 slopes, and the erank / MEV answer (the paper's homogenization metrics)."""
+    parts = []
+    for model, g in slopes.groupby("model", sort=True):
+        inner = g[g["band"] != "layer0"]
+        hit = inner[inner["p_holm"] < alpha]
+        names = ", ".join(f"{r.metric} {r.band} {r.value:+.3g}" for r in hit.itertuples())
+        core = hit[hit["metric"].isin(("erank", "mev"))]
+        l0 = g[g["band"] == "layer0"]
+        l0_text = (
+            f"its layer-0 slopes lie within [{l0['value'].min():.3g}, {l0['value'].max():.3g}]"
+            if len(l0)
+            else "no layer-0 slope"
+        )
+        parts.append(
+            f"{model}: {len(hit)} of {len(inner)} slopes above layer 0 survive Holm"
+            + (f" ({names})" if names else "")
+            + f"; erank and MEV: {len(core)} of "
+            f"{int(inner['metric'].isin(('erank', 'mev')).sum())}; {l0_text}."
+        )
+    if slopes["p_holm"].isna().all():
+        return (
+            "Dose-response: this database's table has no Holm p (it predates the column); "
+            "run `homog stats` and `homog load` again."
+        )
+    return f"Dose-response at alpha = {alpha:g} (Holm over each model's slopes): " + " ".join(parts)
+
+
+def dose_table_section(sec: Section, con: Any, figdir: Path, alpha: float = 0.05) -> Section:
+    """The stats stage's ``dose_response`` table: a summary paragraph (``dose_summary``), the
+    within-text slopes as a table, and its figure (``homog.plot.dose_response_figure``) per
+    metric where homog.plot has one."""
     import homog.plot as plot
     from homog.report.document import Table
     from homog.report.glossary import unit_of
@@ -130,6 +161,7 @@ def dose_table_section(sec: Section, con: Any, figdir: Path) -> Section:
     order = {b: i for i, b in enumerate(("layer0", "early", "middle", "late", "final"))}
     slopes = slopes.assign(_o=slopes["band"].map(order)).sort_values(["model", "metric", "_o"])
     holm_p = slopes["p_holm"] if "p_holm" in slopes else pd.Series(math.nan, slopes.index)
+    sec.paragraphs.append(dose_summary(slopes.assign(p_holm=holm_p), alpha))
     rows = [[r.model, r.metric, r.band, float(r.value), float(r.ci_low), float(r.ci_high),
              float(r.p_value), float(ph), int(r.n), f"{unit_of(r.metric)} per unit of position"]
             for r, ph in zip(slopes.itertuples(), holm_p, strict=True)]  # fmt: skip
