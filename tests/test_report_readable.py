@@ -638,12 +638,15 @@ def test_dose_summary_counts_what_survives_holm():
 
     rows = [("m1", "erank", "layer0", 0.0, 1.0), ("m1", "erank", "middle", 0.5, 0.2),
             ("m1", "attn_last", "final", 1e-4, 0.01), ("m1", "mev", "late", 0.002, 0.04),
+            ("m1", "erank__no_sink", "layer0", -0.04, 0.3),
             ("m2", "erank", "layer0", 0.0, 1.0), ("m2", "erank", "late", -0.1, 0.9)]  # fmt: skip
     slopes = pd.DataFrame(rows, columns=["model", "metric", "band", "value", "p_holm"])
     text = dose_summary(slopes, 0.05)
-    assert "m1: 2 of 3 slopes above layer 0 survive Holm (attn_last final +0.0001, mev late " \
+    assert (
+        "m1: 2 of 3 slopes above layer 0 survive Holm (attn_last final +0.0001, mev late "
         "+0.002); erank and MEV: 1 of 2" in text
+    )
     assert "m2: 0 of 1 slopes above layer 0 survive Holm; erank and MEV: 0 of 1" in text
-    assert "layer-0 slopes lie within [0, 0]" in text
+    assert "first token changes with the order) lie within [0, 0]" in text
     old = dose_summary(slopes.assign(p_holm=float("nan")), 0.05)
     assert "no Holm p" in old

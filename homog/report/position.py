@@ -128,9 +128,12 @@ def dose_summary(slopes: pd.DataFrame, alpha: float) -> str:
         hit = inner[inner["p_holm"] < alpha]
         names = ", ".join(f"{r.metric} {r.band} {r.value:+.3g}" for r in hit.itertuples())
         core = hit[hit["metric"].isin(("erank", "mev"))]
-        l0 = g[g["band"] == "layer0"]
+        # no_sink drops the text's first token, which a reordering changes: not order-free
+        l0 = g[(g["band"] == "layer0") & ~g["metric"].str.endswith("__no_sink")]
         l0_text = (
-            f"its layer-0 slopes lie within [{l0['value'].min():.3g}, {l0['value'].max():.3g}]"
+            f"its layer-0 slopes (the negative control; no_sink left out, its dropped first "
+            f"token changes with the order) lie within [{l0['value'].min():.3g}, "
+            f"{l0['value'].max():.3g}]"
             if len(l0)
             else "no layer-0 slope"
         )
