@@ -294,3 +294,25 @@ def test_kind_distance_is_total_variation_to_front_and_end_pooled():
     mix = {"front": {"a": 0.6}, "end": {"b": 0.2}, "control": {"a": 0.3, "c": 0.1}}
     assert kind_distance(mix) == pytest.approx(0.5)
     assert kind_distance({"front": {"a": 1.0}}) is None
+
+
+def test_a_first_sentence_is_measured_after_the_leading_space(lf, tokenizers):
+    """Found on IMDB review 19680: a conjunct swap re-capitalised the text's first word
+    ("Twisted, bizarre" -> "Bizarre, ..."). Without the leading space both first words are one
+    token under gemma3; with it (as every variant text starts) " Bizarre" is two. The filter
+    and the whole-text counts must see the text as the model does."""
+    from homog.synth.position import LEAD
+
+    gemma = tokenizers["gemma3-270m"]
+    context = "Twisted, bizarre, enchanting, and hilarious! I couldn't stop laughing."
+    sentence = "Twisted, bizarre, enchanting, and hilarious!"
+    swap = "Bizarre, enchanting, hilarious, and twisted!"
+
+    def n(text: str) -> int:
+        return len(gemma(text, add_special_tokens=False)["input_ids"])
+
+    assert n(sentence) == n(swap)  # what a filter without the leading space saw
+    assert n(LEAD + sentence) != n(LEAD + swap)  # what the model sees
+    assert lf.keep(sentence, context, [swap]) == [False]
+    changed = context.replace(sentence, swap)
+    assert lf.counts([context])[0] != lf.counts([changed])[0]

@@ -65,25 +65,30 @@ class LengthFilter:
 
     def counts(self, texts: Sequence[str]) -> list[tuple[int, ...]]:
         """Each text's token count (special tokens included) per model, in ``tokenizers``
-        order; one batch per tokenizer for the texts not seen before."""
+        order, as the model sees it: after ``LEAD`` (every variant text starts with it, and
+        the first word is another token without it: "Bizarre" vs " Bizarre"); one batch per
+        tokenizer for the texts not seen before."""
+        from homog.synth.position import LEAD
         from homog.synth.tokens import token_counts
 
         todo = [t for t in dict.fromkeys(texts) if t not in self._cache]
         if todo:
-            per_model = [token_counts(tok, todo) for tok in self.tokenizers.values()]
+            seen = [LEAD + t for t in todo]
+            per_model = [token_counts(tok, seen) for tok in self.tokenizers.values()]
             for k, t in enumerate(todo):
                 self._cache[t] = tuple(c[k] for c in per_model)
         return [self._cache[t] for t in texts]
 
     def keep(self, sentence: str, context: str, rewrites: Sequence[str]) -> list[bool]:
         """Does each rewrite of ``sentence`` keep the token count of its window of
-        ``context`` (``window`` characters either side; the sentence alone after a space when
-        ``context`` does not hold it) under every tokenizer?"""
+        ``context`` (``window`` characters either side; the sentence alone when ``context``
+        does not hold it) under every tokenizer? Windows are counted after ``LEAD``, so a
+        sentence that opens the review is measured as it opens the variant text."""
         if not rewrites:
             return []
         a = context.find(sentence) if context else -1
         if a < 0:
-            left, right = " ", ""
+            left, right = "", ""
         else:
             left = context[max(0, a - self.window) : a]
             right = context[a + len(sentence) : a + len(sentence) + self.window]
