@@ -30,7 +30,7 @@ demo: setup
 	dvc repro
 	homog runs
 
-## The study on real reviews (study/params.yaml: 300 IMDB reviews of ../shared, both embedded
+## The study on real reviews (study/params.yaml: 380 IMDB reviews of ../shared, both embedded
 ## models, 256 tokens; STUDY_PARAMS=quick.yaml: 64 reviews). Writes study/data/ and regenerates
 ## docs/results.md with its figures from the study database.
 STUDY_PARAMS ?= params.yaml
