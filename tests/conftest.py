@@ -104,3 +104,27 @@ def largest_tensor_mode() -> Any:
             return out
 
     return Largest()
+
+
+def save_run(layout: Any, model: str, intervention: str, frame: Any, n_layers: int) -> None:
+    """Write a synthetic run as ``homog extract`` would: ``frame`` (variant, sample_id, layer,
+    metric, value) as ``layer_metrics.parquet`` with run id ``<model>-<intervention>``, and its
+    ``run.json`` (a random:tiny-llama record with ``n_layers``)."""
+    import json
+
+    run_id = f"{model}-{intervention}"
+    frame = frame.copy()
+    frame.insert(0, "run_id", run_id)
+    frame["layer"] = frame["layer"].astype("int32")
+    out = layout.run_dir(model, intervention)
+    out.mkdir(parents=True)
+    frame.to_parquet(out / "layer_metrics.parquet", index=False)
+    record = {
+        "run_id": run_id, "model": model, "model_source": "random:tiny-llama",
+        "n_layers": n_layers, "d_model": 64, "n_heads": 4, "dtype": "float32",
+        "device": "cpu", "intervention": intervention,
+        "config_json": json.dumps({"extract": {"max_tokens": 64}, "versions": {"homog": "t"}}),
+        "homog_version": "test", "created_at": "2026-01-01T00:00:00+00:00",
+        "pair_key": f"{model}-pair",
+    }  # fmt: skip
+    (out / "run.json").write_text(json.dumps(record))

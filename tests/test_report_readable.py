@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from conftest import save_run
 
 from homog.cli import main
 from homog.errors import HomogError
@@ -57,21 +58,7 @@ def write_run(layout: Layout, model: str, intervention: str, rng) -> None:
                     rate = 0.02 + (0.02 if variant == "front" else 0.0) + rng.normal(0, 0.002)
                     rows.append((variant, sid, layer, "sink_rate", max(rate, 0.0)))
     frame = pd.DataFrame(rows, columns=["variant", "sample_id", "layer", "metric", "value"])
-    run_id = f"{model}-{intervention}"
-    frame.insert(0, "run_id", run_id)
-    frame["layer"] = frame["layer"].astype("int32")
-    out = layout.run_dir(model, intervention)
-    out.mkdir(parents=True)
-    frame.to_parquet(out / "layer_metrics.parquet", index=False)
-    record = {
-        "run_id": run_id, "model": model, "model_source": "random:tiny-llama",
-        "n_layers": N_LAYERS, "d_model": 64, "n_heads": 4, "dtype": "float32",
-        "device": "cpu", "intervention": intervention,
-        "config_json": json.dumps({"extract": {"max_tokens": 64}, "versions": {"homog": "t"}}),
-        "homog_version": "test", "created_at": "2026-01-01T00:00:00+00:00",
-        "pair_key": f"{model}-pair",
-    }  # fmt: skip
-    (out / "run.json").write_text(json.dumps(record))
+    save_run(layout, model, intervention, frame, N_LAYERS)
 
 
 @pytest.fixture(scope="module")
