@@ -119,19 +119,20 @@ def choose_control(lengths: Sequence[float], key: int, family_shift: float) -> t
     n = len(lengths)
     if n < MIN_SENTENCES or family_shift == 0:
         raise ValueError(f"no control move for {n} sentences and shift {family_shift}")
-    before = starts(lengths, range(n))
+    step = -1 if family_shift < 0 else 1
     best: tuple[float, int, int] | None = None
     for j in range(n):
         if j == key:
             continue
-        places = range(j - 1, -1, -1) if family_shift < 0 else range(j + 1, n)
-        for dst in places:
-            shift = starts(lengths, move(n, j, dst))[j] - before[j]
-            cost = abs(shift - family_shift) + LENGTH_WEIGHT * abs(lengths[j] - lengths[key])
+        size = LENGTH_WEIGHT * abs(lengths[j] - lengths[key])
+        shift = 0.0
+        # moving j one place further passes one more sentence: its start moves by that length
+        for dst in range(j + step, -1 if step < 0 else n, step):
+            shift += step * lengths[dst]
+            cost = abs(shift - family_shift) + size
             if best is None or cost < best[0]:
                 best = (cost, j, dst)
-    if best is None:  # the key is the only sentence that can move that way
-        raise ValueError(f"no sentence but the key can move by {family_shift}")
+    assert best is not None  # n >= 3: a sentence besides the key can move either way
     return best[1], best[2]
 
 
