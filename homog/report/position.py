@@ -122,6 +122,11 @@ DOSE_SQL = (
 def dose_summary(slopes: pd.DataFrame, alpha: float) -> str:
     """One plain paragraph: per model, how many slopes survive Holm at ``alpha`` and which,
     the layer-0 slopes, and the erank / MEV answer (the paper's homogenization metrics)."""
+    if slopes["p_holm"].isna().all():
+        return (
+            "Dose-response: this database's table has no Holm p (it predates the column); "
+            "run `homog stats` and `homog load` again."
+        )
     parts = []
     for model, g in slopes.groupby("model", sort=True):
         inner = g[g["band"] != "layer0"]
@@ -143,11 +148,6 @@ def dose_summary(slopes: pd.DataFrame, alpha: float) -> str:
             + f"; erank and MEV: {len(core)} of "
             f"{int(inner['metric'].isin(('erank', 'mev')).sum())}; {l0_text}."
         )
-    if slopes["p_holm"].isna().all():
-        return (
-            "Dose-response: this database's table has no Holm p (it predates the column); "
-            "run `homog stats` and `homog load` again."
-        )
     return f"Dose-response at alpha = {alpha:g} (Holm over each model's slopes): " + " ".join(parts)
 
 
@@ -163,11 +163,12 @@ def dose_table_section(sec: Section, con: Any, figdir: Path, alpha: float = 0.05
     slopes = frame[frame["kind"] == "slope"]
     order = {b: i for i, b in enumerate(("layer0", "early", "middle", "late", "final"))}
     slopes = slopes.assign(_o=slopes["band"].map(order)).sort_values(["model", "metric", "_o"])
-    holm_p = slopes["p_holm"] if "p_holm" in slopes else pd.Series(math.nan, slopes.index)
-    sec.paragraphs.append(dose_summary(slopes.assign(p_holm=holm_p), alpha))
+    if "p_holm" not in slopes:  # a table from before the column
+        slopes = slopes.assign(p_holm=math.nan)
+    sec.paragraphs.append(dose_summary(slopes, alpha))
     rows = [[r.model, r.metric, r.band, float(r.value), float(r.ci_low), float(r.ci_high),
-             float(r.p_value), float(ph), int(r.n), f"{unit_of(r.metric)} per unit of position"]
-            for r, ph in zip(slopes.itertuples(), holm_p, strict=True)]  # fmt: skip
+             float(r.p_value), float(r.p_holm), int(r.n),
+             f"{unit_of(r.metric)} per unit of position"] for r in slopes.itertuples()]  # fmt: skip
     sec.tables.append(
         Table(["model", "metric", "band", "slope", "CI low", "CI high", "p", "p_holm", "n",
                "unit"],
