@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The GPU measurements behind docs/gpu.md, in one call on a lent GPU machine (a bare image with
+# torch; homog is run from the checkout, nothing installed). Each step has its own time limit,
+# so one that hangs leaves the others' results. Files go to $OUT (default ./gpu-out).
+#
+#   bash bench/gpu_checks.sh [STEPS...]     # default: eigh profile b512 b2048
+#
+# Steps: tests (pytest -m gpu), eigh (per-matrix solver timing), profile (where the batched
+# extraction's time goes, 32 x 512), b512 / b2048 (bench/extract_overhead.py, every solver).
+set -u
+OUT=${OUT:-gpu-out}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+PY=${PY:-python3}
+MODEL=(--model random:llama-8b --dtype bfloat16 --device cuda)
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(eigh profile b512 b2048)
+
+run() {  # run NAME SECONDS CMD...: CMD's output to the terminal and $OUT/NAME.log
+    local name=$1 limit=$2
+    shift 2
+    echo "== $name (limit ${limit}s): $*"
+    local t0=$SECONDS
+    timeout "$limit" "$@" 2>&1 | tee "$OUT/$name.log"
+    echo "== $name: exit ${PIPESTATUS[0]} after $((SECONDS - t0)) s"
+}
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+$PY -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda, torch.get_num_threads(), "threads")'
+for step in "${steps[@]}"; do
+    case $step in
+    tests)
+        run tests 150 $PY -m pytest -q -m gpu tests/test_gpu.py -p no:cacheprovider ;;
+    eigh)
+        run eigh 60 $PY bench/batched_eigh.py --sizes 512x24 512x96 512x264 512x792 2048x6 2048x66 ;;
+    profile)
+        run profile 120 $PY bench/extract_profile.py "${MODEL[@]}" --n-texts 32 --tokens 512 ;;
+    b512)
+        run b512 200 $PY bench/extract_overhead.py "${MODEL[@]}" --n-texts 32 --tokens 512 \
+            --naive-texts 0 --repeats "${REPEATS:-1}" --skip a bt b b0 \
+            --eigensolvers ${SOLVERS_512:-device batched host-serial host} \
+            --json "$OUT/b512.json" --markdown "$OUT/gpu-bench.md" ;;
+    b2048)
+        run b2048 200 $PY bench/extract_overhead.py "${MODEL[@]}" --n-texts 8 --tokens 2048 \
+            --naive-texts 0 --repeats 1 --skip a bt b b0 \
+            --eigensolvers ${SOLVERS_2048:-batched device host} \
+            --json "$OUT/b2048.json" --markdown "$OUT/gpu-bench.md" --append ;;
+    *)
+        echo "unknown step $step (tests eigh profile b512 b2048)" >&2
+        exit 2 ;;
+    esac
+done
