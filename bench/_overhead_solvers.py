@@ -23,10 +23,15 @@ import numpy as np
 
 WHAT = {
     "device": "torch eigvalsh (syevd per matrix)",
-    "batched": "cusolverDnXsyevBatched",
+    "batched": "cusolverDnXsyevBatched, layers stacked",
+    "batched-layer": "cusolverDnXsyevBatched, metrics per layer",
     "host-serial": "host LAPACK, the GPU waits",
     "host": "host LAPACK, pipelined",
 }
+# the environment of each variant: HOMOG_GPU_EIGENSOLVER, and batched-layer without the layer
+# stack (HOMOG_GPU_STACK_MIB=0: each layer's metrics computed in its hook, as before)
+ENV = {s: {"HOMOG_GPU_EIGENSOLVER": s} for s in WHAT}
+ENV["batched-layer"] = {"HOMOG_GPU_EIGENSOLVER": "batched", "HOMOG_GPU_STACK_MIB": "0"}
 
 
 def key(solver: str) -> str:

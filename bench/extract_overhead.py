@@ -63,6 +63,7 @@ from homog.models import load_model, resolve_source
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench_util import read_reviews  # noqa: E402
+from _overhead_solvers import ENV as SOLVER_ENV  # noqa: E402
 from _overhead_solvers import (  # noqa: E402
     WHAT,
     compare_solvers,
@@ -384,7 +385,7 @@ def measure(
     if baseline is not None:
         variants["b_baseline"] = extraction("b_baseline", True, baseline)
     for solver in args.eigensolvers:
-        env = {"HOMOG_GPU_EIGENSOLVER": solver}
+        env = SOLVER_ENV[solver]
         variants[solver_key(solver)] = extraction(solver_key(solver), True, env=env)
     variants["b_no_attention"] = extraction("b_no_attention", False)
     for name in args.skip:

@@ -151,6 +151,24 @@ def env_choice(name: str, choices: tuple[str, ...]) -> str:
     return value
 
 
+def env_int(name: str, default: int, minimum: int = 0) -> int:
+    """The integer environment variable ``name`` (unset or empty: ``default``); anything that
+    is not a whole number >= ``minimum`` is a HomogError naming it."""
+    raw = os.environ.get(name, "")
+    if not raw.strip():
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        raise HomogError(
+            f"environment variable {name}={raw!r} is not a whole number >= {minimum}: set it "
+            f"to one (e.g. {default}), or unset it"
+        )
+    return value
+
+
 # ---------------------------------------------------------------------------------------------
 # YAML without duplicate keys
 

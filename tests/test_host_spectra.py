@@ -77,6 +77,84 @@ def test_deferred_layers_equal_the_inline_ones(tiny, monkeypatch):
         np.testing.assert_array_equal(t.pooled_mean, i.pooled_mean)
 
 
+def test_stacked_layers_equal_the_inline_ones(tiny, monkeypatch):
+    """``batched``'s layer stack (``LayerStack``: several layers' hidden-state metrics in one
+    ``hidden_pending`` call) gives the inline metrics to rounding and every other output
+    exactly, each layer in its own slot: with two layers per stack (a partial last one), all
+    layers in one, and none (HOMOG_GPU_STACK_MIB=0: one call per layer, as before)."""
+    import homog.extract.host_spectra as hs
+
+    monkeypatch.setenv("HOMOG_CPU_EIGENSOLVER", "torch")
+    texts = synthetic_texts([40, 33, 7, 25])
+    big = 200  # one batch: every stack has the same (B, n, d)
+    inline = extract(tiny, texts, "inline", big)
+    calls: list[list[int]] = []
+    real = hs.LayerStack.flush
+
+    def flush(self):
+        calls.append(list(self.layers))
+        real(self)
+
+    monkeypatch.setattr(hs.LayerStack, "flush", flush)
+    per_layer = len(texts) * 40 * tiny.model.config.hidden_size * 8  # one layer's float64 copy
+    runs = {}
+    for name, cap in [("two", 2 * per_layer), ("all", 2**40)]:
+        monkeypatch.setattr(hs, "stack_bytes", lambda cap=cap: cap)
+        calls.clear()
+        runs[name] = extract(tiny, texts, "deferred", big)
+        layers = [layer for call in calls for layer in call]
+        assert layers == list(range(tiny.n_layers + 1))  # each layer once, in order
+        sizes = [len(c) for c in calls if c]
+        if name == "two":
+            assert sizes == [2] * ((tiny.n_layers + 1) // 2) + [1] * ((tiny.n_layers + 1) % 2)
+        else:
+            assert sizes == [tiny.n_layers + 1]
+    monkeypatch.undo()
+    monkeypatch.setenv("HOMOG_CPU_EIGENSOLVER", "torch")
+    monkeypatch.setenv("HOMOG_GPU_STACK_MIB", "0")
+    runs["none"] = extract(tiny, texts, "deferred", big)
+    for name, run in runs.items():
+        for got, want in zip(run, inline, strict=True):
+            np.testing.assert_allclose(got.metrics, want.metrics, rtol=1e-12, atol=1e-14)
+            for field in FIELDS[1:]:
+                np.testing.assert_array_equal(
+                    getattr(got, field), getattr(want, field), err_msg=f"{name}: {field}"
+                )
+
+
+def test_stacked_layers_name_the_layer_and_text_with_nan(tiny):
+    """NaN in one text's hidden states from layer 2 on: the stacked extraction names layer 2
+    and that text, as the inline one does (never a later layer or another text)."""
+    from homog.errors import HomogError
+
+    def poison(_module, _inputs, output):
+        hidden = output[0] if isinstance(output, tuple) else output
+        hidden = hidden.clone()
+        hidden[1, 3, :] = float("nan")
+        return (hidden, *output[1:]) if isinstance(output, tuple) else hidden
+
+    handle = tiny.layers[1].register_forward_hook(poison)  # block 1's output: hidden layer 2
+    texts = synthetic_texts([40, 33, 7])
+    try:
+        messages = []
+        for mode in ("inline", "deferred"):
+            with pytest.raises(HomogError, match="NaN/inf in hidden states") as err:
+                extract(tiny, texts, mode, 200)
+            messages.append(str(err.value))
+    finally:
+        handle.remove()
+    assert messages[0] == messages[1]
+    assert "at layer 2 for text(s) v/t1 " in messages[1]
+
+
+def test_a_bad_stack_size_is_named(tiny, monkeypatch):
+    from homog.errors import HomogError
+
+    monkeypatch.setenv("HOMOG_GPU_STACK_MIB", "lots")
+    with pytest.raises(HomogError, match=r"HOMOG_GPU_STACK_MIB='lots' is not a whole number"):
+        Extractor(tiny, extract_config(), host_spectra="deferred")
+
+
 def test_order_holds_under_a_slow_solver_and_one_batch_is_in_flight(tiny, monkeypatch):
     """A solver that sleeps (longest for the first layer of each batch): the metrics still
     equal the serial run's exactly, layer by layer and batch by batch; batch i + 1's forward

@@ -164,7 +164,14 @@ class Extractor:
     vec_dtype = torch.float32
 
     def __init__(self, loaded: Any, config: ExtractConfig, host_spectra: str = "auto"):
-        from homog.extract.host_spectra import MODES, DeviceBatch, HostSpectra, host_mode
+        from homog.extract.host_spectra import (
+            MODES,
+            DeviceBatch,
+            HostSpectra,
+            LayerStack,
+            host_mode,
+            stack_bytes,
+        )
 
         self.loaded = loaded
         self.config = config
@@ -179,6 +186,9 @@ class Extractor:
         host = mode in ("serial", "pipelined")
         self._host = HostSpectra(self.metric_names, mode != "serial") if host else None
         self._defer = DeviceBatch(self.metric_names) if mode == "deferred" else None
+        # deferred: several layers' metrics computed at once (HOMOG_GPU_STACK_MIB; 0: none)
+        cap = stack_bytes() if mode == "deferred" else 0
+        self._stack = LayerStack(self._stacked_metrics, loaded.n_layers + 1, cap) if cap else None
         # attention first: it may raise (a model loaded without attention), leaving no hooks
         self._handles: list[Any] = self._attach_attention(loaded) if config.attention else []
         L = loaded.n_layers
@@ -258,15 +268,20 @@ class Extractor:
 
         return hook
 
-    def _summarise_hidden(self, st: BatchState, layer: int, hidden: Any) -> None:
+    def _hidden_values(
+        self, st: BatchState, layers: list[int], hidden: Any, mask: Any, **kw: Any
+    ) -> tuple[Any, Any]:
+        """``hidden_pending`` (or, solved in place, ``hidden_metrics``) of ``hidden``: one
+        layer (B, n, d), or the stacked ``layers`` (k, B, n, d); its errors as HomogErrors
+        naming the layer and texts."""
         from homog.metrics.sets import hidden_metrics, hidden_pending
-        from homog.metrics.spectra import MetricInputError, NonFiniteError, pool
+        from homog.metrics.spectra import MetricInputError, NonFiniteError
 
-        mask = st.mask.to(hidden.device)
         cfg = self.config
+        stacked = hidden.dim() == 4
         try:
             pending = self._host is not None or self._defer is not None
-            values, top = (hidden_pending if pending else hidden_metrics)(
+            return (hidden_pending if pending else hidden_metrics)(
                 hidden,
                 mask,
                 center=cfg.center,
@@ -274,33 +289,70 @@ class Extractor:
                 peers=cfg.peer_metrics,
                 sink_norm_ratio=cfg.sink_norm_ratio,
                 renyi_alpha=cfg.renyi_alpha,
+                **kw,
             )
         except NonFiniteError as exc:
-            names = sorted({st.names[i[0]] for i in exc.indices})
+            # leading indices: (text,) per layer, (layer in the stack, text) stacked
+            first = exc.indices[0]
+            layer = layers[first[0]] if stacked else layers[0]
+            at = [i[1:] if stacked else i for i in exc.indices if not stacked or i[0] == first[0]]
+            names = sorted({st.names[i[0]] for i in at})
             raise HomogError(
                 f"NaN/inf in hidden states at layer {layer} for text(s) {', '.join(names[:10])} "
                 f"(dtype {self.loaded.dtype}; float16/bfloat16 overflow? use --dtype float32)"
             ) from exc
         except MetricInputError as exc:
-            raise HomogError(f"layer {layer}: {exc} (texts {', '.join(st.names[:10])})") from exc
+            where = ", ".join(map(str, layers))
+            raise HomogError(f"layer {where}: {exc} (texts {', '.join(st.names[:10])})") from exc
+
+    def _stacked_metrics(self, hidden: Any, layers: list[int], extras: list[Any]) -> None:
+        """``LayerStack``'s computation: the metrics of the stacked ``layers`` (k, B, n, d)
+        in one ``hidden_pending`` (their massive activations, computed per layer for the
+        attention statistics, are passed in), their spectra queued with ``DeviceBatch``."""
+        st = self._state
+        assert st is not None and self._defer is not None
+        act = None
+        if extras[0] is not None:
+            act = {k: torch.stack([e[k] for e in extras]) for k in extras[0]}
+        mask = st.mask.to(hidden.device)
+        values, _ = self._hidden_values(st, layers, hidden, mask, activations=act)
+        self._defer.add(st.metrics, layers, values)
+
+    def _summarise_hidden(self, st: BatchState, layer: int, hidden: Any) -> None:
+        from homog.metrics.massive import massive_activations
+        from homog.metrics.spectra import pool
+
+        mask = st.mask.to(hidden.device)
         dev, vec = st.device, st.vec_dtype
-        if self._host is not None:  # the host solves the spectra (a Future when pipelined)
-            st.metrics[layer] = self._host.submit(values)
-        elif self._defer is not None:  # solved with other layers' (by the end of the forward)
-            self._defer.add(st.metrics, layer, values)
+        if self._stack is not None:  # computed with other layers' (by the end of the forward)
+            act = top = None
+            if self.config.peer_metrics:  # the attention statistics need ``top`` now
+                act, top = massive_activations(hidden, mask)
+            self._stack.add(layer, hidden, act)
         else:
-            st.metrics[layer] = torch.stack([values[m] for m in self.metric_names], -1).to(dev)
+            values, top = self._hidden_values(st, [layer], hidden, mask)
+            if self._host is not None:  # the host solves the spectra (a Future when pipelined)
+                st.metrics[layer] = self._host.submit(values)
+            elif self._defer is not None:  # solved with other layers' (by the forward's end)
+                self._defer.add(st.metrics, layer, values)
+            else:
+                st.metrics[layer] = torch.stack([values[m] for m in self.metric_names], -1).to(dev)
         if top is not None:
             st.top[layer] = top.to(dev)
-        # hidden_metrics has just checked these tokens for NaN/inf; what is kept must stay
-        # finite in the stored dtype too (checked here, where it would arise, not at merge)
-        for how in POOLINGS:
-            pooled = pool(hidden, mask, how, dtype=torch.float32, check_finite=False).to(vec)
-            self._check_stored(st, layer, f"{how}-pooled vectors", pooled)
-            st.pooled[how][layer] = pooled.to(dev)
-        b, p = st.sample_b, st.sample_p
-        tokens = hidden[b.to(hidden.device), p.to(hidden.device)].to(vec)
-        self._check_stored(st, layer, "sampled token vectors", tokens)
+        # hidden_metrics has checked these tokens for NaN/inf (or will, stacked); what is kept
+        # must stay finite in the stored dtype too (checked here, where it would arise)
+        try:
+            for how in POOLINGS:
+                pooled = pool(hidden, mask, how, dtype=torch.float32, check_finite=False).to(vec)
+                self._check_stored(st, layer, f"{how}-pooled vectors", pooled)
+                st.pooled[how][layer] = pooled.to(dev)
+            b, p = st.sample_b, st.sample_p
+            tokens = hidden[b.to(hidden.device), p.to(hidden.device)].to(vec)
+            self._check_stored(st, layer, "sampled token vectors", tokens)
+        except HomogError:
+            if self._stack is not None:  # NaN/inf in the hidden states: that error first
+                self._hidden_values(st, [layer], hidden, mask)
+            raise
         st.tokens[layer] = tokens.to(dev)
 
     def _check_stored(self, st: BatchState, layer: int, what: str, values: Any) -> None:
@@ -394,6 +446,8 @@ class Extractor:
                         position_ids=torch.from_numpy(pos).to(dev),
                         use_cache=False,
                     )
+                    if self._stack is not None:
+                        self._stack.flush()
                     if self._defer is not None:
                         self._defer.flush()
             except torch.OutOfMemoryError as exc:
@@ -424,6 +478,8 @@ class Extractor:
             )
         finally:
             self._state = None
+            if self._stack is not None:
+                self._stack.clear()  # the buffer, and what a failed forward left
             if self._defer is not None:
                 self._defer.clear()  # what a failed forward left
         return PendingBatch(result, st.metrics)

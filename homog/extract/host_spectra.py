@@ -30,6 +30,7 @@ from homog.metrics.pending import PendingSpectra
 
 BUDGET_BYTES = 8 * 2**30  # host copies waiting to be solved, at most (bounded memory)
 DEFER_BYTES = 2**30  # batched: the layers' matrices solved together, up to this many bytes
+STACK_MIB = 1024  # batched: layers whose metrics are computed together (HOMOG_GPU_STACK_MIB)
 MODES = ("inline", "deferred", "serial", "pipelined")
 
 
@@ -139,8 +140,10 @@ class DeviceBatch:
         self.cap = DEFER_BYTES if cap_bytes is None else cap_bytes
         self.waiting: list[tuple[list[Any], int, PendingSpectra]] = []
 
-    def add(self, slots: list[Any], index: int, pending: PendingSpectra) -> None:
-        """``slots[index]`` gets ``pending``'s metrics (at the latest at ``flush``)."""
+    def add(self, slots: list[Any], index: int | list[int], pending: PendingSpectra) -> None:
+        """``slots[index]`` gets ``pending``'s metrics (at the latest at ``flush``); with a
+        list of indices, ``pending`` holds those layers along its first dimension
+        (``LayerStack``) and each slot gets its own."""
         self.waiting.append((slots, index, pending))
         if sum(_nbytes(p) for *_, p in self.waiting) >= self.cap:
             self.flush()
@@ -165,10 +168,77 @@ class DeviceBatch:
                 solved = [pendings[0].solve()]
             for (slots, index, p), eig in zip(items, solved, strict=True):
                 out = p.finish(eig)
-                slots[index] = torch.stack([out[m] for m in self.names], -1)
+                values = torch.stack([out[m] for m in self.names], -1)
+                if isinstance(index, list):
+                    for layer, v in zip(index, values.unbind(0), strict=True):
+                        slots[layer] = v
+                else:
+                    slots[index] = values
 
     def clear(self) -> None:
         self.waiting.clear()
+
+
+def stack_bytes() -> int:
+    """HOMOG_GPU_STACK_MIB in bytes: how much float64 token data ``LayerStack`` gathers
+    before it computes the layers' metrics together (0: each layer alone)."""
+    from homog.validate import env_int
+
+    return env_int("HOMOG_GPU_STACK_MIB", STACK_MIB) * 2**20
+
+
+class LayerStack:
+    """``batched`` on a GPU: the hidden-state metrics of several layers computed together.
+
+    Computing a layer's metrics (``homog.metrics.sets.hidden_pending``) launches some
+    hundreds of small kernels, and at 512 tokens their launch time, not the arithmetic, is
+    what it costs on a GPU. A hook copies its layer's hidden states into a buffer (``add``);
+    once ``cap_bytes`` of their float64 copies would be held (the memory the metrics use:
+    about three such copies at once), and at the end of the forward (``flush``), the metrics
+    of the buffered layers are computed in one ``compute(hidden (k, B, n, d), layers,
+    extras)`` call (the extractor's: ``hidden_pending`` on the stack, then ``DeviceBatch``;
+    ``extras``: what ``add`` was given with each layer). The values equal each layer's own
+    to rounding. A layer larger than the cap goes alone; at most ``max_layers`` (a forward's
+    hidden layers) are buffered.
+    """
+
+    def __init__(self, compute: Any, max_layers: int, cap_bytes: int | None = None):
+        self.compute = compute
+        self.max_layers = max_layers
+        self.cap = stack_bytes() if cap_bytes is None else cap_bytes
+        self.buffer: Tensor | None = None
+        self.layers: list[int] = []
+        self.extras: list[Any] = []
+
+    def add(self, layer: int, hidden: Tensor, extra: Any = None) -> None:
+        """Keep a copy of ``hidden`` (B, n, d) (and ``extra``); compute the buffered layers
+        when the buffer is full."""
+        buf = self.buffer
+        if buf is not None and (buf.shape[1:] != hidden.shape or buf.device != hidden.device):
+            self.flush()  # another shape or device (a model split over GPUs): a new stack
+            buf = None
+        if buf is None:
+            per_layer = hidden.numel() * 8  # its float64 copy
+            k = min(self.max_layers, max(1, self.cap // max(per_layer, 1)))
+            buf = self.buffer = hidden.new_empty((k, *hidden.shape))
+        buf[len(self.layers)].copy_(hidden)
+        self.layers.append(layer)
+        self.extras.append(extra)
+        if len(self.layers) == buf.shape[0]:
+            self.flush()
+
+    def flush(self) -> None:
+        """Compute the buffered layers' metrics (the buffer is reused by the next ones)."""
+        if not self.layers:
+            return
+        layers, extras, self.layers, self.extras = self.layers, self.extras, [], []
+        assert self.buffer is not None
+        self.compute(self.buffer[: len(layers)], layers, extras)
+
+    def clear(self) -> None:
+        """Drop what is buffered and the buffer (the end of a forward, or its failure)."""
+        self.layers, self.extras = [], []
+        self.buffer = None
 
 
 def resolved(values: Sequence[Any]) -> list[Tensor]:

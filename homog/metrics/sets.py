@@ -352,9 +352,13 @@ def hidden_pending(
     peers: bool = False,
     sink_norm_ratio: float = 10.0,
     renyi_alpha: float = 1.0,
+    activations: dict[str, Tensor] | None = None,
 ) -> tuple[PendingSpectra, Tensor | None]:
     """``hidden_metrics`` up to the spectra: (its ``PendingSpectra``, the top activations or
-    None). Arguments and errors as ``hidden_metrics``'."""
+    None). Arguments and errors as ``hidden_metrics``'. ``activations``: the
+    ``massive_activations`` metrics of ``hidden``, already computed (with ``peers``; the top
+    activations are then None), e.g. per layer by a caller that stacks layers
+    (``homog.extract.host_spectra.LayerStack``)."""
     unknown = set(token_sets) - set(TOKEN_SETS)
     if unknown:
         raise ValueError(f"unknown token set(s) {sorted(unknown)}: use {', '.join(TOKEN_SETS)}")
@@ -416,7 +420,7 @@ def hidden_pending(
     out.update(extra)
     top = None
     if peers:
-        act, top = massive_activations(hidden, mask)
+        act, top = massive_activations(hidden, mask) if activations is None else (activations, None)
         out.update(act)
     names = hidden_metric_names(tuple(s for s in TOKEN_SETS if s in token_sets), peers)
     suffixes = tuple(s[0] for s in sets)
