@@ -13,6 +13,7 @@
 #
 # Steps: tests (pytest -m gpu), eigh (per-matrix solver timing), profile (where the batched
 # extraction's time goes, 32 x 512), b512 / b2048 (bench/extract_overhead.py, every solver).
+# REPEATS, SOLVERS_512, SOLVERS_2048 and LIMIT (seconds per benchmark step) override defaults.
 set -u
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
@@ -61,12 +62,12 @@ for step in "${steps[@]}"; do
     profile)
         run profile 120 $PY bench/extract_profile.py "${MODEL[@]}" --n-texts 32 --tokens 512 ;;
     b512)
-        run b512 200 $PY bench/extract_overhead.py "${MODEL[@]}" --n-texts 32 --tokens 512 \
+        run b512 "${LIMIT:-200}" $PY bench/extract_overhead.py "${MODEL[@]}" --n-texts 32 --tokens 512 \
             --naive-texts 0 --repeats "${REPEATS:-1}" --skip a bt b b0 \
             --eigensolvers ${SOLVERS_512:-device batched batched-layer host-serial host} \
             --json "$OUT/b512.json" --markdown "$OUT/gpu-bench.md" ;;
     b2048)
-        run b2048 200 $PY bench/extract_overhead.py "${MODEL[@]}" --n-texts 8 --tokens 2048 \
+        run b2048 "${LIMIT:-200}" $PY bench/extract_overhead.py "${MODEL[@]}" --n-texts 8 --tokens 2048 \
             --naive-texts 0 --repeats 1 --skip a bt b b0 \
             --eigensolvers ${SOLVERS_2048:-batched batched-layer device host} \
             --json "$OUT/b2048.json" --markdown "$OUT/gpu-bench.md" --append ;;

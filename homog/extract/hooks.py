@@ -307,19 +307,23 @@ class Extractor:
 
     def _stacked_metrics(self, hidden: Any, layers: list[int], extras: list[Any]) -> None:
         """``LayerStack``'s computation: the metrics of the stacked ``layers`` (k, B, n, d)
-        in one ``hidden_pending`` (their massive activations, computed per layer for the
-        attention statistics, are passed in), their spectra queued with ``DeviceBatch``."""
+        in one ``hidden_pending``, their spectra queued with ``DeviceBatch``. The largest
+        activations come from each layer's hook (the attention statistics need them there);
+        the median activation is computed here, for the whole stack at once."""
+        from homog.metrics.massive import activation_median, with_median
+
         st = self._state
         assert st is not None and self._defer is not None
+        mask = st.mask.to(hidden.device)
         act = None
         if extras[0] is not None:
-            act = {k: torch.stack([e[k] for e in extras]) for k in extras[0]}
-        mask = st.mask.to(hidden.device)
+            top = {k: torch.stack([e[k] for e in extras]) for k in extras[0]}
+            act = with_median(top, activation_median(hidden, mask))
         values, _ = self._hidden_values(st, layers, hidden, mask, activations=act)
         self._defer.add(st.metrics, layers, values)
 
     def _summarise_hidden(self, st: BatchState, layer: int, hidden: Any) -> None:
-        from homog.metrics.massive import massive_activations
+        from homog.metrics.massive import top_activations
         from homog.metrics.spectra import pool
 
         mask = st.mask.to(hidden.device)
@@ -327,7 +331,7 @@ class Extractor:
         if self._stack is not None:  # computed with other layers' (by the end of the forward)
             act = top = None
             if self.config.peer_metrics:  # the attention statistics need ``top`` now
-                act, top = massive_activations(hidden, mask)
+                act, top = top_activations(hidden, mask)
             self._stack.add(layer, hidden, act)
         else:
             values, top = self._hidden_values(st, [layer], hidden, mask)

@@ -73,12 +73,33 @@ def median_of_valid(scored: Tensor, count: Tensor, *, use_numpy: bool | None = N
 
 def massive_activations(hidden: Tensor, mask: Tensor) -> tuple[dict[str, Tensor], Tensor]:
     """(MASSIVE_METRICS as float64 (...,), top (..., TOP_K, 3) float64 [position, feature,
-    signed value]) over the tokens in ``mask`` (bool, shape hidden.shape[:-1])."""
-    d = hidden.shape[-1]
+    signed value]) over the tokens in ``mask`` (bool, shape hidden.shape[:-1]).
+    (``top_activations`` and ``with_median`` of ``activation_median``.)"""
+    scored = _scored(hidden, mask)
+    metrics, top = top_activations(hidden, mask, scored)
+    return with_median(metrics, median_of_valid(scored, _count(hidden, mask))), top
+
+
+def _scored(hidden: Tensor, mask: Tensor) -> Tensor:
+    """|activations| as float32 (..., n * d), -1 at the tokens outside the mask (|a| >= 0,
+    so -1 sorts them first for topk and the median)."""
     a = hidden.float()
     a = a.abs() if a is hidden else a.abs_()
-    # |activations| >= 0, so -1 marks the tokens outside the mask for topk and the median
-    scored = a.masked_fill_(~mask.unsqueeze(-1), -1.0).flatten(-2)
+    return a.masked_fill_(~mask.unsqueeze(-1), -1.0).flatten(-2)
+
+
+def _count(hidden: Tensor, mask: Tensor) -> Tensor:
+    """How many activations are scored per row: tokens in the mask x features."""
+    return mask.expand(hidden.shape[:-1]).sum(-1) * hidden.shape[-1]
+
+
+def top_activations(
+    hidden: Tensor, mask: Tensor, scored: Tensor | None = None
+) -> tuple[dict[str, Tensor], Tensor]:
+    """``massive_activations`` without the median: (act_top1, act_top1_pos,
+    act_top1_feature; top (..., TOP_K, 3)). ``scored``: its ``_scored`` if already made."""
+    d = hidden.shape[-1]
+    scored = _scored(hidden, mask) if scored is None else scored
     k = min(TOP_K, scored.shape[-1])
     top_v, top_i = scored.topk(k, dim=-1)
     # ties (a repeated token at the embedding layer): the first in (position, feature) order
@@ -92,15 +113,25 @@ def massive_activations(hidden: Tensor, mask: Tensor) -> tuple[dict[str, Tensor]
     if tied[0].numel():
         top_i[..., 0][tied] = scored[tied].argmax(-1)
     signed = hidden.flatten(-2).gather(-1, top_i).to(torch.float64)
-    med = median_of_valid(scored, mask.sum(-1) * d)  # last: it reorders ``scored``
-    top1 = top_v[..., 0].to(torch.float64)
-    ratio = torch.where(med > 0, top1 / med, math.nan)
     pos, feat = (top_i // d).to(torch.float64), (top_i % d).to(torch.float64)
     metrics = {
-        "act_top1": top1,
-        "act_median": med,
-        "act_ratio": ratio,
+        "act_top1": top_v[..., 0].to(torch.float64),
         "act_top1_pos": pos[..., 0],
         "act_top1_feature": feat[..., 0],
     }
     return metrics, torch.stack([pos, feat, signed], -1)
+
+
+def activation_median(hidden: Tensor, mask: Tensor) -> Tensor:
+    """``act_median``: the median |activation| of the tokens in ``mask`` (float64 (...,)).
+    On a GPU each row is one block of torch's median kernel: a stack of layers (k, B, n, d)
+    fills the device where one layer's B rows do not (``homog.extract.host_spectra``)."""
+    return median_of_valid(_scored(hidden, mask), _count(hidden, mask))
+
+
+def with_median(metrics: dict[str, Tensor], med: Tensor) -> dict[str, Tensor]:
+    """``top_activations``' metrics with ``act_median`` and ``act_ratio`` from ``med``, in
+    MASSIVE_METRICS order."""
+    out = {**metrics, "act_median": med}
+    out["act_ratio"] = torch.where(med > 0, metrics["act_top1"] / med, math.nan)
+    return {k: out[k] for k in MASSIVE_METRICS}
