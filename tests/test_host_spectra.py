@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from conftest import extract_config
+from conftest import IMDB_SAMPLE, ROOT, extract_config
 from test_attn_blockwise import synthetic_texts
 
 import homog.metrics.eigensolver_gpu as eg
@@ -344,3 +344,39 @@ def test_a_few_large_matrices_are_split_over_the_threads_bit_for_bit(monkeypatch
     threads.clear()
     es.eigvalsh(gram[:, :20, :20])
     assert threads == [threading.current_thread().name]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not IMDB_SAMPLE.exists(), reason="no shared IMDB sample")
+@pytest.mark.parametrize("model", ["smollm2-135m", "gemma3-270m"])
+def test_stacked_layers_on_real_reviews(model, monkeypatch):
+    """Real reviews (up to 256 tokens) through both embedded models: the layer stack (two
+    layers per stack) gives the inline metrics to rounding and the vectors and top
+    activations exactly, gemma3's massive activations (beyond float16) included."""
+    import pandas as pd
+
+    import homog.extract.host_spectra as hs
+    from homog.config import load_config
+    from homog.corpus import clean_text
+    from homog.extract.plan import encode_texts
+    from homog.models import load_model, resolve_source
+
+    monkeypatch.setenv("HOMOG_CPU_EIGENSOLVER", "torch")
+    raw = pd.read_json(IMDB_SAMPLE, lines=True)["text"].head(8).map(clean_text)
+    df = pd.DataFrame({"variant": "original", "sample_id": [f"r{i}" for i in range(8)],
+                       "text": raw})  # fmt: skip
+    params = load_config(ROOT / "params.yaml")
+    lm = load_model(resolve_source(model, params.model_sources()), device="cpu", attention=True)
+    texts = encode_texts(lm.tokenizer, df, 256)
+    inline = extract(lm, texts, "inline", 2048)
+    n = max(len(t.input_ids) for t in texts[:8])
+    monkeypatch.setattr(hs, "stack_bytes", lambda: 2 * 8 * n * lm.model.config.hidden_size * 8)
+    stacked = extract(lm, texts, "deferred", 2048)
+    names = list(inline[0].metric_names)
+    for got, want in zip(stacked, inline, strict=True):
+        np.testing.assert_allclose(got.metrics, want.metrics, rtol=1e-9, atol=1e-12)
+        for field in FIELDS[1:]:
+            np.testing.assert_array_equal(getattr(got, field), getattr(want, field), field)
+    top1 = np.concatenate([r.metrics for r in inline])[..., names.index("act_top1")]
+    if model == "gemma3-270m":
+        assert top1.max() > float(torch.finfo(torch.float16).max)
