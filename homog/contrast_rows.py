@@ -7,7 +7,8 @@ bootstrap CI and paired test (columns of the store's first schema, computed by
 :func:`homog.stats.paired_contrasts`), every row gets (docs/statistics.md has the formulas):
 
 - ``n_tokens_diff``: mean over the row's texts of the metric-token count difference a - b;
-- ``adjusted``: whether the row is adjusted for length (the token counts differ and vary);
+- ``adjusted``: whether the row is adjusted for length (``homog.adjusted.adjustable``: enough
+  texts change their token count, and the changes vary);
   ``adj_diff``, ``adj_ci_low``, ``adj_ci_high``, ``adj_p_value``: the intercept of the
   per-text regression of the difference on the token difference (homog.adjusted), NaN when
   not adjusted;

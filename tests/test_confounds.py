@@ -423,3 +423,49 @@ def test_dose_p_holm_is_holm_over_the_runs_slopes(run):
     want = multipletests(slopes["p_value"].to_numpy(dtype=float), method="holm")[1]
     assert slopes["p_holm"].to_numpy(dtype=float) == pytest.approx(want, rel=1e-12)
     assert out.loc[out["kind"] == "point", "p_holm"].isna().all()
+
+
+def test_adjustable_needs_enough_texts_with_a_token_change():
+    """A row is adjusted only when at least 3 texts, and 5 % of them, change their token
+    count, and the changes vary; one changed text of 311 (the 380-review study's gemma3 case)
+    or a constant change is not adjusted."""
+    from homog.adjusted import adjustable, min_changed
+
+    assert min_changed(311) == 16 and min_changed(20) == 3 and min_changed(60) == 3
+    t = np.zeros(311)
+    t[0] = 1
+    assert not adjustable(t)
+    t[:15] = np.arange(1, 16)
+    assert not adjustable(t)  # 15 of 311 < 16
+    t[15] = 2
+    assert adjustable(t)
+    assert not adjustable(np.ones(311))  # constant: cannot be told apart from the effect
+    small = np.zeros(20)
+    small[:2] = [1, 2]
+    assert not adjustable(small)
+    small[2] = 3
+    assert adjustable(small)
+
+
+def test_one_text_with_a_token_change_leaves_the_row_raw():
+    """One text of 60 gains a token in ``front``: its rows read the raw difference (and say
+    why in the claim's note), as when no text changes; with every text changed they adjust."""
+    frame, _ = synthetic()
+    tok = frame["metric"] == "n_tokens"
+    front = frame["variant"] == "front"
+    orig = frame[tok & (frame["variant"] == "original")].set_index("sample_id")["value"]
+    one = frame.copy()
+    sel = tok & front
+    one.loc[sel, "value"] = one.loc[sel, "sample_id"].map(orig).to_numpy()
+    one.loc[sel & (one["sample_id"] == "s000"), "value"] += 1
+    contrasts = run_contrasts(one, "r1", n_boot=50, seed=0, pairs=[("front", "original")])
+    rows = contrasts[contrasts["metric"] == "erank"]
+    assert len(rows) and not rows["adjusted"].any()
+    assert np.allclose(rows["n_tokens_diff"], 1 / N)
+    runs = pd.DataFrame([{"run_id": "r1", "model": "m", "intervention": "none"}])
+    originals = one[one["variant"] == "original"].assign(run_id="r1")
+    claims = claims_table(contrasts, runs, originals, alpha=ALPHA, n_boot=50)
+    notes = claims[(claims["claim"] == "1") & (claims["metric"] == "erank")]["note"]
+    assert notes.str.contains("in too few texts to adjust for: raw difference").all()
+    every = run_contrasts(frame, "r1", n_boot=50, seed=0, pairs=[("front", "original")])
+    assert every[every["metric"] == "erank"]["adjusted"].all()

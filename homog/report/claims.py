@@ -114,7 +114,10 @@ def from_contrast(model: str, claim: str, statement: str, row: pd.Series, sign: 
             f"raw difference {float(row['mean_diff']):+.4g})"
         )
     elif abs(float(_get(row, "n_tokens_diff", 0.0))) > 0:
-        notes.append("token counts differ by a constant: not adjustable, raw difference")
+        notes.append(
+            f"token counts differ (mean change {float(_get(row, 'n_tokens_diff')):+.2f}) by a "
+            "constant or in too few texts to adjust for: raw difference"
+        )
     if not math.isfinite(l0):
         notes.append("no layer-0 control for this metric")
     if math.isfinite(float(_get(row, "mm_diff"))):
