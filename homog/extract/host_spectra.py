@@ -1,4 +1,4 @@
-"""The host pipeline: a GPU's Gram matrices solved on the CPU while the GPU runs on.
+"""Where a GPU run's spectra are finished: on a host thread beside the forward, or batched.
 
 With ``HOMOG_GPU_EIGENSOLVER=host`` each hidden layer's hook stops at
 ``homog.metrics.sets.hidden_pending`` (every metric that needs no eigenvalue is done on the
@@ -11,6 +11,10 @@ one batch in flight.
 
 ``host-serial`` waits for each layer's metrics in its hook: the same code on the same thread,
 so the same values bit for bit, but the GPU waits while the host solves.
+
+``batched`` (``deferred``) keeps everything on the GPU: ``LayerStack`` computes several
+layers' metrics in one call and ``DeviceBatch`` solves their Gram matrices in one
+``cusolverDnXsyevBatched`` call (docs/gpu.md).
 
 Memory: the host copies not yet solved are at most ``budget_bytes`` (a hook that would go
 over it waits for the host; one layer larger than the budget is let through alone).
@@ -37,8 +41,8 @@ MODES = ("inline", "deferred", "serial", "pipelined")
 def host_mode(device: Any) -> str:
     """The extractor's mode for a model on ``device``, from HOMOG_GPU_EIGENSOLVER: on a GPU,
     ``host`` -> ``pipelined``, ``host-serial`` -> ``serial``, ``batched`` -> ``deferred``
-    (``DeviceBatch``); else ``inline`` (the spectra are solved in the hook where the
-    matrices are)."""
+    (``LayerStack`` and ``DeviceBatch``); else ``inline`` (the spectra are solved in the hook
+    where the matrices are)."""
     from homog.metrics.eigensolver import gpu_eigensolver
 
     if torch.device(device).type == "cpu":
