@@ -637,3 +637,22 @@ def test_dose_summary_counts_what_survives_holm():
     assert "first token changes with the order) lie within [0, 0]" in text
     old = dose_summary(slopes.assign(p_holm=float("nan")), 0.05)
     assert "no Holm p" in old
+
+
+def test_clearest_row_breaks_a_p_tie_by_the_standardized_effect():
+    """Rows tied at the permutation floor: the paragraph quotes the largest |dz| (erank's
+    raw effect is larger only because its unit is), then the smaller p wins outright."""
+    from homog.report.claims_view import clearest_row
+
+    rows = pd.DataFrame(
+        {
+            "metric": ["erank", "mev", "mean_cosine"],
+            "p_holm": [0.0174, 0.0174, 0.0174],
+            "effect": [-0.32, -0.004, 0.01],
+            "dz": [-0.4, -1.3, 0.2],
+        }
+    )
+    assert clearest_row(rows)["metric"] == "mev"
+    rows.loc[2, "p_holm"] = 0.001
+    assert clearest_row(rows)["metric"] == "mean_cosine"
+    assert clearest_row(rows.drop(columns="dz").iloc[:2])["metric"] == "erank"
