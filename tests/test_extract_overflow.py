@@ -58,7 +58,7 @@ def test_overflow_of_the_stored_dtype_is_a_clean_error(loud):
 
 def test_old_shards_are_a_clean_error(tiny, tmp_path):
     """A work dir holding shards of another metric set (an older homog) is refused by name."""
-    from homog.extract.hooks import BatchResult
+    from homog.extract.result import BatchResult
 
     texts = make_texts(3)
     enc = encode_texts(tiny.tokenizer, texts, 64)

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 
 from homog.errors import HomogError
-from homog.extract.hooks import BatchResult
 from homog.extract.names import TOKEN_COUNT
 from homog.extract.plan import EncodedText, RunSpec, SamplePlan
+from homog.extract.result import BatchResult
 from homog.io import atomic_path, write_json
 from homog.metrics.attention import HEAD_METRICS, TEXT_METRICS
 

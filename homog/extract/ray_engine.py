@@ -51,7 +51,7 @@ import numpy as np
 
 from homog.config import ExtractConfig, RayConfig
 from homog.errors import HomogError
-from homog.extract.hooks import BatchResult, Extractor, compute_shard
+from homog.extract.hooks import Extractor, compute_shard
 from homog.extract.plan import EncodedText, SamplePlan, extract_inputs, n_tokens, shard_path
 from homog.extract.ray_faults import (  # noqa: F401  (fault_report: its earlier home)
     ShardLog,
@@ -59,6 +59,7 @@ from homog.extract.ray_faults import (  # noqa: F401  (fault_report: its earlier
     fault_report,
     start_shard_log,
 )
+from homog.extract.result import BatchResult
 from homog.extract.run import PreparedRun, finish_run, prepare_run
 from homog.io import atomic_path, write_json
 from homog.models import ModelFacts, load_for, load_tokenizer
