@@ -130,7 +130,9 @@ class CompareScreen(HomogScreen):
 
     def on_mount(self) -> None:
         super().on_mount()
-        self.watch(self.query_one(CurveTable), "cursor_row", self._cursor_moved, init=False)
+        tables = self.query(CurveTable)
+        if tables:  # none only when the app closes as this screen mounts (quit right after 2)
+            self.watch(tables.first(), "cursor_row", self._cursor_moved, init=False)
 
     def _cursor_moved(self, row: int) -> None:
         table = self.query_one(CurveTable)
