@@ -641,7 +641,8 @@ def test_dose_summary_counts_what_survives_holm():
 
 def test_clearest_row_breaks_a_p_tie_by_the_standardized_effect():
     """Rows tied at the permutation floor: the paragraph quotes the largest |dz| (erank's
-    raw effect is larger only because its unit is), then the smaller p wins outright."""
+    raw effect is larger only because its unit is), then the smaller p wins outright; a row
+    with the lexical-confound mark is quoted only where every row has it."""
     from homog.report.claims_view import clearest_row
 
     rows = pd.DataFrame(
@@ -656,3 +657,7 @@ def test_clearest_row_breaks_a_p_tie_by_the_standardized_effect():
     rows.loc[2, "p_holm"] = 0.001
     assert clearest_row(rows)["metric"] == "mean_cosine"
     assert clearest_row(rows.drop(columns="dz").iloc[:2])["metric"] == "erank"
+    rows["lexical_confound"] = [False, True, True]  # differs at layer 0 already: not quoted
+    assert clearest_row(rows)["metric"] == "erank"
+    rows["lexical_confound"] = [True, True, None]  # only marked rows, and one without a value
+    assert clearest_row(rows)["metric"] == "mean_cosine"
