@@ -195,25 +195,29 @@ def stack_bytes() -> int:
 class LayerStack:
     """``batched`` on a GPU: the hidden-state metrics of several layers computed together.
 
-    Computing a layer's metrics (``homog.metrics.sets.hidden_pending``) launches some
-    hundreds of small kernels, and at 512 tokens their launch time, not the arithmetic, is
-    what it costs on a GPU. A hook copies its layer's hidden states into a buffer (``add``);
-    once ``cap_bytes`` of their float64 copies would be held (the memory the metrics use:
-    about three such copies at once), and at the end of the forward (``flush``), the metrics
-    of the buffered layers are computed in one ``compute(hidden (k, B, n, d), layers,
-    extras)`` call (the extractor's: ``hidden_pending`` on the stack, then ``DeviceBatch``;
-    ``extras``: what ``add`` was given with each layer). The values equal each layer's own
-    to rounding. A layer larger than the cap goes alone; at most ``max_layers`` (a forward's
-    hidden layers) are buffered.
+    Computing a layer's metrics (``homog.metrics.sets.hidden_pending``, the median
+    activation) launches some hundreds of small kernels, some of which run one thread block
+    per row: one layer's few texts leave most of a GPU idle. A hook copies its layer's
+    hidden states into a buffer (``add``). Once ``cap_bytes`` of their float64 copies would
+    be held (the memory the metrics use: about three such copies at once), and at the end of
+    the forward (``flush``), the buffered layers' metrics are computed in one
+    ``compute(hidden (k, B, n, d), layers, extras)`` call (the extractor's: ``hidden_pending``
+    on the stack, then ``DeviceBatch``; ``extras``: what ``add`` was given with each layer).
+    The values equal each layer's own to rounding. A layer larger than the cap goes alone; at
+    most ``max_layers`` (a forward's hidden layers) are buffered.
     """
 
-    def __init__(self, compute: Any, max_layers: int, cap_bytes: int | None = None):
+    def __init__(self, compute: Any, max_layers: int, cap_bytes: int):
         self.compute = compute
         self.max_layers = max_layers
-        self.cap = stack_bytes() if cap_bytes is None else cap_bytes
+        self.cap = cap_bytes
         self.buffer: Tensor | None = None
-        self.layers: list[int] = []
-        self.extras: list[Any] = []
+        self.held: list[tuple[int, Any]] = []  # (layer, extra) in buffer order
+
+    @property
+    def layers(self) -> list[int]:
+        """The buffered layers, in buffer order."""
+        return [layer for layer, _ in self.held]
 
     def add(self, layer: int, hidden: Tensor, extra: Any = None) -> None:
         """Keep a copy of ``hidden`` (B, n, d) (and ``extra``); compute the buffered layers
@@ -226,23 +230,22 @@ class LayerStack:
             per_layer = hidden.numel() * 8  # its float64 copy
             k = min(self.max_layers, max(1, self.cap // max(per_layer, 1)))
             buf = self.buffer = hidden.new_empty((k, *hidden.shape))
-        buf[len(self.layers)].copy_(hidden)
-        self.layers.append(layer)
-        self.extras.append(extra)
-        if len(self.layers) == buf.shape[0]:
+        buf[len(self.held)].copy_(hidden)
+        self.held.append((layer, extra))
+        if len(self.held) == buf.shape[0]:
             self.flush()
 
     def flush(self) -> None:
         """Compute the buffered layers' metrics (the buffer is reused by the next ones)."""
-        if not self.layers:
+        if not self.held:
             return
-        layers, extras, self.layers, self.extras = self.layers, self.extras, [], []
+        held, self.held = self.held, []
         assert self.buffer is not None
-        self.compute(self.buffer[: len(layers)], layers, extras)
+        self.compute(self.buffer[: len(held)], [h[0] for h in held], [h[1] for h in held])
 
     def clear(self) -> None:
         """Drop what is buffered and the buffer (the end of a forward, or its failure)."""
-        self.layers, self.extras = [], []
+        self.held = []
         self.buffer = None
 
 
