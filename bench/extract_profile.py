@@ -21,21 +21,20 @@ import argparse
 import dataclasses
 import functools
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from homog.config import Params, load_config
 from homog.errors import HomogError
 from homog.extract import Extractor, make_batches, plan_samples
 from homog.extract.hooks import run_batches
+from homog.extract.host_spectra import host_mode
 from homog.models import load_model, resolve_source
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from extract_overhead import synthetic_texts  # noqa: E402
+from extract_overhead import synthetic_texts, timed  # noqa: E402
 
 # (module, attribute, label): the steps of the hooks, wrapped in a record_function each
 STEPS = [
@@ -107,30 +106,22 @@ def main() -> None:
         label(*step)
     cuda = lm.input_device.type == "cuda"
 
-    def once() -> float:
+    def run() -> None:
         extractor = Extractor(lm, cfg)
         try:
-            if cuda:
-                torch.cuda.synchronize()
-            t0 = time.perf_counter()
             run_batches(extractor, batches, "none", plan)
-            if cuda:
-                torch.cuda.synchronize()
-            return time.perf_counter() - t0
         finally:
             extractor.close()
 
-    warm = once()
+    warm = timed(run, lm.input_device)[0]
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=activities) as prof:
-        wall = once()
-    mode = Extractor(lm, cfg)
+        wall = timed(run, lm.input_device)[0]
     print(
         f"{args.model} {args.dtype} on {lm.input_device}, {args.n_texts} texts x {args.tokens}"
-        f" tokens, {len(batches)} batches, mode {mode.host_spectra}: wall {warm:.3f} s "
+        f" tokens, {len(batches)} batches, mode {host_mode(lm.input_device)}: wall {warm:.3f} s "
         f"(warm-up), {wall:.3f} s under the profiler"
     )
-    mode.close()
     events = prof.key_averages()
     dev_attr = "device_time_total" if hasattr(events[0], "device_time_total") else "cuda_time_total"
     print(f"\n{'step':22s} {'calls':>7s} {'CPU total s':>12s} {'device total s':>15s}")
