@@ -108,15 +108,16 @@ def from_contrast(model: str, claim: str, statement: str, row: pd.Series, sign: 
     metric = str(row["metric"])
     l0, l0p = float(_get(row, "layer0_diff")), float(_get(row, "layer0_p_value"))
     notes = []
+    change = float(_get(row, "n_tokens_diff", 0.0))
     if adjusted:
         notes.append(
-            f"length-adjusted (mean token change {float(_get(row, 'n_tokens_diff')):+.2f}; "
+            f"length-adjusted (mean token change {change:+.2f}; "
             f"raw difference {float(row['mean_diff']):+.4g})"
         )
-    elif abs(float(_get(row, "n_tokens_diff", 0.0))) > 0:
+    elif abs(change) > 0:
         notes.append(
-            f"token counts differ (mean change {float(_get(row, 'n_tokens_diff')):+.2f}) by a "
-            "constant or in too few texts to adjust for: raw difference"
+            f"token counts differ (mean change {change:+.2f}) by a constant or in too few "
+            "texts to adjust for: raw difference"
         )
     if not math.isfinite(l0):
         notes.append("no layer-0 control for this metric")

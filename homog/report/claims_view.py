@@ -180,7 +180,7 @@ def clearest_row(rows: pd.DataFrame) -> Any:
         values = rows[name] if name in rows.columns else pd.Series(math.nan, index=rows.index)
         return pd.to_numeric(values, errors="coerce")
 
-    marked = rows["lexical_confound"] if "lexical_confound" in rows.columns else None
+    marked = rows.get("lexical_confound")
     key = rows.assign(
         _lex=[_flag(v) for v in marked] if marked is not None else False,
         _p=column("p_holm").fillna(2.0),
