@@ -28,6 +28,7 @@ import yaml
 
 # sections in their own modules are re-exported (noqa F401): ``from homog.config import X``
 from homog.config_posenc import POSENC_TASKS, PosencConfig  # noqa: F401
+from homog.config_primary import PrimaryConfig
 from homog.config_position import PositionConfig  # noqa: F401
 from homog.config_synth import (  # noqa: F401
     BertScoreConfig,
@@ -237,6 +238,8 @@ class StatsConfig:
     # 300 texts x 8 variants); [] turns it off
     mixed_metrics: tuple[str, ...] = ("erank", "erank__no_sink", "erank__standardized", "mev",
                                       "attn_first")  # fmt: skip
+    # the pre-registered primary endpoints: their own Holm family (homog.config_primary)
+    primary: PrimaryConfig = field(default_factory=PrimaryConfig)
 
     def __post_init__(self) -> None:
         from homog.paired_tests import TESTS
