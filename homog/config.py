@@ -30,6 +30,7 @@ import yaml
 from homog.config_posenc import POSENC_TASKS, PosencConfig  # noqa: F401
 from homog.config_primary import PrimaryConfig
 from homog.config_position import PositionConfig  # noqa: F401
+from homog.config_probe import ProbeConfig  # noqa: F401
 from homog.config_synth import (  # noqa: F401
     BertScoreConfig,
     FluencyConfig,
@@ -292,6 +293,7 @@ class Params:
     stats: StatsConfig = field(default_factory=StatsConfig)
     ray: RayConfig = field(default_factory=RayConfig)
     posenc: PosencConfig = field(default_factory=PosencConfig)
+    probe: ProbeConfig = field(default_factory=ProbeConfig)
     db: str = "data/homog.duckdb"
 
     def __post_init__(self) -> None:

@@ -1,0 +1,63 @@
+"""The ``probe:`` section of params.yaml: does homogenization cost the model anything?
+
+Its own module, re-exported by ``homog.config`` (``ProbeConfig``), like the posenc and
+position sections. The stage (``homog probe --model KEY``, ``homog.probe``) reads the texts
+with ``extract.max_tokens``, ``extract.exclude_special``, ``extract.interventions`` and
+``extract.intervention_variants``, and takes its bootstrap and test settings from ``stats:``;
+this section holds only what the probe and the zero-shot prompt add (docs/probe.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from homog.validate import check as _check
+
+# The zero-shot prompt around the review (its text stripped of surrounding white space goes
+# where {text} stands); the label words are scored by the first token of each.
+DEFAULT_PROMPT = "Review: {text}\nSentiment (positive or negative):"
+
+
+@dataclass(frozen=True)
+class ProbeConfig:
+    """``probe:``: linear sentiment probes per layer and the LM's zero-shot answer."""
+
+    seed: int = 0  # the top-level seed
+    # which label is the positive class (the other label of the two is the negative)
+    positive_label: str = "pos"
+    folds: int = 5  # outer cross-validation folds, grouped by sample_id
+    # L2 inverse strength of the logistic regression on standardized features: one value is
+    # used as is; several are chosen per fit by an inner grouped CV on the training fold
+    c: tuple[float, ...] = (0.01,)
+    inner_folds: int = 3  # the inner CV's folds (only with several values of c)
+    max_iter: int = 2000
+    # pooled vectors are stored in this dtype (float16 halves the file; a value beyond
+    # float16's range is an error naming the layer, then use float32)
+    vector_dtype: Literal["float16", "float32"] = "float16"
+    lm: bool = True  # the zero-shot answer (one more forward pass per text)
+    prompt: str = DEFAULT_PROMPT
+    positive_word: str = " positive"  # scored by its first token
+    negative_word: str = " negative"
+
+    def __post_init__(self) -> None:
+        _check(self.folds >= 2, f"probe.folds must be >= 2, got {self.folds}")
+        _check(self.inner_folds >= 2, f"probe.inner_folds must be >= 2, got {self.inner_folds}")
+        _check(self.max_iter >= 1, f"probe.max_iter must be >= 1, got {self.max_iter}")
+        object.__setattr__(self, "c", tuple(float(v) for v in self.c))
+        _check(
+            len(self.c) >= 1 and all(v > 0 for v in self.c),
+            f"probe.c must hold one or more values > 0, got {list(self.c)}",
+        )
+        _check(
+            self.prompt.count("{text}") == 1,
+            f"probe.prompt must hold {{text}} exactly once, got {self.prompt!r}",
+        )
+        _check(
+            bool(self.positive_word) and bool(self.negative_word),
+            "probe.positive_word and probe.negative_word must not be empty",
+        )
+        _check(
+            self.positive_word != self.negative_word,
+            "probe.positive_word and probe.negative_word must differ",
+        )
