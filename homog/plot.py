@@ -69,8 +69,11 @@ def _save(fig, out: str | os.PathLike[str]) -> Path:
         raise HomogError(f"plot output {out} must end in .png, .pdf or .svg")
     writable_dir(out.parent, what="plot")
     try:
+        fmt = out.suffix.lstrip(".").lower()
+        # homog's generator mark (homog.owned): `homog plot` may overwrite this file again
+        meta = {"Software" if fmt == "png" else "Creator": "homog plot"}
         with atomic_path(out) as tmp:
-            fig.savefig(tmp, format=out.suffix.lstrip(".").lower(), bbox_inches="tight")
+            fig.savefig(tmp, format=fmt, bbox_inches="tight", metadata=meta)
     except OSError as exc:
         raise HomogError(f"cannot write the plot {out}: {exc.strerror or exc}") from exc
     return out

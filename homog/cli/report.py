@@ -18,9 +18,10 @@ REPORT_DIR = Path("data/report")
     "-o",
     "--out",
     "out",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
     default=None,
-    help="Output file [default: data/report/report.html, or report.md with --format md].",
+    help="Output file [default: data/report/report.html, or report.md with --format md]; "
+    "- writes the HTML page to stdout.",
 )
 @click.option(
     "--format",
@@ -38,8 +39,19 @@ REPORT_DIR = Path("data/report")
     help="With --format md: where the PNGs go (linked relative to the page) "
     "[default: <name>_files beside it].",
 )
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Overwrite a page and replace a figures folder that homog did not write (everything "
+    "in the folder is deleted).",
+)
 def report(
-    params_path: Path, db_path: Path | None, out: Path | None, fmt: str, figures_dir: Path | None
+    params_path: Path,
+    db_path: Path | None,
+    out: Path | None,
+    fmt: str,
+    figures_dir: Path | None,
+    force: bool,
 ) -> None:
     """Check the paper's claims on the database and write one readable document.
 
@@ -48,6 +60,10 @@ def report(
     attention heatmaps, MAUVE, the positional-encoding lab beside the paper's numbers, and the
     provenance. How to read it: docs/report.md. Without a params file it uses the stats
     defaults and names what it could not find.
+
+    Only homog's own outputs are replaced: an existing page without homog's generator mark,
+    or a figures folder without its `.homog-figures` marker (and not empty), is refused
+    unless --force. `-o -` writes the HTML page to stdout (Markdown needs files).
 
     \b
     Examples:
@@ -75,9 +91,11 @@ def report(
         if not synth.exists():
             click.echo(f"note: no synth report at {synth}: the report has no synth table", err=True)
     db = db_path or default_db(params_path)
+    # data/report/ is homog's own output folder (a dvc output): its default page is replaced
+    force = force or (out is None and figures_dir is None)
     out = out or REPORT_DIR / f"report.{fmt}"
     path = build_report(
         db, out, fmt=fmt, params=params, synth_report=synth,
-        figures_dir=figures_dir, params_name=str(params_path),
+        figures_dir=figures_dir, params_name=str(params_path), force=force,
     )  # fmt: skip
-    click.echo(f"wrote {path}", err=True)
+    click.echo("wrote the report to stdout" if str(path) == "-" else f"wrote {path}", err=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import pandas as pd
 from homog.config import Params
 from homog.errors import HomogError
 from homog.io import atomic_path, check_target, remove_stale
+from homog.owned import HTML_MARK, MD_MARK, check_owned_dir, check_owned_file, mark_dir
 from homog.report.claims import claims_table
 from homog.report.document import Section, to_html, to_markdown
 from homog.report.posenc_view import POSENC_SQL
@@ -172,6 +174,7 @@ def build_report(
     figures_dir: str | os.PathLike[str] | None = None,
     root: str | os.PathLike[str] | None = None,
     params_name: str = "params.yaml",
+    force: bool = False,
 ) -> Path:
     """Write the report for the database ``db_path`` to ``out`` (HTML or Markdown).
 
@@ -182,8 +185,12 @@ def build_report(
     ``root``: the project directory for the git commit and dvc.lock (default: the current
     directory). HTML embeds every figure; Markdown writes its figures to ``figures_dir``
     (default ``<out stem>_files``) and links them relative to the page. Both are written
-    atomically. Raises HomogError for a missing or unreadable database, an unknown format or
-    a figures directory that would replace the page's directory.
+    atomically. ``out`` ``-``: the HTML page on stdout (Markdown has figure files: refused).
+    An existing page or figures folder that homog did not write (no generator mark in the
+    page, no ``.homog-figures`` marker in the folder: :mod:`homog.owned`) is replaced only
+    with ``force``. Raises HomogError for a missing or unreadable database, an unknown format,
+    a figures directory that would replace the page's directory or hold the database, and a
+    page or folder of the user's without ``force``.
     """
     from homog.report.claims_view import claims_section, summary_section
     from homog.report.glossary import glossary_section
@@ -195,11 +202,18 @@ def build_report(
 
     if fmt not in FORMATS:
         raise HomogError(f"unknown report format {fmt!r}: use one of {', '.join(FORMATS)}")
+    stdout = str(out) == "-"
+    if stdout and fmt == "md":
+        raise HomogError(
+            "-o - streams one self-contained file, and a Markdown report has its figures in "
+            "files beside it: give the page a file name (e.g. -o report.md), or use the HTML "
+            "format for stdout"
+        )
     out = Path(out)
-    files = figures_dir_for(out, figures_dir) if fmt == "md" else None
-    out = _check_out(out, files)
-    known = params or Params()
     db = Path(db_path)
+    files = figures_dir_for(out, figures_dir) if fmt == "md" else None
+    out = out if stdout else _check_out(out, files, force=force, db=db)
+    known = params or Params()
     root = Path(root) if root is not None else Path.cwd()
     con = connect(db)
     try:
@@ -220,7 +234,7 @@ def build_report(
                 synth = json.loads(synth_path.read_text())
             except json.JSONDecodeError as exc:
                 raise HomogError(f"synth report {synth_path} is not valid JSON: {exc}") from exc
-        command = f"homog report --db {shown(db)} -o {shown(out)}" + (
+        command = f"homog report --db {shown(db)} -o {'-' if stdout else shown(out)}" + (
             f" --format md --figures-dir {shown(files)}" if fmt == "md" else ""
         )
         texts = data["texts"]
@@ -268,14 +282,24 @@ def build_report(
     return out
 
 
-def _check_out(out: Path, files: Path | None) -> Path:
+def _check_out(out: Path, files: Path | None, *, force: bool, db: Path) -> Path:
     """The report's path (a symlink followed), checked before any work: a device, FIFO or
-    directory there, a file in the way or an unwritable directory is a HomogError."""
+    directory there, a file in the way or an unwritable directory is a HomogError, and so is
+    a page or figures folder homog did not write (without ``force``; :mod:`homog.owned`) and
+    a figures folder that holds the database (even with ``force``)."""
     from homog.layout import writable_dir
 
     out = check_target(out, what="report")
+    check_owned_file(out, force=force, what="report")
     if files is not None:
         check_target(files, directory=True, what="report figures")
+        real = files.resolve()
+        if real == db.resolve() or real in db.resolve().parents:
+            raise HomogError(
+                f"the figures folder {files} holds the database {db} being reported on, and "
+                "the report replaces that folder as a whole: choose another --figures-dir"
+            )
+        check_owned_dir(files, force=force, what="report figures folder")
     writable_dir(out.parent, what="report")
     return out
 
@@ -292,18 +316,27 @@ def _check_schema(con: Any, db: Path) -> None:
 
 
 def _write(out: Path, fmt: str, title: str, intro: str, sections: list[Section], files):
-    out.parent.mkdir(parents=True, exist_ok=True)
+    """Write the page (and the Markdown figures folder), each with homog's mark."""
     if fmt == "html":
         text = to_html(title, intro, sections)
+        head = "<meta charset='utf-8'>"
+        text = text.replace(head, head + HTML_MARK, 1)  # the generator mark: homog wrote it
+        if str(out) == "-":
+            sys.stdout.write(text)
+            sys.stdout.flush()
+            return
+        out.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(out) as tmp:
             tmp.write_text(text)
         return
+    out.parent.mkdir(parents=True, exist_ok=True)
     files.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(files, directory=True) as tmpdir:
+        mark_dir(tmpdir)
         for sec in sections:
             for path, _ in sec.figures:
                 shutil.copy(path, tmpdir / Path(path).name)
     link = Path(os.path.relpath(files.resolve(), out.parent.resolve())).as_posix()
-    text = to_markdown(title, intro, sections, link)
+    text = MD_MARK + "\n" + to_markdown(title, intro, sections, link)
     with atomic_path(out) as tmp:
         tmp.write_text(text)
