@@ -95,6 +95,23 @@ class Layout:
             self.data / "posenc" / "pretrained" / safe_name(model) / "logit_decomposition.parquet"
         )
 
+    # the probe stage (homog probe --model KEY: homog.probe)
+    def probe_dir(self, model: str) -> Path:
+        """``data/probe/<model>``: pooled vectors, probe and zero-shot outputs of one model."""
+        return self.data / "probe" / safe_name(model)
+
+    def pooled_vectors(self, model: str, intervention: str) -> Path:
+        return self.probe_dir(model) / f"pooled_{intervention}.npz"
+
+    def probe_metrics(self, model: str) -> Path:
+        return self.probe_dir(model) / "probe_metrics.parquet"
+
+    def probe_texts(self, model: str) -> Path:
+        return self.probe_dir(model) / "probe_texts.parquet"
+
+    def lm_sentiment(self, model: str) -> Path:
+        return self.probe_dir(model) / "lm_sentiment.parquet"
+
     def db(self, name: str | os.PathLike[str] | None = None) -> Path:
         """The DuckDB file: ``name`` (params ``db:``) relative to the root, else the default."""
         return Path(self.root) / Path(name or DEFAULT_DB)

@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "claims": "homog.cli.claims:claims",
     "diff": "homog.cli.diff:diff",
     "posenc": "homog.cli.posenc:posenc",
+    "probe": "homog.cli.probe:probe",
     "tui": "tui.command:tui",
 }
 

@@ -1,0 +1,92 @@
+"""`homog probe`: linear sentiment probes per layer and the model's zero-shot answer."""
+
+from __future__ import annotations
+
+import click
+
+from homog.cli.options import params_option
+from homog.layout import Layout
+
+
+@click.command()
+@click.option("--model", "model_key", required=True, help="A key of params.yaml `models:`.")
+@params_option
+@click.option(
+    "--texts",
+    "texts_path",
+    default=str(Layout().texts),
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="Texts table (variant, sample_id, text, label).",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="Output directory [default: data/probe/<model>].",
+)
+@click.option("--device", default=None, help="Override extract.device (cpu | cuda | auto).")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+def probe(
+    model_key: str,
+    params_path: str,
+    texts_path: str,
+    out_dir: str | None,
+    device: str | None,
+    no_progress: bool,
+) -> None:
+    """Does homogenization cost the model anything? (docs/probe.md)
+
+    Pools every text's hidden states per layer (the extraction's tokens and interventions),
+    fits linear sentiment probes with folds grouped by review, scores the model's zero-shot
+    answer, and relates both to erank within text (when data/extract/<model> exists).
+    Writes data/probe/<model>/: pooled_<intervention>.npz, probe_texts.parquet,
+    lm_sentiment.parquet, probe_metrics.parquet, probe.json.
+
+    \b
+    Examples:
+      homog probe --model smollm2-135m
+      homog probe --model gemma3-270m --texts my.parquet --out /tmp/probe
+    """
+    import dataclasses
+
+    from homog.config import load_config
+    from homog.io import probe_dir
+    from homog.models import resolve_source
+    from homog.probe.stage import run_probe
+    from homog.progress import console
+
+    params = load_config(params_path)
+    source = resolve_source(model_key, params.model_sources())
+    if device:
+        params = dataclasses.replace(
+            params, extract=dataclasses.replace(params.extract, device=device)
+        )
+    out = out_dir or str(Layout().probe_dir(model_key))
+    probe_dir(out, what="probe output")
+    record = run_probe(
+        params,
+        model_key,
+        source,
+        texts_path,
+        out,
+        log=lambda m: console.print(f"[yellow]{m}"),
+        show_progress=not no_progress,
+    )
+    h = record["headline"]
+    for b in h["best_layer"]:
+        click.echo(
+            f"{model_key}: best layer {b['layer']} on originals, probe accuracy {b['value']} "
+            f"[{b['ci_low']}, {b['ci_high']}] (n={b['n']})"
+        )
+    for iv, a in h["lm_accuracy_original"].items():
+        click.echo(f"{model_key}/{iv}: zero-shot accuracy on originals {a['value']} "
+                   f"[{a['ci_low']}, {a['ci_high']}]")  # fmt: skip
+    for s in h["slopes"]:
+        click.echo(
+            f"slope {s['metric']} {s['band']} vs {s['baseline']}: {s['value']} "
+            f"[{s['ci_low']}, {s['ci_high']}] p_holm {s['p_holm']} -> {s['verdict']}"
+        )
+    click.echo(f"{out}: {record['s_per_100_texts']} s per 100 texts, pooled vectors "
+               f"{record['pooled_bytes_per_1000_texts']} bytes per 1,000 texts")  # fmt: skip

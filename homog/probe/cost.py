@@ -1,0 +1,152 @@
+"""Cost against homogenization, within text: does a lower erank go with a worse reading?
+
+Pure (numpy and pandas on frames). Per model, outcome, band and contrast, a least-squares
+slope of the outcome on erank with two-way fixed effects:
+
+- contrast ``variant`` (unchanged model): the texts of every variant of a review; fixed
+  effects for the review (only within-review differences count) and for the variant (what
+  a variant does to every review on average is absorbed, so the slope says whether the reviews
+  whose erank a variant lowers more also lose more);
+- contrast ``zero_pos``: each text under ``none`` and ``zero_pos``; fixed effects for the
+  text and for the intervention (the average change is absorbed in the same way).
+
+Outcomes: ``probe_margin`` (scheme ``train_original``: one probe reads every variant; the
+margin averaged over the band's layers) and ``lm_margin`` (the zero-shot margin). Bands (from
+``homog.stats.band_of_layers``): ``late`` (the late band's mean erank and mean margin) and
+``final`` (the final-norm layer). The slope is in margin units per unit of erank: positive
+means a lower erank (more homogenization) goes with a smaller margin on the true label, a
+cost. CI: percentile bootstrap over reviews (``homog.paired_tests.resample_counts``, a
+review's texts drawn together); p: twice the smaller bootstrap tail at 0; Holm over the
+rows; verdict ``cost`` (slope > 0) or ``benefit`` (< 0) when p_holm < alpha, else
+``no link shown``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from homog.paired_tests import holm, resample_counts
+
+OUTCOMES: tuple[str, ...] = ("probe_margin", "lm_margin")
+BANDS: tuple[str, ...] = ("late", "final")
+
+
+def fe_slope(
+    y: np.ndarray, x: np.ndarray, unit: np.ndarray, cond: np.ndarray, w: np.ndarray | None = None
+) -> float:
+    """The coefficient of x in y ~ x + unit FE + condition FE (weighted least squares)."""
+    units, ui = np.unique(unit, return_inverse=True)
+    conds, ci = np.unique(cond, return_inverse=True)
+    design = np.zeros((len(y), 1 + len(units) + len(conds) - 1))
+    design[:, 0] = x
+    design[np.arange(len(y)), 1 + ui] = 1.0
+    rows = np.flatnonzero(ci > 0)
+    design[rows, len(units) + ci[rows]] = 1.0
+    sw = np.sqrt(np.ones(len(y)) if w is None else w)
+    keep = sw > 0
+    coef, *_ = np.linalg.lstsq(design[keep] * sw[keep, None], y[keep] * sw[keep], rcond=None)
+    return float(coef[0])
+
+
+def slope_row(
+    frame: Any, *, review: str = "review", n_boot: int = 2000, ci: float = 0.95, seed: int = 0
+) -> dict[str, Any]:
+    """Slope, bootstrap CI over reviews, p and n of ``frame`` (columns y, x, unit, cond and
+    ``review``; complete rows only)."""
+    frame = frame.dropna(subset=["y", "x"])
+    y, x = frame["y"].to_numpy(float), frame["x"].to_numpy(float)
+    unit, cond = frame["unit"].to_numpy(str), frame["cond"].to_numpy(str)
+    reviews, ri = np.unique(frame[review].to_numpy(str), return_inverse=True)
+    out = {"value": np.nan, "ci_low": np.nan, "ci_high": np.nan, "p_value": np.nan,
+           "n": len(reviews), "n_texts": len(y)}  # fmt: skip
+    if len(reviews) < 3 or np.ptp(x) == 0:
+        return out
+    slope = fe_slope(y, x, unit, cond)
+    counts = resample_counts(len(reviews), n_boot, seed)
+    boot = np.array([fe_slope(y, x, unit, cond, c[ri]) for c in counts])
+    alpha = (1 - ci) / 2
+    low, high = np.quantile(boot, [alpha, 1 - alpha])
+    p = min(1.0, 2 * min((boot <= 0).mean(), (boot >= 0).mean()))
+    out.update(value=slope, ci_low=float(low), ci_high=float(high), p_value=float(p))
+    return out
+
+
+def _band_mean(frame: Any, layers: Sequence[int], keys: list[str], col: str) -> Any:
+    sub = frame[frame["layer"].isin(list(layers))]
+    return sub.groupby(keys, as_index=False)[col].mean()
+
+
+def cost_slopes(
+    probe: Any | None,
+    lm: Any | None,
+    erank: Any,
+    *,
+    n_boot: int = 2000,
+    ci: float = 0.95,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> Any:
+    """The slope rows of one model.
+
+    probe: per-text probe outputs (intervention, scheme, variant, sample_id, layer, margin);
+    lm: zero-shot outputs (intervention, variant, sample_id, margin); erank: per-text erank
+    (intervention, variant, sample_id, layer, value), e.g. ``layer_metrics`` rows of metric
+    ``erank`` joined to their runs' intervention. Returns a frame (outcome, band, contrast,
+    value, ci_low, ci_high, p_value, p_holm, n, n_texts, verdict); empty without erank.
+    """
+    import pandas as pd
+
+    from homog.stats import band_of_layers
+
+    cols = ["outcome", "band", "contrast", "value", "ci_low", "ci_high", "p_value", "p_holm",
+            "n", "n_texts", "verdict"]  # fmt: skip
+    if erank is None or not len(erank):
+        return pd.DataFrame(columns=cols)
+    keys = ["intervention", "variant", "sample_id"]
+    bands = band_of_layers(sorted(set(erank["layer"])))
+    outcomes: dict[str, Any] = {}
+    if probe is not None and len(probe):
+        outcomes["probe_margin"] = probe[probe["scheme"] == "train_original"]
+    if lm is not None and len(lm):
+        outcomes["lm_margin"] = lm
+    rows = []
+    for band in BANDS:
+        if band not in bands:
+            continue
+        x = _band_mean(erank, bands[band], keys, "value").rename(columns={"value": "x"})
+        for outcome, data in outcomes.items():
+            if outcome == "probe_margin":
+                y = _band_mean(data, bands[band], keys, "margin")
+            else:
+                y = data[keys + ["margin"]]
+            both = x.merge(y.rename(columns={"margin": "y"}), on=keys)
+            for contrast, sub in _contrasts(both):
+                rows.append({"outcome": outcome, "band": band, "contrast": contrast,
+                             **slope_row(sub, n_boot=n_boot, ci=ci, seed=seed)})  # fmt: skip
+    frame = pd.DataFrame(rows, columns=[c for c in cols if c not in ("p_holm", "verdict")])
+    frame["p_holm"] = holm(frame["p_value"].to_numpy(float)) if len(frame) else []
+    p, v = frame["p_holm"].to_numpy(float), frame["value"].to_numpy(float)
+    with np.errstate(invalid="ignore"):
+        frame["verdict"] = np.where(p < alpha, np.where(v > 0, "cost", "benefit"), "no link shown")
+    return frame[cols]
+
+
+def _contrasts(both: Any) -> list[tuple[str, Any]]:
+    """(contrast, frame with y, x, unit, cond, review) of the merged outcome and erank."""
+    out = []
+    none = both[both["intervention"] == "none"]
+    if none["variant"].nunique() > 1:
+        out.append(("variant", none.assign(unit=none["sample_id"], cond=none["variant"],
+                                           review=none["sample_id"])))  # fmt: skip
+    if "zero_pos" in set(both["intervention"]) and len(none):
+        zp = both[both["intervention"].isin(["none", "zero_pos"])]
+        texts = zp.groupby(["variant", "sample_id"])["intervention"].transform("nunique") == 2
+        zp = zp[texts]
+        if len(zp):
+            out.append(("zero_pos", zp.assign(unit=zp["variant"] + "/" + zp["sample_id"],
+                                               cond=zp["intervention"],
+                                               review=zp["sample_id"])))  # fmt: skip
+    return out

@@ -1,0 +1,165 @@
+"""Mean-pooled hidden states of every text at every layer (the probes' features).
+
+The tokens are the extraction's: ``homog.extract.plan.encode_texts`` tokenizes and truncates
+to ``extract.max_tokens`` (and the model's context), ``homog.metrics.spectra.token_mask``
+drops tokenizer-added special tokens under ``extract.exclude_special``, and
+``homog.extract.plan.position_ids`` applies the intervention. The layers are the
+extraction's too: forward hooks on the embedding (layer 0), the blocks 1..L-1 and the final
+norm (layer L), as ``homog.extract.hooks.Extractor`` places them. Each layer's mean over the
+metric tokens is accumulated in float64 (``homog.metrics.spectra.pool``), so the same tokens
+in another order (the position family at layer 0) give the same vector to ~1e-16 before it
+is stored in ``probe.vector_dtype``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from homog.errors import HomogError
+from homog.io import atomic_path
+
+VECTOR_DTYPES = {"float16": np.float16, "float32": np.float32}
+
+
+def pad_batch(
+    texts: Sequence[Any], pad_id: int, intervention: str, seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(input ids, attention mask, special mask, position ids), each (B, n_pad), of encoded
+    texts padded on the right, the positions those of ``intervention`` (as extraction's)."""
+    from homog.extract.plan import position_ids
+
+    n_pad = max(len(t.input_ids) for t in texts)
+    b = len(texts)
+    ids = np.full((b, n_pad), pad_id, dtype=np.int64)
+    attn = np.zeros((b, n_pad), dtype=np.int64)
+    special = np.zeros((b, n_pad), dtype=bool)
+    pos = np.zeros((b, n_pad), dtype=np.int64)
+    for row, t in enumerate(texts):
+        n = len(t.input_ids)
+        ids[row, :n], attn[row, :n], special[row, :n] = t.input_ids, 1, t.special
+        pos[row] = position_ids(intervention, t, n_pad, seed)
+    return ids, attn, special, pos
+
+
+def _hidden_modules(loaded: Any) -> list[Any]:
+    """The modules whose outputs are hidden layers 0..L (the Extractor's hook points)."""
+    return [loaded.embed, *loaded.layers[:-1], loaded.norm]
+
+
+def pooled_means(
+    loaded: Any,
+    df: Any,
+    config: Any,
+    intervention: str,
+    *,
+    vector_dtype: str = "float16",
+    on_batch: Callable[[int], None] | None = None,
+) -> dict[str, np.ndarray]:
+    """The mean hidden state over each text's metric tokens, at every layer 0..L.
+
+    loaded: a ``homog.models.LoadedModel``; df: texts sorted by (variant, sample_id)
+    (``homog.extract.plan.read_texts``); config: the ``ExtractConfig`` (max_tokens,
+    batch_tokens, exclude_special, seed). Returns ``vectors`` (texts, L+1, d) in
+    ``vector_dtype`` and ``variant``, ``sample_id``, ``n_tokens`` (metric tokens) and
+    ``truncated`` per text, in df's order. Raises HomogError when a vector overflows the
+    stored dtype or the hidden states hold NaN/inf.
+    """
+    import torch
+
+    from homog.extract.plan import encode_texts, make_batches
+    from homog.metrics.spectra import pool, token_mask
+
+    if vector_dtype not in VECTOR_DTYPES:
+        raise HomogError(f"vector_dtype {vector_dtype!r}: use one of {', '.join(VECTOR_DTYPES)}")
+    max_tokens = min(config.max_tokens, loaded.max_context)
+    encoded = encode_texts(loaded.tokenizer, df, max_tokens)
+    n_layers = loaded.n_layers
+    out = np.zeros((len(encoded), n_layers + 1, loaded.d_model), dtype=np.float64)
+    n_metric = np.zeros(len(encoded), dtype=np.int64)
+    state: dict[str, Any] = {}
+
+    def hook_for(layer: int) -> Callable[..., None]:
+        def hook(_module: Any, _inputs: Any, output: Any) -> None:
+            hidden = output[0] if isinstance(output, tuple) else output
+            mask = state["mask"].to(hidden.device)
+            state["pooled"][layer] = pool(hidden, mask, "mean").cpu().numpy()
+
+        return hook
+
+    handles = [m.register_forward_hook(hook_for(i)) for i, m in enumerate(_hidden_modules(loaded))]
+    pad_id = loaded.tokenizer.pad_token_id or 0
+    dev = loaded.input_device
+    try:
+        for batch in make_batches(encoded, config.batch_tokens):
+            ids, attn, special, pos = pad_batch(batch, pad_id, intervention, config.seed)
+            mask = token_mask(
+                torch.from_numpy(attn), torch.from_numpy(special), config.exclude_special
+            )
+            rows = np.array([t.index for t in batch])
+            empty = [batch[i].name for i in np.flatnonzero(~mask.any(1).numpy())]
+            if empty:
+                raise HomogError(f"text(s) with no metric token: {', '.join(empty[:10])}")
+            state.update(mask=mask, pooled=[None] * (n_layers + 1))
+            with torch.inference_mode():
+                loaded.decoder(
+                    input_ids=torch.from_numpy(ids).to(dev),
+                    attention_mask=torch.from_numpy(attn).to(dev),
+                    position_ids=torch.from_numpy(pos).to(dev),
+                    use_cache=False,
+                )
+            missing = [i for i, v in enumerate(state["pooled"]) if v is None]
+            if missing:
+                raise HomogError(f"no hidden states were captured for layer(s) {missing}")
+            out[rows] = np.stack(state["pooled"], axis=1)
+            n_metric[rows] = mask.sum(1).numpy()
+            if on_batch:
+                on_batch(len(batch))
+    finally:
+        for h in handles:
+            h.remove()
+    return {
+        "vectors": to_stored(out, vector_dtype, [t.name for t in encoded]),
+        "variant": np.array([t.variant for t in encoded]),
+        "sample_id": np.array([t.sample_id for t in encoded]),
+        "n_tokens": n_metric,
+        "truncated": np.array([t.truncated for t in encoded]),
+    }
+
+
+def to_stored(vectors: np.ndarray, vector_dtype: str, names: Sequence[str]) -> np.ndarray:
+    """``vectors`` (texts, layers, d) in ``vector_dtype``; HomogError naming the first text
+    and layer that hold NaN/inf or a value beyond the dtype's range."""
+    stored = vectors.astype(VECTOR_DTYPES[vector_dtype])
+    bad = ~np.isfinite(stored)
+    if bad.any():
+        text, layer = np.argwhere(bad.any(-1))[0]
+        raise HomogError(
+            f"pooled vector of {names[text]} at layer {layer} is not finite in {vector_dtype} "
+            f"(largest |value| {np.nanmax(np.abs(vectors[text, layer])):.4g}): "
+            "set probe.vector_dtype: float32"
+        )
+    return stored
+
+
+def save_pooled(path: str | Path, pooled: dict[str, np.ndarray], **meta: Any) -> int:
+    """Write ``pooled`` (from ``pooled_means``) and ``meta`` (scalars: model, intervention)
+    to one npz, atomically; return its size in bytes."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **pooled, **{k: np.array(v) for k, v in meta.items()})
+    return path.stat().st_size
+
+
+def load_pooled(path: str | Path) -> dict[str, np.ndarray]:
+    """The arrays ``save_pooled`` wrote (HomogError when the file is missing)."""
+    path = Path(path)
+    if not path.exists():
+        raise HomogError(f"pooled vectors {path} not found: run `homog probe` first")
+    with np.load(path, allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}

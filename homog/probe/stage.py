@@ -1,0 +1,199 @@
+"""The ``probe@<model>`` stage: files in, files out (``homog probe --model KEY``).
+
+Reads the texts (``data/synth/texts.parquet``: variant, sample_id, text, label) and, when
+present, the extraction's per-text erank (``data/extract/<model>/<intervention>/
+layer_metrics.parquet``, for the cost slopes). Per intervention of ``extract.interventions``
+(the interventions other than ``none`` on ``extract.intervention_variants``, as extraction
+runs them: ``homog.extract.run.intervention_groups``) it computes the pooled vectors
+(``homog.probe.pooled``) and the zero-shot answers (``homog.probe.lm``), then the probes
+(``homog.probe.fit``), the summaries (``homog.probe.summary``) and the slopes
+(``homog.probe.cost``). Writes under ``data/probe/<model>/`` (``homog.layout.Layout``):
+``pooled_<intervention>.npz``, ``probe_texts.parquet``, ``lm_sentiment.parquet``,
+``probe_metrics.parquet`` and ``probe.json`` (timings, sizes, headline numbers).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from homog.errors import HomogError
+from homog.io import atomic_path, write_json
+from homog.layout import Layout
+
+PROBE_COLUMNS = ["model", "intervention", "scheme", "kind", "baseline", "variant", "layer",
+                 "band", "metric", "value", "ci_low", "ci_high", "p_value", "p_holm", "n",
+                 "verdict"]  # fmt: skip
+LM_COLUMNS = ["model", "intervention", "variant", "sample_id", "label", "log_odds", "margin",
+              "correct", "n_prompt_tokens", "truncated"]  # fmt: skip
+
+
+def _write_parquet(frame: Any, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        frame.to_parquet(tmp, index=False)
+
+
+def read_erank(root: Path, model: str, interventions: list[str]) -> Any:
+    """Per-text erank (intervention, variant, sample_id, layer, value) of the model's runs
+    that exist (None when none does)."""
+    import pandas as pd
+
+    layout = Layout(root)
+    parts = []
+    for iv in interventions:
+        path = layout.run_dir(model, iv) / "layer_metrics.parquet"
+        if path.exists():
+            lm = pd.read_parquet(path, filters=[("metric", "==", "erank")])
+            lm = lm[["variant", "sample_id", "layer", "value"]].astype({"sample_id": str})
+            parts.append(lm.assign(intervention=iv))
+    return pd.concat(parts, ignore_index=True) if parts else None
+
+
+def slope_rows(slopes: Any) -> Any:
+    """``cost_slopes`` rows in the probe_metrics columns (kind ``slope``)."""
+    out = slopes.rename(columns={"outcome": "metric"}).copy()
+    out["kind"] = "slope"
+    out["scheme"] = np.where(out["metric"] == "lm_margin", "zero_shot", "train_original")
+    out["baseline"] = np.where(out["contrast"] == "zero_pos", "none", "original")
+    out["intervention"] = np.where(out["contrast"] == "zero_pos", "zero_pos", "none")
+    out["metric"] = out["metric"] + "_per_erank"
+    return out.drop(columns=["contrast", "n_texts"])
+
+
+def run_probe(
+    params: Any,
+    model: str,
+    source: str,
+    texts: Any,
+    out_dir: str | Path,
+    *,
+    root: str | Path = ".",
+    loaded: Any = None,
+    log: Callable[[str], None] = print,
+    show_progress: bool = True,
+) -> dict[str, Any]:
+    """Run the stage for one model; return the ``probe.json`` record.
+
+    params: a checked ``Params``; texts: a texts table or its Parquet path (needs a label
+    column with two labels); root: the project directory whose extraction outputs give the
+    erank (none there: no slopes); loaded: an already loaded model (tests).
+    """
+    import pandas as pd
+
+    from homog.extract.plan import extract_inputs
+    from homog.extract.run import intervention_groups
+    from homog.models import load_model
+    from homog.probe.cost import cost_slopes
+    from homog.probe.fit import assign_folds, probe_texts
+    from homog.probe.lm import with_margin, zero_shot
+    from homog.probe.pooled import pooled_means, save_pooled
+    from homog.probe.summary import summarise
+    from homog.progress import rate_progress
+
+    cfg, probe = params.extract, params.probe
+    df, interventions = extract_inputs(texts, cfg.interventions)
+    if "label" not in df.columns:
+        raise HomogError("the texts have no label column: the probe needs labelled texts")
+    df["label"] = df["label"].astype(str)
+    out = Path(out_dir)
+    t0 = time.perf_counter()
+    if loaded is None:
+        loaded = load_model(source, dtype=cfg.dtype, device=cfg.device,
+                            device_map=cfg.device_map, attention=False, seed=cfg.seed)  # fmt: skip
+    timings: dict[str, float] = {"load_s": round(time.perf_counter() - t0, 2)}
+    pooled: dict[str, dict[str, np.ndarray]] = {}
+    lm_parts = []
+    sizes: dict[str, int] = {}
+    n_forward = 0
+    for sub, ivs, _ in intervention_groups(df, interventions, cfg):
+        for iv in ivs:
+            total = len(sub) * (2 if probe.lm else 1)
+            with rate_progress(f"{model}/{iv}", total, show=show_progress) as advance:
+                t1 = time.perf_counter()
+                pooled[iv] = pooled_means(loaded, sub, cfg, iv, vector_dtype=probe.vector_dtype,
+                                          on_batch=lambda n: advance(n, 0))  # fmt: skip
+                timings[f"pooled_{iv}_s"] = round(time.perf_counter() - t1, 2)
+                sizes[iv] = save_pooled(out / f"pooled_{iv}.npz", pooled[iv], model=model,
+                                        intervention=iv)  # fmt: skip
+                n_forward += len(sub)
+                if probe.lm:
+                    t1 = time.perf_counter()
+                    answers = zero_shot(loaded, sub, cfg, probe, iv,
+                                        on_batch=lambda n: advance(n, 0))  # fmt: skip
+                    lm_parts.append(with_margin(answers, probe.positive_label).assign(
+                        intervention=iv))  # fmt: skip
+                    timings[f"lm_{iv}_s"] = round(time.perf_counter() - t1, 2)
+                    n_forward += len(sub)
+    t1 = time.perf_counter()
+    originals = df[df["variant"] == "original"]
+    if originals.empty:
+        raise HomogError("the texts have no original variant: the probe trains on originals")
+    labels = sorted(set(originals["label"]))
+    if probe.positive_label not in labels:
+        raise HomogError(f"probe.positive_label {probe.positive_label!r} is not a label of the "
+                         f"texts ({', '.join(labels)})")  # fmt: skip
+    folds = assign_folds(originals["sample_id"], originals["label"], probe.folds, probe.seed)
+    label_of = dict(zip(originals["sample_id"], originals["label"], strict=True))
+    fit = dict(cs=probe.c, inner=probe.inner_folds, seed=probe.seed, max_iter=probe.max_iter)
+    probe_parts = []
+    for iv, p in pooled.items():
+        y = np.array([label_of.get(s) == probe.positive_label for s in p["sample_id"]], int)
+        texts_iv = probe_texts(p["vectors"], p["variant"], p["sample_id"], y, folds, **fit)
+        probe_parts.append(texts_iv.assign(intervention=iv))
+    probe_df = pd.concat(probe_parts, ignore_index=True)
+    timings["fit_s"] = round(time.perf_counter() - t1, 2)
+    t1 = time.perf_counter()
+    lm_df = pd.concat(lm_parts, ignore_index=True) if lm_parts else None
+    stats = SimpleNamespace(n_boot=params.stats.n_boot, ci=params.stats.ci,
+                            alpha=params.stats.alpha, test=params.stats.test,
+                            n_perm=params.stats.n_perm, seed=probe.seed)  # fmt: skip
+    metrics = summarise(probe_df, lm_df, stats)
+    erank = read_erank(Path(root), model, list(pooled))
+    slopes = cost_slopes(probe_df, lm_df, erank, n_boot=stats.n_boot, ci=stats.ci,
+                         alpha=stats.alpha, seed=probe.seed)  # fmt: skip
+    if len(slopes):
+        metrics = pd.concat([metrics, slope_rows(slopes)], ignore_index=True)
+    timings["summary_s"] = round(time.perf_counter() - t1, 2)
+    metrics = metrics.assign(model=model).reindex(columns=PROBE_COLUMNS)
+    for col in ("baseline", "band", "verdict"):  # all-null columns stay strings
+        metrics[col] = metrics[col].astype(object).where(metrics[col].notna(), None)
+    _write_parquet(metrics, out / "probe_metrics.parquet")
+    _write_parquet(probe_df.assign(model=model), out / "probe_texts.parquet")
+    if lm_df is not None:
+        _write_parquet(lm_df.assign(model=model).reindex(columns=LM_COLUMNS),
+                       out / "lm_sentiment.parquet")  # fmt: skip
+    record = _record(model, source, loaded, pooled, sizes, timings, n_forward, metrics)
+    write_json(out / "probe.json", record)
+    return record
+
+
+def _record(
+    model: str, source: str, loaded: Any, pooled: dict[str, Any], sizes: dict[str, int],
+    timings: dict[str, float], n_forward: int, metrics: Any,
+) -> dict[str, Any]:  # fmt: skip
+    """probe.json: sizes, timings and the headline numbers (``homog.probe.view.headline``)."""
+    from homog.probe.view import headline
+
+    n_texts = {iv: int(len(p["sample_id"])) for iv, p in pooled.items()}
+    total_s = sum(v for k, v in timings.items() if k != "load_s")
+    return {
+        "model": model,
+        "model_source": source,
+        "n_layers": loaded.n_layers,
+        "d_model": loaded.d_model,
+        "n_texts": n_texts,
+        "pooled_bytes": sizes,
+        "pooled_bytes_per_1000_texts": {
+            iv: round(sizes[iv] * 1000 / max(n, 1)) for iv, n in n_texts.items()
+        },
+        "timings": timings,
+        "forward_passes": n_forward,
+        "s_per_100_texts": round(100 * total_s / max(sum(n_texts.values()), 1), 2),
+        "headline": headline(metrics),
+    }
