@@ -113,6 +113,8 @@ def collect_sources(
         src.add("mauve_scores", layout.mauve(key))
         # `homog posenc decompose --model KEY` (optional, outside dvc.yaml's default stages).
         src.add("logit_decomposition", layout.pretrained_decomposition(key))
+        src.add("probe_metrics", layout.probe_metrics(key))  # `homog probe --model KEY`
+        src.add("lm_sentiment", layout.lm_sentiment(key))
     src.add("contrasts", layout.contrasts)
     src.add("dose_response", layout.dose_response)
     for pe in params.posenc.encodings:

@@ -27,6 +27,10 @@ Additive extensions (documented in the README):
   key sentence's position (``kind = 'slope'``) and the per-variant points (``'point'``);
   homog/dose.py.
 - ``layer_metrics`` holds one ``n_tokens`` row per text at layer 0 (the metric tokens).
+- ``probe_metrics(model, intervention, scheme, kind, baseline, variant, layer, band, metric,
+  value, ci_low, ci_high, p_value, p_holm, n, verdict)`` and ``lm_sentiment(model,
+  intervention, variant, sample_id, label, log_odds, margin, correct, n_prompt_tokens,
+  truncated)``: the probe stage (homog/probe, docs/probe.md), keyed by model.
 - ``homog_meta(key, value)``: ``schema_version``.
 - ``layer_summary`` is a table that ``load`` materialises (same name, columns and types as the
   view that older databases hold; readers use it either way).
@@ -265,6 +269,50 @@ TABLES: dict[str, Table] = {
             scope="run",
             order_by=("run_id", "metric", "band", "kind", "variant"),
             required=("run_id", "metric", "band", "kind", "value"),
+        ),
+        # the probe stage (homog.probe, docs/probe.md): keyed by model, not by run (it runs its
+        # own forward passes); a reload of a model replaces its rows
+        Table(
+            "probe_metrics",
+            (
+                ("model", V),
+                ("intervention", V),
+                ("scheme", V),
+                ("kind", V),
+                ("baseline", V),
+                ("variant", V),
+                ("layer", I),
+                ("band", V),
+                ("metric", V),
+                ("value", D),
+                ("ci_low", D),
+                ("ci_high", D),
+                ("p_value", D),
+                ("p_holm", D),
+                ("n", I),
+                ("verdict", V),
+            ),
+            scope=("model",),
+            order_by=("model", "intervention", "scheme", "kind", "metric", "variant", "layer"),
+            required=("model", "kind", "metric", "value"),
+        ),
+        Table(
+            "lm_sentiment",
+            (
+                ("model", V),
+                ("intervention", V),
+                ("variant", V),
+                ("sample_id", V),
+                ("label", V),
+                ("log_odds", D),
+                ("margin", D),
+                ("correct", "BOOLEAN"),
+                ("n_prompt_tokens", I),
+                ("truncated", "BOOLEAN"),
+            ),
+            scope=("model",),
+            order_by=("model", "intervention", "variant", "sample_id"),
+            required=("model", "intervention", "variant", "sample_id", "log_odds"),
         ),
         Table(
             "posenc_results",
