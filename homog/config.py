@@ -319,6 +319,11 @@ def parse_params(data: Mapping[str, Any], where: str = "params.yaml") -> Params:
         raise HomogError(
             f"{where} has unknown top-level key(s) {', '.join(unknown)}; valid: {', '.join(known)}"
         )
+    if "models" in data and not data["models"]:  # issue 39: `homog load` would drop every run
+        raise HomogError(
+            f"{where}: 'models:' is empty; name at least one model (key: source, e.g. "
+            "'models: {smollm2-135m: embedded:smollm2-135m}')"
+        )
     try:
         return _parse_sections(data, where)
     except ParamsValueError as exc:  # name the file the bad value came from

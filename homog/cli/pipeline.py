@@ -76,15 +76,22 @@ def stats(params_path: Path) -> None:
     help="Replace a DuckDB file that homog did not build (its tables are not kept). A file "
     "that is not a DuckDB database is never replaced.",
 )
-def load(params_path: Path, db_path: Path | None, force: bool) -> None:
+@click.option(
+    "--prune",
+    is_flag=True,
+    help="Drop the runs (and all their rows) of models no longer in params `models:`; without "
+    "it such a load stops and lists them.",
+)
+def load(params_path: Path, db_path: Path | None, force: bool, prune: bool) -> None:
     """Load every stage output into the DuckDB file, atomically.
 
     Earlier runs (other params) stay; runs being loaded are replaced, so loading twice gives
     the same rows. The new file is built beside the old one and renamed into place under a
     lock: readers never see a half-written database. Ctrl-C stops it cleanly (exit 130, the
     old database unchanged); temporary files of killed loads are removed by the next load.
-    Only homog's own databases are replaced; runs of models no longer in params `models:`
-    are dropped with a notice.
+    Only homog's own databases are replaced. Runs of models no longer in params `models:`
+    are dropped only with --prune (with a notice); without it the load stops, lists them and
+    leaves the database unchanged.
 
     \b
     Example:
@@ -94,8 +101,9 @@ def load(params_path: Path, db_path: Path | None, force: bool) -> None:
 
     try:
         counts = load_db(
-            load_config(params_path), db_path, force=force, notify=lambda m: click.echo(m, err=True)
-        )
+            load_config(params_path), db_path, force=force, prune=prune,
+            notify=lambda m: click.echo(m, err=True),
+        )  # fmt: skip
     except KeyboardInterrupt:
         click.echo(
             "load interrupted: the database is unchanged and no temporary file is left",

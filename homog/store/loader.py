@@ -200,12 +200,15 @@ def _new_rows_sql(con: duckdb.DuckDBPyConnection, table: Table, files: Sequence[
     return f"SELECT {cols} FROM read_parquet({_quote_list(files)}, union_by_name = true)"
 
 
-def _build(con: duckdb.DuckDBPyConnection, sources: Sources, previous: Path | None) -> dict:
+def _build(
+    con: duckdb.DuckDBPyConnection, sources: Sources, previous: Path | None, prune: bool = False
+) -> dict:
     """Fill the empty database behind ``con``: earlier rows kept, new rows replacing theirs.
 
     Runs of models not in ``sources.keep_models`` (params ``models:``) and their rows are
-    dropped, and rows of run-scoped tables whose run is not in ``runs`` too, each with a line
-    in ``sources.notices``.
+    dropped only with ``prune`` (else HomogError listing them, before any row is copied), and
+    rows of run-scoped tables whose run is not in ``runs`` too, each with a line in
+    ``sources.notices``.
     """
     con.execute("SET enable_progress_bar = false")
     create_schema(con)
@@ -244,6 +247,8 @@ def _build(con: duckdb.DuckDBPyConnection, sources: Sources, previous: Path | No
         }
     else:
         prev_tables = set()
+    if "runs" in prev_tables and sources.keep_models is not None and not prune:
+        _refuse_drop(con, sources.keep_models)
 
     counts: dict[str, int] = {}
     for table in TABLES.values():
@@ -342,6 +347,30 @@ def _drop_gone_models(con: duckdb.DuckDBPyConnection, keep: list[str], notices: 
     )
 
 
+def _refuse_drop(con: duckdb.DuckDBPyConnection, keep: list[str]) -> None:
+    """HomogError listing the runs of the previous database whose models are not in ``keep``
+    (params ``models:``): dropping them needs ``--prune``."""
+    gone = con.execute(
+        "SELECT model, list(run_id ORDER BY run_id) FROM prev.runs "
+        "WHERE model NOT IN (SELECT unnest(?::VARCHAR[])) GROUP BY model ORDER BY model",
+        [keep],
+    ).fetchall()
+    if not gone:
+        return
+    shown = "; ".join(
+        f"{m}: {len(ids)} run{'s' if len(ids) > 1 else ''} ({', '.join(ids[:5])}"
+        + (", ..." if len(ids) > 5 else "")
+        + ")"
+        for m, ids in gone
+    )
+    raise HomogError(
+        f"the database holds runs of models that are not in params `models:` ({shown}); this "
+        "load would drop them and all their rows, so it stopped and the database is unchanged. "
+        "Pass --prune to drop them, or add the models back to `models:` (or load into "
+        "another --db)"
+    )
+
+
 def _drop_orphans(con: duckdb.DuckDBPyConnection, notices: list[str]) -> None:
     """Drop rows of run-scoped tables whose run is not in ``runs`` (a contrasts file made
     with other ``models:``), with a notice per table."""
@@ -364,12 +393,15 @@ def load_database(
     lock_timeout: float = LOCK_TIMEOUT_S,
     force: bool = False,
     notify: Callable[[str], None] | None = None,
+    prune: bool = False,
 ) -> dict[str, int]:
     """Build ``db_path`` from ``sources`` atomically; return row counts per table.
 
     ``db_path`` may be a symlink: its target is rebuilt beside itself and the link kept.
     Only a database homog built is replaced (:func:`previous_database`; ``force`` replaces
-    another DuckDB file). What the load dropped (:func:`_build`) goes to ``notify``.
+    another DuckDB file). Runs of models not in ``sources.keep_models`` are dropped only with
+    ``prune`` (else HomogError, the file unchanged). What the load dropped (:func:`_build`)
+    goes to ``notify``.
 
     Rows of earlier runs (and of other posenc encodings, texts, logit sources) in the existing
     database are kept; rows of runs being loaded are replaced, so loading twice gives the same
@@ -402,7 +434,7 @@ def load_database(
             previous = previous_database(db_path, force=force)
             try:
                 with atomic_database(db_path) as con:
-                    counts = _build(con, sources, previous)
+                    counts = _build(con, sources, previous, prune=prune)
             except (duckdb.InterruptException, RuntimeError) as exc:
                 if interrupted(exc):
                     raise KeyboardInterrupt from exc
@@ -433,15 +465,16 @@ def load(
     *,
     force: bool = False,
     notify: Callable[[str], None] | None = None,
+    prune: bool = False,
 ) -> dict[str, int]:
     """The ``load`` stage: every output named by ``params`` into the DuckDB file.
 
     ``params``: a ``Params`` or a params mapping (checked with ``as_params``). ``db_path``
     defaults to ``params.db`` relative to ``root``. Returns row counts per table. See
     :func:`load_database` for atomicity and failures. Runs of models no longer in
-    ``models:`` are dropped with a notice (``notify``, default stderr); ``force`` replaces a
-    DuckDB file homog did not build.
+    ``models:`` are dropped, with a notice (``notify``, default stderr), only with ``prune``
+    (else HomogError listing them); ``force`` replaces a DuckDB file homog did not build.
     """
     params = as_params(params)
     db = Path(db_path) if db_path is not None else Layout(Path(root)).db(params.db)
-    return load_database(collect_sources(params, root), db, force=force, notify=notify)
+    return load_database(collect_sources(params, root), db, force=force, notify=notify, prune=prune)
