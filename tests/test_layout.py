@@ -34,7 +34,7 @@ def test_paths_are_those_dvc_yaml_declares():
 EXTRACT_INFRASTRUCTURE = {
     "homog", "homog.config", "homog.errors", "homog.lazy", "homog.progress", "homog.typed",
     "homog.posenc", "homog.validate", "homog.config_position", "homog.config_synth",
-    "homog.config_posenc", "homog.posenc.preset_table",
+    "homog.config_posenc", "homog.posenc.preset_table", "homog.config_probe",
 }  # fmt: skip
 
 
