@@ -17,6 +17,7 @@ Stage functions accept a ``Params`` or a raw mapping (tests and notebooks pass d
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import typing
 from collections.abc import Mapping
@@ -57,6 +58,10 @@ DTYPES = ("float32", "bfloat16", "float16")
 INTERVENTIONS: tuple[str, ...] = ("none", "zero_pos", "shuffle_pos")
 ENGINES: tuple[str, ...] = ("local", "ray")
 REPHRASERS: tuple[str, ...] = ("parse", "rule", "llm")
+# issue 39: below this the metrics stop meaning anything (ExtractConfig.__post_init__)
+MIN_TOKENS = 8
+# stats.n_boot / n_perm: the bootstrap and the sign-flip test hold a [draws, texts] matrix
+MAX_DRAWS = 1_000_000
 
 # ---------------------------------------------------------------------------------------------
 # sections
@@ -158,6 +163,12 @@ class ExtractConfig:
             if name == "attention_block" and value == "auto":
                 continue
             _check(value >= 1, f"extract.{name} must be >= 1, got {value}")
+        _check(
+            self.max_tokens >= MIN_TOKENS,
+            f"extract.max_tokens must be >= {MIN_TOKENS}, got {self.max_tokens}: the metrics need "
+            "several tokens per text (erank and mev of 1-2 tokens are 1 by construction, "
+            "mean_cosine needs 2 and twonn_id 3 besides a special token)",
+        )
         for name in ("sample_tokens", "pooled_texts"):
             value = getattr(self, name)
             _check(value >= 0, f"extract.{name} must be >= 0, got {value}")
@@ -254,6 +265,33 @@ class StatsConfig:
         _check(self.n_boot >= 1, f"stats.n_boot must be >= 1, got {self.n_boot}")
         _check(0 < self.ci < 1, f"stats.ci must lie in (0, 1), got {self.ci}")
         _check(0 < self.alpha < 1, f"stats.alpha must lie in (0, 1), got {self.alpha}")
+        _check_draws(self)
+
+
+def _check_draws(st: StatsConfig) -> None:
+    """Issue 39: n_boot and n_perm between what a CI at ``ci`` and a p at ``alpha`` need
+    and what memory allows (docs/guarantees.md)."""
+    least = math.ceil(round(2 / (1 - st.ci), 6))  # one draw beyond each end of the CI
+    _check(
+        st.n_boot >= least,
+        f"stats.n_boot must be >= {least} for a {st.ci:g} CI (2 / (1 - ci): one bootstrap draw "
+        f"beyond each end), got {st.n_boot}; with fewer the CI is the span of a few draws (n_boot "
+        "1: zero width). Use 1000 or more (default 2000)",
+    )
+    if st.test == "sign_flip":
+        _check(
+            1 / (st.n_perm + 1) < st.alpha,
+            f"stats.n_perm must be >= {math.floor(1 / st.alpha + 1e-9)} at alpha {st.alpha:g}, got "
+            f"{st.n_perm}: the smallest sign-flip p is 1 / (n_perm + 1), so no p could fall "
+            "below alpha. Use 10000 (the default) or more",
+        )
+    for name in ("n_boot", "n_perm"):
+        value = getattr(st, name)
+        _check(
+            value <= MAX_DRAWS,
+            f"stats.{name} must be <= {MAX_DRAWS:,}, got {value:,}: it draws an {name} x texts "
+            f"matrix of float64 (8 MB per text per million draws)",
+        )
 
 
 @dataclass(frozen=True)

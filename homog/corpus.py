@@ -306,7 +306,7 @@ def prepare_corpus(
         cut = pd.Series(cut_texts(df["text"].tolist(), fits), index=df.index, dtype=object)
         report.no_fit = int(cut.isna().sum())
         df = df[cut.notna()].assign(text=cut[cut.notna()])
-    df["uncut_words"] = uncut
+    df["uncut_words"] = uncut.reindex(df.index)  # not a frame left empty by the cut (issue 39)
     words = df["text"].map(word_count)
     short = words < min_words
     long = words > max_words if max_words else pd.Series(False, index=df.index)

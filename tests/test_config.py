@@ -123,7 +123,7 @@ def test_unknown_nested_and_top_level_keys():
 
 
 def test_ints_widen_to_floats_and_lists_become_tuples():
-    params = as_params({"stats": {"ci": 1 - 0.05, "n_boot": 10}, "ray": {"num_cpus_per_actor": 2}})
+    params = as_params({"stats": {"ci": 1 - 0.05, "n_boot": 100}, "ray": {"num_cpus_per_actor": 2}})
     assert params.ray.num_cpus_per_actor == 2.0 and isinstance(params.ray.num_cpus_per_actor, float)
     cfg = ExtractConfig(interventions=["none"])
     assert cfg.interventions == ("none",) and hash(cfg)  # stays hashable
