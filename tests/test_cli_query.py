@@ -55,7 +55,7 @@ def test_compare(db):
     assert res.exit_code == 0 and len(rows) == 2 * 3
     assert {r["variant"] for r in rows} == {"original", "front"}
     res = invoke("compare", "--metric", "erank", "--db", db, "--layers", "3")
-    assert res.exit_code == 0 and "front p" in res.output and "±" in res.output
+    assert res.exit_code == 0 and "front - orig" in res.output and "±" in res.output
     res = invoke("compare", "--metric", "erank", "--db", db, "--format", "csv")
     assert res.output.splitlines()[0].startswith("run_id,model,intervention,variant,layer")
 

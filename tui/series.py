@@ -235,3 +235,8 @@ def floor_note(floors: Iterable[Floor]) -> str:
         f"sign flips can give, × {f.layers} layers (Holm) = {f.holm:.2g}{more}; the true p may "
         "be smaller"
     )
+
+
+def count(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1: "1 line", "3 lines"."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")

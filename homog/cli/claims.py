@@ -13,7 +13,8 @@ from typing import Any
 import click
 
 from homog.cli.options import db_option, model_option, params_option, plain
-from homog.cli.query import _connect, _split, emit, format_option
+from homog.cli.query import _connect, _split, format_option, wide_option
+from homog.cli.tables import emit
 from homog.errors import HomogError
 
 
@@ -47,7 +48,10 @@ def _matches(value: Any, wanted: list[str], *, prefix: bool = False) -> bool:
 @params_option
 @model_option("Only these models (repeat or comma-separate).")
 @click.option(
-    "--claim", "claims", multiple=True, help="Only these claims: 1 .. 5, or 1a, 5b (a prefix)."
+    "--claim",
+    "claims",
+    multiple=True,
+    help="Only these claims: 1 .. 5, or 5a, 5b, 5c (a prefix: 5 takes all three).",
 )
 @click.option(
     "--verdict",
@@ -56,6 +60,7 @@ def _matches(value: Any, wanted: list[str], *, prefix: bool = False) -> bool:
     help="Only these verdicts, e.g. supported, reversed, inconclusive (repeat or comma-separate).",
 )
 @format_option
+@wide_option
 def claims(
     db_path: Path | None,
     params_path: Path,
@@ -63,18 +68,22 @@ def claims(
     claims: tuple[str, ...],
     verdicts: tuple[str, ...],
     fmt: str,
+    wide: bool,
 ) -> None:
     """The paper's claims checked on the database: effect, CI, Holm p and verdict per model.
 
     The same rows as the claims table of `homog report` (alpha, bootstrap and test from the
     `stats:` section of --params when the file exists, else their defaults). Filters narrow
-    the rows; each names what it did not find.
+    the rows; each names what it did not find. The table shows one line per row, grouped
+    by model: claim, comparison, scope, effect [95 % CI] (rounded to the CI's precision) and
+    verdict, with what fits the terminal; --wide, --format csv or json show every column.
 
     \b
     Examples:
       homog claims
       homog claims --format json > claims.json
       homog claims --model smollm2-135m --claim 1 --format csv
+      homog claims --claim 5b --wide
       homog claims --verdict supported,reversed
     """
     from homog.report.build import read_inputs
@@ -104,6 +113,13 @@ def claims(
                 f"valid: {', '.join(known)}"
             )
         frame = frame[[_matches(v, wanted, prefix=prefix) for v in frame[column]]]
+    if fmt == "table":
+        from homog.cli.views import show_claims
+
+        if frame.empty:
+            raise HomogError("no claim rows")
+        show_claims(frame, wide=wide)
+        return
     columns = [str(c) for c in frame.columns]
     rows = [[plain(v) for v in r] for r in frame.itertuples(index=False, name=None)]
     emit(columns, rows, fmt, "claims")

@@ -15,7 +15,8 @@ import click
 
 from homog.cli.claims import stats_settings
 from homog.cli.options import db_option, params_option, plain, resolve_runs, short_ids
-from homog.cli.query import _connect, _split, emit, format_option
+from homog.cli.query import _connect, _split, format_option, wide_option
+from homog.cli.tables import emit
 from homog.errors import HomogError
 
 COLUMNS = ("metric", "variant", "band", "layer", "n", "mean_diff", "ci_low", "ci_high",
@@ -99,6 +100,7 @@ def paired_run_diff(
 @db_option
 @params_option
 @format_option
+@wide_option
 def diff(
     run_a: str,
     run_b: str,
@@ -108,6 +110,7 @@ def diff(
     db_path: Path | None,
     params_path: Path,
     fmt: str,
+    wide: bool,
 ) -> None:
     """Paired difference RUN_A - RUN_B per metric and depth band, with a CI, over shared texts.
 
@@ -146,14 +149,10 @@ def diff(
     rows = [[plain(r[c]) for c in columns] for _, r in frame.iterrows()]
     short = short_ids(ids)
     if fmt == "table":
-        digits = {"mean_diff": ".4g", "ci_low": ".4g", "ci_high": ".4g", "p_value": ".2g",
-                  "p_holm": ".2g"}  # fmt: skip
-        rows = [
-            ["" if x is None else format(x, digits[c]) if c in digits else x
-             for c, x in zip(columns, r, strict=True)]
-            for r in rows
-        ]  # fmt: skip
+        from homog.cli.views import show_diff
+
         title = f"{short[a]} - {short[b]} ({n_shared} shared texts)"
-        emit(columns, rows, fmt, title)
+        show_diff([dict(zip(columns, r, strict=True)) for r in rows], title, by_layer=by_layer,
+                  wide=wide)  # fmt: skip
     else:
         emit(columns, rows, fmt)

@@ -9,11 +9,9 @@ table, CSV or JSON (``--format``). A HomogError becomes the CLI's error message 
 from __future__ import annotations
 
 import csv
-import io
 import json
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +23,9 @@ from homog.cli.options import (
     pipe_safe,
     resolve_runs,
     short_ids,
-    table_width,
 )
+from homog.cli.tables import cell as _cell
+from homog.cli.tables import emit
 from homog.errors import HomogError
 
 
@@ -45,7 +44,16 @@ def _connect(db_path: Path | None):
     from homog.layout import default_db
     from homog.store import connect
 
-    return connect(db_path or default_db())
+    path = db_path or default_db()
+    outside = not Path("dvc.yaml").exists() and not Path("params.yaml").exists()
+    if db_path is None and outside and not path.exists() and not path.is_absolute():
+        # The default is relative: outside a project it names a file that is not there.
+        raise HomogError(
+            f"no database at {path}: the default path (params.yaml `db`, else "
+            f"data/homog.duckdb) is relative to the current directory {Path.cwd()}; run homog "
+            "in the project directory (where `dvc repro` makes it), or give --db PATH"
+        )
+    return connect(path)
 
 
 def _split(values: Sequence[str]) -> list[str]:
@@ -65,6 +73,8 @@ def _parse_layers(values: Sequence[str], top: int | None = None) -> list[int] | 
             lo, hi = int(lo), int(hi)
         except ValueError as exc:
             raise HomogError(f"bad layer {item!r}: use numbers like 0,5,10 or ranges 0-4") from exc
+        if lo > hi:
+            raise HomogError(f"--layers {item}: the range is reversed; write {hi}-{lo}")
         if top is not None and not 0 <= lo <= hi <= top:
             raise HomogError(
                 f"--layers {item}: the models in the database have layers 0-{top}; give layers "
@@ -81,14 +91,6 @@ def _top_layer(con: Any) -> int:
     return int(_q(con, "SELECT coalesce(max(n_layers), 0) FROM runs")[0][0])
 
 
-def _cell(v: Any) -> Any:
-    if isinstance(v, datetime | date):
-        return (
-            v.isoformat(sep=" ", timespec="seconds") if isinstance(v, datetime) else v.isoformat()
-        )
-    return v
-
-
 def _run_ids(con: Any, given: Sequence[str]) -> list[str] | None:
     """``--runs`` values (ids or unique prefixes, repeated or comma-separated) as full ids."""
     from homog.store import run_ids
@@ -97,71 +99,41 @@ def _run_ids(con: Any, given: Sequence[str]) -> list[str] | None:
     return resolve_runs(run_ids(con), names) if names else None
 
 
-def emit(columns: list[str], rows: Sequence[Sequence[Any]], fmt: str, title: str = "") -> None:
-    """Print rows as a rich table, CSV or JSON (a list of objects) on stdout."""
-    with pipe_safe():
-        _emit(columns, rows, fmt, title)
-        sys.stdout.flush()
-
-
-def _emit(columns: list[str], rows: Sequence[Sequence[Any]], fmt: str, title: str) -> None:
-    if fmt == "json":
-        click.echo(
-            json.dumps(
-                [dict(zip(columns, map(_cell, r), strict=True)) for r in rows],
-                indent=2,
-                default=str,
-            )
-        )
-    elif fmt == "csv":
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(columns)
-        w.writerows([[_cell(v) for v in r] for r in rows])
-        click.echo(buf.getvalue(), nl=False)
-    else:
-        from rich.console import Console
-        from rich.table import Table
-
-        table = Table(title=title or None, header_style="bold", show_lines=False)
-        for c in columns:
-            table.add_column(c, overflow="fold")
-        for r in rows:
-            table.add_row(*[_fmt_value(v) for v in r])
-        # A pipe gets a wide table instead of rich's 80-column default, unless COLUMNS says.
-        console = Console(width=table_width())
-        console.on_broken_pipe = _broken_pipe  # rich would exit 1; pipe_safe exits 0
-        console.print(table)
-
-
-def _broken_pipe() -> None:
-    raise BrokenPipeError
-
-
-def _fmt_value(v: Any) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(_cell(v))
+def wide_option(f: Callable) -> Callable:
+    return click.option(
+        "--wide",
+        is_flag=True,
+        help="Table: every column, full run ids (lines may be wider than the terminal).",
+    )(f)
 
 
 @click.command()
 @db_option
 @format_option
-def runs(db_path: Path | None, fmt: str) -> None:
-    """List the runs in the database: model, sizes, dtype, intervention, texts, date.
+@wide_option
+def runs(db_path: Path | None, fmt: str, wide: bool) -> None:
+    """List the runs in the database: model, intervention, layers, texts, date, sizes.
+
+    The table shows what fits the terminal (run ids at their unique prefix, which every
+    --runs option takes); --wide, --format csv or json show every column.
 
     \b
     Example:
       homog runs
+      homog runs --wide
       homog runs --format json
     """
     from homog.store import list_runs
 
-    rows = list_runs(_connect(db_path))
+    con = _connect(db_path)
+    rows = list_runs(con)
     if not rows:
         raise HomogError("the database has no runs: run `dvc repro` (or `homog load`)")
+    if fmt == "table":
+        from homog.cli.views import show_runs
+
+        show_runs(rows, short_ids([r["run_id"] for r in rows]), wide=wide)
+        return
     cols = list(rows[0])
     emit(cols, [[r[c] for c in cols] for r in rows], fmt, "runs")
 
@@ -174,26 +146,34 @@ def runs(db_path: Path | None, fmt: str) -> None:
 @click.option(
     "--runs", "run_ids", multiple=True, help="Run ids or unique prefixes (default: all runs)."
 )
+@click.option("--raw", is_flag=True, help="Table: each variant's mean ± CI, not differences.")
 @db_option
 @format_option
+@wide_option
 def compare(
     metric: str,
     models: tuple[str, ...],
     variants: tuple[str, ...],
     layers: tuple[str, ...],
     run_ids: tuple[str, ...],
+    raw: bool,
     db_path: Path | None,
     fmt: str,
+    wide: bool,
 ) -> None:
-    """Layer curves of one metric side by side, with 95 % CIs and contrast p-values.
+    """Layer curves of one metric: each variant against the original, with 95 % CIs.
 
-    The table has one row per (model, run, layer) and, per variant, the mean over texts with
-    its CI; `p` is the Holm-corrected p (stats.test) of the variant against the original at that
-    layer. CSV/JSON give the long rows (one per variant and layer).
+    One table per run, one line per layer: the original's mean ± CI half-width, then each
+    variant's paired difference from the original (variant - original, mean over texts)
+    with its 95 % CI, rounded to the CI's precision; `*` marks a Holm p (stats.test) below
+    0.05. --raw shows each variant's own mean ± half-width instead. Variants that do not
+    fit the terminal are left out and named (--wide or --variants shows them). CSV/JSON
+    give the long rows (one per variant and layer, with the Holm p).
 
     \b
     Example:
       homog compare --metric erank
+      homog compare --metric erank --raw --wide
       homog compare --metric mev --model smollm2-135m --variants original,front --layers 0-5
       homog compare --metric erank --runs cf240802      # a run-id prefix, as printed
     """
@@ -214,34 +194,10 @@ def compare(
         cols = list(rows[0])
         emit(cols, [[r[c] for c in cols] for r in rows], fmt)
         return
-    order = list(dict.fromkeys(r["variant"] for r in rows))
-    grid: dict[tuple, dict[str, dict]] = {}
-    for r in rows:
-        grid.setdefault((r["model"], r["intervention"], r["run_id"], r["layer"]), {})[
-            r["variant"]
-        ] = r
+    from homog.cli.views import show_compare
     from homog.store import run_ids as all_run_ids
 
-    short = short_ids(all_run_ids(con))
-    cols = ["model", "intervention", "run", "layer"]
-    for v in order:
-        cols += [f"{v} (95% CI)"] + ([f"{v} p"] if v != "original" else [])
-    out = []
-    for (model, intervention, run_id, layer), by_v in grid.items():
-        row: list[Any] = [model, intervention, short.get(run_id, run_id), layer]
-        for v in order:
-            r = by_v.get(v)
-            if r is None:
-                row += [""] + ([""] if v != "original" else [])
-                continue
-            # The CI is symmetric (normal approximation): print it as mean ± half-width.
-            ci = "" if r["ci_low"] is None else f" ± {(r['ci_high'] - r['ci_low']) / 2:.2g}"
-            row.append(f"{r['mean']:.4g}{ci}")
-            if v != "original":
-                p = r["p_holm_vs_original"]
-                row.append("" if p is None else f"{p:.2g}")
-        out.append(row)
-    emit(cols, out, "table", f"{metric} by layer")
+    show_compare(con, rows, metric, short_ids(all_run_ids(con)), raw=raw, wide=wide)
 
 
 SQL_TABLE_ROWS = 1000  # default cap of `homog sql` table output

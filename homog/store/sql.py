@@ -57,8 +57,13 @@ def check_names(kind: str, given: Sequence[Any] | None, valid: Sequence[Any]) ->
         return
     bad = [g for g in given if g not in valid]
     if bad:
+        import difflib
+
         shown = ", ".join(map(str, valid)) if valid else "(none: the database has no data)"
-        raise HomogError(f"unknown {kind} {', '.join(map(str, bad))}; valid: {shown}")
+        names = [str(v) for v in valid]
+        close = [m for b in bad for m in difflib.get_close_matches(str(b), names, n=1, cutoff=0.75)]
+        hint = f" (did you mean {', '.join(dict.fromkeys(close))}?)" if close else ""
+        raise HomogError(f"unknown {kind} {', '.join(map(str, bad))}{hint}; valid: {shown}")
 
 
 def sql_error(exc: BaseException) -> HomogError:

@@ -428,8 +428,9 @@ class CompareScreen(HomogScreen):
         token_set = split_token_set(metric)[1]
         # one line of fixed size: no layout pass (it would repaint every scrollbar)
         self.query_one("#compare-status", Static).update(
-            f"{metric} · tokens: {token_set} · {view} (v) · {len(lines)} lines"
-            f" · [b yellow]*[/] {n_sig} differ from original (Holm p < {ALPHA})",
+            f"{metric} · tokens: {token_set} · {view} (v) · {S.count(len(lines), 'line')}"
+            f" · [b yellow]*[/] {n_sig} differ{'s' if n_sig == 1 else ''} from original"
+            f" (Holm p < {ALPHA})",
             layout=False,
         )
         self.draws += 1

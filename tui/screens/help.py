@@ -8,6 +8,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+# Markup: "[x]" would be read as a tag and vanish, so it is escaped ("\\[x]").
 HELP = """[b]homog[/b] · results database, read-only             esc closes this help
 [b]Everywhere[/b]
   1-5      Runs · Compare · Attention · PE lab · SQL (or click the bar)
@@ -22,7 +23,7 @@ HELP = """[b]homog[/b] · results database, read-only             esc closes thi
   v        view: all lines / one variant / one model / differences to the
            original (variant − original, one line per contrast)
   n / N    next / previous variant or model (in those views)
-  space    in the lists: [x] / [ ] a run or a variant
+  space    in the lists: \\[x] / [ ] a run or a variant
   lines    each numbered on the plot; the legend names it: model ·
            intervention · variant · run id (follows the table's cursor)
   table    #, layer, mean, 95% CI, Holm p vs original;  * = p < 0.05
