@@ -15,6 +15,7 @@ HomogError that gives the counts.
 from __future__ import annotations
 
 import html
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from homog.config import CorpusConfig, Params, as_params
 from homog.errors import HomogError
 from homog.io import atomic_path, check_target, content_hash, write_json
 from homog.layout import Layout, writable_dir
+from homog.owned import check_owned_file, write_parquet
 
 # The demo reviews ship with the project: found beside the package, whatever the cwd.
 DEMO_PATH = Layout(Path(__file__).resolve().parents[1]).demo_corpus
@@ -366,8 +368,27 @@ def _describe(report: CorpusReport) -> str:
     )
 
 
+def _check_owned(out: Path, force: bool) -> None:
+    """Issue 39: the corpus and its ``.report.json`` replace only homog's files (or --force)."""
+    check_owned_file(out, force=force, what="corpus")
+    side = out.with_suffix(".report.json")
+    try:
+        ours = force or not side.exists() or "rows_in" in dict(json.loads(side.read_text()))
+    except (OSError, ValueError, TypeError):  # not JSON, not an object
+        ours = False
+    if not ours:
+        raise HomogError(
+            f"refusing to overwrite {side} (the corpus report beside {out}): homog did not "
+            "write it; pass --force to overwrite it, or choose another --out"
+        )
+
+
 def build_corpus(
-    params: Params | Mapping[str, Any], *, out: Path = LAYOUT.corpus, root: Path | None = None
+    params: Params | Mapping[str, Any],
+    *,
+    out: Path = LAYOUT.corpus,
+    root: Path | None = None,
+    force: bool = False,
 ) -> CorpusReport:
     """Run the corpus stage; write ``out`` and ``<out>.report.json``.
 
@@ -381,6 +402,7 @@ def build_corpus(
     cfg = params.corpus
     dataset = cfg.name or dataset_name(cfg.source)
     out = check_target(out, what="corpus")  # before reading: fail fast
+    _check_owned(out, force)
     writable_dir(out.parent, what="corpus")
     raw = load_source(cfg.source, split=cfg.split, root=root)
     from homog.corpus_cut import params_check
@@ -401,7 +423,7 @@ def build_corpus(
     report.token_budget = budgets
     try:
         with atomic_path(out) as tmp:
-            corpus.to_parquet(tmp, index=False)
+            write_parquet(corpus, tmp, "corpus")  # with homog's mark: a rerun may replace it
         write_json(out.with_suffix(".report.json"), {"source": cfg.source, **report.to_dict()})
     except OSError as exc:
         raise HomogError(f"cannot write the corpus {out}: {exc.strerror or exc}") from exc

@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 from hostile_helpers import clean_error
 
@@ -135,3 +136,127 @@ def test_plot_keeps_a_users_image(tmp_path, db):
     pdf = tmp_path / "figure.pdf"
     assert invoke("plot", "--db", str(db), "-o", str(pdf)).exit_code == 0
     assert invoke("plot", "--db", str(db), "-o", str(pdf)).exit_code == 0
+
+
+# --- the stages' --out ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def corpus_params(tmp_path):
+    reviews = tmp_path / "reviews.jsonl"
+    reviews.write_text("".join(
+        f'{{"text": "{"a fine film with words " * 6} {i}", "label": {i % 2}, "id": "r{i}"}}\n'
+        for i in range(20)
+    ))  # fmt: skip
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump({"corpus": {"source": f"file:{reviews}", "n": 4}}))
+    return path
+
+
+def test_corpus_out_keeps_a_users_file(tmp_path, corpus_params):
+    out = tmp_path / "mine.parquet"
+    out.write_bytes(b"PAR1 my own table")
+    res = invoke("corpus", "--params", str(corpus_params), "--out", str(out))
+    clean_error(res, str(out), "--force")
+    assert out.read_bytes() == b"PAR1 my own table"
+    # a report of the user's beside a new corpus is kept too
+    side = tmp_path / "fresh.report.json"
+    side.write_text("[1, 2]")
+    res = invoke("corpus", "--params", str(corpus_params), "--out", str(tmp_path / "fresh.parquet"))
+    clean_error(res, "fresh.report.json", "--force")
+    assert side.read_text() == "[1, 2]" and not (tmp_path / "fresh.parquet").exists()
+    # --force replaces; then the file is homog's and a rerun needs no --force
+    res = invoke("corpus", "--params", str(corpus_params), "--out", str(out), "--force")
+    assert res.exit_code == 0, res.output
+    res = invoke("corpus", "--params", str(corpus_params), "--out", str(out))
+    assert res.exit_code == 0, res.output
+
+
+def test_synth_out_keeps_a_users_files(tmp_path, write_params, monkeypatch):
+    import homog.synth
+
+    made = []
+    monkeypatch.setattr(homog.synth, "build_synth", lambda *a, **k: made.append(k) or {
+        "keyphrase_position": {}, "bertscore_f1": {}, "texts_in": 0, "texts_kept": 0,
+        "dropped": {}, "rewrite_rate": {}})  # fmt: skip
+    params = write_params()
+    out = tmp_path / "folder"
+    files = plant(out)
+    (out / "report.json").write_text("{}")
+    res = invoke("synth", "--params", str(params), "--out", str(out))
+    clean_error(res, "report.json", "--force")
+    assert survived(files) and (out / "report.json").read_text() == "{}" and not made
+    res = invoke("synth", "--params", str(params), "--out", str(out), "--force")
+    assert res.exit_code == 0, res.output
+    assert (out / ".homog-output").is_file()
+    res = invoke("synth", "--params", str(params), "--out", str(out))  # marked: homog's
+    assert res.exit_code == 0, res.output
+    assert len(made) == 2
+
+
+def test_extract_out_keeps_a_users_folder(tmp_path, write_params):
+    from hostile_helpers import write_texts
+
+    params = write_params()
+    out = tmp_path / "runs"
+    files = plant(out / "none")
+    texts = write_texts(tmp_path / "texts.parquet")
+    res = invoke("extract", "--model", "random:tiny-llama", "--params", str(params),
+                 "--texts", str(texts), "--out", str(out), "--intervention", "none",
+                 "--device", "cpu")  # fmt: skip
+    clean_error(res, str(out), "none", "--force")
+    assert survived(files)
+    res = invoke("extract", "--model", "random:tiny-llama", "--params", str(params),
+                 "--texts", str(texts), "--out", str(out), "--intervention", "none",
+                 "--device", "cpu", "--force")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert (out / "none" / "run.json").is_file() and (out / ".homog-output").is_file()
+    assert not (out / "none" / "thesis.tex").exists()
+
+
+@pytest.mark.parametrize("stage", ["train", "ablate"])
+def test_posenc_out_keeps_a_users_files(tmp_path, write_params, monkeypatch, stage):
+    import homog.posenc.ablate
+    import homog.posenc.train
+
+    monkeypatch.chdir(tmp_path)
+
+    ran = []
+    monkeypatch.setattr(homog.posenc.train, "run_train", lambda *a, **k: ran.append(a) or
+                        __import__("pandas").DataFrame())  # fmt: skip
+    monkeypatch.setattr(homog.posenc.ablate, "run_ablate", lambda *a, **k: ran.append(a) or
+                        (__import__("pandas").DataFrame(), None))  # fmt: skip
+    monkeypatch.setattr(homog.posenc.ablate, "deposit_summary", lambda heads: {})
+    params = write_params()
+    out = tmp_path / "lab"
+    files = plant(out)
+    name = "checkpoints" if stage == "train" else "ablation.json"
+    (out / name).mkdir() if stage == "train" else (out / name).write_text("mine")
+    args = ["posenc", stage, "--pe", "rope", "--params", str(params), "--out", str(out)]
+    res = invoke(*args)
+    clean_error(res, name, "--force")
+    assert survived(files) and (out / name).exists() and not ran
+    assert invoke(*args, "--force").exit_code == 0 and (out / ".homog-output").is_file()
+    assert invoke(*args).exit_code == 0 and len(ran) == 2
+    assert invoke(*args[:-2]).exit_code == 0  # data/posenc/<pe> is homog's: never asked
+
+
+def test_decompose_out_keeps_a_users_file(tmp_path, write_params):
+    out = tmp_path / "mine.parquet"
+    out.write_bytes(b"PAR1 mine")
+    res = invoke("posenc", "decompose", "--model", "random:tiny-llama", "--params",
+                 str(write_params()), "--out", str(out))  # fmt: skip
+    clean_error(res, str(out), "--force")
+    assert out.read_bytes() == b"PAR1 mine"
+
+
+def test_homogs_parquet_carries_its_mark(tmp_path):
+    import pandas as pd
+
+    from homog.owned import homog_wrote, write_parquet
+
+    path = tmp_path / "x.parquet"
+    write_parquet(pd.DataFrame({"a": range(100000)}), path, "corpus")
+    assert homog_wrote(path) and pd.read_parquet(path)["a"].sum() == sum(range(100000))
+    pd.DataFrame({"a": [1]}).to_parquet(path)
+    assert not homog_wrote(path)

@@ -11,6 +11,11 @@ from homog.config import load_config
 from homog.layout import Layout
 
 LAYOUT = Layout()
+force_option = click.option(
+    "--force",
+    is_flag=True,
+    help="With --out: replace outputs there that homog did not write (by default refused).",
+)
 
 
 @click.command()
@@ -22,7 +27,8 @@ LAYOUT = Layout()
     show_default=True,
     help="Parquet file to write",
 )
-def corpus(params_path: Path, out: Path) -> None:
+@force_option
+def corpus(params_path: Path, out: Path, force: bool) -> None:
     """Draw a balanced, cleaned sample of reviews from corpus.source.
 
     \b
@@ -34,11 +40,14 @@ def corpus(params_path: Path, out: Path) -> None:
     Writes data/corpus/corpus.parquet (dataset, sample_id, text, label) and a .report.json
     with the counts of rows dropped (not text, empty, duplicates, too short, too long). Every
     review is cut at a sentence boundary to fit extract.max_tokens under every model in
-    models: (no_fit: not even its first sentence fits).
+    models: (no_fit: not even its first sentence fits). An existing --out file that homog
+    did not write is refused unless --force.
     """
     from homog.corpus import build_corpus
 
-    report = build_corpus(load_config(params_path), out=out)
+    # the default path is homog's own (data/); elsewhere only homog's files are replaced
+    force = force or out == LAYOUT.corpus
+    report = build_corpus(load_config(params_path), out=out, force=force)
     click.echo(
         f"corpus: {report.rows_in} rows in; dropped {report.not_text} not text, {report.empty} "
         f"empty, {report.duplicates} duplicates, {report.too_short} too short, "
@@ -66,7 +75,8 @@ def corpus(params_path: Path, out: Path) -> None:
     show_default=True,
     help="directory for texts.parquet and report.json",
 )
-def synth(params_path: Path, corpus_path: Path, out: Path) -> None:
+@force_option
+def synth(params_path: Path, corpus_path: Path, out: Path, force: bool) -> None:
     """Build the original/front/end/control variants and validate them with BERTScore, and
     the position family key_first/key_mid/key_last/key_control (every token kept).
 
@@ -76,10 +86,19 @@ def synth(params_path: Path, corpus_path: Path, out: Path) -> None:
     synth.position (enabled, positions; docs/variants.md).
     Example: homog synth --params params.yaml
     Writes data/synth/texts.parquet (texts kept in every variant) and data/synth/report.json.
+    In another --out folder, existing files of those names that homog did not write are
+    refused unless --force.
     """
+    from homog.owned import check_stage_out, mark_stage_out
     from homog.synth import build_synth
 
-    report = build_synth(load_config(params_path), corpus_path=corpus_path, out_dir=out)
+    params = load_config(params_path)
+    mine = out == LAYOUT.synth_dir  # homog's own folder (data/)
+    names = [LAYOUT.texts.name, LAYOUT.synth_report.name]
+    check_stage_out(out, names, force=force or mine, what="synth outputs")
+    report = build_synth(params, corpus_path=corpus_path, out_dir=out)
+    if not mine:
+        mark_stage_out(out, "synth")
     pos = report["keyphrase_position"]
     f1 = report["bertscore_f1"]
     click.echo(

@@ -55,6 +55,11 @@ from homog.layout import Layout
     "RAY_ADDRESS, or a local one; needs pip install 'homog[ray]').",
 )
 @click.option("--no-progress", is_flag=True, help="No progress bar (logs only).")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="With --out: replace <out>/<intervention> folders that homog did not write.",
+)
 def extract(
     model_key: str,
     params_path: str,
@@ -66,13 +71,15 @@ def extract(
     max_tokens: int | None,
     engine: str | None,
     no_progress: bool,
+    force: bool,
 ) -> None:
     """Run a causal LM over every text and keep small per-layer summaries.
 
     Writes data/extract/<model>/<intervention>/ (layer_metrics, attention_profile,
     attention_heads, dataset_spectra, massive_activations Parquet files, vectors.npz,
     run.json). An interrupted
-    run resumes from its finished shards when started again with the same parameters.
+    run resumes from its finished shards when started again with the same parameters. With
+    --out, an <out>/<intervention> folder that homog did not write is refused unless --force.
 
     \b
     Examples:
@@ -84,6 +91,7 @@ def extract(
     from homog.config import load_config
     from homog.extract import extract_runner
     from homog.models import resolve_source
+    from homog.owned import check_stage_out, mark_stage_out
     from homog.progress import console
 
     params = load_config(params_path)
@@ -101,6 +109,8 @@ def extract(
         params.extract, **{k: v for k, v in overrides.items() if v is not None}
     )
     out = out_dir or str(Layout().extract_dir(model_key))
+    if out_dir is not None:  # data/extract/ is homog's own
+        check_stage_out(out, list(config.interventions), force=force, what="extract runs")
     probe_dir(out, what="extract output")  # before the model loads
     run = extract_runner(params, config.engine)  # imports Ray only for the ray engine
     try:
@@ -117,6 +127,8 @@ def extract(
     except KeyboardInterrupt:
         console.print("[red]interrupted: finished shards are kept; run the same command to resume")
         raise SystemExit(130) from None
+    if out_dir is not None:
+        mark_stage_out(out, "extract")
     for r in records:
         t = r["timings"]
         click.echo(

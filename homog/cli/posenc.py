@@ -23,13 +23,34 @@ out_option = click.option(
     "--out", "out_dir", default=None, type=click.Path(file_okay=False),
     help="Output directory [default: data/posenc/<pe>].",
 )  # fmt: skip
+force_option = click.option(
+    "--force", is_flag=True, help="With --out: replace outputs there that homog did not write.",
+)  # fmt: skip
+# what train and ablate write into their --out folder (issue 39: a user's files are refused)
+TRAIN_OUTPUTS = ["checkpoints", "results.parquet", "metrics.json", "train_log.csv"]
+ABLATE_OUTPUTS = ["head_ablation.parquet", "logit_decomposition.parquet", "ablation.json"]
 
 
 def stage_options(command):
-    """The options shared by ``train`` and ``ablate``: --pe, --params, --preset, --device, --out."""
-    for option in reversed((pe_option, params_option, preset_option, device_option, out_option)):
+    """The options shared by ``train`` and ``ablate``: --pe, --params, --preset, --device, --out,
+    --force."""
+    for option in reversed(
+        (pe_option, params_option, preset_option, device_option, out_option, force_option)
+    ):
         command = option(command)
     return command
+
+
+def _stage_out(out_dir: str | None, pe: str, names: list[str], force: bool, stage: str):
+    """The output folder: data/posenc/<pe> (homog's own), or --out checked for files of the
+    user's with the names the stage writes (homog.owned.check_stage_out)."""
+    from homog.layout import Layout
+    from homog.owned import check_stage_out
+
+    if out_dir is None:
+        return Layout().posenc_dir(pe)
+    check_stage_out(out_dir, names, force=force, what=f"posenc {stage} outputs")
+    return out_dir
 
 
 def _posenc_params(params_path: str):
@@ -53,7 +74,10 @@ def posenc() -> None:
 
 @posenc.command()
 @stage_options
-def train(pe: str, params_path: str, preset: str | None, device: str | None, out_dir: str | None):
+def train(
+    pe: str, params_path: str, preset: str | None, device: str | None, out_dir: str | None,
+    force: bool,
+):  # fmt: skip
     """Train encoding PE on every task of posenc.tasks, for every seed.
 
     Writes data/posenc/<pe>/checkpoints/<task>-seed<seed>.pt, results.parquet (pe, task,
@@ -65,20 +89,24 @@ def train(pe: str, params_path: str, preset: str | None, device: str | None, out
       homog posenc train --pe mla --preset reference --device cuda
       homog posenc train --pe alibi --out /tmp/alibi
     """
-    from homog.layout import Layout
+    from homog.owned import mark_stage_out
     from homog.posenc.train import run_train
 
     p = _posenc_params(params_path)
-    frame = run_train(
-        p, pe, out_dir or Layout().posenc_dir(pe), preset=preset, device=device or p.device
-    )
+    out = _stage_out(out_dir, pe, TRAIN_OUTPUTS, force, "train")
+    frame = run_train(p, pe, out, preset=preset, device=device or p.device)
+    if out_dir is not None:
+        mark_stage_out(out, "posenc train")
     for r in frame.itertuples():
         click.echo(f"{r.pe:13s} {r.task:9s} seed {r.seed} {r.split:5s} accuracy {r.accuracy:.4f}")
 
 
 @posenc.command()
 @stage_options
-def ablate(pe: str, params_path: str, preset: str | None, device: str | None, out_dir: str | None):
+def ablate(
+    pe: str, params_path: str, preset: str | None, device: str | None, out_dir: str | None,
+    force: bool,
+):  # fmt: skip
     """Zero each head in turn and decompose the attention logits of PE's checkpoints.
 
     Writes data/posenc/<pe>/head_ablation.parquet (pe, task, layer, head, accuracy, drop) and
@@ -89,13 +117,14 @@ def ablate(pe: str, params_path: str, preset: str | None, device: str | None, ou
       homog posenc ablate --pe rope                    # after `homog posenc train --pe rope`
       homog posenc ablate --pe mla --device cuda
     """
-    from homog.layout import Layout
+    from homog.owned import mark_stage_out
     from homog.posenc.ablate import deposit_summary, run_ablate
 
     p = _posenc_params(params_path)
-    heads, _ = run_ablate(
-        p, pe, out_dir or Layout().posenc_dir(pe), preset=preset, device=device or p.device
-    )
+    out = _stage_out(out_dir, pe, ABLATE_OUTPUTS, force, "ablate")
+    heads, _ = run_ablate(p, pe, out, preset=preset, device=device or p.device)
+    if out_dir is not None:
+        mark_stage_out(out, "posenc ablate")
     for task, d in deposit_summary(heads).items():
         click.echo(
             f"{pe}/{task}: largest drop {d['largest_drop']:.4f} from layer {d['layer']} head "
@@ -127,9 +156,11 @@ def ablate(pe: str, params_path: str, preset: str | None, device: str | None, ou
     type=click.Path(dir_okay=False),
     help="Output [default: data/posenc/pretrained/<model>/logit_decomposition.parquet].",
 )
+@click.option("--force", is_flag=True, help="Overwrite an --out file that homog did not write.")
 def decompose(
-    model_key: str, params_path: str, texts_path: str, device: str | None, out_path: str | None
-):
+    model_key: str, params_path: str, texts_path: str, device: str | None, out_path: str | None,
+    force: bool,
+):  # fmt: skip
     """Rotary logit decomposition of a pretrained RoPE LM, per layer and head.
 
     For each head: the share of the (row-centred) logit energy carried by the rotation,
@@ -141,10 +172,14 @@ def decompose(
       homog posenc decompose --model random:tiny-llama --device cpu --out /tmp/decomp.parquet
     """
     from homog.config import load_config
+    from homog.io import check_target
     from homog.layout import Layout
+    from homog.owned import check_owned_file
     from homog.posenc.decompose import run_decompose
 
     params = load_config(params_path)
+    if out_path is not None:  # data/posenc/pretrained/ is homog's own
+        check_owned_file(check_target(out_path), force=force, what="decomposition")
     out = out_path or Layout().pretrained_decomposition(model_key)
     frame, counts = run_decompose(
         params, model_key, texts_path, out, device=device or params.posenc.device

@@ -280,6 +280,7 @@ def run_decompose(
 
     from homog.io import atomic_path
     from homog.models import load_model, resolve_source
+    from homog.owned import write_parquet
 
     params = as_params(params)
     source = resolve_source(model_key, params.model_sources())
@@ -296,5 +297,5 @@ def run_decompose(
     rows = pretrained_decomposition(loaded.model, loaded.attn_modules, ids)
     frame = pd.DataFrame([{"source": model_key, **r} for r in rows])
     with atomic_path(out) as tmp:
-        frame.to_parquet(tmp, index=False)
+        write_parquet(frame, tmp, "posenc decompose")  # homog's mark: a rerun may replace it
     return frame, counts
