@@ -55,13 +55,21 @@ def intercepts(d: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def adjusted_block(
-    d: np.ndarray, t: np.ndarray, *, n_boot: int, ci: float, seed: int
+    d: np.ndarray,
+    t: np.ndarray,
+    *,
+    n_boot: int,
+    ci: float,
+    seed: int,
+    eq_ci: float | None = None,
 ) -> dict[str, np.ndarray]:
     """Length-adjusted effects of complete rows ``d`` [G, n] on the token differences ``t`` [n].
 
     Returns arrays [G]: effect (the intercept), ci_low, ci_high (percentile bootstrap of texts;
     resamples where t does not vary are left out), p (OLS t-test of the intercept), se, df,
-    sd (SD of the adjusted differences d - beta t, ddof 1), slope (beta).
+    sd (SD of the adjusted differences d - beta t, ddof 1), slope (beta); with ``eq_ci`` (a
+    level, e.g. 1 - 2 alpha) also eq_low, eq_high: that percentile interval of the same
+    resamples (the equivalence CI).
     """
     d = np.asarray(d, dtype=float)
     t = np.asarray(t, dtype=float)
@@ -86,7 +94,12 @@ def adjusted_block(
     half = (1.0 - ci) / 2.0
     low, high = np.nanquantile(a_boot, [half, 1.0 - half], axis=1)
     adj = d - beta[:, None] * t[None, :]
+    eq = {}
+    if eq_ci is not None:
+        h = (1.0 - eq_ci) / 2.0
+        eq["eq_low"], eq["eq_high"] = np.nanquantile(a_boot, [h, 1.0 - h], axis=1)
     return {
+        **eq,
         "effect": alpha,
         "ci_low": low,
         "ci_high": high,

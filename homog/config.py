@@ -243,9 +243,14 @@ class StatsConfig:
     alpha: float = 0.05
     test: str = "sign_flip"  # sign_flip (of the mean, like the CI) | wilcoxon
     n_perm: int = 10000  # sign vectors of the sign-flip test (exact when 2^n <= n_perm)
-    # smallest effect of interest of the equivalence test (TOST), in between-text SDs of the
-    # original's metric at the row's layer or band (docs/statistics.md)
+    # smallest effect of interest of the equivalence test, a share of what sesoi_basis names
+    # (docs/statistics.md)
     sesoi: float = 0.1
+    # what stats.sesoi scales (issue 38): depth (the original's mean early-to-late band change
+    # of the metric, one value per run and metric) | sd (the original's between-text SD per row)
+    sesoi_basis: str = "depth"
+    # label permutations of the separability classifier's p (homog.separability); 0: no p
+    separability_perm: int = 199
     # metrics of the secondary mixed model per band (statsmodels MixedLM, ~2 s per fit at
     # 300 texts x 8 variants); [] turns it off
     mixed_metrics: tuple[str, ...] = ("erank", "erank__no_sink", "erank__standardized", "mev",
@@ -256,7 +261,15 @@ class StatsConfig:
     def __post_init__(self) -> None:
         from homog.paired_tests import TESTS
 
-        _check(0 < self.sesoi <= 2, f"stats.sesoi must lie in (0, 2] (text SDs), got {self.sesoi}")
+        _check(0 < self.sesoi <= 2, f"stats.sesoi must lie in (0, 2], got {self.sesoi}")
+        _check(
+            self.sesoi_basis in ("depth", "sd"),
+            f"stats.sesoi_basis must be one of depth, sd, got {self.sesoi_basis!r}",
+        )
+        _check(
+            self.separability_perm >= 0,
+            f"stats.separability_perm must be >= 0, got {self.separability_perm}",
+        )
 
         _check(
             self.test in TESTS, f"stats.test must be one of {', '.join(TESTS)}, got {self.test!r}"
@@ -264,7 +277,8 @@ class StatsConfig:
         _check(self.n_perm >= 1, f"stats.n_perm must be >= 1, got {self.n_perm}")
         _check(self.n_boot >= 1, f"stats.n_boot must be >= 1, got {self.n_boot}")
         _check(0 < self.ci < 1, f"stats.ci must lie in (0, 1), got {self.ci}")
-        _check(0 < self.alpha < 1, f"stats.alpha must lie in (0, 1), got {self.alpha}")
+        # below 0.5: the equivalence CI is the (1 - 2 alpha) interval
+        _check(0 < self.alpha < 0.5, f"stats.alpha must lie in (0, 0.5), got {self.alpha}")
         _check_draws(self)
 
 

@@ -17,8 +17,13 @@ bootstrap CI and paired test (columns of the store's first schema, computed by
 - ``baseline_mean``, ``baseline_sd``: mean and between-text SD (ddof 1) of the original's
   values over the row's texts (of variant b when the run has no original; of the unchanged run
   for an intervention contrast);
-- ``sesoi`` = ``stats.sesoi`` x baseline_sd, and ``p_tost``: the TOST p-value of equivalence of
-  the verdict's effect to zero within +-sesoi;
+- ``sesoi``: the smallest effect of interest (``stats.sesoi_basis``, :func:`sesoi_rule`):
+  ``depth`` (default) ``stats.sesoi`` x |mean over texts of the original's early-band minus
+  late-band value| (one value for every row of a run and metric), ``sd`` ``stats.sesoi`` x
+  baseline_sd; ``sesoi_basis``: that rule in words, with the number it scales; ``p_tost``:
+  the TOST p-value of equivalence of the verdict's effect to zero within +-sesoi;
+- ``eq_ci_low``, ``eq_ci_high``: the (1 - 2 ``stats.alpha``) percentile bootstrap CI of the
+  verdict's effect, from the same resamples as its CI (the equivalence CI);
 - ``layer0_diff``, ``layer0_p_value``: the raw mean difference at layer 0 (the position-free
   token embeddings: a lexical difference) over the row's texts, and its paired test; NaN for a
   metric without layer 0 (attention);
@@ -35,7 +40,50 @@ import numpy as np
 import pandas as pd
 
 from homog.adjusted import adjustable, adjusted_block, raw_block, raw_size, tost_p
-from homog.paired_tests import paired_difference, paired_p
+from homog.paired_tests import bootstrap_ci, paired_difference, paired_p
+
+SESOI_BASES = ("depth", "sd")
+
+
+def depth_change(table: pd.DataFrame | None, bands: dict[str, list[int]]) -> float:
+    """|mean over texts of (early-band value - late-band value)| of a [layer x sample_id] table
+    (``bands``: :func:`homog.stats.band_of_layers` of its layers; texts with both bands
+    finite). NaN when there is no early and late band or no such text."""
+    if table is None or table.empty:
+        return math.nan
+    if "early" not in bands or "late" not in bands:
+        return math.nan
+    early = table.loc[bands["early"]].mean(axis=0, skipna=False).to_numpy(dtype=float)
+    late = table.loc[bands["late"]].mean(axis=0, skipna=False).to_numpy(dtype=float)
+    d = early - late
+    d = d[np.isfinite(d)]
+    return abs(float(d.mean())) if d.size else math.nan
+
+
+def sesoi_rule(
+    factor: float,
+    basis: str,
+    table: pd.DataFrame | None,
+    bands: dict[str, list[int]],
+    who: str = "the original's",
+) -> tuple[float | None, str]:
+    """The SESOI of every row of one run and metric: (value, basis text) on the depth basis,
+    (None, note) where the rows take ``factor`` x their own between-text SD (basis ``sd``, or
+    the depth change of ``table`` (``who``'s values; ``bands`` of its layers,
+    :func:`depth_change`) is 0 or not finite: the note says so)."""
+    if basis not in SESOI_BASES:
+        raise ValueError(f"stats.sesoi_basis must be one of {', '.join(SESOI_BASES)}: {basis!r}")
+    if basis == "sd":
+        return None, ""
+    depth = depth_change(table, bands)
+    if math.isfinite(depth) and depth > 0:
+        return factor * depth, f"{factor:g} x {who} early-to-late change ({depth:.3g})"
+    return None, f"; {who} early-to-late change is {depth:.3g}, so the SD basis"
+
+
+def _sd_text(factor: float, who: str, sd: np.ndarray, note: str) -> np.ndarray:
+    return np.array([f"{factor:g} x {who} between-text SD ({x:.3g}){note}" for x in sd], object)
+
 
 EXTRA_COLUMNS = (
     "n_tokens_diff",
@@ -49,6 +97,9 @@ EXTRA_COLUMNS = (
     "baseline_sd",
     "sesoi",
     "p_tost",
+    "sesoi_basis",
+    "eq_ci_low",
+    "eq_ci_high",
     "layer0_diff",
     "layer0_p_value",
     "rel_layer0_diff",
@@ -60,6 +111,7 @@ EXTRA_COLUMNS = (
 def _empty(g: int) -> dict[str, np.ndarray]:
     out = {c: np.full(g, np.nan) for c in EXTRA_COLUMNS}
     out["adjusted"] = np.zeros(g, dtype=bool)
+    out["sesoi_basis"] = np.full(g, None, dtype=object)
     return out
 
 
@@ -77,13 +129,18 @@ def extra_columns(
     seed: int,
     test: str,
     n_perm: int,
+    sesoi_of_metric: tuple[float | None, str] = (None, ""),
+    who: str = "the original's",
+    alpha: float = 0.05,
 ) -> pd.DataFrame:
     """EXTRA_COLUMNS for the rows of ``a`` - ``b`` (aligned [row x sample_id] tables).
 
     tokens_a / tokens_b: sample_id -> metric-token count (None: no adjustment);
     baseline: [row x sample_id] values of the original; layer0: sample_id -> the layer-0
-    difference a - b (None for a metric without layer 0). Returns one row per row of ``a``
-    (after aligning with ``b``), in that order.
+    difference a - b (None for a metric without layer 0); sesoi: ``stats.sesoi`` (the factor);
+    sesoi_of_metric: :func:`sesoi_rule`'s answer for the run and metric (value None: the rows'
+    ``sesoi`` x baseline_sd, ``who``'s SD); alpha: the equivalence CI's level is 1 - 2 alpha.
+    Returns one row per row of ``a`` (after aligning with ``b``), in that order.
     """
     a, b = a.align(b, join="inner")
     samples = a.columns
@@ -99,6 +156,8 @@ def extra_columns(
         t = np.full(n, np.nan)
     d0 = layer0.reindex(samples).to_numpy(dtype=float) if layer0 is not None else np.full(n, np.nan)
     opts = {"n_boot": n_boot, "ci": ci, "seed": seed}
+    eq_ci = 1.0 - 2.0 * alpha
+    fixed, note = sesoi_of_metric
     masks = np.isfinite(d)
     # rows with the same set of usable texts share one vectorised computation
     patterns: dict[bytes, list[int]] = {}
@@ -116,14 +175,18 @@ def extra_columns(
             out["n_tokens_diff"][idx] = tm.mean()
         adjust = has_t and adjustable(tm)
         if adjust:
-            eff = adjusted_block(dm, tm, **opts)
+            eff = adjusted_block(dm, tm, **opts, eq_ci=eq_ci)
             out["adjusted"][idx] = True
             out["adj_diff"][idx] = eff["effect"]
             out["adj_ci_low"][idx] = eff["ci_low"]
             out["adj_ci_high"][idx] = eff["ci_high"]
             out["adj_p_value"][idx] = eff["p"]
+            out["eq_ci_low"][idx], out["eq_ci_high"][idx] = eff["eq_low"], eff["eq_high"]
         else:  # the raw effect's size (its CI and p are the raw columns)
             eff = raw_size(dm)
+            # the same resamples as the raw CI (homog.stats.paired_contrasts: same n and seed)
+            eq = bootstrap_ci(dm, n_boot=n_boot, ci=eq_ci, seed=seed)
+            out["eq_ci_low"][idx], out["eq_ci_high"][idx] = eq
         with np.errstate(divide="ignore", invalid="ignore"):
             out["dz"][idx] = np.where(
                 eff["sd"] > 0, eff["effect"] / eff["sd"], np.where(eff["effect"] == 0, 0.0, np.nan)
@@ -134,7 +197,12 @@ def extra_columns(
             [np.nanstd(r, ddof=1) if np.isfinite(r).sum() >= 2 else math.nan for r in bm]
         )
         out["baseline_sd"][idx] = bsd
-        delta = sesoi * bsd
+        if fixed is None:
+            delta = sesoi * bsd
+            out["sesoi_basis"][idx] = _sd_text(sesoi, who, bsd, note)
+        else:
+            delta = np.full(len(idx), fixed)
+            out["sesoi_basis"][idx] = note
         out["sesoi"][idx] = delta
         out["p_tost"][idx] = tost_p(eff["effect"], eff["se"], eff["df"], delta)
         m0 = np.isfinite(d0[m])

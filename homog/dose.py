@@ -24,6 +24,20 @@ its mean position, value = the metric's mean over the texts, ci_low / ci_high = 
 normal 95 % half-width of the within-text deviations y_iv - mean_v y_i (the between-text
 spread, which the paired slope does not see, left out), n texts): the points the figure draws
 beside the line.
+
+The U-shape (issue 38): rows ``kind = 'quadratic'`` hold c of y = a_i + b z + c z^2 fitted
+within text (text fixed effects, :func:`within_quadratic`), z = x - 0.5 (the centring leaves c
+unchanged and makes b the slope at the middle); c > 0 is a U (ends above the middle). With
+the three positions first, mid and last per text the quadratic is exactly identified from
+them, and c is proportional to the text's (first + last) / 2 - mid (exactly 4 x it when the
+positions are 0, 0.5, 1: z^2 = 1/4 at both ends, 0 in the middle). CI: the same bootstrap
+of texts, c refitted; p: the paired test (``stats.test``) of the per-text contributions q_i
+to c (they sum to c; a linear trend whose per-text design differs adds spread to the null,
+which errs towards a larger p). Holm runs over the run's quadratic rows, apart from its
+slope rows. ``sesoi``: the slope's is the metric's SESOI (a slope is the change from the
+first word to the last); the quadratic's is 4 x it (c / 4 is the ends' rise above the middle
+at x = 0 and 1); ``eq_ci_low``, ``eq_ci_high``: the (1 - 2 alpha) interval of the same
+resamples.
 """
 
 from __future__ import annotations
@@ -38,7 +52,9 @@ from homog.paired_tests import NUMERIC_TOLERANCE, holm, paired_p, resample_count
 
 CONTROL = "key_control"
 DOSE_COLUMNS = ("run_id", "metric", "band", "kind", "variant", "key_position", "value",
-                "ci_low", "ci_high", "p_value", "n", "intercept", "p_holm")  # fmt: skip
+                "ci_low", "ci_high", "p_value", "n", "intercept", "p_holm", "sesoi",
+                "sesoi_basis", "eq_ci_low", "eq_ci_high")  # fmt: skip
+CENTRE = 0.5  # the quadratic's x is centred here: its linear term is the slope at the middle
 
 
 def dose_variants(positions: pd.DataFrame) -> list[str]:
@@ -67,6 +83,63 @@ def within_slopes(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     return np.where(used, sxy, 0.0), np.where(used, sxx, 0.0), used
 
 
+def _quad_design(x: np.ndarray, y: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    """([z, z^2] and y, each demeaned within text over its finite variants, [V, G, n]; used
+    [G, n]) for values y [V, G, n] at positions x [V, n], z = x - CENTRE. A text needs 3 finite
+    variants; one whose values differ only by rounding gets deviations of exactly 0."""
+    m = np.isfinite(y) & np.isfinite(x)[:, None, :]
+    m &= m.sum(axis=0) >= 3
+    c = m.sum(axis=0)
+    z = np.where(np.isfinite(x), x - CENTRE, 0.0)[:, None, :]
+    cols = [np.where(m, z, 0.0), np.where(m, z * z, 0.0)]
+    ys = np.where(m, y, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cols = [np.where(m, k - k.sum(0) / c, 0.0) for k in cols]
+        dev = np.where(m, ys - ys.sum(0) / c, 0.0)
+    scale = np.abs(ys).max(axis=0)
+    dev = np.where((np.abs(dev) <= NUMERIC_TOLERANCE * scale).all(axis=0), 0.0, dev)
+    return cols, dev, c >= 3
+
+
+def within_quadratic(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(theta [G, 2], q [G, n], used [G, n]) of y = a_i + b z + c z^2 within text (text fixed
+    effects), z = x - CENTRE, for values y [V, G, n] at positions x [V, n]: theta = (b, c)
+    pooled over texts, (sum_i Z_i'Z_i)^-1 sum_i Z_i'y_i with Z_i the text's (z, z^2) demeaned
+    within text; q: the per-text contributions to c (its row of (sum_i Z_i'Z_i)^-1 Z_i'y_i;
+    they sum to c); used: the texts with 3 finite variants (:func:`_quad_design`)."""
+    cols, dev, used = _quad_design(x, y)
+    zz = np.stack([[(ci * cj).sum(0) for cj in cols] for ci in cols])  # [2, 2, G, n]
+    zy = np.stack([(ci * dev).sum(0) for ci in cols])  # [2, G, n]
+    big = zz.sum(-1).transpose(2, 0, 1)  # [G, 2, 2]
+    g = zz.shape[2]
+    theta = np.full((g, 2), np.nan)
+    q = np.zeros(zy.shape[1:])
+    for k in range(g):
+        if np.linalg.matrix_rank(big[k]) == 2:
+            inv = np.linalg.inv(big[k])
+            theta[k] = inv @ zy[:, k].sum(-1)
+            q[k] = inv[1] @ zy[:, k]
+    return theta, q, used
+
+
+def quadratic_boot(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """[G, B] the quadratic coefficient c refitted on each bootstrap resample (weights w [B, n]
+    of texts; NaN where a resample cannot identify it)."""
+    (c1, c2), dev, _ = _quad_design(x, y)
+    s11, s12, s22, s1y, s2y = ((a * b).sum(0) @ w.T for a, b in
+                               ((c1, c1), (c1, c2), (c2, c2), (c1, dev), (c2, dev)))  # fmt: skip
+    det = s11 * s22 - s12 * s12
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ok = np.abs(det) > 1e-12 * np.abs(s11 * s22)
+        return np.where(ok, (s11 * s2y - s12 * s1y) / det, np.nan)
+
+
+def _eq(boot: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    h = alpha  # the (1 - 2 alpha) interval
+    with np.errstate(invalid="ignore"):
+        return tuple(np.nanquantile(boot, [h, 1 - h], axis=1))  # type: ignore[return-value]
+
+
 def dose_rows(
     tables: dict[str, pd.DataFrame],
     positions: pd.DataFrame,
@@ -79,8 +152,12 @@ def dose_rows(
     seed: int,
     test: str = "sign_flip",
     n_perm: int = 10000,
+    sesoi: tuple[np.ndarray, list[str]] | None = None,
+    alpha: float = 0.05,
 ) -> list[dict]:
-    """The slope and point rows of one metric: ``tables`` variant -> [layer x sample_id]."""
+    """The slope, quadratic and point rows of one metric: ``tables`` variant -> [layer x
+    sample_id]. ``sesoi``: per band the slope's smallest effect of interest and its basis text
+    (None: NaN); the quadratic's is 4 x it. ``alpha``: the equivalence CI is 1 - 2 alpha."""
     variants = [v for v in dose_variants(positions) if v in tables]
     if len(variants) < 2:
         return []
@@ -109,6 +186,17 @@ def dose_rows(
         half = (1 - ci) / 2
         low, high = np.nanquantile(boot, [half, 1 - half], axis=1)
         p = paired_p(sxy, test=test, n_perm=n_perm, seed=seed)
+        eq_low, eq_high = _eq(boot, alpha)
+        delta, basis = sesoi if sesoi is not None else (np.full(len(bands), np.nan),
+                                                        [None] * len(bands))  # fmt: skip
+        quad = len(variants) >= 3
+        if quad:
+            theta, q, qused = within_quadratic(x, y)
+            qboot = quadratic_boot(x, y, w)
+            with np.errstate(invalid="ignore"):
+                qlow, qhigh = np.nanquantile(qboot, [half, 1 - half], axis=1)
+            qeq_low, qeq_high = _eq(qboot, alpha)
+            qp = paired_p(q, test=test, n_perm=n_perm, seed=seed)
         for g, band in enumerate(bands):
             u = used[g]
             xm = np.nanmean(np.where(np.isfinite(y[:, g, :]), x, np.nan)[:, u])
@@ -117,7 +205,19 @@ def dose_rows(
                         "variant": None, "key_position": None, "value": float(slope[g]),
                         "ci_low": float(low[g]), "ci_high": float(high[g]),
                         "p_value": float(p[g]), "n": int(u.sum()),
-                        "intercept": float(ym - slope[g] * xm)})  # fmt: skip
+                        "intercept": float(ym - slope[g] * xm), "sesoi": float(delta[g]),
+                        "sesoi_basis": basis[g], "eq_ci_low": float(eq_low[g]),
+                        "eq_ci_high": float(eq_high[g])})  # fmt: skip
+            if quad:
+                out.append({"run_id": run_id, "metric": metric, "band": band,
+                            "kind": "quadratic", "variant": None, "key_position": None,
+                            "value": float(theta[g, 1]), "ci_low": float(qlow[g]),
+                            "ci_high": float(qhigh[g]), "p_value": float(qp[g]),
+                            "n": int(qused[g].sum()),
+                            "intercept": None, "sesoi": 4.0 * float(delta[g]),
+                            "sesoi_basis": None if basis[g] is None else f"4 x ({basis[g]})",
+                            "eq_ci_low": float(qeq_low[g]),
+                            "eq_ci_high": float(qeq_high[g])})  # fmt: skip
     m = np.isfinite(y) & np.isfinite(x)[:, None, :]
     with np.errstate(invalid="ignore", divide="ignore"):
         text_mean = np.where(m, y, 0.0).sum(0) / m.sum(0)  # [G, n] over the text's variants
@@ -149,10 +249,17 @@ def dose_response(
     test: str = "sign_flip",
     n_perm: int = 10000,
     exclude: Sequence[str] = (),
+    sesoi: float = 0.1,
+    sesoi_basis: str = "depth",
+    alpha: float = 0.05,
+    reference: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """DOSE_COLUMNS rows of one run. ``frame``: its layer_metrics rows; ``positions``: rows
     (variant, sample_id, key_position) of the texts (None or no position: no rows);
-    ``exclude``: metrics not to model (counts and indices)."""
+    ``exclude``: metrics not to model (counts and indices); ``sesoi``, ``sesoi_basis``: the
+    smallest effect of interest (homog.contrast_rows.sesoi_rule) of the original of
+    ``reference`` (layer_metrics rows; default ``frame``: the unchanged run's for an
+    intervention run); ``alpha``: the equivalence CI is 1 - 2 alpha."""
     from homog.stats import _pivot, band_of_layers
 
     empty = pd.DataFrame({c: pd.Series(dtype=object) for c in DOSE_COLUMNS})
@@ -161,6 +268,8 @@ def dose_response(
     frame = frame[~frame["metric"].isin(exclude)]
     wanted = set(dose_variants(positions))
     tables = _pivot(frame[frame["variant"].isin(wanted)])
+    ref = frame if reference is None else reference[~reference["metric"].isin(exclude)]
+    originals = {m: t for (v, m), t in _pivot(ref[ref["variant"] == "original"]).items()}
     rows: list[dict] = []
     for metric in sorted({m for _, m in tables}):
         per = {v: t for (v, m), t in tables.items() if m == metric}
@@ -168,11 +277,35 @@ def dose_response(
             continue
         layers = sorted(set.intersection(*(set(t.index) for t in per.values())))
         bands = band_of_layers(layers)
+        delta = metric_sesoi(originals.get(metric), bands, sesoi, sesoi_basis)
         rows += dose_rows(per, positions, run_id, metric, bands, n_boot=n_boot, ci=ci,
-                          seed=seed, test=test, n_perm=n_perm)  # fmt: skip
+                          seed=seed, test=test, n_perm=n_perm, sesoi=delta,
+                          alpha=alpha)  # fmt: skip
     if not rows:
         return empty
     out = pd.DataFrame(rows, columns=list(DOSE_COLUMNS))
-    slope = out["kind"] == "slope"
-    out.loc[slope, "p_holm"] = holm(out.loc[slope, "p_value"].to_numpy(dtype=float))
+    for kind in ("slope", "quadratic"):  # one Holm family per kind
+        sel = out["kind"] == kind
+        out.loc[sel, "p_holm"] = holm(out.loc[sel, "p_value"].to_numpy(dtype=float))
     return out
+
+
+def metric_sesoi(
+    original: pd.DataFrame | None, bands: dict[str, list[int]], factor: float, basis: str
+) -> tuple[np.ndarray, list[str | None]] | None:
+    """Per band the slope's SESOI and its basis text (homog.contrast_rows.sesoi_rule): the
+    metric's SESOI, as a slope is the change from the first word to the last in metric units;
+    on the sd basis (or its fallback) ``factor`` x the original's between-text SD of the band.
+    None without an original."""
+    from homog.contrast_rows import sesoi_rule
+    from homog.stats import band_of_layers
+
+    if original is None:
+        return None
+    fixed, note = sesoi_rule(factor, basis, original, band_of_layers(list(original.index)))
+    if fixed is not None:
+        return np.full(len(bands), fixed), [note] * len(bands)
+    sd = np.array([original.reindex(ls).mean(axis=0, skipna=False).std(ddof=1)
+                   for ls in bands.values()], dtype=float)  # fmt: skip
+    text = [f"{factor:g} x the original's between-text SD ({x:.3g}){note}" for x in sd]
+    return factor * sd, text

@@ -85,6 +85,10 @@ class Layout:
     def dose_response(self) -> Path:
         return self.stats_dir / "dose_response.parquet"
 
+    @property
+    def separability(self) -> Path:
+        return self.stats_dir / "separability.parquet"
+
     # the positional-encoding lab
     def posenc_dir(self, pe: str) -> Path:
         return self.data / "posenc" / pe

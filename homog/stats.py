@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from homog.contrast_rows import extra_columns
+from homog.contrast_rows import extra_columns, sesoi_rule
 from homog.extract import TOKEN_COUNT
 from homog.metrics.sets import N_REMOVED
 from homog.mixed import MIXED_COLUMNS, fit_mixed, pair_effects
@@ -53,6 +53,10 @@ from homog.paired_tests import (  # noqa: F401 (re-exported for callers of homog
 )
 from homog.store.schema import TABLES
 
+# the derived variant of the U-shape: per text, layer and metric the mean of key_first's and
+# key_last's values (texts that have both); its token count is the mean of theirs
+KEY_ENDS = "key_ends"
+ENDS_OF = ("key_first", "key_last")
 VARIANT_PAIRS: tuple[tuple[str, str], ...] = (
     ("front", "original"),
     ("end", "original"),
@@ -70,6 +74,10 @@ VARIANT_PAIRS: tuple[tuple[str, str], ...] = (
     ("key_mid", "key_last"),
     ("key_first", "key_control"),
     ("key_last", "key_control"),
+    # issue 38: key_mid against the original (homog compare's key_mid p), and the U-shape:
+    # key_ends (per text, the mean of key_first and key_last) against the middle
+    ("key_mid", "original"),
+    (KEY_ENDS, "key_mid"),
 )
 BANDS = ("early", "middle", "late")
 # Layer 0 (the token embeddings: no position in RoPE models, so a difference there is lexical)
@@ -186,11 +194,15 @@ def _contrast_rows(
     baseline: pd.DataFrame | None = None,
     sesoi: float = 0.1,
     mixed: dict[str, dict[str, float]] | None = None,
+    sesoi_of_metric: tuple[float | None, str] = (None, ""),
+    who: str = "the original's",
+    alpha: float = 0.05,
 ) -> list[pd.DataFrame]:
     """The layer rows and the band rows of one contrast a - b, every column of the table.
 
     tokens: per-text metric-token counts of a and b; baseline: the original's [layer x
-    sample_id] table (default: b's); mixed: band -> the mixed model's columns for this pair.
+    sample_id] table (default: b's); mixed: band -> the mixed model's columns for this pair;
+    sesoi_of_metric, who, alpha: see :func:`homog.contrast_rows.extra_columns`.
     """
     opts = {"n_boot": n_boot, "ci": ci, "seed": seed, "test": test, "n_perm": n_perm}
     a, b = side_a.align(side_b, join="inner")
@@ -200,7 +212,8 @@ def _contrast_rows(
         if 0 in a.index
         else None
     )
-    more = {"tokens_a": tokens[0], "tokens_b": tokens[1], "layer0": layer0, "sesoi": sesoi}
+    more = {"tokens_a": tokens[0], "tokens_b": tokens[1], "layer0": layer0, "sesoi": sesoi,
+            "sesoi_of_metric": sesoi_of_metric, "who": who, "alpha": alpha}  # fmt: skip
     parts = []
     layer_rows = paired_contrasts(a, b, **opts)
     if not layer_rows.empty:
@@ -250,6 +263,36 @@ def _mixed(
     return out
 
 
+def with_key_ends(
+    tables: dict[tuple[str, str], pd.DataFrame], tokens: dict[str, pd.Series]
+) -> tuple[dict[tuple[str, str], pd.DataFrame], dict[str, pd.Series]]:
+    """``tables`` and ``tokens`` with the derived variant KEY_ENDS added for every metric that
+    has both ENDS_OF variants: per text and layer the mean of their two values (the layers and
+    texts both have; NaN where either is). Its token count is the mean of theirs (the position
+    family keeps every token, so it equals key_mid's: t = 0)."""
+    first, last = ENDS_OF
+    tables = dict(tables)
+    for metric in [m for v, m in tables if v == first]:
+        if (last, metric) not in tables:
+            continue
+        a, b = tables[(first, metric)].align(tables[(last, metric)], join="inner")
+        tables[(KEY_ENDS, metric)] = (a + b) / 2.0
+    tokens = dict(tokens)
+    if first in tokens and last in tokens:
+        ta, tb = tokens[first].align(tokens[last], join="inner")
+        tokens[KEY_ENDS] = (ta + tb) / 2.0
+    return tables, tokens
+
+
+def _rule(factor: float, basis: str, table: pd.DataFrame, who: str) -> tuple[float | None, str]:
+    """:func:`homog.contrast_rows.sesoi_rule` of ``table``, with its bands."""
+    return sesoi_rule(factor, basis, table, band_of_layers(list(table.index)), who)
+
+
+def _who(variant: str) -> str:
+    return "the original's" if variant == "original" else f"{variant}'s"
+
+
 def run_contrasts(
     frame: pd.DataFrame,
     run_id: str,
@@ -261,24 +304,29 @@ def run_contrasts(
     test: str = "sign_flip",
     n_perm: int = 10000,
     sesoi: float = 0.1,
+    sesoi_basis: str = "depth",
+    alpha: float = 0.05,
     mixed_metrics: Sequence[str] = (),
 ) -> pd.DataFrame:
     """Contrasts between variants of one run.
 
     ``frame``: layer_metrics rows of the run (variant, sample_id, layer, metric, value); its
     TOKEN_COUNT rows, when present, adjust the contrasts for length. Pairs whose variants are
-    absent are skipped. ``mixed_metrics``: the metrics whose band rows also get the secondary
-    mixed model (homog.mixed; ``stats.mixed_metrics``). Returns
-    CONTRAST_COLUMNS rows.
+    absent are skipped; KEY_ENDS is derived from key_first and key_last (:func:`with_key_ends`).
+    ``mixed_metrics``: the metrics whose band rows also get the secondary mixed model
+    (homog.mixed; ``stats.mixed_metrics``; KEY_ENDS is not a variant of the fit, so its
+    columns are NaN). ``sesoi``, ``sesoi_basis``: the smallest effect of interest
+    (:func:`homog.contrast_rows.sesoi_rule`); ``alpha``: the equivalence CI is 1 - 2 alpha.
+    Returns CONTRAST_COLUMNS rows.
     """
     opts = {"n_boot": n_boot, "ci": ci, "seed": seed, "test": test, "n_perm": n_perm}
-    tokens = _tokens(frame)
-    tables = _pivot(frame[~frame["metric"].isin(NOT_CONTRASTED)])
+    measured = _pivot(frame[~frame["metric"].isin(NOT_CONTRASTED)])
+    tables, tokens = with_key_ends(measured, _tokens(frame))
     parts: list[pd.DataFrame] = []
     for metric in sorted({m for _, m in tables}):
         present = [(a, b) for a, b in pairs if (a, metric) in tables and (b, metric) in tables]
         fit = metric in mixed_metrics and present
-        mixed = _mixed(tables, tokens, metric, present, ci) if fit else {}
+        mixed = _mixed(measured, tokens, metric, present, ci) if fit else {}
         for va, vb in present:
             meta = {
                 "run_id": run_id,
@@ -287,6 +335,7 @@ def run_contrasts(
                 "metric": metric,
                 "baseline_run_id": None,
             }
+            ref = "original" if ("original", metric) in tables else vb
             parts += _contrast_rows(
                 tables[(va, metric)],
                 tables[(vb, metric)],
@@ -296,6 +345,9 @@ def run_contrasts(
                 baseline=tables.get(("original", metric)),
                 sesoi=sesoi,
                 mixed=mixed.get((va, vb)),
+                sesoi_of_metric=_rule(sesoi, sesoi_basis, tables[(ref, metric)], _who(ref)),
+                who=_who(ref),
+                alpha=alpha,
             )
     return _finish(parts)
 
@@ -312,11 +364,14 @@ def intervention_contrasts(
     test: str = "sign_flip",
     n_perm: int = 10000,
     sesoi: float = 0.1,
+    sesoi_basis: str = "depth",
+    alpha: float = 0.05,
 ) -> pd.DataFrame:
     """Contrasts of an intervention run against its unchanged run, variant by variant.
 
     ``mean_diff`` = intervention - unchanged over the same texts; variant_a = variant_b; the
-    baseline columns describe the unchanged run. No mixed model (one variant per side).
+    baseline columns describe the unchanged run, and the depth SESOI is the unchanged run's
+    original's (that variant's when it has no original). No mixed model (one variant per side).
     """
     mine = _pivot(frame[~frame["metric"].isin(NOT_CONTRASTED)])
     base = _pivot(baseline[~baseline["metric"].isin(NOT_CONTRASTED)])
@@ -331,9 +386,13 @@ def intervention_contrasts(
             "metric": metric,
             "baseline_run_id": baseline_run_id,
         }
+        ref = "original" if ("original", metric) in base else variant
+        who = f"the unchanged run's {ref}'s"
         parts += _contrast_rows(
             mine[key], base[key], meta, n_boot=n_boot, ci=ci, seed=seed, test=test,
             n_perm=n_perm, tokens=(tok_mine.get(variant), tok_base.get(variant)), sesoi=sesoi,
+            sesoi_of_metric=_rule(sesoi, sesoi_basis, base[(ref, metric)], who),
+            who=f"the unchanged run's {variant}'s", alpha=alpha,
         )  # fmt: skip
     return _finish(parts)
 

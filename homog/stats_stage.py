@@ -38,6 +38,10 @@ def _warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr)
 
 
+def _quiet(message: str) -> None:  # the contrasts already warned about the same run
+    pass
+
+
 def unchanged_run(
     run: dict[str, Any], runs: Sequence[dict[str, Any]], log: Callable[[str], None] = _warn
 ) -> dict[str, Any] | None:
@@ -111,6 +115,8 @@ def compute_all(
         "test": params.stats.test,
         "n_perm": params.stats.n_perm,
         "sesoi": params.stats.sesoi,
+        "sesoi_basis": params.stats.sesoi_basis,
+        "alpha": params.stats.alpha,
     }
     runs, frames = read or read_runs(params, root)
     found = set().union(*(set(f["metric"].unique()) for f in frames.values()))
@@ -235,6 +241,8 @@ def stats_stage(
 
     ``dose_response.parquet``: the position family's slopes and points (:mod:`homog.dose`)
     from the texts' ``key_position`` (an empty table when the texts have none).
+    ``separability.parquet``: claim 4's classifier AUCs of the unchanged runs
+    (:mod:`homog.separability`).
 
     ``plots/<metric>__<model>.csv``: the unchanged run's layer curve of ``metric`` (PLOT_METRICS),
     columns layer, rel_depth and one per variant (DVC plots). Returns counts.
@@ -253,9 +261,11 @@ def stats_stage(
                    for k in params.models if (p := layout.mauve(k)).exists()]  # fmt: skip
     mauve = pd.concat(mauve_parts, ignore_index=True) if mauve_parts else None
     dose = dose_tables(params, layout, found, frames)
+    separable = separability_tables(params, runs, frames)
     with atomic_path(out_dir, directory=True) as tmp:
         contrasts.to_parquet(tmp / "contrasts.parquet", index=False)
         dose.to_parquet(tmp / "dose_response.parquet", index=False)
+        separable.to_parquet(tmp / "separability.parquet", index=False)
         write_json(
             tmp / "metrics.json",
             headline(contrasts, runs, summaries, mauve, params.stats.alpha),
@@ -287,7 +297,8 @@ def stats_stage(
             wide[cols].to_csv(
                 tmp / "plots" / f"{metric}__{model}.csv", index=False, float_format="%.6g"
             )
-    return {"contrasts": len(contrasts), "dose_response": len(dose), "runs": len(runs)}
+    return {"contrasts": len(contrasts), "dose_response": len(dose),
+            "separability": len(separable), "runs": len(runs)}  # fmt: skip
 
 
 def key_positions(path: Path) -> pd.DataFrame | None:
@@ -307,13 +318,41 @@ def dose_tables(
     from homog.dose import DOSE_COLUMNS, dose_response
 
     positions = key_positions(layout.texts)
-    opts = {"n_boot": params.stats.n_boot, "ci": params.stats.ci, "seed": params.seed,
-            "test": params.stats.test, "n_perm": params.stats.n_perm}  # fmt: skip
-    parts = [
-        dose_response(frames[r["run_id"]], positions, r["run_id"], **opts, exclude=NOT_CONTRASTED)
-        for r, _ in found
-    ]
+    st = params.stats
+    opts = {"n_boot": st.n_boot, "ci": st.ci, "seed": params.seed, "test": st.test,
+            "n_perm": st.n_perm, "sesoi": st.sesoi, "sesoi_basis": st.sesoi_basis,
+            "alpha": st.alpha, "exclude": NOT_CONTRASTED}  # fmt: skip
+    runs = [r for r, _ in found]
+    parts = []
+    for r in runs:
+        base = r if r.get("intervention", "none") == "none" else unchanged_run(r, runs, _quiet)
+        ref = frames[base["run_id"]] if base is not None else None
+        parts.append(dose_response(frames[r["run_id"]], positions, r["run_id"], **opts,
+                                   reference=ref))  # fmt: skip
     parts = [p for p in parts if not p.empty]
     if not parts:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in DOSE_COLUMNS})
+    return pd.concat(parts, ignore_index=True)
+
+
+def separability_tables(
+    params: Params, runs: Sequence[dict[str, Any]], frames: Mapping[str, pd.DataFrame]
+) -> pd.DataFrame:
+    """The separability rows of every unchanged run (:func:`homog.separability.run_separability`;
+    n_boot capped at its MAX_BOOT, ``stats.separability_perm`` permutations)."""
+    from homog.separability import SEP_COLUMNS, SEP_METRICS, run_separability
+    from homog.stats import _pivot
+
+    parts = []
+    for r in runs:
+        if r.get("intervention", "none") != "none":
+            continue
+        frame = frames[r["run_id"]]
+        tables = _pivot(frame[frame["metric"].isin(SEP_METRICS)])
+        parts.append(run_separability(tables, r["run_id"], n_boot=params.stats.n_boot,
+                                      n_perm=params.stats.separability_perm,
+                                      seed=params.seed))  # fmt: skip
+    parts = [p for p in parts if not p.empty]
+    if not parts:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in SEP_COLUMNS})
     return pd.concat(parts, ignore_index=True)

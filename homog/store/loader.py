@@ -117,6 +117,7 @@ def collect_sources(
         src.add("lm_sentiment", layout.lm_sentiment(key))
     src.add("contrasts", layout.contrasts)
     src.add("dose_response", layout.dose_response)
+    src.add("separability", layout.separability)
     for pe in params.posenc.encodings:
         pe_dir = layout.posenc_dir(pe)
         found = False

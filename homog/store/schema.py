@@ -81,6 +81,11 @@ class Table:
 V = "VARCHAR"
 I = "INTEGER"  # noqa: E741 - a type name, not a loop variable
 D = "DOUBLE"
+# issue 38 (homog/contrast_rows.py, homog/dose.py, homog/separability.py; docs/database.md)
+EQUIVALENCE = (("sesoi_basis", V), ("eq_ci_low", D), ("eq_ci_high", D))
+SEPARABILITY = (("run_id", V), ("variant_a", V), ("variant_b", V), ("metric", V), ("scope", V),
+                ("auc", D), ("ci_low", D), ("ci_high", D), ("p_value", D), ("n", I),
+                ("n_layers", I))  # fmt: skip
 
 TABLES: dict[str, Table] = {
     t.name: t
@@ -244,6 +249,7 @@ TABLES: dict[str, Table] = {
                 ("mm_ci_low", D),
                 ("mm_ci_high", D),
                 ("mm_p_value", D),
+                *EQUIVALENCE,
             ),
             scope="run",
             order_by=("run_id", "metric", "variant_a", "variant_b", "band", "layer"),
@@ -265,11 +271,14 @@ TABLES: dict[str, Table] = {
                 ("n", I),
                 ("intercept", D),
                 ("p_holm", D),
+                ("sesoi", D),
+                *EQUIVALENCE,
             ),
             scope="run",
             order_by=("run_id", "metric", "band", "kind", "variant"),
             required=("run_id", "metric", "band", "kind", "value"),
         ),
+        Table("separability", SEPARABILITY, "run", ("run_id", "metric", "scope", "variant_a")),
         # the probe stage (homog.probe, docs/probe.md): keyed by model, not by run (it runs its
         # own forward passes); a reload of a model replaces its rows
         Table(

@@ -1,0 +1,133 @@
+"""Claim 4 as separability (homog.separability): a planted signal is found, no signal and
+identical rows sit at chance (identical: exactly 0.5), and the pieces agree with sklearn."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from homog.separability import (
+    _folds,
+    _oof_sklearn,
+    fit_logistic,
+    null_aucs,
+    run_separability,
+    separate,
+    weighted_auc,
+)
+
+N, K = 60, 6
+
+
+def pair(seed: int, shift: float, noise: float = 0.3) -> tuple[np.ndarray, np.ndarray]:
+    """(variant rows, original rows) [N, K]: a shared per-text profile, independent noise, the
+    variant moved by ``shift`` on every feature."""
+    rng = np.random.default_rng(seed)
+    text = rng.normal(0, 1, (N, K)) + np.linspace(3, 0, K)
+    return text + shift + rng.normal(0, noise, (N, K)), text + rng.normal(0, noise, (N, K))
+
+
+def test_a_planted_signal_is_separated():
+    xa, xb = pair(0, shift=1.0)
+    got = separate(xa, xb, n_boot=300, n_perm=99, seed=0)
+    assert got["auc"] > 0.9 and got["ci_low"] > 0.8 and got["ci_high"] <= 1.0
+    assert got["p_value"] == pytest.approx(1 / 100)  # no permutation reaches it
+    assert got["n"] == N
+
+
+def test_no_signal_sits_at_chance():
+    xa, xb = pair(1, shift=0.0)
+    got = separate(xa, xb, n_boot=300, n_perm=99, seed=0)
+    assert 0.35 < got["auc"] < 0.65 and got["ci_low"] < 0.5 < got["ci_high"]
+    assert got["p_value"] > 0.05
+    # shuffled labels: a variant that is a random one of each text's two rows
+    rng = np.random.default_rng(2)
+    xa, xb = pair(2, shift=0.6)
+    swap = rng.random(N) < 0.5
+    sa, sb = np.where(swap[:, None], xb, xa), np.where(swap[:, None], xa, xb)
+    got = separate(sa, sb, n_boot=300, n_perm=99, seed=0)
+    assert 0.35 < got["auc"] < 0.65 and got["p_value"] > 0.05
+
+
+def test_identical_rows_give_exactly_one_half_without_a_fit(monkeypatch):
+    import homog.separability as sep
+
+    xa, _ = pair(3, shift=0.0)
+    monkeypatch.setattr(sep, "_oof_sklearn", lambda *a: pytest.fail("fitted identical rows"))
+    got = separate(xa, xa.copy(), n_boot=100, n_perm=99, seed=0)
+    assert (got["auc"], got["ci_low"], got["ci_high"], got["p_value"]) == (0.5, 0.5, 0.5, 1.0)
+    # the position family at layer 0: the same tokens reordered, values equal to ~1e-15
+    got = separate(xa * (1 + 3e-15), xa, n_boot=100, n_perm=99, seed=0)
+    assert (got["auc"], got["ci_low"], got["ci_high"], got["p_value"]) == (0.5, 0.5, 0.5, 1.0)
+
+
+def test_batched_solver_reaches_sklearns_optimum():
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(120, 5))
+    labels = np.stack([(x[:, 0] * s + rng.normal(size=120) > 0).astype(float) for s in (0, 1, 8)])
+    theta = fit_logistic(x, labels)
+    for row, y in zip(theta, labels, strict=True):
+        ref = LogisticRegression(C=1.0, tol=1e-10, max_iter=10000).fit(x, y)
+        assert row[:-1] == pytest.approx(ref.coef_[0], abs=1e-5)
+        assert row[-1] == pytest.approx(ref.intercept_[0], abs=1e-5)
+
+
+def test_unpermuted_null_equals_the_sklearn_pipeline_and_folds_keep_texts_whole():
+    from sklearn.metrics import roc_auc_score
+
+    xa, xb = pair(5, shift=0.3)
+    x = np.vstack([xb, xa])
+    y = np.r_[np.zeros(N), np.ones(N)]
+    folds = _folds(N)
+    assert len(folds) == 5
+    for n in (N, 61, 7):  # both rows of a text in the same test fold
+        for _, test in _folds(n):
+            assert set(test[test < n]) == {i - n for i in test[test >= n]}
+    want = roc_auc_score(y, _oof_sklearn(x, y, folds))
+    assert null_aucs(x, np.zeros((1, N), dtype=bool), folds)[0] == pytest.approx(want, abs=1e-6)
+    # flipping every text's labels mirrors the scores: AUC 1 - auc
+    flipped = null_aucs(x, np.ones((1, N), dtype=bool), folds)[0]
+    assert flipped == pytest.approx(want, abs=1e-6)  # the fit flips too: same separation
+
+
+def test_weighted_auc_matches_sklearn_with_sample_weights():
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(6)
+    scores = np.round(rng.normal(size=40), 1)  # ties
+    labels = np.r_[np.zeros(20), np.ones(20)]
+    w = rng.integers(0, 4, (3, 40)).astype(float)
+    got = weighted_auc(scores, labels, w)
+    for g, row in zip(got, w, strict=True):
+        assert g == pytest.approx(roc_auc_score(labels, scores, sample_weight=row))
+
+
+def test_run_rows_scopes_and_the_layer0_control():
+    """Every variant x metric x scope; attention has no layer 0; profile at layer 0 uses the
+    metrics that have it; the position family (same tokens) sits at exactly 0.5 there."""
+    rng = np.random.default_rng(7)
+    n, layers = 30, 6
+    tables = {}
+    for metric, first in (("erank", 0), ("mev", 0), ("attn_first", 1)):
+        text = rng.normal(0, 1, (layers + 1, n))
+        for v, shift in (("original", 0.0), ("key_first", 1.5), ("front", 0.0)):
+            vals = text + shift + rng.normal(0, 0.3, text.shape)
+            if v != "front":
+                vals[0] = text[0]  # the same tokens at layer 0
+            tables[(v, metric)] = pd.DataFrame(
+                vals[first:], index=range(first, layers + 1), columns=[f"s{i}" for i in range(n)]
+            )
+    out = run_separability(tables, "r", n_boot=100, n_perm=19, seed=0)
+    got = {(r.variant_a, r.metric, r.scope): r for r in out.itertuples()}
+    assert ("key_first", "attn_first", "layer0") not in got
+    assert len(out) == 2 * (3 + 2 + 2)  # variants x (layers: 3 + profile; layer0: 2 + profile)
+    for metric in ("erank", "mev", "profile"):
+        r = got[("key_first", metric, "layer0")]
+        assert (r.auc, r.ci_low, r.ci_high, r.p_value, r.n_layers) == (0.5, 0.5, 0.5, 1.0, 1)
+        assert got[("key_first", metric, "layers")].auc > 0.9
+    assert got[("key_first", "profile", "layers")].n_layers == layers
+    assert got[("front", "erank", "layer0")].auc != 0.5  # fitted: its layer 0 differs
+    assert set(out["variant_b"]) == {"original"} and (out["n"] == n).all()
