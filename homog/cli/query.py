@@ -289,15 +289,17 @@ EXPORT_FORMATS = ("parquet", "csv", "json")
 
 
 def _relation_rows(con: Any, source: str) -> tuple[list[str], Iterable[list[tuple]]]:
-    """(columns, row batches) of a table, view or read-only SELECT, streamed as Arrow."""
+    """(columns, row batches) of a table, view or read-only SELECT, streamed as Arrow; a
+    repeated column name is renamed as in every export format (``unique_columns``)."""
     from homog.store.query import relation, sql_error
+    from homog.store.sql import unique_columns
 
     rel = relation(con, source)
     try:
         reader = rel.to_arrow_reader(100_000)
     except Exception as exc:  # duckdb.Error: DuckDB's message
         raise sql_error(exc) from exc
-    names = list(reader.schema.names)
+    names = unique_columns(reader.schema.names)
 
     def batches() -> Iterable[list[tuple]]:
         for b in reader:
@@ -347,6 +349,11 @@ def export(source: str, out: Path, fmt: str | None, force: bool, db_path: Path |
         stream_rows(*_relation_rows(con, source), fmt)
         return
     fmt = fmt or (out.suffix.lstrip(".").lower() if out.suffix else None)
+    if fmt is not None and fmt not in EXPORT_FORMATS:
+        raise HomogError(
+            f"unknown export format {fmt!r} (the suffix of {out}); valid: "
+            f"{', '.join(EXPORT_FORMATS)}: give OUT one of these suffixes or pass --format"
+        )
     if fmt == "json":
         n = _export_json(con, source, out, force)
     else:
@@ -409,6 +416,7 @@ def _export_json(con: Any, source: str, out: Path, force: bool) -> int:
     required=True,
     help="Output image (.png, .pdf or .svg).",
 )
+@click.option("--force", is_flag=True, help="Overwrite OUT even if homog did not draw it.")
 @db_option
 def plot(
     metric: str,
@@ -419,9 +427,13 @@ def plot(
     head: int | None,
     x_axis: str,
     out: Path,
+    force: bool,
     db_path: Path | None,
 ) -> None:
     """Paper figures: layer curves per variant and model, or attention position heatmaps.
+
+    An existing OUT is overwritten only when homog drew it (its metadata names `homog plot`)
+    or with --force.
 
     \b
     Example:
@@ -431,7 +443,10 @@ def plot(
     """
     from homog import plot as plots
     from homog import store as q
+    from homog.io import check_target
+    from homog.owned import check_owned_file
 
+    check_owned_file(check_target(out, what="plot"), force=force, what="plot")
     con = _connect(db_path)
     if kind == "curves":
         rows = q.layer_curves(

@@ -165,6 +165,21 @@ def _database_files(con: duckdb.DuckDBPyConnection) -> list[Path]:
     return [p for db in paths for p in (db, db.with_name(db.name + ".wal"))]
 
 
+def unique_columns(names: Sequence[str]) -> list[str]:
+    """Column names made unique the way DuckDB writes CSV and Parquet: a name already taken
+    (case-insensitively) gets ``_1``, ``_2``, ... (``a, a, a_1`` -> ``a, a_1, a_1_1``). Every
+    export format uses it, so ``SELECT 1 AS a, 2 AS a`` keeps both columns everywhere."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for name in names:
+        new, k = name, 1
+        while new.lower() in seen:
+            new, k = f"{name}_{k}", k + 1
+        seen.add(new.lower())
+        out.append(new)
+    return out
+
+
 def check_export_target(
     con: duckdb.DuckDBPyConnection, out: str | os.PathLike[str], *, force: bool = False
 ) -> Path:
@@ -205,7 +220,7 @@ def export(
     out = Path(out)
     fmt = (fmt or out.suffix.lstrip(".") or "parquet").lower()
     if fmt not in ("parquet", "csv"):
-        raise HomogError(f"unknown export format {fmt!r}; valid: parquet, csv")
+        raise HomogError(f"unknown export format {fmt!r}; valid: parquet, csv (json: homog export)")
     out = check_export_target(con, out, force=force)
     rel = relation(con, table_or_sql)
     writable_dir(out.parent, what="export")
@@ -223,7 +238,13 @@ def export(
         except duckdb.Error as exc:
             raise sql_error(exc) from exc
 
-    stream = pa.RecordBatchReader.from_batches(reader.schema, counted())
+    # repeated names renamed here, as the JSON export does (DuckDB's writers would too)
+    schema = reader.schema
+    names = unique_columns(schema.names)
+    if names != list(schema.names):
+        schema = pa.schema([f.with_name(n) for f, n in zip(schema, names, strict=True)])
+    renamed = (pa.RecordBatch.from_arrays(b.columns, schema=schema) for b in counted())
+    stream = pa.RecordBatchReader.from_batches(schema, renamed)
     writer = duckdb.connect(config={"autoinstall_known_extensions": False})
     try:
         with atomic_path(out) as tmp:
