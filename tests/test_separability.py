@@ -131,3 +131,70 @@ def test_run_rows_scopes_and_the_layer0_control():
     assert got[("key_first", "profile", "layers")].n_layers == layers
     assert got[("front", "erank", "layer0")].auc != 0.5  # fitted: its layer 0 differs
     assert set(out["variant_b"]) == {"original"} and (out["n"] == n).all()
+
+
+def test_stage_writes_separability_and_load_puts_it_in_duckdb(tmp_path):
+    """stats stage -> data/stats/separability.parquet -> load -> the separability table; the
+    new contrasts and dose_response columns arrive too."""
+    import json
+
+    import duckdb
+
+    from homog.layout import Layout
+    from homog.stats_stage import stats_stage
+    from homog.store import load
+
+    layout = Layout(tmp_path)
+    rng = np.random.default_rng(8)
+    n, layers = 20, 6
+    ids = [f"s{i:02d}" for i in range(n)]
+    pos = {"original": np.nan, "key_first": 0.0, "key_mid": 0.5, "key_last": 1.0}
+    text = rng.normal(0, 1, (n, 1)) + 10 - np.arange(layers + 1)[None, :]
+    rows, texts = [], []
+    for v, x in pos.items():
+        vals = text + rng.normal(0, 0.2, text.shape) + (0.0 if v == "original" else 3.0)
+        vals[:, 0] = text[:, 0]  # the same tokens: layer 0 identical
+        for metric in ("erank", "mev"):
+            rows += [("m-none", v, s, lay, metric, float(vals[i, lay]))
+                     for i, s in enumerate(ids) for lay in range(layers + 1)]  # fmt: skip
+        texts += [(v, s, x) for s in ids]
+    out = layout.run_dir("m", "none")
+    out.mkdir(parents=True)
+    frame = pd.DataFrame(rows, columns=["run_id", "variant", "sample_id", "layer", "metric",
+                                        "value"])  # fmt: skip
+    frame.astype({"layer": "int32"}).to_parquet(out / "layer_metrics.parquet", index=False)
+    record = {"run_id": "m-none", "model": "m", "model_source": "random:tiny-llama",
+              "n_layers": layers, "intervention": "none", "pair_key": "m-pair"}  # fmt: skip
+    (out / "run.json").write_text(json.dumps(record))
+    layout.texts.parent.mkdir(parents=True)
+    pd.DataFrame(texts, columns=["variant", "sample_id", "key_position"]).assign(
+        dataset="d", text="t"
+    ).to_parquet(layout.texts, index=False)
+    params = {"models": {"m": {"source": "random:tiny-llama"}},
+              "stats": {"n_boot": 100, "mixed_metrics": [], "separability_perm": 19},
+              "extract": {"interventions": ["none"]}, "posenc": {"encodings": []}}  # fmt: skip
+    counts = stats_stage(params, tmp_path)
+    assert counts["separability"] == 2 * 3 * 2  # key_first, key_last x (2 + profile) x scopes
+    load(params, layout.db(), tmp_path)
+    with duckdb.connect(str(layout.db()), read_only=True) as con:
+        sep = con.execute(
+            "SELECT variant_a, metric, scope, auc, ci_low, ci_high, p_value, n, n_layers "
+            "FROM separability ORDER BY variant_a, metric, scope"
+        ).fetchall()
+        assert len(sep) == 12
+        for variant, _metric, scope, auc, low, high, p, k, n_layers in sep:
+            assert variant in ("key_first", "key_last") and k == n
+            if scope == "layer0":
+                assert (auc, low, high, p, n_layers) == (0.5, 0.5, 0.5, 1.0, 1)
+            else:
+                assert auc > 0.9 and p == pytest.approx(1 / 20) and n_layers == layers
+        got = con.execute(
+            "SELECT count(*), count(DISTINCT sesoi), min(sesoi_basis), "
+            "bool_and(eq_ci_low <= mean_diff AND mean_diff <= eq_ci_high) FROM contrasts "
+            "WHERE variant_a = 'key_ends' AND variant_b = 'key_mid' AND metric = 'erank'"
+        ).fetchone()
+        assert got[0] == layers + 1 + 5 and got[1] == 1 and "early-to-late" in got[2] and got[3]
+        quad = con.execute(
+            "SELECT count(*), bool_and(sesoi > 0) FROM dose_response WHERE kind = 'quadratic'"
+        ).fetchone()
+        assert quad == (2 * 5, True)  # 2 metrics x 5 bands
