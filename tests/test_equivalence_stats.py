@@ -242,3 +242,18 @@ def test_stats_params_take_the_sesoi_basis_and_check_it():
         as_params({"stats": {"alpha": 0.5}})  # no (1 - 2 alpha) interval
     with pytest.raises(HomogError, match="stats.separability_perm"):
         as_params({"stats": {"separability_perm": -1}})
+
+
+def test_intervention_rows_take_the_unchanged_runs_original_depth():
+    from homog.stats import intervention_contrasts
+
+    base = curves(seed=11, shift={"original": 0.0, "front": 0.2})
+    moved = {v: x + 0.1 for v, x in base.items()}
+    moved["original"] = moved["original"] * 0.5  # the intervention run's own depth differs
+    out = intervention_contrasts(long_frame(moved), long_frame(base), "iv", "none", n_boot=100)
+    o = base["original"]
+    depth = abs(np.mean(o[:, [1, 2]].mean(1) - o[:, [6, 7]].mean(1)))
+    assert out["sesoi"].to_numpy() == pytest.approx(0.1 * depth)
+    assert set(out["sesoi_basis"]) == {
+        f"0.1 x the unchanged run's original's early-to-late change ({depth:.3g})"
+    }
