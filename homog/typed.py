@@ -53,7 +53,7 @@ def coerce(value: Any, tp: Any, key: str) -> Any:
     origin = typing.get_origin(tp)
 
     def wrong() -> HomogError:
-        return HomogError(f"params.yaml {key}: expected {type_name(tp)}, got {value_name(value)}")
+        return ParamsValueError(f"{key}: expected {type_name(tp)}, got {value_name(value)}")
 
     if tp is Any:
         return value
@@ -123,13 +123,13 @@ def section(cls: type, data: Mapping[str, Any] | None, name: str, **values: Any)
     """
     data = {} if data is None else data
     if not isinstance(data, Mapping):
-        raise HomogError(f"params.yaml '{name}:' must be a mapping, got {value_name(data)}")
+        raise ParamsValueError(f"'{name}:' must be a mapping, got {value_name(data)}")
     hints = typing.get_type_hints(cls)
     settable = [f.name for f in dataclasses.fields(cls) if f.name not in FROM_TOP]
     unknown = sorted(str(k) for k in data if k not in settable)
     if unknown:
-        raise HomogError(
-            f"params.yaml '{name}:' has unknown key(s) {', '.join(unknown)}; "
+        raise ParamsValueError(
+            f"'{name}:' has unknown key(s) {', '.join(unknown)}; "
             f"valid {name} keys: {', '.join(settable)}"
         )
     kwargs = {k: coerce(v, hints[k], f"{name}.{k}") for k, v in data.items()}
@@ -141,5 +141,5 @@ def section(cls: type, data: Mapping[str, Any] | None, name: str, **values: Any)
     ]
     missing = [k for k in required if k not in kwargs]
     if missing:
-        raise HomogError(f"params.yaml '{name}:' needs {', '.join(repr(k) for k in missing)}")
+        raise ParamsValueError(f"'{name}:' needs {', '.join(repr(k) for k in missing)}")
     return cls(**kwargs)

@@ -53,8 +53,13 @@ def connect(db_path: str | os.PathLike[str]) -> duckdb.DuckDBPyConnection:
     path = Path(db_path)
     if not path.exists():
         raise HomogError(f"no database at {path}: {CREATE_HINT}")
-    if path.is_dir() or path.stat().st_size == 0:
-        raise HomogError(f"the database {path} is empty: {CREATE_HINT}")
+    if path.is_dir():
+        raise HomogError(f"the database {path} is a directory; pass --db with the database file")
+    if path.stat().st_size == 0:  # `homog load` never replaces a file that is not DuckDB's
+        raise HomogError(
+            f"the database {path} is empty (a 0-byte file, not a database: `homog load` does "
+            f"not replace it); remove it (rm {path}), then {CREATE_HINT}"
+        )
     con = open_reader(path)
     try:
         tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}

@@ -75,6 +75,11 @@ def previous_database(path: Path, *, force: bool = False) -> Path | None:
     """
     if not path.exists():
         return None
+    if path.is_file() and path.stat().st_size == 0:
+        raise HomogError(
+            f"--db {path} is an empty file (0 bytes), not a DuckDB database; homog never replaces "
+            f"a file it did not write: remove it (rm {path}) and run `homog load` again"
+        )
     if not is_duckdb_file(path):
         raise HomogError(
             f"--db {path} exists and is not a DuckDB database; homog never replaces it. Choose "
