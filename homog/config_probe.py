@@ -29,7 +29,7 @@ class ProbeConfig:
     folds: int = 5  # outer cross-validation folds, grouped by sample_id
     # L2 inverse strength of the logistic regression on standardized features: one value is
     # used as is; several are chosen per fit by an inner grouped CV on the training fold
-    c: tuple[float, ...] = (0.01,)
+    c: tuple[float, ...] = (0.1,)
     inner_folds: int = 3  # the inner CV's folds (only with several values of c)
     max_iter: int = 2000
     # pooled vectors are stored in this dtype (float16 halves the file; a value beyond

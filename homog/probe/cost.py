@@ -34,21 +34,48 @@ OUTCOMES: tuple[str, ...] = ("probe_margin", "lm_margin")
 BANDS: tuple[str, ...] = ("late", "final")
 
 
+def fe_design(
+    y: np.ndarray, x: np.ndarray, unit: np.ndarray, cond: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(Z, y~): x and the condition dummies (first level dropped) as columns of Z, and y, each
+    demeaned within unit. By Frisch-Waugh-Lovell the coefficient of Z's first column in
+    y~ ~ Z is that of x in y ~ x + unit FE + condition FE, also under weights that are
+    constant within a unit (a review's bootstrap count)."""
+    _, ui = np.unique(unit, return_inverse=True)
+    conds, ci = np.unique(cond, return_inverse=True)
+    z = np.zeros((len(y), len(conds)))
+    z[:, 0] = x
+    rows = np.flatnonzero(ci > 0)
+    z[rows, ci[rows]] = 1.0
+    size = np.bincount(ui).astype(float)
+
+    def demean(a: np.ndarray) -> np.ndarray:
+        sums = np.zeros((len(size), *a.shape[1:]))
+        np.add.at(sums, ui, a)
+        return a - (sums / size.reshape(-1, *[1] * (a.ndim - 1)))[ui]
+
+    return demean(z), demean(np.asarray(y, dtype=float))
+
+
+def fe_slopes(z: np.ndarray, yt: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """The x coefficient of ``fe_design``'s system under each row of weights w [B, n]."""
+    w = np.atleast_2d(w)
+    a = np.einsum("bn,ni,nj->bij", w, z, z)
+    b = np.einsum("bn,ni,n->bi", w, z, yt)
+    # a condition no drawn text holds leaves its column empty: a tiny ridge on the dummies
+    ridge = 1e-9 * np.maximum(np.einsum("bii->b", a) / a.shape[1], 1e-300)
+    eye = np.eye(a.shape[1])
+    eye[0, 0] = 0.0
+    return np.linalg.solve(a + ridge[:, None, None] * eye, b[..., None])[:, 0, 0]
+
+
 def fe_slope(
     y: np.ndarray, x: np.ndarray, unit: np.ndarray, cond: np.ndarray, w: np.ndarray | None = None
 ) -> float:
-    """The coefficient of x in y ~ x + unit FE + condition FE (weighted least squares)."""
-    units, ui = np.unique(unit, return_inverse=True)
-    conds, ci = np.unique(cond, return_inverse=True)
-    design = np.zeros((len(y), 1 + len(units) + len(conds) - 1))
-    design[:, 0] = x
-    design[np.arange(len(y)), 1 + ui] = 1.0
-    rows = np.flatnonzero(ci > 0)
-    design[rows, len(units) + ci[rows]] = 1.0
-    sw = np.sqrt(np.ones(len(y)) if w is None else w)
-    keep = sw > 0
-    coef, *_ = np.linalg.lstsq(design[keep] * sw[keep, None], y[keep] * sw[keep], rcond=None)
-    return float(coef[0])
+    """The coefficient of x in y ~ x + unit FE + condition FE (least squares; weights, if
+    given, constant within a unit)."""
+    z, yt = fe_design(y, x, unit, cond)
+    return float(fe_slopes(z, yt, np.ones(len(yt)) if w is None else w)[0])
 
 
 def slope_row(
@@ -64,9 +91,9 @@ def slope_row(
            "n": len(reviews), "n_texts": len(y)}  # fmt: skip
     if len(reviews) < 3 or np.ptp(x) == 0:
         return out
-    slope = fe_slope(y, x, unit, cond)
-    counts = resample_counts(len(reviews), n_boot, seed)
-    boot = np.array([fe_slope(y, x, unit, cond, c[ri]) for c in counts])
+    z, yt = fe_design(y, x, unit, cond)
+    slope = float(fe_slopes(z, yt, np.ones(len(yt)))[0])
+    boot = fe_slopes(z, yt, resample_counts(len(reviews), n_boot, seed)[:, ri])
     alpha = (1 - ci) / 2
     low, high = np.quantile(boot, [alpha, 1 - alpha])
     p = min(1.0, 2 * min((boot <= 0).mean(), (boot >= 0).mean()))

@@ -1,0 +1,258 @@
+"""The probe stage (homog.probe, issue 41): probes find a planted signal and nothing in shuffled
+labels, folds never split a review, the position family's layer-0 outputs equal the
+original's on real reviews, the zero-shot log-odds equal transformers' own, and the stage's
+files load into the database."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import IMDB_SAMPLE, TINY
+
+from homog.config import ExtractConfig, ProbeConfig, parse_params
+from homog.probe import fit as probe_fit
+from homog.probe.cost import cost_slopes, fe_slope
+from homog.probe.fit import assign_folds, probe_texts
+from homog.probe.view import report_data
+
+FIT = dict(cs=ProbeConfig().c, seed=0)  # the default probe
+
+
+def planted(n: int = 80, d: int = 32, layers: int = 3, signal: float = 5.0, seed: int = 0):
+    """Vectors of n reviews x (original, key_first) with the label in feature 1 at every layer
+    but 0 (layer 0: noise only)."""
+    rng = np.random.default_rng(seed)
+    y = np.repeat([0, 1], n // 2)
+    rows = []
+    for variant in ("original", "key_first"):
+        x = rng.normal(size=(n, layers, d))
+        x[:, 1:, 1] += signal * (y[:, None] - 0.5)
+        rows.append((np.full(n, variant), np.array([f"r{i:03d}" for i in range(n)]), y, x))
+    variants, ids, ys, xs = (np.concatenate(c) for c in zip(*rows, strict=True))
+    return xs, variants, ids, ys
+
+
+def accuracy(frame: pd.DataFrame) -> pd.Series:
+    return frame.groupby(["scheme", "variant", "layer"])["correct"].mean()
+
+
+def test_probe_finds_a_planted_signal_and_nothing_in_shuffled_labels():
+    x, variants, ids, y = planted()
+    orig = variants == "original"
+    folds = assign_folds(ids[orig], y[orig], 5, seed=0)
+    acc = accuracy(probe_texts(x, variants, ids, y, folds, **FIT))
+    assert (acc.xs(1, level="layer") > 0.9).all() and (acc.xs(2, level="layer") > 0.9).all()
+    assert (acc.xs(0, level="layer") < 0.75).all()  # layer 0 holds no signal
+    # shuffled labels (the same permutation for every text of a review): chance
+    perm = dict(zip(ids[orig], np.random.default_rng(1).permutation(y[orig]), strict=True))
+    y_shuffled = np.array([perm[s] for s in ids])
+    folds = assign_folds(ids[orig], y_shuffled[orig], 5, seed=0)
+    acc = accuracy(probe_texts(x, variants, ids, y_shuffled, folds, **FIT))
+    assert abs(acc.mean() - 0.5) < 0.1 and (acc < 0.75).all()
+
+
+def test_grouped_folds_never_put_a_review_in_train_and_test(monkeypatch):
+    x, variants, ids, y = planted(n=40, layers=1)
+    x[:, 0, 0] = [int(s[1:]) for s in ids]  # the review's number, to read back the test rows
+    seen = []
+
+    def record(x_train, y_train, groups_train, x_test, **kw):
+        seen.append((set(groups_train), {f"r{int(v):03d}" for v in x_test[:, 0]}))
+        return np.zeros(len(x_test))
+
+    monkeypatch.setattr(probe_fit, "fit_predict", record)
+    orig = variants == "original"
+    folds = assign_folds(ids[orig], y[orig], 4, seed=3)
+    assert sorted(set(folds.values())) == [0, 1, 2, 3]
+    out = probe_texts(x, variants, ids, y, folds)
+    assert len(seen) == 4 * (1 + 2)  # train_original + per_variant x 2 variants, 4 folds each
+    for train, test in seen:
+        assert train and test and not train & test
+    # every text of a review is in its fold, in both schemes and both variants
+    assert (out.groupby("sample_id")["fold"].nunique() == 1).all()
+    # the labels are balanced across folds (stratified)
+    per_fold = pd.Series(folds).groupby(pd.Series(folds)).size()
+    assert per_fold.min() == per_fold.max() == 10
+
+
+def test_fixed_effects_slope_recovers_a_planted_slope():
+    rng = np.random.default_rng(0)
+    n, v = 50, 4
+    review_effect = rng.normal(scale=5, size=n)
+    variant_effect = rng.normal(scale=2, size=v)
+    x = rng.normal(size=(n, v)) + review_effect[:, None]
+    y = 0.7 * x + review_effect[:, None] * 3 + variant_effect[None, :]
+    y += rng.normal(scale=0.1, size=(n, v))
+    unit = np.repeat(np.arange(n), v).astype(str)
+    cond = np.tile(np.arange(v), n).astype(str)
+    assert fe_slope(y.ravel(), x.ravel(), unit, cond) == pytest.approx(0.7, abs=0.02)
+
+
+def _frames():
+    """Per-text probe, zero-shot and erank frames where the margin tracks erank within review."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for s in range(30):
+        base = rng.normal(scale=3)
+        for v in ("original", "key_first", "front"):
+            for iv in ("none", "zero_pos"):
+                for layer in range(6):
+                    e = 20 + base + rng.normal() - (5 if iv == "zero_pos" else 0)
+                    rows.append((iv, v, f"s{s}", layer, e, 0.5 * e + rng.normal(scale=0.1)))
+    f = pd.DataFrame(rows, columns=["intervention", "variant", "sample_id", "layer", "value",
+                                    "margin"])  # fmt: skip
+    probe = f.assign(scheme="train_original")
+    lm = f[f["layer"] == 5].drop(columns=["layer", "value"])
+    return probe, lm, f[["intervention", "variant", "sample_id", "layer", "value"]]
+
+
+def test_cost_slopes_give_the_planted_within_text_slope():
+    probe, lm, erank = _frames()
+    out = cost_slopes(probe, lm, erank, n_boot=200)
+    probe_rows = out[out["outcome"] == "probe_margin"]
+    assert set(probe_rows["band"]) == {"late", "final"}
+    assert set(out["contrast"]) == {"variant", "zero_pos"}
+    assert np.allclose(probe_rows["value"], 0.5, atol=0.05)
+    assert (probe_rows["verdict"] == "cost").all()
+    assert (probe_rows["ci_low"] < 0.5).all() and (probe_rows["ci_high"] > 0.5).all()
+    assert cost_slopes(probe, lm, None).empty
+
+
+def test_zero_shot_log_odds_equal_transformers_own_computation():
+    import torch
+
+    from homog.models import load_model
+    from homog.probe.lm import build_prompt, label_token_ids, with_margin, zero_shot
+
+    loaded = load_model(TINY, device="cpu", attention=False)
+    df = pd.DataFrame({
+        "variant": ["original", "original", "front"],
+        "sample_id": ["a", "b", "a"],
+        "text": [" A fine film. I liked it a lot.", " Dull.", " I liked it a lot. A fine film."],
+        "label": ["pos", "neg", "pos"],
+    })  # fmt: skip
+    probe = ProbeConfig()
+    cfg = ExtractConfig(device="cpu", max_tokens=64)
+    pos, neg = label_token_ids(loaded.tokenizer, probe.positive_word, probe.negative_word)
+    for intervention in ("none", "zero_pos"):
+        got = zero_shot(loaded, df, cfg, probe, intervention)
+        for i, text in enumerate(df["text"]):
+            ids = loaded.tokenizer(build_prompt(probe.prompt, text), return_tensors="pt")
+            n = ids["input_ids"].shape[1]
+            positions = torch.zeros(1, n, dtype=torch.long) if intervention == "zero_pos" else None
+            with torch.no_grad():
+                logits = loaded.model(**ids, position_ids=positions).logits[0, -1]
+            lp = torch.log_softmax(logits.double(), -1)
+            assert got["log_odds"][i] == pytest.approx(float(lp[pos] - lp[neg]), abs=1e-4)
+    margins = with_margin(got, "pos")
+    assert np.allclose(margins["margin"], [got["log_odds"][0], -got["log_odds"][1],
+                                           got["log_odds"][2]])  # fmt: skip
+
+
+def test_stage_files_load_into_the_database(tmp_path):
+    """run_probe on a tiny random model: the files, probe.json, and the two tables loaded."""
+    import duckdb
+
+    from homog.layout import Layout
+    from homog.probe.stage import run_probe
+    from homog.store import load
+
+    rows = []
+    for i in range(12):
+        lab = "pos" if i % 2 else "neg"
+        s = [f"Film {i} is here.", f"It was {'good' if i % 2 else 'bad'}.", "The end came."]
+        rows.append(("original", f"s{i}", " " + " ".join(s), lab))
+        rows.append(("key_last", f"s{i}", " " + " ".join([s[0], s[2], s[1]]), lab))
+    df = pd.DataFrame(rows, columns=["variant", "sample_id", "text", "label"])
+    raw = {"models": {"tiny": {"source": TINY}}, "extract": {"device": "cpu", "max_tokens": 32},
+           "stats": {"n_boot": 100, "n_perm": 200}, "probe": {"folds": 2}}  # fmt: skip
+    params = parse_params(raw)
+    layout = Layout(tmp_path)
+    record = run_probe(params, "tiny", TINY, df, layout.probe_dir("tiny"), root=tmp_path,
+                       show_progress=False)  # fmt: skip
+    saved = json.loads((layout.probe_dir("tiny") / "probe.json").read_text())
+    assert saved["n_texts"] == {"none": 24, "zero_pos": 24}
+    assert saved["pooled_bytes_per_1000_texts"]["none"] > 0 and record["s_per_100_texts"] > 0
+    assert saved["headline"]["layer0_max_abs_diff"] == 0.0
+    with np.load(layout.pooled_vectors("tiny", "none")) as z:
+        assert z["vectors"].dtype == np.float16 and z["vectors"].shape[:2] == (24, 4)
+    counts = load(raw, root=tmp_path, db_path=tmp_path / "h.duckdb")
+    assert counts["lm_sentiment"] == 48 and counts["probe_metrics"] > 0
+    con = duckdb.connect(str(tmp_path / "h.duckdb"), read_only=True)
+    metrics = con.execute("SELECT * FROM probe_metrics").df()
+    data = report_data(metrics)
+    assert set(data["curves"]["variant"]) == {"original", "key_last"}
+    assert len(data["best"]) == 1 and len(data["lm"]) == 2 * 2 * 2  # iv x variant x metric
+    assert (data["layer0"]["abs_diff"] == 0).all()
+
+
+def _family(text: str) -> dict[str, str] | None:
+    """The position family of a review by naive sentence split (key sentence: the first)."""
+    sents = [s for s in re.split(r"(?<=[.!?])\s+", text.replace("<br />", " ").strip()) if s]
+    if len(sents) < 3:
+        return None
+    key, rest = sents[0], sents[1:]
+
+    def join(order):
+        return " " + " ".join(order)
+
+    mid = len(sents) // 2
+    return {
+        "original": join(sents),
+        "key_first": join(sents),
+        "key_mid": join(rest[:mid] + [key] + rest[mid:]),
+        "key_last": join(rest + [key]),
+        "key_control": join([sents[-1], *sents[:-1]]),
+    }
+
+
+@pytest.mark.slow  # ~60 s on the loaded 2-core machine (the model's load and 80 texts)
+@pytest.mark.skipif(not IMDB_SAMPLE.exists(), reason="no shared IMDB sample")
+def test_position_family_layer0_probe_outputs_equal_the_originals_on_real_reviews():
+    """smollm2-135m on 16 short real reviews: the position family's layer-0 pooled vectors
+    are the original's (same tokens), so both schemes' probe margins equal it within 1e-6."""
+    from homog.models import load_model
+    from homog.probe.pooled import pooled_means
+
+    loaded = load_model("embedded:smollm2-135m", device="cpu", attention=False)
+    tok = loaded.tokenizer
+    rows, per_label = [], {"pos": 0, "neg": 0}
+    for line in IMDB_SAMPLE.read_text().split("\n")[:2000]:
+        if not line.strip():
+            continue
+        r = json.loads(line)
+        lab = "pos" if str(r["label"]) in ("1", "pos") else "neg"
+        fam = _family(r["text"])
+        if per_label[lab] >= 8 or fam is None or len(tok(fam["original"])["input_ids"]) > 90:
+            continue
+        counts = {v: sorted(tok(t)["input_ids"]) for v, t in fam.items()}
+        if any(c != counts["original"] for c in counts.values()):
+            continue
+        per_label[lab] += 1
+        rows += [(v, str(r["id"]), t, lab) for v, t in fam.items()]
+        if min(per_label.values()) >= 8:
+            break
+    df = pd.DataFrame(rows, columns=["variant", "sample_id", "text", "label"])
+    df = df.sort_values(["variant", "sample_id"]).reset_index(drop=True)
+    cfg = ExtractConfig(device="cpu", max_tokens=128)
+    pooled = pooled_means(loaded, df, cfg, "none")
+    v = pooled["vectors"]
+    orig = pooled["variant"] == "original"
+    by_id = {s: i for i, s in enumerate(pooled["sample_id"][orig])}
+    for variant in ("key_first", "key_mid", "key_last", "key_control"):
+        rows_v = np.flatnonzero(pooled["variant"] == variant)
+        match = np.flatnonzero(orig)[[by_id[s] for s in pooled["sample_id"][rows_v]]]
+        assert np.array_equal(v[rows_v, 0], v[match, 0])  # layer 0: the same vector
+        assert not np.array_equal(v[rows_v, -1], v[match, -1]) or variant == "key_first"
+    y = (df.set_index(["variant", "sample_id"]).loc[list(zip(pooled["variant"],
+         pooled["sample_id"], strict=True)), "label"].to_numpy() == "pos").astype(int)  # fmt: skip
+    folds = assign_folds(pooled["sample_id"][orig], y[orig], 4, seed=0)
+    out = probe_texts(v, pooled["variant"], pooled["sample_id"], y, folds, layers=[0], **FIT)
+    own = out[(out["scheme"] == "train_original") | (out["train_set"] == out["variant"])]
+    wide = own.pivot_table(index=["scheme", "sample_id"], columns="variant", values="margin")
+    for variant in ("key_first", "key_mid", "key_last", "key_control"):
+        assert np.abs(wide[variant] - wide["original"]).max() <= 1e-6
