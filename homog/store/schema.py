@@ -463,7 +463,7 @@ def create_schema(con: duckdb.DuckDBPyConnection, *, summary: str = "table") -> 
 # before them may lack them, every other column of a present table must be there.
 ADDED_COLUMNS = {
     "runs": ("n_texts", "n_truncated", "timings_json"),
-    "contrasts": ("band", "baseline_run_id", "n"),
+    "contrasts": ("band", "baseline_run_id", "n", "sesoi_basis", "eq_ci_low", "eq_ci_high"),
 }
 
 
