@@ -29,6 +29,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -227,19 +228,25 @@ def embedded_dir(name: str) -> Path:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from homog.progress import quiet_gguf_bars
+
     gguf = _embedded_gguf(name)
-    model = AutoModelForCausalLM.from_pretrained(
-        gguf.parent, gguf_file=gguf.name, dtype=torch.float32
-    )
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    # The weights are already de-quantized; drop the GGUF marker so save_pretrained accepts it.
-    model.hf_quantizer = None
-    model.is_quantized = False
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    with atomic_path(target, directory=True, what=CACHE) as tmp:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
+    with quiet_gguf_bars() as quiet:  # off a terminal: no bars, one plain line
+        if quiet:
+            print(f"{name}: de-quantizing its GGUF into {target} (once)", file=sys.stderr)
+        model = AutoModelForCausalLM.from_pretrained(
+            gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+        )
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        # The weights are already de-quantized; drop the GGUF marker so save_pretrained
+        # accepts it.
+        model.hf_quantizer = None
+        model.is_quantized = False
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        with atomic_path(target, directory=True, what=CACHE) as tmp:
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
     return target
 
 

@@ -9,6 +9,7 @@ one when it finishes (or when its stage leaves it unfinished).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import time
@@ -116,6 +117,37 @@ def quiet_library_bars(stream: Any = None) -> None:
     stream = sys.stderr if stream is None else stream
     if not stream.isatty():
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
+@contextlib.contextmanager
+def quiet_gguf_bars(stream: Any = None) -> Iterator[bool]:
+    """Off a terminal (``stream``, default stderr, is not a TTY), no progress bars while an
+    embedded model loads; yields whether they are off.
+
+    transformers de-quantizes a GGUF under ``tqdm.auto.tqdm`` ("Converting and de-quantizing
+    GGUF tensors..."), imported by name in ``transformers.modeling_gguf_pytorch_utils``: it
+    obeys neither HF_HUB_DISABLE_PROGRESS_BARS nor ``transformers.utils.logging``'s switch,
+    and in a log file each of its updates is a carriage-return line. Its name there is bound
+    to a disabled tqdm for the load, and transformers' own bars ("Writing model shards" of
+    save_pretrained) are switched off too; both are restored after."""
+    stream = sys.stderr if stream is None else stream
+    if stream.isatty():
+        yield False
+        return
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
+    from transformers.utils import logging as hf_logging
+
+    bar, was_on = getattr(gguf_utils, "tqdm", None), hf_logging.is_progress_bar_enabled()
+    if bar is not None:
+        gguf_utils.tqdm = functools.partial(bar, disable=True)
+    hf_logging.disable_progress_bar()
+    try:
+        yield True
+    finally:
+        if bar is not None:
+            gguf_utils.tqdm = bar
+        if was_on:
+            hf_logging.enable_progress_bar()
 
 
 def progress(*extra_columns: Any, transient: bool = False, out: Console | None = None) -> Progress:
