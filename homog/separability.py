@@ -13,13 +13,14 @@ A scikit-learn pipeline (StandardScaler fitted on the training fold, then an L2
 LogisticRegression, C = 1) is cross-validated with GroupKFold (FOLDS folds, fewer when there
 are fewer texts) grouped by text, so a review's two versions are never split between training
 and test. ``auc``: roc_auc_score of the out-of-fold decision scores (0.5: chance). ``ci_low``,
-``ci_high``: percentile bootstrap over texts (a resampled text brings both its rows) of that
-AUC, min(``stats.n_boot``, MAX_BOOT) seeded resamples, the scores fixed. ``p_value``: a
-permutation test of exchangeability within text: each of ``stats.separability_perm`` (default
-199) seeded permutations swaps the two labels of a random half of the texts and reruns the
-whole cross-validation; p = (1 + #{null AUC >= auc}) / (1 + n_perm) (one-sided: a classifier
-that separates scores above chance). The permutations refit the same penalised likelihood with
-a batched Newton solver (:func:`fit_logistic`): the scaler does not depend on the labels, and
+``ci_high``: the ``stats.ci`` percentile bootstrap over texts (a resampled text brings both
+its rows) of that AUC, min(``stats.n_boot``, MAX_BOOT) seeded resamples, the scores fixed.
+``p_value``: a permutation test of exchangeability within text: each of
+``stats.separability_perm`` (default 199) seeded permutations swaps the two labels of a random
+half of the texts and reruns the whole cross-validation; p = (1 + #{null AUC >= auc}) /
+(1 + n_perm) (one-sided: a classifier that separates scores above chance). The permutations
+refit the same penalised likelihood with a batched solver (:func:`fit_logistic`: Boehning's
+bound, then Newton): the scaler does not depend on the labels, and
 the solver reaches sklearn's optimum (tests/test_separability.py compares them).
 
 Rows whose two versions are identical within rounding for every text (1e-9 of the values:
@@ -177,7 +178,7 @@ def null_aucs(x: np.ndarray, flips: np.ndarray, folds, chunk: int = 64) -> np.nd
 
 
 def separate(
-    xa: np.ndarray, xb: np.ndarray, *, n_boot: int, n_perm: int, seed: int
+    xa: np.ndarray, xb: np.ndarray, *, n_boot: int, n_perm: int, seed: int, ci: float = 0.95
 ) -> dict[str, float]:
     """auc, ci_low, ci_high, p_value, n of telling rows ``xa`` [n, k] (the variant) from
     ``xb`` [n, k] (the original; row i of both is text i). Texts with a non-finite feature on
@@ -199,7 +200,7 @@ def separate(
     auc = float(roc_auc_score(y, scores))
     w = resample_counts(n, min(n_boot, MAX_BOOT), seed)
     boot = weighted_auc(scores, y, np.hstack([w, w]))
-    low, high = np.nanquantile(boot, [0.025, 0.975])
+    low, high = np.nanquantile(boot, [(1 - ci) / 2, (1 + ci) / 2])
     out.update(auc=auc, ci_low=float(low), ci_high=float(high))
     if n_perm > 0:
         rng = np.random.default_rng([seed, n, 0x5E9])
@@ -225,6 +226,7 @@ def run_separability(
     n_boot: int,
     n_perm: int,
     seed: int,
+    ci: float = 0.95,
     variants: Sequence[str] = SEP_VARIANTS,
     metrics: Sequence[str] = SEP_METRICS,
 ) -> pd.DataFrame:
@@ -233,11 +235,11 @@ def run_separability(
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(1):  # small matrices: BLAS threads only wait for each other
-        return _run(tables, run_id, n_boot=n_boot, n_perm=n_perm, seed=seed,
+        return _run(tables, run_id, n_boot=n_boot, n_perm=n_perm, seed=seed, ci=ci,
                     variants=variants, metrics=metrics)  # fmt: skip
 
 
-def _run(tables, run_id, *, n_boot, n_perm, seed, variants, metrics) -> pd.DataFrame:
+def _run(tables, run_id, *, n_boot, n_perm, seed, ci, variants, metrics) -> pd.DataFrame:
     rows = []
     for variant in variants:
         for metric in [*metrics, PROFILE]:
@@ -262,7 +264,7 @@ def _run(tables, run_id, *, n_boot, n_perm, seed, variants, metrics) -> pd.DataF
                 if n_layers == 0:
                     continue
                 xa, xb = _features(a, layers, samples), _features(b, layers, samples)
-                got = separate(xa, xb, n_boot=n_boot, n_perm=n_perm, seed=seed)
+                got = separate(xa, xb, n_boot=n_boot, n_perm=n_perm, seed=seed, ci=ci)
                 rows.append({"run_id": run_id, "variant_a": variant, "variant_b": REFERENCE,
                              "metric": metric, "scope": scope, **got,
                              "n_layers": n_layers})  # fmt: skip

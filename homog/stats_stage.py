@@ -351,7 +351,7 @@ def separability_tables(
         tables = _pivot(frame[frame["metric"].isin(SEP_METRICS)])
         parts.append(run_separability(tables, r["run_id"], n_boot=params.stats.n_boot,
                                       n_perm=params.stats.separability_perm,
-                                      seed=params.seed))  # fmt: skip
+                                      seed=params.seed, ci=params.stats.ci))  # fmt: skip
     parts = [p for p in parts if not p.empty]
     if not parts:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in SEP_COLUMNS})
