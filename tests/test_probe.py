@@ -180,6 +180,11 @@ def test_stage_files_load_into_the_database(tmp_path):
     assert saved["headline"]["layer0_max_abs_diff"] == 0.0
     with np.load(layout.pooled_vectors("tiny", "none")) as z:
         assert z["vectors"].dtype == np.float16 and z["vectors"].shape[:2] == (24, 4)
+    first = pd.read_parquet(layout.probe_metrics("tiny"))
+    again = run_probe(params, "tiny", TINY, df, layout.probe_dir("tiny"), root=tmp_path,
+                      refit=True)  # fmt: skip
+    pd.testing.assert_frame_equal(pd.read_parquet(layout.probe_metrics("tiny")), first)
+    assert again["forward_passes"] == record["forward_passes"] == 96  # 24 texts x 2 x 2
     counts = load(raw, root=tmp_path, db_path=tmp_path / "h.duckdb")
     assert counts["lm_sentiment"] == 48 and counts["probe_metrics"] > 0
     con = duckdb.connect(str(tmp_path / "h.duckdb"), read_only=True)

@@ -27,6 +27,12 @@ from homog.layout import Layout
     help="Output directory [default: data/probe/<model>].",
 )
 @click.option("--device", default=None, help="Override extract.device (cpu | cuda | auto).")
+@click.option(
+    "--refit",
+    is_flag=True,
+    help="Reuse the pooled vectors and zero-shot answers already in the output directory: "
+    "redo only the probes, summaries and slopes (e.g. after extraction, or a new probe.c).",
+)
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def probe(
     model_key: str,
@@ -34,6 +40,7 @@ def probe(
     texts_path: str,
     out_dir: str | None,
     device: str | None,
+    refit: bool,
     no_progress: bool,
 ) -> None:
     """Does homogenization cost the model anything? (docs/probe.md)
@@ -55,7 +62,6 @@ def probe(
     from homog.io import probe_dir
     from homog.models import resolve_source
     from homog.probe.stage import run_probe
-    from homog.progress import console
 
     params = load_config(params_path)
     source = resolve_source(model_key, params.model_sources())
@@ -71,7 +77,7 @@ def probe(
         source,
         texts_path,
         out,
-        log=lambda m: console.print(f"[yellow]{m}"),
+        refit=refit,
         show_progress=not no_progress,
     )
     h = record["headline"]

@@ -15,7 +15,6 @@ runs them: ``homog.extract.run.intervention_groups``) it computes the pooled vec
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -66,61 +65,58 @@ def slope_rows(slopes: Any) -> Any:
     return out.drop(columns=["contrast", "n_texts"])
 
 
-def run_probe(
+def _inputs(params: Any, texts: Any) -> tuple[Any, list[str]]:
+    from homog.extract.plan import extract_inputs
+
+    df, interventions = extract_inputs(texts, params.extract.interventions)
+    if "label" not in df.columns:
+        raise HomogError("the texts have no label column: the probe needs labelled texts")
+    df["label"] = df["label"].astype(str)
+    return df, interventions
+
+
+def forward_passes(
     params: Any,
     model: str,
     source: str,
     texts: Any,
     out_dir: str | Path,
     *,
-    root: str | Path = ".",
     loaded: Any = None,
-    log: Callable[[str], None] = print,
     show_progress: bool = True,
 ) -> dict[str, Any]:
-    """Run the stage for one model; return the ``probe.json`` record.
-
-    params: a checked ``Params``; texts: a texts table or its Parquet path (needs a label
-    column with two labels); root: the project directory whose extraction outputs give the
-    erank (none there: no slopes); loaded: an already loaded model (tests).
-    """
+    """The model's part: pooled vectors (``pooled_<intervention>.npz``) and zero-shot answers
+    (``lm_sentiment.parquet``) of every intervention, written to ``out_dir``. Returns the
+    record's model facts, sizes, timings and forward passes."""
     import pandas as pd
 
-    from homog.extract.plan import extract_inputs
+    from homog.extract.plan import texts_hash
     from homog.extract.run import intervention_groups
     from homog.models import load_model
-    from homog.probe.cost import cost_slopes
-    from homog.probe.fit import assign_folds, probe_texts
     from homog.probe.lm import with_margin, zero_shot
     from homog.probe.pooled import pooled_means, save_pooled
-    from homog.probe.summary import summarise
     from homog.progress import rate_progress
 
     cfg, probe = params.extract, params.probe
-    df, interventions = extract_inputs(texts, cfg.interventions)
-    if "label" not in df.columns:
-        raise HomogError("the texts have no label column: the probe needs labelled texts")
-    df["label"] = df["label"].astype(str)
+    df, interventions = _inputs(params, texts)
     out = Path(out_dir)
     t0 = time.perf_counter()
     if loaded is None:
         loaded = load_model(source, dtype=cfg.dtype, device=cfg.device,
                             device_map=cfg.device_map, attention=False, seed=cfg.seed)  # fmt: skip
     timings: dict[str, float] = {"load_s": round(time.perf_counter() - t0, 2)}
-    pooled: dict[str, dict[str, np.ndarray]] = {}
-    lm_parts = []
-    sizes: dict[str, int] = {}
-    n_forward = 0
+    lm_parts, sizes, n_texts, n_forward = [], {}, {}, 0
     for sub, ivs, _ in intervention_groups(df, interventions, cfg):
         for iv in ivs:
             total = len(sub) * (2 if probe.lm else 1)
             with rate_progress(f"{model}/{iv}", total, show=show_progress) as advance:
                 t1 = time.perf_counter()
-                pooled[iv] = pooled_means(loaded, sub, cfg, iv, vector_dtype=probe.vector_dtype,
-                                          on_batch=lambda n: advance(n, 0))  # fmt: skip
+                pooled = pooled_means(loaded, sub, cfg, iv, vector_dtype=probe.vector_dtype,
+                                      on_batch=lambda n: advance(n, 0))  # fmt: skip
                 timings[f"pooled_{iv}_s"] = round(time.perf_counter() - t1, 2)
-                sizes[iv] = save_pooled(out / f"pooled_{iv}.npz", pooled[iv], model=model,
-                                        intervention=iv)  # fmt: skip
+                sizes[iv] = save_pooled(out / f"pooled_{iv}.npz", pooled, model=model,
+                                        intervention=iv, texts_hash=texts_hash(sub))  # fmt: skip
+                n_texts[iv] = len(sub)
                 n_forward += len(sub)
                 if probe.lm:
                     t1 = time.perf_counter()
@@ -130,6 +126,52 @@ def run_probe(
                         intervention=iv))  # fmt: skip
                     timings[f"lm_{iv}_s"] = round(time.perf_counter() - t1, 2)
                     n_forward += len(sub)
+    lm_path = out / "lm_sentiment.parquet"
+    if lm_parts:
+        lm_df = pd.concat(lm_parts, ignore_index=True).assign(model=model)
+        _write_parquet(lm_df.reindex(columns=LM_COLUMNS), lm_path)
+    elif lm_path.exists():
+        lm_path.unlink()  # an earlier run's answers (probe.lm: false now)
+    return {
+        "model": model,
+        "model_source": source,
+        "n_layers": loaded.n_layers,
+        "d_model": loaded.d_model,
+        "n_texts": n_texts,
+        "pooled_bytes": sizes,
+        "pooled_bytes_per_1000_texts": {
+            iv: round(sizes[iv] * 1000 / max(n, 1)) for iv, n in n_texts.items()
+        },
+        "timings": timings,
+        "forward_passes": n_forward,
+    }
+
+
+def finish_probe(
+    params: Any, model: str, texts: Any, out_dir: str | Path, *, root: str | Path = "."
+) -> tuple[Any, dict[str, float]]:
+    """The probes, summaries and slopes from the files ``forward_passes`` wrote in
+    ``out_dir`` (HomogError when they were made from other texts); writes
+    ``probe_texts.parquet`` and ``probe_metrics.parquet``. Returns (metrics, timings)."""
+    import pandas as pd
+
+    from homog.extract.plan import texts_hash
+    from homog.extract.run import intervention_groups
+    from homog.probe.cost import cost_slopes
+    from homog.probe.fit import assign_folds, probe_texts
+    from homog.probe.pooled import load_pooled
+    from homog.probe.summary import summarise
+
+    probe = params.probe
+    df, interventions = _inputs(params, texts)
+    out = Path(out_dir)
+    pooled = {}
+    for sub, ivs, _ in intervention_groups(df, interventions, params.extract):
+        for iv in ivs:
+            pooled[iv] = load_pooled(out / f"pooled_{iv}.npz")
+            if str(pooled[iv].get("texts_hash")) != texts_hash(sub):
+                raise HomogError(f"{out}/pooled_{iv}.npz was made from other texts: run "
+                                 "`homog probe` without --refit")  # fmt: skip
     t1 = time.perf_counter()
     originals = df[df["variant"] == "original"]
     if originals.empty:
@@ -147,9 +189,10 @@ def run_probe(
         texts_iv = probe_texts(p["vectors"], p["variant"], p["sample_id"], y, folds, **fit)
         probe_parts.append(texts_iv.assign(intervention=iv))
     probe_df = pd.concat(probe_parts, ignore_index=True)
-    timings["fit_s"] = round(time.perf_counter() - t1, 2)
+    timings = {"fit_s": round(time.perf_counter() - t1, 2)}
     t1 = time.perf_counter()
-    lm_df = pd.concat(lm_parts, ignore_index=True) if lm_parts else None
+    lm_path = out / "lm_sentiment.parquet"
+    lm_df = pd.read_parquet(lm_path) if probe.lm and lm_path.exists() else None
     stats = SimpleNamespace(n_boot=params.stats.n_boot, ci=params.stats.ci,
                             alpha=params.stats.alpha, test=params.stats.test,
                             n_perm=params.stats.n_perm, seed=probe.seed)  # fmt: skip
@@ -165,35 +208,52 @@ def run_probe(
         metrics[col] = metrics[col].astype(object).where(metrics[col].notna(), None)
     _write_parquet(metrics, out / "probe_metrics.parquet")
     _write_parquet(probe_df.assign(model=model), out / "probe_texts.parquet")
-    if lm_df is not None:
-        _write_parquet(lm_df.assign(model=model).reindex(columns=LM_COLUMNS),
-                       out / "lm_sentiment.parquet")  # fmt: skip
-    record = _record(model, source, loaded, pooled, sizes, timings, n_forward, metrics)
+    return metrics, timings
+
+
+def run_probe(
+    params: Any,
+    model: str,
+    source: str,
+    texts: Any,
+    out_dir: str | Path,
+    *,
+    root: str | Path = ".",
+    loaded: Any = None,
+    refit: bool = False,
+    show_progress: bool = True,
+) -> dict[str, Any]:
+    """Run the stage for one model; return the ``probe.json`` record.
+
+    params: a checked ``Params``; texts: a texts table or its Parquet path (needs a label
+    column with two labels); root: the project directory whose extraction outputs give the
+    erank (none there: no slopes); loaded: an already loaded model (tests); refit: reuse the
+    forward passes' files in ``out_dir`` (their record in probe.json) and redo only the
+    probes, summaries and slopes.
+    """
+    import json
+
+    out = Path(out_dir)
+    if refit:
+        if not (out / "probe.json").exists():
+            raise HomogError(f"{out}/probe.json not found: run `homog probe` without --refit")
+        record = json.loads((out / "probe.json").read_text())
+    else:
+        record = forward_passes(params, model, source, texts, out, loaded=loaded,
+                                show_progress=show_progress)  # fmt: skip
+    metrics, timings = finish_probe(params, model, texts, out, root=root)
+    record = _record(record, timings, metrics)
     write_json(out / "probe.json", record)
     return record
 
 
-def _record(
-    model: str, source: str, loaded: Any, pooled: dict[str, Any], sizes: dict[str, int],
-    timings: dict[str, float], n_forward: int, metrics: Any,
-) -> dict[str, Any]:  # fmt: skip
-    """probe.json: sizes, timings and the headline numbers (``homog.probe.view.headline``)."""
+def _record(record: dict[str, Any], timings: dict[str, float], metrics: Any) -> dict[str, Any]:
+    """probe.json: the forward passes' record, the fit and summary timings, the time per 100
+    texts and the headline numbers (``homog.probe.view.headline``)."""
     from homog.probe.view import headline
 
-    n_texts = {iv: int(len(p["sample_id"])) for iv, p in pooled.items()}
-    total_s = sum(v for k, v in timings.items() if k != "load_s")
-    return {
-        "model": model,
-        "model_source": source,
-        "n_layers": loaded.n_layers,
-        "d_model": loaded.d_model,
-        "n_texts": n_texts,
-        "pooled_bytes": sizes,
-        "pooled_bytes_per_1000_texts": {
-            iv: round(sizes[iv] * 1000 / max(n, 1)) for iv, n in n_texts.items()
-        },
-        "timings": timings,
-        "forward_passes": n_forward,
-        "s_per_100_texts": round(100 * total_s / max(sum(n_texts.values()), 1), 2),
-        "headline": headline(metrics),
-    }
+    record = {**record, "timings": {**record["timings"], **timings}}
+    total_s = sum(v for k, v in record["timings"].items() if k != "load_s")
+    record["s_per_100_texts"] = round(100 * total_s / max(sum(record["n_texts"].values()), 1), 2)
+    record["headline"] = headline(metrics)
+    return record
