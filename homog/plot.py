@@ -63,6 +63,22 @@ def _style() -> dict[str, Any]:
     }
 
 
+def legend_below(fig, handles: Sequence[Any], labels: Sequence[str], *, ncol: int) -> Any:
+    """A figure legend outside the axes, under everything: its top edge at the figure's
+    bottom, so it hangs below the axes' x labels whatever its number of rows (a legend inside
+    the figure, at "lower center", covered them once it had more rows than the space kept for
+    it). Call it after ``tight_layout`` (which ignores figure legends); ``_save``'s tight
+    bounding box takes the legend in."""
+    return fig.legend(
+        handles,
+        labels,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        ncol=ncol,
+        frameon=False,
+    )
+
+
 def _save(fig, out: str | os.PathLike[str]) -> Path:
     out = Path(out)
     if out.suffix.lower() not in (".png", ".pdf", ".svg"):
@@ -159,19 +175,12 @@ def layer_curves_figure(
                 if lab not in labels:
                     handles.append(h)
                     labels.append(lab)
-        fig.legend(
-            handles,
-            labels,
-            loc="lower center",
-            ncol=min(4 if ncols == 1 else 6, len(labels)),
-            frameon=False,
-            bbox_to_anchor=(0.5, -0.02),
-        )
         note = "shaded: 95% CI over texts (unchanged runs)"
         if significance is not None:
             note += f"; dots: Holm p < {significance:g} vs original"
         fig.text(0.99, 1.0, note, ha="right", va="bottom", fontsize=7, color="0.4")
-        fig.tight_layout(rect=(0, 0.08, 1, 1))
+        fig.tight_layout()
+        legend_below(fig, handles, labels, ncol=min(4 if ncols == 1 else 6, len(labels)))
         try:
             return _save(fig, out)
         finally:
