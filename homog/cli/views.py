@@ -129,6 +129,8 @@ def show_compare(
         note += "; (no CI): no paired contrast in the database (difference of the means)"
     if not raw:
         note += "; --raw: each variant's mean"
+    if kept is not None and len(kept) < len(cols):
+        note += "; --variants picks the variants shown"
     for i, (title, lines) in enumerate(tables):
         last = i == len(tables) - 1
         print_fitted(cols, lines, title=title, note=note if last else "", wide=wide, kept=kept,
