@@ -261,3 +261,15 @@ def test_position_family_layer0_probe_outputs_equal_the_originals_on_real_review
     wide = own.pivot_table(index=["scheme", "sample_id"], columns="variant", values="margin")
     for variant in ("key_first", "key_mid", "key_last", "key_control"):
         assert np.abs(wide[variant] - wide["original"]).max() <= 1e-6
+
+
+def test_vectors_beyond_float16_are_an_error_naming_text_and_layer():
+    from homog.errors import HomogError
+    from homog.probe.pooled import to_stored
+
+    vectors = np.zeros((2, 3, 4))
+    vectors[1, 2, 0] = 1e6  # gemma3-270m's massive activations reach this size
+    assert to_stored(vectors[:1], "float16", ["a"]).dtype == np.float16
+    with pytest.raises(HomogError, match=r"b at layer 2 .*probe.vector_dtype: float32"):
+        to_stored(vectors, "float16", ["a", "b"])
+    assert to_stored(vectors, "float32", ["a", "b"])[1, 2, 0] == 1e6

@@ -78,7 +78,7 @@ def pooled_means(
     max_tokens = min(config.max_tokens, loaded.max_context)
     encoded = encode_texts(loaded.tokenizer, df, max_tokens)
     n_layers = loaded.n_layers
-    out = np.zeros((len(encoded), n_layers + 1, loaded.d_model), dtype=np.float64)
+    out = np.zeros((len(encoded), n_layers + 1, loaded.d_model), dtype=VECTOR_DTYPES[vector_dtype])
     n_metric = np.zeros(len(encoded), dtype=np.int64)
     state: dict[str, Any] = {}
 
@@ -114,7 +114,8 @@ def pooled_means(
             missing = [i for i, v in enumerate(state["pooled"]) if v is None]
             if missing:
                 raise HomogError(f"no hidden states were captured for layer(s) {missing}")
-            out[rows] = np.stack(state["pooled"], axis=1)
+            out[rows] = to_stored(np.stack(state["pooled"], axis=1), vector_dtype,
+                                  [t.name for t in batch])  # fmt: skip
             n_metric[rows] = mask.sum(1).numpy()
             if on_batch:
                 on_batch(len(batch))
@@ -122,7 +123,7 @@ def pooled_means(
         for h in handles:
             h.remove()
     return {
-        "vectors": to_stored(out, vector_dtype, [t.name for t in encoded]),
+        "vectors": out,
         "variant": np.array([t.variant for t in encoded]),
         "sample_id": np.array([t.sample_id for t in encoded]),
         "n_tokens": n_metric,
