@@ -134,7 +134,8 @@ def pooled_means(
 def to_stored(vectors: np.ndarray, vector_dtype: str, names: Sequence[str]) -> np.ndarray:
     """``vectors`` (texts, layers, d) in ``vector_dtype``; HomogError naming the first text
     and layer that hold NaN/inf or a value beyond the dtype's range."""
-    stored = vectors.astype(VECTOR_DTYPES[vector_dtype])
+    with np.errstate(over="ignore"):  # an overflow becomes inf, reported below
+        stored = vectors.astype(VECTOR_DTYPES[vector_dtype])
     bad = ~np.isfinite(stored)
     if bad.any():
         text, layer = np.argwhere(bad.any(-1))[0]
