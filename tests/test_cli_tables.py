@@ -36,22 +36,23 @@ def invoke(*args: str, width: int | None = None):
     return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
 
 
+NOTES = ("effect", "not shown", "A - B", "erank per")  # how the notes under a table start
+
+
 def tables(text: str) -> list[tuple[list[str], list[str]]]:
-    """(header words, body lines) of every table printed: a body runs from the rule under
-    the header to the first blank-led line (the next title or the note)."""
+    """(header words, body lines) of every table printed: each is a title line, a header
+    line and a rule, then its rows up to the next table's title (or the notes)."""
     lines = text.splitlines()
+    rules = [i for i, ln in enumerate(lines) if ln and set(ln.strip()) == {"─"}]
     out = []
-    for i, line in enumerate(lines):
-        if line and set(line.strip()) == {"─"}:
-            header = re.split(r"\s{2,}", lines[i - 1].strip())
-            body = []
-            for ln in lines[i + 1 :]:
-                if not ln.strip() or ln.startswith(" " * 3) and not ln.strip()[0].isdigit():
-                    break
-                if ln.startswith(("effect", "not shown", "A - B", "erank per")):
-                    break
-                body.append(ln)
-            out.append((header, body))
+    for k, i in enumerate(rules):
+        end = rules[k + 1] - 2 if k + 1 < len(rules) else len(lines)
+        body = []
+        for ln in lines[i + 1 : end]:
+            if ln.startswith(NOTES):
+                break
+            body.append(ln)
+        out.append((re.split(r"\s{2,}", lines[i - 1].strip()), body))
     return out
 
 

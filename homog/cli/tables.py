@@ -188,21 +188,24 @@ def print_fitted(
     lines = [note] if note else []
     if hidden and name_hidden:
         lines.append(f"not shown: {', '.join(hidden)} (--wide: every column)")
-    table = _table(
-        [columns[k] for k in kept], [[r[k] for k in kept] for r in rows], title, "\n".join(lines)
-    )
+    shown = [columns[k] for k in kept]
+    cells = [[r[k] for k in kept] for r in rows]
+    table = _table(shown, cells, "", "")
     from rich.console import Console
 
     need = Console(width=10_000).measure(table).maximum
     if wide:
         width = max(width, need)
     elif need > width:
-        shown = [columns[k] for k in kept]
-        cells = [[r[k] for k in kept] for r in rows]
-        limits = _shrink(shown, cells, need - width)
-        table = _table(shown, cells, title, "\n".join(lines), limits)
+        table = _table(shown, cells, "", "", _shrink(shown, cells, need - width))
+    console = _console(width)
+    plain = {"markup": False, "highlight": False}
     with pipe_safe():
-        _print(table, width)
+        if title:  # a line of its own, cut rather than wrapped
+            console.print(title, style="bold", no_wrap=True, overflow="ellipsis", **plain)
+        console.print(table)
+        for line in lines:  # notes wrap at words
+            console.print(line, style="dim", **plain)
         sys.stdout.flush()
 
 
