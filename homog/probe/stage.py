@@ -241,6 +241,7 @@ def run_probe(
     else:
         record = forward_passes(params, model, source, texts, out, loaded=loaded,
                                 show_progress=show_progress)  # fmt: skip
+        write_json(out / "probe.json", record)  # what --refit reads, should the fits stop
     metrics, timings = finish_probe(params, model, texts, out, root=root)
     record = _record(record, timings, metrics)
     write_json(out / "probe.json", record)
