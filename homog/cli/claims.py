@@ -35,6 +35,7 @@ def stats_settings(params_path: Path) -> dict[str, Any]:
         "seed": seed,
         "test": st.test,
         "n_perm": st.n_perm,
+        "primary": st.primary,
     }
 
 
@@ -96,7 +97,11 @@ def claims(
             "the database has no contrasts: run the stats stage and load (`dvc repro`)"
         )
     frame = claims_table(
-        data["contrasts"], data["runs"], data["erank"], **stats_settings(params_path)
+        data["contrasts"],
+        data["runs"],
+        data["erank"],
+        **stats_settings(params_path),
+        separability=data["separability"],
     )
     for column, wanted, prefix in (
         ("model", _split(models), False),

@@ -74,6 +74,8 @@ def read_inputs(con: Any) -> dict[str, pd.DataFrame]:
             "SELECT r.model, m.variant, m.layer, m.mauve FROM mauve_scores m "
             "JOIN runs r USING (run_id) WHERE coalesce(r.intervention, 'none') = 'none'",
         ),
+        # claim 4's classifiers (the stats stage's separability table; absent before issue 38)
+        "separability": get("separability", "SELECT * FROM separability"),
         "posenc": get("posenc_results", POSENC_SQL),
         "ablation": get(
             "head_ablation",
@@ -192,6 +194,7 @@ def build_report(
     a figures directory that would replace the page's directory or hold the database, and a
     page or folder of the user's without ``force``.
     """
+    from homog.report.answer import answer_section
     from homog.report.claims_view import claims_section, summary_section
     from homog.report.glossary import glossary_section
     from homog.report.manipulation import manipulation_section
@@ -223,7 +226,8 @@ def build_report(
         claims = (
             claims_table(data["contrasts"], data["runs"], data["erank"], alpha=st.alpha,
                          n_boot=st.n_boot, ci=st.ci, seed=known.seed, test=st.test,
-                         n_perm=st.n_perm)
+                         n_perm=st.n_perm, primary=st.primary,
+                         separability=data["separability"])
             if not data["contrasts"].empty and not data["runs"].empty
             else pd.DataFrame(columns=["model", *CLAIM_COLUMNS])
         )  # fmt: skip
@@ -256,6 +260,7 @@ def build_report(
         with tempfile.TemporaryDirectory(prefix=f"homog-report-{os.getpid()}-") as tmp:
             figdir = Path(tmp)
             sections = [
+                answer_section(claims, figdir),
                 summary_section(claims, st.alpha),
                 glossary_section(
                     variants, interventions, metrics, layer_roles="layer0_effect" in claims.columns

@@ -1,51 +1,48 @@
-"""The paper's claims as table rows: effect, CI, family-Holm p, equivalence test and a verdict.
+"""The paper's claims as table rows: effect, CI, family, margin and one of five verdicts.
 
-Every row is computed from the store's tables (``contrasts``, ``runs``, ``layer_metrics``)
-alone, so a reader can recompute it with SQL (docs/statistics.md gives every formula).
+Every row is computed from the store's tables (``contrasts``, ``runs``, ``layer_metrics``,
+``separability``) alone, so a reader can recompute it with SQL (docs/statistics.md gives every
+formula).
 
-The effect a verdict reads is the length-adjusted one (``adj_*`` columns of ``contrasts``:
-the intercept of the per-text regression of the difference on the token-count difference)
+The effect a verdict reads is the length-adjusted one (``adj_*`` columns of ``contrasts``)
 wherever the two variants' token counts differ, the raw mean paired difference otherwise.
-Its p-value is Holm-corrected over the model's whole family of claim rows (claims x bands x
-variants x token sets; claim 4's count rows aside, see below; the two readings of claim 3
-are one test, counted once), and so is the TOST p-value of
-equivalence to no effect within +-``sesoi`` (``stats.sesoi`` between-text SDs of the
-original's metric). Verdicts at ``alpha``:
+Each row carries a smallest effect size of interest (``sesoi``, from the stats stage:
+``stats.sesoi`` times the original's early-to-late change by default; ``sesoi_basis`` says
+what it is a share of) and belongs to one family:
 
-- **supported**: p_holm < alpha and the effect has the claimed sign (an undirected claim: any
-  sign);
-- **reversed**: p_holm < alpha with the other sign;
-- **equivalent to no effect**: not significant, and the family-Holm TOST p < alpha (the CI of
-  the effect lies within +-sesoi);
-- **inconclusive**: neither (too noisy to tell).
+- **primary**: the pre-registered endpoints of ``stats.primary`` (metric x token set x scope
+  x contrast); Holm over them per model;
+- **exploratory**: every other claim row; Holm over them per model, apart from the primary;
+- **control**: the layer-0 rows (the position-free token embeddings), shown beside the
+  claims as their negative control and counted in no Holm family (their p is the raw one).
+
+Verdicts at ``alpha`` (:func:`homog.report.claims_rows.decide`): **supported** / **reversed**
+(significant, the effect's (1 - 2 alpha) CI not inside +-sesoi, the claimed sign or the
+other), **negligible** (significant but inside +-sesoi), **equivalent** (not significant and
+inside), **inconclusive** (neither).
 
 Beside each verdict: ``lexical_confound`` is true when the same contrast differs at layer 0
-(the position-free token embeddings; raw paired test p < alpha, not corrected, so the mark
-errs towards caution; a difference within rounding, 1e-9 of the original's level, never
-counts), and ``rel_layer0_*`` is the band's difference minus the layer-0 difference per text
-(what the layers add on top of the lexical difference).
+(raw paired test p < alpha, larger than rounding), and ``rel_layer0_*`` is the band's
+difference minus the layer-0 difference per text.
 
 Claims (arXiv 2508.17126), per model, on the unchanged run (intervention ``none``) unless
-said otherwise, each at layer 0, the early / middle / late bands of the layers between, and
-the final-norm output (``final``):
+said otherwise, each at layer 0, the early / middle / late bands and the final-norm output:
 
 1. front / end (and the token-preserving key_first / key_last) have lower erank and higher
-   MEV than original; repeated on every token set present (``erank__no_sink``, ...);
+   MEV than original, on every token set present; ``1u``: the U-shape, the key sentence at
+   the edges ((key_first + key_last) / 2, the stats stage's ``key_ends``) against the middle
+   (key_mid);
 2. homogenization is progressive (erank: late band - early band of the original < 0), and its
-   steepest fall between consecutive layers (1..L-1) lies in the middle band (a second row:
-   a bootstrap interval of that layer; supported when it lies in the middle band, reversed
-   when wholly outside it); on ``erank`` and its token sets;
-3. two readings of the paper: "3": the synthetic variants put MORE attention on the first
-   token than original (``attn_first`` higher); "3 (summary)": the paper's summary, "lower
-   average attention than original" (``attn_first`` lower);
-4. the metrics separate original from biased text: the number of layers 1..L whose contrast
-   is significant in the claimed direction, Holm over all of the model's claim-4 layer tests;
-   supported / reversed by the majority of significant layers, equivalent when every layer is
-   equivalent, inconclusive otherwise; p_holm is the smallest of the side the verdict reads;
-5. open questions: 5a control / key_control vs original (rewriting or moving a sentence alone
-   changes erank; undirected), 5b front / end vs control and key_first / key_last vs
-   key_control (position, not paraphrase), 5c ``zero_pos`` vs unchanged (removing the
-   positional signal raises erank).
+   steepest fall lies in the middle band (claims_progression);
+3. the biased variants put more attention on the first token than original (``attn_first``
+   higher; the paper's statement, one reading);
+4. the metrics separate original from biased text: a cross-validated classifier on the
+   per-layer metric profile, its AUC (the stats stage's ``separability`` table;
+   claims_separability); the layer-0 classifier is its control;
+5. 5a the reordering effect (control / key_control vs original: rewriting, or moving a
+   non-key sentence, alone), 5b the position effect (front / end vs control, key_first /
+   key_last vs key_control: position, not rewriting or reordering), 5c ``zero_pos`` vs
+   unchanged (removing the positional signal raises erank).
 """
 
 from __future__ import annotations
@@ -53,22 +50,24 @@ from __future__ import annotations
 import math
 from dataclasses import asdict
 
-import numpy as np
 import pandas as pd
 
+from homog.config_primary import U_SHAPE, PrimaryConfig
 from homog.paired_tests import NUMERIC_TOLERANCE, holm
 from homog.report.claims_progression import progression_claims
 from homog.report.claims_rows import (
+    CONTROL,
     EQUIVALENT,
+    EXPLORATORY,
     INCONCLUSIVE,
-    NOT_SUPPORTED,  # noqa: F401 (the old verdict, kept importable)
+    NEGLIGIBLE,
+    PRIMARY,
     REVERSED,
     SUPPORTED,
     Claim,
     decide,
-    directional_verdict,  # noqa: F401
+    inside_margin,
     token_set_of,
-    undirected_verdict,  # noqa: F401
     unit_of,
 )
 from homog.stats import ALL_BANDS
@@ -78,10 +77,9 @@ CONTROL_OF = {"front": "control", "end": "control", "key_first": "key_control",
               "key_last": "key_control"}  # fmt: skip
 # (metric, claimed sign of variant - original): lower erank / higher MEV under positional bias
 CLAIM1_METRICS = (("erank", -1), ("mev", +1))
-SEPARATION_METRICS = ("erank", "mev", "resultant_length", "attn_first")
 TOKEN_SETS = ("no_sink", "standardized")
-SUMMARY_READING = "3 (summary)"  # claim 3 as the paper's summary states it
-__all__ = ["Claim", "claims_table", "EQUIVALENT", "INCONCLUSIVE", "REVERSED", "SUPPORTED"]
+__all__ = ["Claim", "claims_table", "EQUIVALENT", "INCONCLUSIVE", "NEGLIGIBLE", "REVERSED",
+           "SUPPORTED"]  # fmt: skip
 
 
 def _unchanged_runs(runs: pd.DataFrame) -> pd.DataFrame:
@@ -160,54 +158,53 @@ def from_contrast(model: str, claim: str, statement: str, row: pd.Series, sign: 
         band=band,
         mm_effect=float(_get(row, "mm_diff")),
         mm_p=float(_get(row, "mm_p_value")),
+        family=CONTROL if band == "layer0" else EXPLORATORY,
+        sesoi_basis=str(_get(row, "sesoi_basis", "")),
+        eq_ci_low=float(_get(row, "eq_ci_low")),
+        eq_ci_high=float(_get(row, "eq_ci_high")),
         sign=0 if sign is None else sign,
     )  # fmt: skip
 
 
+def _sets(base: str, present: set[str], metrics: list[str]) -> list[str]:
+    """``base`` and its token-set variants (erank__no_sink, ...) that the contrasts hold."""
+    names = [base, *(f"{base}__{s}" for s in TOKEN_SETS)]
+    return [m for m in names if m in present and m in metrics]
+
+
+def _tag(claim: str, metric: str) -> str:
+    return claim if "__" not in metric else f"{claim} ({metric.split('__')[1]})"
+
+
 def _band_specs(present: set[str], metrics: list[str]) -> list[tuple]:
-    """(tag, statement, a, b, sign, metric) of claims 1, 3, 5a and 5b."""
+    """(tag, statement, a, b, sign, metric) of claims 1, 1u, 3, 5a and 5b."""
     specs: list[tuple] = []
     for base, sign in CLAIM1_METRICS:
-        for metric in [base, *(f"{base}__{s}" for s in TOKEN_SETS)]:
-            if metric not in present or metric not in metrics:
-                continue
-            word = "lower" if sign < 0 else "higher"
-            tag = "1" if metric == base else f"1 ({metric.split('__')[1]})"
-            specs += [(tag, f"{v} has {word} {metric} than original", v, "original", sign, metric)
-                      for v in BIASED]  # fmt: skip
+        word = "lower" if sign < 0 else "higher"
+        for metric in _sets(base, present, metrics):
+            specs += [(_tag("1", metric), f"{v} has {word} {metric} than original", v,
+                       "original", sign, metric) for v in BIASED]  # fmt: skip
+        for metric in _sets(base, present, metrics):
+            a, b = U_SHAPE.split(" - ")
+            specs.append((_tag("1u", metric), f"U-shape: the key sentence at the edges "
+                          f"((key_first + key_last) / 2) has {word} {metric} than in the middle",
+                          a, b, sign, metric))  # fmt: skip
     if "attn_first" in present:
-        for v in BIASED:
-            specs.append(
-                (
-                    "3",
-                    f"{v} puts more attention on the first token than original "
-                    "(the claim as the paper states it)",
-                    v,
-                    "original",
-                    +1,
-                    "attn_first",
-                )
-            )
-            specs.append(
-                (
-                    "3 (summary)",
-                    f"{v} has lower average attention on the first token "
-                    "than original (the paper's summary)",
-                    v,
-                    "original",
-                    -1,
-                    "attn_first",
-                )
-            )
-    if "erank" in present:
-        specs += [("5a", "paraphrase alone changes erank (control vs original)", "control",
-                   "original", None, "erank"),
-                  ("5a", "moving a non-key sentence alone changes erank (key_control vs "
-                   "original)", "key_control", "original", None, "erank")]  # fmt: skip
-        for v in BIASED:
-            c = CONTROL_OF[v]
-            specs.append(("5b", f"position, not rewriting: {v} has lower erank than {c}",
-                          v, c, -1, "erank"))  # fmt: skip
+        specs += [("3", f"{v} puts more attention on the first token than original", v,
+                   "original", +1, "attn_first") for v in BIASED]  # fmt: skip
+    for base, sign in CLAIM1_METRICS:
+        if base not in present:
+            continue
+        specs += [("5a", f"reordering effect: paraphrase alone changes {base} (control vs "
+                   "original)", "control", "original", None, base),
+                  ("5a", f"reordering effect: moving a non-key sentence alone changes {base} "
+                   "(key_control vs original)", "key_control", "original", None, base)]  # fmt: skip
+        word = "lower" if sign < 0 else "higher"
+        for metric in _sets(base, present, metrics):
+            for v in BIASED:
+                c = CONTROL_OF[v]
+                specs.append((_tag("5b", metric), f"position effect: {v} has {word} {metric} "
+                              f"than {c}", v, c, sign, metric))  # fmt: skip
     return specs
 
 
@@ -225,68 +222,6 @@ def band_claims(contrasts: pd.DataFrame, runs: pd.DataFrame, metrics: list[str])
                 i = index.get((a, b, metric, band))
                 if i is not None:
                     out.append(from_contrast(run.model, tag, statement, c.loc[i], sign))
-    return out
-
-
-def separation_claims(contrasts: pd.DataFrame, runs: pd.DataFrame, alpha: float) -> list[Claim]:
-    """Claim 4: at how many layers each metric separates front/end from original."""
-    out: list[Claim] = []
-    for run in _unchanged_runs(runs).itertuples():
-        c = _rows(contrasts, run.run_id)
-        c = c[c["band"].isna() & (c["variant_b"] == "original") & (c["layer"] >= 1)]
-        groups = []
-        for metric in SEPARATION_METRICS:
-            sign = -1 if metric == "erank" else +1
-            for v in BIASED:
-                g = c[(c["variant_a"] == v) & (c["metric"] == metric)]
-                if not g.empty:
-                    rows = [from_contrast(run.model, "4", "", r, sign) for _, r in g.iterrows()]
-                    groups.append((metric, v, sign, rows))
-        layer_rows = [r for *_, rows in groups for r in rows]
-        lexical(layer_rows, alpha)
-        for r, p, pt in zip(layer_rows, holm([r.p_value for r in layer_rows]),
-                            holm([r.p_tost for r in layer_rows]), strict=True):  # fmt: skip
-            r.p_holm, r.p_tost = float(p), float(pt)
-        for metric, v, sign, rows in groups:
-            sig = [r for r in rows if r.p_holm < alpha and r.effect != 0]
-            agree = [r for r in sig if np.sign(r.effect) == sign]
-            against = [r for r in sig if np.sign(r.effect) == -sign]
-            if len(agree) > len(against):
-                verdict, side = SUPPORTED, agree
-            elif len(against) > len(agree):
-                verdict, side = REVERSED, against
-            elif not sig and all(r.p_tost < alpha for r in rows):
-                verdict, side = EQUIVALENT, rows
-            else:
-                verdict, side = INCONCLUSIVE, sig or rows
-            out.append(
-                Claim(
-                    model=run.model,
-                    claim="4",
-                    statement=f"{metric} separates {v} from original",
-                    metric=metric,
-                    comparison=f"{v} - original",
-                    scope=f"{len(rows)} layers (1..L)",
-                    effect=float(len(agree)),
-                    ci_low=math.nan,
-                    ci_high=math.nan,
-                    p_holm=_finite(min, [r.p_holm for r in side]),
-                    n=max(r.n for r in rows),
-                    verdict=verdict,
-                    note=f"layers with Holm p < {alpha:g} (all claim-4 layer tests of the "
-                    f"model): {len(agree)} in the claimed direction, {len(against)} against; "
-                    f"{sum(r.lexical_confound for r in rows)} layers differ at layer 0 too",
-                    adjusted=any(r.adjusted for r in rows),
-                    unit="layers",
-                    p_tost=_finite(max, [r.p_tost for r in rows]),
-                    layer0_effect=rows[0].layer0_effect,  # the same for every layer row
-                    layer0_p=rows[0].layer0_p,
-                    lexical_confound=rows[0].lexical_confound,
-                    token_set=token_set_of(metric),
-                    band="all layers",
-                    sign=sign,
-                )
-            )
     return out
 
 
@@ -314,23 +249,34 @@ def intervention_claims(contrasts: pd.DataFrame, runs: pd.DataFrame) -> list[Cla
     return out
 
 
+def assign_families(rows: list[Claim], primary: PrimaryConfig | None) -> None:
+    """Set each row's family: control (layer 0, or a classifier's layer-0 control), primary
+    (its base metric, token set, band and comparison are all named in ``stats.primary``) or
+    exploratory."""
+    for r in rows:
+        if r.band == "layer0":
+            r.family = CONTROL
+        elif primary is not None and primary.names(
+            r.metric.split("__", 1)[0], r.token_set, r.band, r.comparison
+        ):
+            r.family = PRIMARY
+
+
 def family_verdicts(rows: list[Claim], alpha: float) -> None:
-    """Holm over each model's claim rows (p and TOST p; claim 4 has its own), then verdicts."""
+    """Holm per model over its primary rows and, apart, over its exploratory rows (a control
+    row keeps its raw p); then every row without a verdict gets one (:func:`decide`)."""
     for model in sorted({r.model for r in rows}):
-        # claim 3's second reading tests the same contrast as the first: one test, counted once
-        fam = [r for r in rows if r.model == model and r.claim not in ("4", SUMMARY_READING)]
-        p_h, t_h = holm([r.p_value for r in fam]), holm([r.p_tost for r in fam])
-        twin = {}
-        for r, p, t in zip(fam, p_h, t_h, strict=True):
-            r.p_holm, r.p_tost = float(p), float(t)
-            twin[(r.comparison, r.metric, r.band)] = r
-        for r in rows:
-            if r.model == model and r.claim == SUMMARY_READING:
-                first = twin[(r.comparison, r.metric, r.band)]
-                r.p_holm, r.p_tost = first.p_holm, first.p_tost
-        for r in rows:
-            if r.model == model and r.claim != "4" and not r.verdict:
-                r.verdict = decide(r.effect, r.p_holm, r.p_tost, r.sign or None, alpha)
+        for family in (PRIMARY, EXPLORATORY):
+            fam = [r for r in rows if r.model == model and r.family == family]
+            for r, p in zip(fam, holm([r.p_value for r in fam]), strict=True):
+                r.p_holm = float(p)
+    for r in rows:
+        if r.family == CONTROL:
+            r.p_holm = r.p_value
+        if not r.verdict:
+            lo, hi = r.eq_ci_low - r.null, r.eq_ci_high - r.null
+            inside = inside_margin(lo, hi, r.sesoi, r.p_tost, alpha)
+            r.verdict = decide(r.effect - r.null, r.p_holm, inside, r.sign or None, alpha)
 
 
 def claims_table(
@@ -344,13 +290,20 @@ def claims_table(
     seed: int = 0,
     test: str = "sign_flip",
     n_perm: int = 10000,
+    primary: PrimaryConfig | None = None,
+    separability: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Every claim row for every model, in claim order (one DataFrame; the columns of Claim).
 
     contrasts / runs: the store's tables; layer_metrics: rows (run_id, variant, sample_id,
     layer, metric, value) of the original variant for claim 2 (erank and, when present,
     erank__no_sink and erank__standardized). The bootstrap settings and ``test`` are claim 2's.
+    ``primary``: the pre-registered endpoints (``stats.primary``; None: its defaults);
+    ``separability``: the stats stage's classifier table for claim 4 (None or empty: no
+    claim-4 rows).
     """
+    from homog.report.claims_separability import separation_claims
+
     metrics = sorted(set(contrasts["metric"]))
     rows = [
         *band_claims(contrasts, runs, metrics),
@@ -358,21 +311,23 @@ def claims_table(
                             test=test, n_perm=n_perm),
         *intervention_claims(contrasts, runs),
     ]  # fmt: skip
+    if separability is not None and not separability.empty:
+        rows += separation_claims(separability, runs, contrasts)
     lexical(rows, alpha)
+    assign_families(rows, primary if primary is not None else PrimaryConfig())
     family_verdicts(rows, alpha)
-    rows += separation_claims(contrasts, runs, alpha)
     frame = pd.DataFrame([asdict(r) for r in rows], columns=list(Claim.__dataclass_fields__))
-    frame = frame.drop(columns="sign")
+    frame = frame.drop(columns=["sign", "null"])
     order = {"1": 0, "2": 1, "3": 2, "4": 3, "5": 4}
     frame["_o"] = frame["claim"].str[0].map(order)
     return frame.sort_values(["model", "_o", "claim"], kind="stable").drop(columns="_o")
 
 
-def _finite(pick, values) -> float:
-    """``pick`` (min or max) of the finite ``values``; NaN when none is (a database written
-    before the TOST columns), without numpy's all-NaN warning."""
-    ok = [float(v) for v in values if math.isfinite(v)]
-    return pick(ok) if ok else math.nan
+def primary_rows(claims: pd.DataFrame) -> pd.DataFrame:
+    """The claims frame's primary endpoints (empty when it has no family column)."""
+    if "family" not in claims.columns:
+        return claims.iloc[0:0]
+    return claims[claims["family"] == PRIMARY]
 
 
 # A layer-0 difference below NUMERIC_TOLERANCE of the original's level is rounding, not words.

@@ -8,9 +8,13 @@ from dataclasses import dataclass
 import numpy as np
 
 SUPPORTED, REVERSED = "supported", "reversed"
-EQUIVALENT, INCONCLUSIVE = "equivalent to no effect", "inconclusive"
-VERDICTS = (SUPPORTED, REVERSED, EQUIVALENT, INCONCLUSIVE)
+NEGLIGIBLE, EQUIVALENT, INCONCLUSIVE = "negligible", "equivalent", "inconclusive"
+VERDICTS = (SUPPORTED, REVERSED, NEGLIGIBLE, EQUIVALENT, INCONCLUSIVE)
 NOT_SUPPORTED = "not supported"  # the verdict before issue 29 (now equivalent / inconclusive)
+# the families of docs/statistics.md: the pre-registered endpoints (stats.primary), every other
+# claim row, and the negative controls (layer 0: in no Holm family)
+PRIMARY, EXPLORATORY, CONTROL = "primary", "exploratory", "control"
+FAMILIES = (PRIMARY, EXPLORATORY, CONTROL)
 
 UNITS = {
     "erank": "effective rank (dimensions)",
@@ -51,7 +55,11 @@ class Claim:
     and layer0_p (the contrast at layer 0 and its paired p), lexical_confound (layer0_p <
     alpha), rel_layer0_effect / _ci_low / _ci_high (difference minus the layer-0 difference,
     per text), token_set, band (layer0 / early / middle / late / final, or a claim's range),
-    mm_effect / mm_p (the mixed model's contrast and p). ``sign``: the claimed sign (+1, -1,
+    mm_effect / mm_p (the mixed model's contrast and p).
+    Added by issue 38: family (primary / exploratory / control), sesoi_basis (what the bound
+    is a share of), eq_ci_low / eq_ci_high (the (1 - 2 alpha) CI the equivalence reads).
+    ``null``: the effect's value under no effect (0; claim 4's AUC: 0.5), internal like ``sign``.
+    ``sign``: the claimed sign (+1, -1,
     0 undirected), internal (not a column).
     """
 
@@ -87,26 +95,41 @@ class Claim:
     band: str = ""
     mm_effect: float = math.nan
     mm_p: float = math.nan
+    family: str = EXPLORATORY
+    sesoi_basis: str = ""
+    eq_ci_low: float = math.nan
+    eq_ci_high: float = math.nan
     sign: int = 0
+    null: float = 0.0
 
 
-def decide(effect: float, p_holm: float, p_tost: float, sign: int | None, alpha: float) -> str:
-    """The verdict of one row: significant (supported / reversed by the sign; an undirected
-    claim, ``sign`` None: supported), else equivalent (TOST p < alpha), else inconclusive."""
-    if math.isfinite(effect) and math.isfinite(p_holm) and p_holm < alpha and effect != 0:
+def inside_margin(eq_low: float, eq_high: float, sesoi: float, p_tost: float = math.nan,
+                  alpha: float = 0.05) -> bool:  # fmt: skip
+    """Whether the effect lies within +-sesoi: its (1 - 2 alpha) CI ``[eq_low, eq_high]`` is
+    inside the open interval (-sesoi, +sesoi) (the CI form of TOST). A database without the
+    equivalence CI falls back on its TOST p-value (< alpha)."""
+    if not (math.isfinite(sesoi) and sesoi > 0):
+        return False
+    if math.isfinite(eq_low) and math.isfinite(eq_high):
+        return -sesoi < eq_low and eq_high < sesoi
+    return math.isfinite(p_tost) and p_tost < alpha
+
+
+def decide(effect: float, p_holm: float, inside: bool, sign: int | None, alpha: float) -> str:
+    """The verdict of one row (docs/statistics.md), from its Holm p (the family's, or the raw p
+    of a control row) and whether its equivalence CI lies within +-sesoi (``inside``):
+
+    - supported / reversed: significant (p < alpha, effect not 0) and not inside the margin;
+      the claimed sign (an undirected claim, ``sign`` None: any sign) or the other;
+    - negligible: significant, but inside the margin (real, and too small to matter);
+    - equivalent: not significant, and inside the margin (no effect that matters);
+    - inconclusive: neither (the data cannot tell).
+    """
+    significant = math.isfinite(effect) and math.isfinite(p_holm) and p_holm < alpha
+    if significant and effect != 0:
+        if inside:
+            return NEGLIGIBLE
         if sign is None or np.sign(effect) == sign:
             return SUPPORTED
         return REVERSED
-    if math.isfinite(p_tost) and p_tost < alpha:
-        return EQUIVALENT
-    return INCONCLUSIVE
-
-
-def directional_verdict(effect: float, p: float, sign: int, alpha: float) -> str:
-    """supported / reversed / inconclusive for a claim that ``effect`` has ``sign`` (no TOST)."""
-    return decide(effect, p, math.nan, sign, alpha)
-
-
-def undirected_verdict(p: float, alpha: float) -> str:
-    """supported when p < alpha, else inconclusive (no TOST)."""
-    return SUPPORTED if math.isfinite(p) and p < alpha else INCONCLUSIVE
+    return EQUIVALENT if inside else INCONCLUSIVE

@@ -21,17 +21,22 @@ NA = "n/a"
 VERDICT_ORDER = (
     "supported",
     "reversed",
-    "equivalent to no effect",
+    "negligible",
+    "equivalent",
     "inconclusive",
+    "equivalent to no effect",
     "not supported",
 )
 TITLES = {
-    "1": "Front and End texts homogenize more than the original (lower effective rank, higher MEV)",
+    "1": "Front and End texts homogenize more than the original (lower effective rank, higher "
+    "MEV), and the key sentence more at the edges than in the middle (1u, the U-shape)",
     "2": "Homogenization is progressive over depth and fastest in the middle layers",
     "3": "Attention concentrates on the first token, and the biased texts differ from the "
     "original there",
-    "4": "The metrics separate original from biased text",
-    "5": "Open questions: paraphrase alone (5a), position rather than paraphrase (5b), removing "
+    "4": "A classifier on the per-layer metrics tells original from biased text (AUC; layer 0 "
+    "alone is its control)",
+    "5": "Open questions: the reordering effect (5a: paraphrase or moving a non-key sentence "
+    "alone), the position effect (5b: position rather than rewriting or reordering), removing "
     "the positional signal (5c)",
     "P": "Position family: the metrics against the key sentence's position (key_* variants, "
     "no token added or removed)",
@@ -43,6 +48,7 @@ TEST_NAMES = {
 # header -> column of the claims frame
 COLUMNS = {
     "claim": "claim",
+    "family": "family",
     "statement": "statement",
     "token set": "token_set",
     "scope": "scope",
@@ -54,7 +60,8 @@ COLUMNS = {
     "dz": "dz",
     "% of original": "pct_of_baseline",
     "p_holm": "p_holm",
-    "p_tost": "p_tost",
+    "SESOI": "sesoi",
+    "eq. CI": "eq_ci",
     "layer-0 diff": "layer0_effect",
     "beyond layer 0": "rel_layer0_effect",
     "beyond layer 0, CI": "rel_layer0_ci",
@@ -138,6 +145,12 @@ def table_cells(row: Any) -> list[Any]:
                 value = f"[{fmt(float(lo))}, {fmt(float(hi))}]"
             else:  # n/a: no such columns; a dash: the columns, without a value in this row
                 value = None if "rel_layer0_ci_low" not in row.index else math.nan
+        elif column == "eq_ci":
+            lo, hi = _get(row, "eq_ci_low"), _get(row, "eq_ci_high")
+            if _finite(lo) and _finite(hi):
+                value = f"[{fmt(float(lo))}, {fmt(float(hi))}]"
+            else:
+                value = None if "eq_ci_low" not in row.index else math.nan
         elif column == "verdict":
             value = verdict_text(row)
         else:
@@ -235,6 +248,12 @@ def claim_paragraph(group: str, rows: pd.DataFrame) -> str:
                 "differs at layer 0, where the model has seen no position)."
             )
     k = int(rows["verdict"].isin(["inconclusive", "not supported"]).sum())
+    if "family" in rows.columns:
+        fam = Counter(str(f) for f in rows["family"])
+        text.append(
+            "Families: " + ", ".join(f"{fam[f]} {f}" for f in ("primary", "exploratory",
+                                                                 "control") if fam.get(f)) + "."
+        )  # fmt: skip
     if k:
         text.append(f"{k} row(s) cannot tell an effect from noise.")
     if "adjusted" in rows.columns and rows["adjusted"].map(_flag).any():
@@ -264,7 +283,7 @@ def claim_paragraph(group: str, rows: pd.DataFrame) -> str:
 
 def summary_section(claims: pd.DataFrame, alpha: float) -> Section:
     """The top of the report: the overall verdict tally, then one paragraph per claim."""
-    sec = Section("Summary")
+    sec = Section("Per claim")
     if claims.empty:
         sec.paragraphs.append(
             "No claim rows: the database has no contrasts. Run `homog stats` and `homog load`."
@@ -272,11 +291,11 @@ def summary_section(claims: pd.DataFrame, alpha: float) -> Section:
         return sec
     groups = claims.apply(claim_group, axis=1)
     models = list(dict.fromkeys(claims["model"]))
+    claim_rows = claims[claims["family"] != "control"] if "family" in claims else claims
     sec.paragraphs.append(
-        f"{len(claims)} claim rows on {len(models)} model(s) ({', '.join(models)}) at alpha = "
-        f"{alpha:g}: {tally(claims['verdict'])}. One paragraph per claim follows; the glossary "
-        "below defines the variants, token sets and metrics, and the detailed tables give "
-        "every row."
+        f"{len(claim_rows)} claim rows (layer-0 controls aside) on {len(models)} model(s) at "
+        f"alpha = {alpha:g}: {tally(claim_rows['verdict'])}. One paragraph per claim; the "
+        "glossary defines the words, the detailed tables give every row."
     )
     rows = []
     for group in dict.fromkeys(groups):
@@ -302,8 +321,11 @@ def claims_section(
             f"the variants in the claimed direction. CI: {ci:.0%} percentile bootstrap. "
             f"p_holm: {TEST_NAMES.get(test, test)}, Holm-corrected within its family. "
             "dz: the mean difference over its SD; % of original: the effect as a share of the "
-            "original's mean. p_tost: the equivalence test against the smallest effect of "
-            "interest. layer-0 diff: the same contrast at layer 0 (the negative control); "
+            "original's mean. SESOI: the smallest effect of "
+            "interest and eq. CI the effect's (1 - 2 alpha) CI that is read against it. "
+            "family: primary (pre-registered, stats.primary; its own Holm), exploratory (Holm "
+            "apart) or control (layer 0: no correction). "
+            "layer-0 diff: the same contrast at layer 0 (the negative control); "
             "beyond layer 0: the band's change minus layer 0's, paired within text. "
             f"Verdict words at alpha = {alpha:g}: see the glossary. n/a: this database's claims "
             "table has no such column.",

@@ -13,6 +13,8 @@ from typing import Any
 VERDICT_CLASS = {
     "supported": "yes",
     "reversed": "rev",
+    "negligible": "eq",
+    "equivalent": "eq",
     "equivalent to no effect": "eq",
     "inconclusive": "no",
     "not supported": "no",

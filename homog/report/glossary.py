@@ -101,11 +101,16 @@ LAYER_ROLES_TEXT = (
     "'final layer') and kept out of the bands, which split the layers between them."
 )
 VERDICTS = {
-    "supported": "Holm-corrected p < alpha and the effect has the claimed sign.",
-    "reversed": "Holm-corrected p < alpha and the effect has the other sign.",
-    "equivalent to no effect": "the equivalence test (TOST) shows the effect lies within the "
-    "smallest effect of interest: the claim's effect is absent, not merely unseen.",
-    "inconclusive": "neither significant nor shown equivalent: too noisy to tell.",
+    "supported": "significant (Holm-corrected p < alpha within the row's family) with the "
+    "claimed sign, and its equivalence CI (1 - 2 alpha) is not inside +-SESOI, the smallest "
+    "effect of interest.",
+    "reversed": "as supported, with the other sign.",
+    "negligible": "significant, but its equivalence CI lies inside +-SESOI: a real effect too "
+    "small to matter.",
+    "equivalent": "not significant, and its equivalence CI lies inside +-SESOI: any effect is "
+    "smaller than the smallest one of interest (absent, not merely unseen).",
+    "inconclusive": "neither significant nor inside +-SESOI: the data cannot tell.",
+    "equivalent to no effect": "(databases before issue 38) the TOST p-value < alpha.",
     "not supported": "(older databases) p_holm >= alpha: no effect shown, without telling "
     "absent from too noisy.",
     "lexical confound": "a mark beside a verdict: the contrast already differs significantly "

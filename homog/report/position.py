@@ -119,20 +119,41 @@ DOSE_SQL = (
 )
 
 
+def dose_verdicts(rows: pd.DataFrame, alpha: float) -> pd.Series:
+    """The four-outcome verdict of each slope / quadratic row (undirected: the paper names no
+    sign for a dose), read from its Holm p and its equivalence CI against +-sesoi (columns
+    absent in a database from before issue 38: the margin is unknown, never inside)."""
+    from homog.report.claims_rows import decide, inside_margin
+
+    def get(r, c):
+        v = getattr(r, c, math.nan)
+        return float(v) if v is not None and pd.notna(v) else math.nan
+
+    out = []
+    for r in rows.itertuples():
+        inside = inside_margin(get(r, "eq_ci_low"), get(r, "eq_ci_high"), get(r, "sesoi"))
+        out.append(decide(get(r, "value"), get(r, "p_holm"), inside, None, alpha))
+    return pd.Series(out, index=rows.index, dtype=object)
+
+
 def dose_summary(slopes: pd.DataFrame, alpha: float) -> str:
-    """One plain paragraph: per model, how many slopes survive Holm at ``alpha`` and which,
-    the layer-0 slopes, and the erank / MEV answer (the paper's homogenization metrics)."""
+    """One plain paragraph: per model, the slopes' verdicts above layer 0 (Holm at ``alpha``,
+    margin +-sesoi) and which matter, the layer-0 slopes, and the erank / MEV answer (the
+    paper's homogenization metrics)."""
+    from homog.report.claims_view import tally as _tally
+
     if slopes["p_holm"].isna().all():
         return (
             "Dose-response: this database's table has no Holm p (it predates the column); "
             "run `homog stats` and `homog load` again."
         )
+    slopes = slopes.assign(verdict=dose_verdicts(slopes, alpha))
     parts = []
     for model, g in slopes.groupby("model", sort=True):
         inner = g[g["band"] != "layer0"]
-        hit = inner[inner["p_holm"] < alpha]
+        hit = inner[inner["verdict"].isin(["supported", "reversed"])]
         names = ", ".join(f"{r.metric} {r.band} {r.value:+.3g}" for r in hit.itertuples())
-        core = hit[hit["metric"].isin(("erank", "mev"))]
+        core = inner[inner["metric"].isin(("erank", "mev"))]
         # no_sink drops the text's first token, which a reordering changes: not order-free
         l0 = g[(g["band"] == "layer0") & ~g["metric"].str.endswith("__no_sink")]
         l0_text = (
@@ -143,12 +164,14 @@ def dose_summary(slopes: pd.DataFrame, alpha: float) -> str:
             else "no layer-0 slope"
         )
         parts.append(
-            f"{model}: {len(hit)} of {len(inner)} slopes above layer 0 survive Holm"
-            + (f" ({names})" if names else "")
-            + f"; erank and MEV: {len(core)} of "
-            f"{int(inner['metric'].isin(('erank', 'mev')).sum())}; {l0_text}."
+            f"{model}: slopes above layer 0: {_tally(inner['verdict'])}"
+            + (f"; beyond their margin: {names}" if names else "")
+            + f"; erank and MEV: {_tally(core['verdict'])}; {l0_text}."
         )
-    return f"Dose-response at alpha = {alpha:g} (Holm over each model's slopes): " + " ".join(parts)
+    return (
+        f"Dose-response at alpha = {alpha:g} (Holm over each model's slopes; a slope's margin "
+        "is its metric's SESOI, the change from the first word to the last): " + " ".join(parts)
+    )
 
 
 def dose_table_section(sec: Section, con: Any, figdir: Path, alpha: float = 0.05) -> Section:
@@ -160,20 +183,28 @@ def dose_table_section(sec: Section, con: Any, figdir: Path, alpha: float = 0.05
     from homog.report.glossary import unit_of
 
     frame = con.execute(DOSE_SQL).fetch_df()
-    slopes = frame[frame["kind"] == "slope"]
+    slopes = frame[frame["kind"].isin(["slope", "quadratic"])]
     order = {b: i for i, b in enumerate(("layer0", "early", "middle", "late", "final"))}
-    slopes = slopes.assign(_o=slopes["band"].map(order)).sort_values(["model", "metric", "_o"])
+    slopes = slopes.assign(_o=slopes["band"].map(order)).sort_values(
+        ["model", "metric", "kind", "_o"], ascending=[True, True, False, True]
+    )
     if "p_holm" not in slopes:  # a table from before the column
         slopes = slopes.assign(p_holm=math.nan)
-    sec.paragraphs.append(dose_summary(slopes, alpha))
-    rows = [[r.model, r.metric, r.band, float(r.value), float(r.ci_low), float(r.ci_high),
-             float(r.p_value), float(r.p_holm), int(r.n),
-             f"{unit_of(r.metric)} per unit of position"] for r in slopes.itertuples()]  # fmt: skip
+    sec.paragraphs.append(dose_summary(slopes[slopes["kind"] == "slope"], alpha))
+    slopes = slopes.assign(verdict=dose_verdicts(slopes, alpha))
+    sesoi = slopes["sesoi"] if "sesoi" in slopes else pd.Series(math.nan, index=slopes.index)
+    rows = [[r.model, r.metric, r.kind, r.band, float(r.value), float(r.ci_low),
+             float(r.ci_high), float(s), float(r.p_holm), int(r.n), r.verdict,
+             f"{unit_of(r.metric)} per unit of position" + (" squared" if r.kind == "quadratic"
+                                                            else "")]
+            for r, s in zip(slopes.itertuples(), sesoi, strict=True)]  # fmt: skip
     sec.tables.append(
-        Table(["model", "metric", "band", "slope", "CI low", "CI high", "p", "p_holm", "n",
-               "unit"],
+        Table(["model", "metric", "kind", "band", "value", "CI low", "CI high", "SESOI",
+               "p_holm", "n", "verdict", "unit"],
               rows, "dose-response: within-text slope of each metric on the key sentence's "
-              "position (0 = first, 1 = last); p_holm: Holm over every slope of the model")
+              "position (0 = first, 1 = last), and the quadratic term (curvature about the "
+              "middle; > 0: the edges higher than the middle); p_holm: Holm over every slope "
+              "of the model", verdict_column="verdict")
     )  # fmt: skip
     draw = getattr(plot, "dose_response_figure", None)
     for metric in dict.fromkeys(frame["metric"]) if draw is not None else []:

@@ -1,0 +1,262 @@
+"""The report's first screen: the answer in words, and the primary effects against their margin.
+
+One line per question, generated from the claims frame (``homog.report.claims.claims_table``):
+the pre-registered primary family first (the position effect and the U-shape), then the
+exploratory rows that a reader asks about next (the reordering effect, the paper's rewrites,
+removing positions, the classifier), then the negative controls. The README's "answer so far"
+is written from the same lines (``python -m homog.report.readme``), so the two cannot
+disagree.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from homog.report.claims_rows import CONTROL, EXPLORATORY, PRIMARY
+from homog.report.document import Section, fmt
+
+README_START, README_END = "<!-- current-answer -->", "<!-- /current-answer -->"
+ORDER = ("supported", "reversed", "negligible", "equivalent", "inconclusive")
+VERDICT_COLOURS = {"supported": "#2e7d32", "reversed": "#c62828", "negligible": "#6a8caf",
+                   "equivalent": "#1f4e99", "inconclusive": "#888888"}  # fmt: skip
+# the primary family's questions: a name and the comparisons it covers
+PRIMARY_QUESTIONS = (
+    ("Position effect", "the key sentence first or last against a control sentence moved as "
+     "far", ("key_first - key_control", "key_last - key_control")),
+    ("U-shape", "the key sentence at the edges, (key_first + key_last) / 2, against the middle",
+     ("key_ends - key_mid",)),
+)  # fmt: skip
+
+
+def _tally(verdicts: pd.Series) -> str:
+    counts = Counter(str(v) for v in verdicts)
+    words = [*ORDER, *sorted(set(counts) - set(ORDER))]
+    return ", ".join(f"{counts[w]} {w}" for w in words if counts.get(w)) or "no rows"
+
+
+def _ratio(rows: pd.DataFrame) -> pd.Series:
+    """Each row's effect in units of its SESOI (NaN without a margin)."""
+    s = pd.to_numeric(rows["sesoi"], errors="coerce").where(lambda x: x > 0)
+    return pd.to_numeric(rows["effect"], errors="coerce") / s
+
+
+def _largest(rows: pd.DataFrame) -> str:
+    r = _ratio(rows).abs()
+    if r.notna().any():
+        top = rows.loc[r.idxmax()]
+        return (
+            f"largest |effect| {fmt(float(r.max()))} SESOI ({top['comparison']}, {top['metric']}, "
+            f"{top['scope']}: {fmt(float(top['effect']))} [{fmt(float(top['ci_low']))}, "
+            f"{fmt(float(top['ci_high']))}])"
+        )
+    return "no margin to compare with"
+
+
+def _bottom_line(verdicts: pd.Series) -> str:
+    v = set(map(str, verdicts))
+    if not v:
+        return "not measured"
+    if v & {"supported", "reversed"}:
+        k = int(verdicts.isin(["supported", "reversed"]).sum())
+        return f"an effect that matters in {k} of {len(verdicts)} endpoints"
+    if v <= {"equivalent", "negligible"}:
+        return "no effect as large as the smallest one of interest"
+    return "not settled: some endpoints cannot tell"
+
+
+def _per_model(rows: pd.DataFrame) -> str:
+    return "; ".join(f"{m}: {_tally(g['verdict'])}" for m, g in rows.groupby("model", sort=False))
+
+
+def primary_lines(claims: pd.DataFrame) -> list[str]:
+    """One line per primary question (position effect, U-shape)."""
+    if "family" not in claims.columns:
+        return []
+    prim = claims[claims["family"] == PRIMARY]
+    out = []
+    for name, what, comparisons in PRIMARY_QUESTIONS:
+        rows = prim[prim["comparison"].isin(comparisons)]
+        if rows.empty:
+            continue
+        sesoi = str(rows["sesoi_basis"].iloc[0]) if "sesoi_basis" in rows.columns else ""
+        out.append(
+            f"**{name}** (primary; {what}; {', '.join(sorted(set(rows['metric'])))}, "
+            f"{', '.join(dict.fromkeys(rows['scope']))}): {_bottom_line(rows['verdict'])}. "
+            f"{_per_model(rows)}; {_largest(rows)}. Margin: +-SESOI, e.g. {sesoi}."
+        )
+    return out
+
+
+def _exploratory(claims: pd.DataFrame, tag: str, comparisons: tuple[str, ...] | None,
+                 metric: str, bands: tuple[str, ...]) -> pd.DataFrame:  # fmt: skip
+    rows = claims[(claims["claim"].astype(str) == tag) & (claims["metric"] == metric)]
+    rows = rows[rows["band"].isin(bands)]
+    if "family" in rows.columns:
+        rows = rows[rows["family"] == EXPLORATORY]
+    return rows if comparisons is None else rows[rows["comparison"].isin(comparisons)]
+
+
+def _effects(rows: pd.DataFrame, pct: bool = False) -> str:
+    parts = []
+    for _, r in rows.iterrows():
+        size = (f"{fmt(float(r['pct_of_baseline']))} % of the mean" if pct
+                else f"{fmt(float(r['effect']))} [{fmt(float(r['ci_low']))}, "
+                f"{fmt(float(r['ci_high']))}]")  # fmt: skip
+        parts.append(f"{r['model']} {r['scope']} {size}, {r['verdict']}")
+    return "; ".join(parts)
+
+
+def exploratory_lines(claims: pd.DataFrame) -> list[str]:
+    """The exploratory rows a reader asks about after the primary answer."""
+    out = []
+    late = ("late", "final")
+    reorder = _exploratory(claims, "5a", ("key_control - original",), "erank", late)
+    if not reorder.empty:
+        out.append(
+            "**Reordering effect** (exploratory; key_control - original, erank: moving a "
+            f"non-key sentence, no word changed): {_effects(reorder)}."
+        )
+    rewrites = claims[claims["claim"].astype(str).str.match(r"^1( \(|$)")]
+    rewrites = rewrites[rewrites["comparison"].isin(["front - original", "end - original"])]
+    if "family" in rewrites.columns:
+        rewrites = rewrites[rewrites["family"] == EXPLORATORY]
+    if not rewrites.empty:
+        out.append(
+            "**The paper's rewrites** (exploratory, claim 1; front / end - original, "
+            f"length-matched, every metric, token set and band): {_per_model(rewrites)}."
+        )
+    zero = _exploratory(claims, "5c", None, "erank", ("final",))
+    if not zero.empty:
+        out.append(
+            "**Removing positions** (exploratory, 5c; zero_pos - none, erank at the final "
+            f"layer): {_effects(zero, pct=True)}."
+        )
+    sep = claims[(claims["claim"].astype(str) == "4") & (claims["metric"] == "profile")]
+    if not sep.empty:
+        parts = []
+        for model, g in sep.groupby("model", sort=False):
+            layers, l0 = g[g["band"] != "layer0"], g[g["band"] == "layer0"]
+            if layers.empty:
+                continue
+            best = layers.loc[pd.to_numeric(layers["effect"]).idxmax()]
+            text = (
+                f"{model}: best AUC {fmt(float(best['effect']))} "
+                f"[{fmt(float(best['ci_low']))}, {fmt(float(best['ci_high']))}] "
+                f"({best['comparison']}, {best['verdict']})"
+            )
+            fam = l0[l0["comparison"].str.startswith("key_")]
+            if not fam.empty:
+                text += (
+                    f", layer-0 control of the position family {fmt(float(fam['effect'].min()))}"
+                    f"-{fmt(float(fam['effect'].max()))}"
+                )
+            parts.append(text)
+        out.append(
+            "**Separability** (exploratory, claim 4; a classifier on every metric's per-layer "
+            f"profile, original against each variant): {'; '.join(parts)}."
+        )
+    return out
+
+
+def control_line(claims: pd.DataFrame) -> str | None:
+    """The negative controls: the position family's layer-0 rows must not differ."""
+    if "family" not in claims.columns:
+        return None
+    ctl = claims[(claims["family"] == CONTROL) & (claims["claim"].astype(str) != "4")]
+    fam = ctl[ctl["comparison"].str.contains("key_") & ~ctl["comparison"].str.contains("original")]
+    if fam.empty:
+        return None
+    moved = fam[pd.to_numeric(fam["effect"], errors="coerce").abs() > 0]
+    return (
+        f"**Negative control** (layer 0, position family, {len(fam)} rows): "
+        + ("every one is exactly 0, as it must be (the same tokens in another order)."
+           if moved.empty else f"{len(moved)} rows differ from 0: read the effects with care.")
+    )  # fmt: skip
+
+
+def answer_lines(claims: pd.DataFrame) -> list[str]:
+    """The answer, one line per question (Markdown; empty when there are no claims)."""
+    if claims.empty:
+        return []
+    lines = [*primary_lines(claims), *exploratory_lines(claims)]
+    ctl = control_line(claims)
+    return [*lines, ctl] if ctl else lines
+
+
+def forest_figure(claims: pd.DataFrame, path: Path) -> Path | None:
+    """The primary effects in units of their SESOI, with CIs, against the +-1 band, per model."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if "family" not in claims.columns:
+        return None
+    prim = claims[claims["family"] == PRIMARY].copy()
+    prim["_r"] = _ratio(prim)
+    prim = prim[prim["_r"].notna()]
+    if prim.empty:
+        return None
+    models = list(dict.fromkeys(prim["model"]))
+    n = max(len(g) for _, g in prim.groupby("model"))
+    fig, axes = plt.subplots(1, len(models), figsize=(5.2 * len(models), 0.3 * n + 1.4),
+                             sharey=True, squeeze=False)  # fmt: skip
+    for ax, model in zip(axes[0], models, strict=True):
+        g = prim[prim["model"] == model].reset_index(drop=True)
+        s = pd.to_numeric(g["sesoi"])
+        y = np.arange(len(g))[::-1]
+        ax.axvspan(-1, 1, color="#e4ecf7", zorder=0, label="+-SESOI")
+        ax.axvline(0, color="#555", lw=0.8)
+        for yi, (_, r), si in zip(y, g.iterrows(), s, strict=True):
+            colour = VERDICT_COLOURS.get(str(r["verdict"]), "#333")
+            lo, hi = float(r["ci_low"]) / si, float(r["ci_high"]) / si
+            ax.plot([lo, hi], [yi, yi], color=colour, lw=1.6)
+            ax.plot(r["_r"], yi, "o", color=colour, ms=4)
+        labels = [f"{r.comparison} | {r.metric} | {r.scope}" for r in g.itertuples()]
+        ax.set_yticks(y, labels, fontsize=7)
+        ax.set_title(model, fontsize=9)
+        ax.set_xlabel("effect / SESOI (95% CI)", fontsize=8)
+        ax.tick_params(axis="x", labelsize=7)
+    handles = [plt.Line2D([], [], color=c, marker="o", lw=1.6, label=v)
+               for v, c in VERDICT_COLOURS.items() if v in set(prim["verdict"])]  # fmt: skip
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def answer_section(claims: pd.DataFrame, figdir: Path) -> Section:
+    """The report's first section: the answer lines and the forest plot of the primary family."""
+    sec = Section("The answer")
+    lines = answer_lines(claims)
+    if not lines:
+        sec.paragraphs.append("No claim rows: run `homog stats` and `homog load`.")
+        return sec
+    sec.paragraphs.extend(lines)
+    path = forest_figure(claims, figdir / "answer_forest.png")
+    if path is not None:
+        sec.figures.append(
+            (path, "The primary endpoints per model: effect in units of its smallest effect of "
+             "interest (SESOI) with its 95 % CI; inside the shaded band is too small to matter")
+        )  # fmt: skip
+    return sec
+
+
+def replace_block(text: str, lines: list[str], source: str) -> str:
+    """``text`` with the lines between README_START and README_END replaced (HomogError-free:
+    a text without the markers raises ValueError)."""
+    pattern = re.compile(re.escape(README_START) + r".*?" + re.escape(README_END), re.S)
+    if not pattern.search(text):
+        raise ValueError(f"no {README_START} ... {README_END} block")
+    body = "\n".join([source, *(f"- {line}" for line in lines)])
+    return pattern.sub(lambda _: f"{README_START}\n{body}\n{README_END}", text, count=1)
+
+
+__all__ = ["answer_lines", "answer_section", "forest_figure", "replace_block"]

@@ -1,0 +1,88 @@
+"""Claim 4 as table rows: does a classifier tell original from biased text by its metrics?
+
+The stats stage's ``separability`` table (``homog.separability``) holds, per unchanged run,
+variant and metric (or ``profile``, every metric at once), the out-of-fold AUC of a
+cross-validated logistic regression (folds grouped by review) on the per-text, per-layer
+metric profile (scope ``layers``: layers 1..L) and on layer 0 alone (scope ``layer0``: the
+control; the position family keeps every token, so its layer-0 classifier must sit at 0.5),
+with a bootstrap CI over reviews and a permutation p.
+
+A row's effect is the AUC; no effect is 0.5 (``null``). The smallest AUC of interest is
+0.5 +- ``AUC_SESOI``: a classifier that is right on 55 % of (original, variant) pairs is the
+least separation worth reporting. The CI (``stats.ci``) stands in for the equivalence CI
+(a wider interval: conservative for "equivalent").
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from homog.report.claims_rows import CONTROL, EXPLORATORY, Claim
+
+AUC_SESOI = 0.05
+SEPARATION_VARIANTS = ("front", "end", "key_first", "key_last", "key_control")
+
+
+def _scope(row: pd.Series) -> tuple[str, str]:
+    if str(row["scope"]) == "layer0":
+        return "layer 0 (control)", "layer0"
+    n = row.get("n_layers")
+    layers = f"{int(n)} layers (1..L)" if n is not None and pd.notna(n) else "layers 1..L"
+    return layers, "all layers"
+
+
+def separation_claims(
+    separability: pd.DataFrame, runs: pd.DataFrame, contrasts: pd.DataFrame | None = None
+) -> list[Claim]:
+    """Claim 4's rows from the ``separability`` table: one per run, variant, metric and scope
+    (p_holm and the verdict are set by the family; the layer-0 rows are controls)."""
+    del contrasts  # the table is self-contained; kept for a uniform call
+    unchanged = runs[runs["intervention"].fillna("none") == "none"].set_index("run_id")
+    out: list[Claim] = []
+    for _, row in separability.iterrows():
+        if row["run_id"] not in unchanged.index or row["variant_a"] not in SEPARATION_VARIANTS:
+            continue
+        scope, band = _scope(row)
+        metric = str(row["metric"])
+        auc, lo, hi = float(row["auc"]), float(row["ci_low"]), float(row["ci_high"])
+        what = "every separation metric's" if metric == "profile" else f"{metric}'s"
+        out.append(
+            Claim(
+                model=str(unchanged.loc[row["run_id"], "model"]),
+                claim="4",
+                statement=f"a classifier on {what} per-layer values tells "
+                f"{row['variant_a']} from {row['variant_b']}",
+                metric=metric,
+                comparison=f"{row['variant_a']} - {row['variant_b']}",
+                scope=scope,
+                effect=auc,
+                ci_low=lo,
+                ci_high=hi,
+                p_holm=math.nan,
+                n=int(row["n"]),
+                verdict="",
+                note="cross-validated logistic regression (folds grouped by review), "
+                "out-of-fold AUC; permutation p (labels swapped within reviews)",
+                raw_effect=auc,
+                baseline_mean=0.5,
+                pct_of_baseline=100 * (auc - 0.5) / 0.5,
+                unit="AUC (0.5: chance)",
+                p_value=float(row["p_value"]),
+                sesoi=AUC_SESOI,
+                sesoi_basis=f"AUC within 0.5 +- {AUC_SESOI:g}",
+                eq_ci_low=lo,
+                eq_ci_high=hi,
+                token_set="all" if metric == "profile" else _token_set(metric),
+                band=band,
+                family=CONTROL if band == "layer0" else EXPLORATORY,
+                sign=+1,
+                null=0.5,
+            )
+        )
+    return out
+
+
+def _token_set(metric: str) -> str:
+    return metric.split("__", 1)[1] if "__" in metric else "all"

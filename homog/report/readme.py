@@ -1,0 +1,47 @@
+"""``python -m homog.report.readme``: write the answer of a database into the README's block.
+
+The lines are :func:`homog.report.answer.answer_lines` of the same claims the report shows, so
+the README's "answer so far" and the results page cannot disagree (study/run.sh runs it).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from homog.report.answer import answer_lines, replace_block
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m homog.report.readme --db DB --params P --readme README.md --source TEXT``:
+    write the answer lines of the database's claims into the README's answer block."""
+    from homog.config import Params, load_config
+    from homog.report.build import read_inputs
+    from homog.report.claims import claims_table
+    from homog.store.query import connect
+
+    ap = argparse.ArgumentParser(prog="python -m homog.report.readme")
+    ap.add_argument("--db", required=True)
+    ap.add_argument("--params")
+    ap.add_argument("--readme", required=True)
+    ap.add_argument("--source", default="")
+    args = ap.parse_args(argv)
+    params = load_config(args.params) if args.params else Params()
+    st = params.stats
+    con = connect(Path(args.db))
+    try:
+        data = read_inputs(con)
+    finally:
+        con.close()
+    claims = claims_table(data["contrasts"], data["runs"], data["erank"], alpha=st.alpha,
+                          n_boot=st.n_boot, ci=st.ci, seed=params.seed, test=st.test,
+                          n_perm=st.n_perm, primary=st.primary,
+                          separability=data["separability"])  # fmt: skip
+    readme = Path(args.readme)
+    readme.write_text(replace_block(readme.read_text(), answer_lines(claims), args.source))
+    print(f"wrote the answer ({len(answer_lines(claims))} lines) into {readme}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
