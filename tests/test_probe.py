@@ -273,3 +273,22 @@ def test_vectors_beyond_float16_are_an_error_naming_text_and_layer():
     with pytest.raises(HomogError, match=r"b at layer 2 .*probe.vector_dtype: float32"):
         to_stored(vectors, "float16", ["a", "b"])
     assert to_stored(vectors, "float32", ["a", "b"])[1, 2, 0] == 1e6
+
+
+def test_dvc_stage_writes_the_layout_paths_and_load_reads_them(tmp_path):
+    import yaml
+    from conftest import ROOT
+
+    from homog.layout import Layout
+    from homog.store import collect_sources
+
+    stage = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["probe"]["do"]
+    assert stage["outs"] == [str(Layout().probe_dir("${key}"))]
+    assert "data/extract/${key}" in stage["deps"] and "homog/probe" in stage["deps"]
+    layout = Layout(tmp_path)
+    for path in (layout.probe_metrics("m"), layout.lm_sentiment("m")):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"")
+    src = collect_sources({"models": {"m": {"source": TINY}}}, tmp_path)
+    assert src.files["probe_metrics"] == [layout.probe_metrics("m")]
+    assert src.files["lm_sentiment"] == [layout.lm_sentiment("m")]
