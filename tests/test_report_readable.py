@@ -153,7 +153,8 @@ def claims_frame(project) -> pd.DataFrame:
     from homog.report import claims_table
 
     f = frames(Layout(project).db())
-    return claims_table(f["contrasts"], f["runs"], f["erank"], n_boot=200)
+    return claims_table(f["contrasts"], f["runs"], f["erank"], n_boot=200,
+                        separability=f["separability"])  # fmt: skip
 
 
 def with_new_columns(claims: pd.DataFrame) -> pd.DataFrame:
@@ -203,9 +204,10 @@ def test_claim_paragraphs_match_the_rows(project, extended):
             k = int(rows["lexical_confound"].sum())
             assert f"Caveat: {k} row(s) carry the lexical-confound mark" in text
         assert "Units: " in text
-    # the summary's first paragraph counts every row
-    assert sec.paragraphs[0].startswith(f"{len(claims)} claim rows on 2 model(s)")
-    assert tally(claims["verdict"]) in sec.paragraphs[0]
+    # the summary's first paragraph counts every claim row, the layer-0 controls aside
+    rows = claims[claims["family"] != "control"]
+    assert sec.paragraphs[0].startswith(f"{len(rows)} claim rows (layer-0 controls aside) on 2")
+    assert tally(rows["verdict"]) in sec.paragraphs[0]
 
 
 OLD_COLUMNS = ["model", "claim", "statement", "metric", "comparison", "scope", "effect",
@@ -216,7 +218,8 @@ def test_claim_table_cells_show_na_for_absent_columns(project):
     claims = claims_frame(project)
     headers = list(COLUMNS)
     old = table_cells(claims[OLD_COLUMNS].iloc[0])  # a claims table before issue 29
-    for h in ("dz", "% of original", "p_tost", "layer-0 diff", "beyond layer 0"):
+    for h in ("dz", "% of original", "SESOI", "eq. CI", "family", "layer-0 diff",
+              "beyond layer 0"):  # fmt: skip
         assert old[headers.index(h)] == "n/a"
     # without a length adjustment the effect is the raw difference
     assert old[headers.index("raw effect")] == claims.iloc[0]["effect"]
@@ -286,6 +289,8 @@ def test_markdown_page_numbers_equal_the_database(project, tmp_path):
                 "SELECT run_id FROM runs WHERE model = ? AND intervention = 'none'", [model]
             ).fetchone()[0]
             for row in tables[caption]:
+                if row["claim"].startswith("1u"):  # the U-shape: key_ends - key_mid
+                    continue
                 a = row["statement"].split()[0]
                 metric = row["statement"].split(" than ")[0].split()[-1]
                 band = {"layer 0": "layer0", "final layer": "final"}.get(
@@ -353,11 +358,13 @@ def test_glossary_lists_every_variant_present(project, tmp_path):
         present = {
             v for (v,) in con.execute("SELECT DISTINCT variant FROM layer_metrics").fetchall()
         }
-    assert present == set(SHIFT) and set(listed) == present
-    for v in present:
+    # and key_ends, the stats stage's derived variant of the U-shape contrast (no text)
+    assert present == set(SHIFT) and set(listed) == present | {"key_ends"}
+    for v in present | {"key_ends"}:
         assert listed[v] == VARIANTS[v]
+    assert listed["key_ends"].startswith("not a text")
     text = page.read_text()
-    for word in ("no_sink", "equivalent to no effect", "inconclusive", "lexical confound"):
+    for word in ("no_sink", "equivalent", "negligible", "inconclusive", "lexical confound"):
         assert word in text
 
 
@@ -439,12 +446,15 @@ def test_report_without_params_names_what_is_missing(project, tmp_path, monkeypa
     assert "params.yaml not found" in text
     assert "data/synth/report.json not found" in text
     assert "dvc.lock" in text and "not a git checkout" in text
-    assert "Summary" in text and "Glossary" in text
-    # the summary comes first, before the glossary and the detailed tables
+    assert "The answer" in text and "Glossary" in text
+    # the answer comes first, then the paragraph per claim, the glossary and the tables
     h2 = [re.sub("<[^>]+>", "", h) for h in re.findall(r"<h2[^>]*>(.*?)</h2>", text)]
-    assert h2[:4] == ["Summary", "Glossary", "Manipulation strength",
+    assert h2[:5] == ["The answer", "Per claim", "Glossary", "Manipulation strength",
                       "Claims of arXiv 2508.17126 in detail"]  # fmt: skip
-    assert text.index("claim rows on 2 model(s)") < text.index("<h2 id='glossary'>")
+    assert text.index("<strong>Position effect</strong> (primary") < text.index("<h2 id='per-claim'>")
+    assert text.index("claim rows (layer-0 controls aside) on 2") < text.index(
+        "<h2 id='glossary'>"
+    )
 
 
 def test_figures_dir_must_be_the_reports_own(project, tmp_path):
@@ -528,11 +538,14 @@ def test_dose_response_table_of_the_stats_stage_is_shown(project, tmp_path, monk
     finally:
         con.close()
     table = sec.tables[0]
-    assert [r[:7] + r[8:9] for r in table.rows] == [
-        ["m1", "erank", band, 2.0 + i, 1.5 + i, 2.5 + i, 1e-3, 16]
+    # model, metric, kind, band, value, CI low, CI high, SESOI, p_holm, n, verdict, unit
+    assert [r[:7] + r[9:10] for r in table.rows] == [
+        ["m1", "erank", "slope", band, 2.0 + i, 1.5 + i, 2.5 + i, 16]
         for i, band in enumerate(("early", "middle", "late"))
     ]
-    assert all(math.isnan(r[7]) for r in table.rows)  # a table from before p_holm: n/a
+    # a table from before p_holm and the margin: n/a, and no verdict can be reached
+    assert all(math.isnan(r[7]) and math.isnan(r[8]) for r in table.rows)
+    assert {r[10] for r in table.rows} == {"inconclusive"}
     assert drawn == [("erank", 5)]
     assert any("layer0_erank" in str(p) for p, _ in sec.figures)
 
@@ -629,11 +642,16 @@ def test_dose_summary_counts_what_survives_holm():
             ("m2", "erank", "layer0", 0.0, 1.0), ("m2", "erank", "late", -0.1, 0.9)]  # fmt: skip
     slopes = pd.DataFrame(rows, columns=["model", "metric", "band", "value", "p_holm"])
     text = dose_summary(slopes, 0.05)
+    # no margin in this frame: significant slopes are supported (undirected), never inside
     assert (
-        "m1: 2 of 3 slopes above layer 0 survive Holm (attn_last final +0.0001, mev late "
-        "+0.002); erank and MEV: 1 of 2" in text
+        "m1: slopes above layer 0: 2 supported, 1 inconclusive; beyond their margin: attn_last "
+        "final +0.0001, mev late +0.002; erank and MEV: 1 supported, 1 inconclusive" in text
     )
-    assert "m2: 0 of 1 slopes above layer 0 survive Holm; erank and MEV: 0 of 1" in text
+    assert "m2: slopes above layer 0: 1 inconclusive; erank and MEV: 1 inconclusive" in text
+    # with a margin, a significant slope inside it is negligible
+    margin = slopes.assign(sesoi=0.01, eq_ci_low=-0.005, eq_ci_high=0.005)
+    assert "mev late" not in dose_summary(margin, 0.05).split("m2:")[0].split("margin:")[-1]
+    assert "2 negligible" in dose_summary(margin, 0.05)
     assert "first token changes with the order) lie within [0, 0]" in text
     old = dose_summary(slopes.assign(p_holm=float("nan")), 0.05)
     assert "no Holm p" in old

@@ -30,6 +30,8 @@ VARIANTS = {
     "key_control": "a non-key sentence of similar token length moved by the same distance, in "
     "the same direction, as the position family's largest move in that text: the negative "
     "control of the key_* family (same tokens, same kind of move, key sentence not moved).",
+    "key_ends": "not a text: the stats stage's per-text mean of key_first and key_last (the key "
+    "sentence at either edge), contrasted with key_mid for the U-shape (claim 1u).",
 }
 INTERVENTIONS = {
     "none": "the unchanged model.",
