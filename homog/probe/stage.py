@@ -234,6 +234,7 @@ def run_probe(
     import json
 
     out = Path(out_dir)
+    cpu0 = time.process_time()
     if refit:
         if not (out / "probe.json").exists():
             raise HomogError(f"{out}/probe.json not found: run `homog probe` without --refit")
@@ -244,6 +245,8 @@ def run_probe(
         write_json(out / "probe.json", record)  # what --refit reads, should the fits stop
     metrics, timings = finish_probe(params, model, texts, out, root=root)
     record = _record(record, timings, metrics)
+    # CPU seconds of this process (all threads): steadier than wall time on a shared machine
+    record["cpu_s" if not refit else "refit_cpu_s"] = round(time.process_time() - cpu0, 1)
     write_json(out / "probe.json", record)
     return record
 
