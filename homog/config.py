@@ -250,7 +250,7 @@ class StatsConfig:
     # of the metric, one value per run and metric) | sd (the original's between-text SD per row)
     sesoi_basis: str = "depth"
     # label permutations of the separability classifier's p (homog.separability); 0: no p
-    separability_perm: int = 199
+    separability_perm: int = 999
     # metrics of the secondary mixed model per band (statsmodels MixedLM, ~2 s per fit at
     # 300 texts x 8 variants); [] turns it off
     mixed_metrics: tuple[str, ...] = ("erank", "erank__no_sink", "erank__standardized", "mev",

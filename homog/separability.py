@@ -16,7 +16,7 @@ and test. ``auc``: roc_auc_score of the out-of-fold decision scores (0.5: chance
 ``ci_high``: the ``stats.ci`` percentile bootstrap over texts (a resampled text brings both
 its rows) of that AUC, min(``stats.n_boot``, MAX_BOOT) seeded resamples, the scores fixed.
 ``p_value``: a permutation test of exchangeability within text: each of
-``stats.separability_perm`` (default 199) seeded permutations swaps the two labels of a random
+``stats.separability_perm`` (default 999) seeded permutations swaps the two labels of a random
 half of the texts and reruns the whole cross-validation; p = (1 + #{null AUC >= auc}) /
 (1 + n_perm) (one-sided: a classifier that separates scores above chance). The permutations
 refit the same penalised likelihood with a batched solver (:func:`fit_logistic`: Boehning's

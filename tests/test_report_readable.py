@@ -451,10 +451,10 @@ def test_report_without_params_names_what_is_missing(project, tmp_path, monkeypa
     h2 = [re.sub("<[^>]+>", "", h) for h in re.findall(r"<h2[^>]*>(.*?)</h2>", text)]
     assert h2[:5] == ["The answer", "Per claim", "Glossary", "Manipulation strength",
                       "Claims of arXiv 2508.17126 in detail"]  # fmt: skip
-    assert text.index("<strong>Position effect</strong> (primary") < text.index("<h2 id='per-claim'>")
-    assert text.index("claim rows (layer-0 controls aside) on 2") < text.index(
-        "<h2 id='glossary'>"
+    assert text.index("<strong>Position effect</strong> (primary") < text.index(
+        "<h2 id='per-claim'>"
     )
+    assert text.index("claim rows (layer-0 controls aside) on 2") < text.index("<h2 id='glossary'>")
 
 
 def test_figures_dir_must_be_the_reports_own(project, tmp_path):

@@ -20,6 +20,7 @@ import pandas as pd
 from homog.report.claims_rows import CONTROL, EXPLORATORY, PRIMARY
 from homog.report.document import Section, fmt
 
+XMAX = 10.0  # the forest plot's x range in SESOI units (CIs beyond it are cut, arrowed)
 README_START, README_END = "<!-- current-answer -->", "<!-- /current-answer -->"
 ORDER = ("supported", "reversed", "negligible", "equivalent", "inconclusive")
 VERDICT_COLOURS = {"supported": "#2e7d32", "reversed": "#c62828", "negligible": "#6a8caf",
@@ -215,8 +216,14 @@ def forest_figure(claims: pd.DataFrame, path: Path) -> Path | None:
         for yi, (_, r), si in zip(y, g.iterrows(), s, strict=True):
             colour = VERDICT_COLOURS.get(str(r["verdict"]), "#333")
             lo, hi = float(r["ci_low"]) / si, float(r["ci_high"]) / si
-            ax.plot([lo, hi], [yi, yi], color=colour, lw=1.6)
-            ax.plot(r["_r"], yi, "o", color=colour, ms=4)
+            # a CI wider than the axis is cut at its edge, with an arrowhead there
+            ax.plot([max(lo, -XMAX), min(hi, XMAX)], [yi, yi], color=colour, lw=1.6)
+            for end, mark in ((lo, "<"), (hi, ">")):
+                if abs(end) > XMAX:
+                    ax.plot(np.sign(end) * XMAX, yi, mark, color=colour, ms=5)
+            ax.plot(float(np.clip(r["_r"], -XMAX, XMAX)), yi, "o", color=colour, ms=4)
+        reach = np.nanmax(np.abs([g["ci_low"] / s, g["ci_high"] / s]))
+        ax.set_xlim(-min(XMAX, max(2.0, reach)) * 1.08, min(XMAX, max(2.0, reach)) * 1.08)
         labels = [f"{r.comparison} | {r.metric} | {r.scope}" for r in g.itertuples()]
         ax.set_yticks(y, labels, fontsize=7)
         ax.set_title(model, fontsize=9)
@@ -244,7 +251,8 @@ def answer_section(claims: pd.DataFrame, figdir: Path) -> Section:
     if path is not None:
         sec.figures.append(
             (path, "The primary endpoints per model: effect in units of its smallest effect of "
-             "interest (SESOI) with its 95 % CI; inside the shaded band is too small to matter")
+             "interest (SESOI) with its 95 % CI (cut at +-10 SESOI, arrowed); inside the "
+             "shaded band is too small to matter")
         )  # fmt: skip
     return sec
 
