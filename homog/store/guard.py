@@ -5,9 +5,10 @@ database through :func:`open_reader`: read-only, with external access disabled (
 network access from SQL: no ``COPY ... TO``, ``read_csv``, ``glob``, ``ATTACH``, ``INSTALL``),
 the configuration locked (no ``SET``, no ``enable_logging`` or profiling output files) and no
 extension autoload/autoinstall. On top of that, :func:`check_read_only` lets through only
-SELECT-like statements, EXPLAIN of a SELECT, and PRAGMA/CALL of a listed set of read-only
-functions. DuckDB's lock error (another process holds a write connection) is told apart from a
-damaged file: :class:`DatabaseLocked` says "retry", never "delete".
+SELECT-like statements (PIVOT/UNPIVOT included), EXPLAIN of a SELECT, and PRAGMA/CALL of a
+listed set of read-only functions. DuckDB's lock error (another process holds a write
+connection) is told apart from a damaged file: :class:`DatabaseLocked` says "retry", never
+"delete".
 """
 
 from __future__ import annotations
@@ -77,7 +78,11 @@ _FUNCTION = re.compile(
     rf"^{_GAP}(PRAGMA|CALL)\s+([A-Za-z_][A-Za-z0-9_]*){_GAP}(\(|;|$)", re.I | re.S
 )
 _PID = re.compile(r"\(PID (\d+)\)")
-REFUSED = "homog sql is read-only (SELECT, SHOW, DESCRIBE, EXPLAIN SELECT, listing PRAGMAs)"
+_KEYWORD = re.compile(rf"^{_GAP}(FORCE{_GAP})?([A-Za-z_]+|\()", re.I | re.S)
+# A statement DuckDB parses as MULTI (PIVOT without an IN list: a temporary enum, then a
+# SELECT) only reads when it leads with one of these; a CREATE/INSERT/WITH-led one may write.
+_MULTI_READS = frozenset({"PIVOT", "PIVOT_WIDER", "UNPIVOT", "PIVOT_LONGER", "SELECT", "FROM"})
+REFUSED = "homog sql is read-only (SELECT, PIVOT, SHOW, DESCRIBE, EXPLAIN SELECT, listing PRAGMAs)"
 
 
 class DatabaseLocked(HomogError):
@@ -163,11 +168,31 @@ def _refuse(what: str) -> HomogError:
     return HomogError(f"refused: {what}; {REFUSED}. Use `homog export` to write files.")
 
 
+def leading_keyword(text: str) -> str:
+    """The statement's own first keyword, upper-case (``FORCE INSTALL`` two words; comments
+    skipped): DuckDB's statement type names INSTALL "LOAD" and USE "SET"."""
+    m = _KEYWORD.match(text)
+    if m is None:
+        return ""
+    return ("FORCE " if m.group(1) else "") + m.group(2).upper()
+
+
 def _check_statement(con: duckdb.DuckDBPyConnection, st: duckdb.Statement) -> None:
     kind = st.type.name
     text = st.query
     if kind in SELECT_TYPES:
         return
+    word = leading_keyword(text)
+    if kind == "MULTI" and word == "EXPLAIN":  # EXPLAIN of a PIVOT: checked as EXPLAIN
+        kind = "EXPLAIN"
+    if kind == "MULTI":  # PIVOT without IN (...): read-only when it leads the statement
+        if word in _MULTI_READS:
+            return
+        raise _refuse(
+            f"{word or 'this'} statement with a PIVOT is not allowed (only a statement led "
+            "by PIVOT, UNPIVOT, SELECT or FROM reads; in a CTE give the PIVOT an IN list: "
+            "PIVOT t ON k IN ('a', 'b') USING ...)"
+        )
     if kind == "EXPLAIN":
         m = _EXPLAIN.match(text)
         inner = text[m.end() :] if m else ""
@@ -175,10 +200,14 @@ def _check_statement(con: duckdb.DuckDBPyConnection, st: duckdb.Statement) -> No
             parts = con.extract_statements(inner) if inner.strip() else []
         except duckdb.Error:
             parts = []
-        if len(parts) != 1 or parts[0].type.name not in SELECT_TYPES:
+        reads = len(parts) == 1 and (
+            parts[0].type.name in SELECT_TYPES
+            or (parts[0].type.name == "MULTI" and leading_keyword(inner) in _MULTI_READS)
+        )
+        if not reads:
             raise _refuse("EXPLAIN is allowed only of a SELECT")
         return
-    if kind in ("PRAGMA", "CALL"):
+    if kind in ("PRAGMA", "CALL") and word in ("PRAGMA", "CALL"):
         m = _FUNCTION.match(text)
         name = m.group(2).lower() if m else None
         if name is None or name not in READ_ONLY_FUNCTIONS:
@@ -188,17 +217,19 @@ def _check_statement(con: duckdb.DuckDBPyConnection, st: duckdb.Statement) -> No
                 f"(allowed: {shown})"
             )
         return
-    raise _refuse(f"{kind} statements are not allowed")
+    shown = word if word and word not in ("WITH", "(") else kind  # WITH ... INSERT: INSERT
+    raise _refuse(f"{shown} statements are not allowed")
 
 
 def check_read_only(con: duckdb.DuckDBPyConnection, sql: str) -> None:
     """Raise HomogError unless every statement in ``sql`` only reads.
 
     Uses DuckDB's own parser (statement types), so comments, CTEs and odd spacing cannot hide a
-    write. Allowed: SELECT (incl. SHOW, DESCRIBE, SUMMARIZE, VALUES, FROM-first), EXPLAIN [ANALYZE]
-    of a SELECT, and PRAGMA/CALL of READ_ONLY_FUNCTIONS. Refused: everything else (INSERT,
-    COPY, ATTACH, SET, PRAGMA x = y, CALL enable_logging(...), EXPLAIN ANALYZE COPY ...). This is
-    the second guard: the connection itself (``open_reader``) cannot reach files or settings.
+    write. Allowed: SELECT (incl. SHOW, DESCRIBE, SUMMARIZE, VALUES, FROM-first, PIVOT and
+    UNPIVOT led statements), EXPLAIN [ANALYZE] of a SELECT, and PRAGMA/CALL of
+    READ_ONLY_FUNCTIONS. Refused: everything else (INSERT, COPY, ATTACH, SET, PRAGMA x = y,
+    CALL enable_logging(...), EXPLAIN ANALYZE COPY ...). This is the second guard: the
+    connection itself (``open_reader``) cannot reach files or settings.
     A syntax error raises HomogError with DuckDB's message.
     """
     bad = next((i for i, ch in enumerate(sql) if "\udc80" <= ch <= "\udcff"), None)

@@ -80,16 +80,23 @@ def sql_error(exc: BaseException) -> HomogError:
 
 
 def sql_cursor(con: duckdb.DuckDBPyConnection, sql: str) -> duckdb.DuckDBPyConnection | None:
-    """Run read-only SQL; return the cursor of the last statement (None when it has no rows).
+    """Run one read-only SQL statement; return its cursor (None when it has no rows).
+
+    More than one statement is refused (HomogError naming the count): only one result could
+    be shown, and showing the last one silently hid the others.
 
     Rows are not fetched here: callers stream them with ``fetchmany``. Raises HomogError for a
     refused statement (:func:`check_read_only`) or any DuckDB error.
     """
     check_read_only(con, sql)
     try:
-        cur = None
-        for st in con.extract_statements(sql):
-            cur = con.execute(st)
+        statements = con.extract_statements(sql)
+        if len(statements) > 1:  # only the last one's rows would show: refuse, do not hide
+            raise HomogError(
+                f"the SQL holds {len(statements)} statements; homog sql runs one statement per "
+                "call (only one result can be shown): run each in its own `homog sql` call"
+            )
+        cur = con.execute(statements[0])
     except duckdb.Error as exc:
         raise sql_error(exc) from exc
     if cur is None or cur.description is None:
@@ -113,7 +120,7 @@ def fetch_batches(cur: duckdb.DuckDBPyConnection, batch: int = 10_000) -> Iterat
 def run_sql(
     con: duckdb.DuckDBPyConnection, sql: str, *, max_rows: int | None = None
 ) -> tuple[list[str], list[tuple]]:
-    """Run read-only SQL and return ``(columns, rows)`` of the last statement.
+    """Run one read-only SQL statement and return its ``(columns, rows)``.
 
     ``max_rows`` fetches at most that many rows (None: all), so a console can show the first
     rows of ``SELECT * FROM layer_metrics`` without pulling millions of tuples into memory.
