@@ -85,3 +85,98 @@ def test_pivot_and_unpivot_read(demo_db_factory, sql):
 )
 def test_pivot_inside_a_write_or_cte_is_refused(demo_db_factory, sql):
     clean_error(homog_sql(demo_db_factory(1, 4), sql), "refused:")
+
+
+# --- item 12: Ctrl-C is the line 'interrupted' and status 130, for every command -------------
+
+LONG = "SELECT count(*) FROM range(100000000) a, range(100000) b WHERE (a.range * b.range) % 7 = 3"
+
+
+def _interrupts():
+    import duckdb
+    import pyarrow as pa
+
+    return [
+        KeyboardInterrupt(),
+        duckdb.InterruptException("INTERRUPT Error: Interrupted!"),
+        RuntimeError("Query interrupted"),
+        pa.lib.ArrowInvalid("C++ exception: INTERRUPT Error: Interrupted!"),
+    ]
+
+
+@pytest.mark.parametrize("exc", _interrupts(), ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize(
+    ("command", "where"),
+    [
+        (["claims"], "homog.cli.claims._connect"),
+        (["diff", "a", "b"], "homog.cli.diff._connect"),
+        (["sql", "SELECT 1"], "homog.cli.query._connect"),
+        (["export", "runs", "-o", "-"], "homog.cli.query._connect"),
+        (["runs"], "homog.cli.query._connect"),
+    ],
+)
+def test_interrupt_is_one_line_and_status_130(demo_db_factory, monkeypatch, command, where, exc):
+    def stop(*_a, **_k):
+        raise exc
+
+    monkeypatch.setattr(where, stop)
+    res = CliRunner().invoke(main, [*command, "--db", str(demo_db_factory(1, 4))])
+    assert res.exit_code == 130, (res.output, res.exception)
+    assert res.output == "interrupted\n", res.output
+
+
+def test_sql_error_wrapping_an_interrupt_is_an_interrupt(demo_db_factory, monkeypatch):
+    import duckdb
+
+    from homog.errors import HomogError
+    from homog.store.sql import sql_error
+
+    def stop(*_a, **_k):
+        exc = duckdb.InterruptException("INTERRUPT Error: Interrupted!")
+        raise sql_error(exc) from exc
+
+    monkeypatch.setattr("homog.cli.query._connect", stop)
+    res = homog_sql(demo_db_factory(1, 4), "SELECT 1")
+    assert res.exit_code == 130 and res.output == "interrupted\n", res.output
+    assert isinstance(sql_error(ValueError("x")), HomogError)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["sql", LONG],
+        ["export", LONG, "-o", "{tmp}/x.csv"],
+        ["export", LONG, "-o", "{tmp}/x.json"],
+        ["export", LONG, "-o", "-", "--format", "json"],
+    ],
+    ids=["sql", "export-csv", "export-json", "export-stdout"],
+)
+def test_sigint_during_a_long_query(demo_db_factory, tmp_path, args):
+    """A real SIGINT: the query stops (export's Arrow stream too, which Python could not
+    interrupt by itself), one line, status 130, no output file."""
+    import signal
+    import subprocess
+    import time
+
+    from hostile_helpers import ENV, HOMOG
+
+    argv = [a.format(tmp=tmp_path) for a in args]
+    proc = subprocess.Popen(
+        [*HOMOG, *argv, "--db", str(demo_db_factory(1, 4))],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
+    time.sleep(4)
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        pytest.fail("Ctrl-C did not stop the query")
+    assert proc.returncode == 130, err
+    assert err == "interrupted\n", err
+    assert "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -75,6 +75,30 @@ def _io_message(exc: OSError | UnicodeError) -> str | None:
     return str(os_error(exc, exc.filename, "file"))
 
 
+def _interrupted(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is a Ctrl-C: KeyboardInterrupt, DuckDB's InterruptException, or the
+    'Query interrupted' RuntimeError / Arrow error DuckDB raises while a statement streams."""
+    if exc is None:
+        return False
+    if isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "InterruptException":
+        return True
+    if isinstance(exc, (RuntimeError, ValueError)) and "interrupt" in str(exc).lower():
+        mod = type(exc).__module__ or ""
+        return type(exc) is RuntimeError or mod.startswith(("pyarrow", "duckdb", "_duckdb"))
+    return False
+
+
+def _interrupt() -> click.exceptions.Exit:
+    """Ctrl-C, one convention for every command: the line 'interrupted' on stderr, status 130
+    (128 + SIGINT), no traceback. Outputs are written atomically, so nothing half-written is
+    left where a file was."""
+    import sys
+
+    with contextlib.suppress(OSError, ValueError):
+        print("interrupted", file=sys.stderr, flush=True)
+    return click.exceptions.Exit(130)
+
+
 def _plugin_commands() -> dict[str, str]:
     from importlib.metadata import entry_points
 
@@ -86,22 +110,34 @@ class LazyGroup(click.Group):
 
     It is also the one place where a ``HomogError`` (a problem the user can fix) raised by any
     subcommand becomes a ``ClickException``: its message on stderr and exit status 1, no
-    traceback. Commands call the library and let HomogError through.
+    traceback. Commands call the library and let HomogError through. Ctrl-C (KeyboardInterrupt,
+    or DuckDB's interrupt however wrapped) becomes the line ``interrupted`` and status 130.
     """
 
     def invoke(self, ctx: click.Context) -> object:
+        from homog.interrupts import watch_sigint
+
         try:
             try:
-                return super().invoke(ctx)
+                with watch_sigint():
+                    return super().invoke(ctx)
             finally:
                 _flush_stdout()
+        except KeyboardInterrupt:
+            raise _interrupt() from None
         except HomogError as exc:
+            if _interrupted(exc.__cause__):
+                raise _interrupt() from None
             raise click.ClickException(str(exc)) from exc
         except (OSError, UnicodeError) as exc:
             message = _io_message(exc)
             if message is None:
                 raise
             raise click.ClickException(message) from exc
+        except Exception as exc:
+            if _interrupted(exc):  # DuckDB's Ctrl-C, raw or wrapped by Arrow
+                raise _interrupt() from None
+            raise
 
     def _targets(self) -> dict[str, str]:
         return {**_plugin_commands(), **COMMANDS}

@@ -152,7 +152,7 @@ def open_reader(path: str | os.PathLike[str]) -> duckdb.DuckDBPyConnection:
     """``path`` opened read-only with the reader guards; HomogError (DatabaseLocked for a
     lock) when DuckDB cannot open it."""
     try:
-        return duckdb.connect(str(path), read_only=True, config=reader_config())
+        con = duckdb.connect(str(path), read_only=True, config=reader_config())
     except duckdb.Error as exc:
         locked = lock_error(path, exc)
         if locked is not None:
@@ -162,6 +162,9 @@ def open_reader(path: str | os.PathLike[str]) -> duckdb.DuckDBPyConnection:
             "aside (do not delete it if it held earlier runs) and create it with `dvc repro` "
             "or `homog load`"
         ) from exc
+    from homog.interrupts import register
+
+    return register(con)  # Ctrl-C interrupts its queries (homog.interrupts)
 
 
 def _refuse(what: str) -> HomogError:

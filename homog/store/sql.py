@@ -252,7 +252,9 @@ def export(
         schema = pa.schema([f.with_name(n) for f, n in zip(schema, names, strict=True)])
     renamed = (pa.RecordBatch.from_arrays(b.columns, schema=schema) for b in counted())
     stream = pa.RecordBatchReader.from_batches(schema, renamed)
-    writer = duckdb.connect(config={"autoinstall_known_extensions": False})
+    from homog.interrupts import register
+
+    writer = register(duckdb.connect(config={"autoinstall_known_extensions": False}))
     try:
         with atomic_path(out) as tmp:
             src = writer.from_arrow(stream)
