@@ -180,3 +180,47 @@ def test_sigint_during_a_long_query(demo_db_factory, tmp_path, args):
     assert err == "interrupted\n", err
     assert "Traceback" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+# --- item 18: an SQLite file given as --db is named as one -----------------------------------
+
+
+def _sqlite_file(path):
+    import sqlite3
+
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE notes (t TEXT)")
+    con.execute("INSERT INTO notes VALUES ('mine')")
+    con.commit()
+    con.close()
+    return path
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["runs"],
+        ["sql", "SELECT 1"],
+        ["claims"],
+        ["export", "runs", "-o", "-"],
+        ["compare", "--metric", "erank"],
+    ],
+    ids=lambda c: c[0],
+)
+def test_sqlite_db_is_named_sqlite(tmp_path, command):
+    db = _sqlite_file(tmp_path / "homog.duckdb")
+    res = CliRunner().invoke(main, [*command, "--db", str(db)])
+    clean_error(res, "SQLite", str(db), "not a homog DuckDB database")
+    assert "external extensions" not in res.output
+
+
+def test_load_names_an_sqlite_db_and_keeps_it(tmp_path):
+    from homog.errors import HomogError
+    from homog.store.target import previous_database
+
+    db = _sqlite_file(tmp_path / "homog.duckdb")
+    before = db.read_bytes()
+    for force in (False, True):
+        with pytest.raises(HomogError, match="is an SQLite database .* never replaces it"):
+            previous_database(db, force=force)
+    assert db.read_bytes() == before

@@ -126,6 +126,32 @@ def is_duckdb_file(path: str | os.PathLike[str]) -> bool:
     return len(head) == 12 and head[8:12] == b"DUCK"
 
 
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def sqlite_error(path: str | os.PathLike[str], *, load: bool = False) -> HomogError | None:
+    """A HomogError naming ``path`` as an SQLite file (its header ``SQLite format 3``), or None.
+
+    DuckDB opens such a file through its sqlite extension, which the reader guards keep off:
+    its own message ("Loading external extensions is disabled") misled."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(len(SQLITE_MAGIC))
+    except OSError:
+        return None
+    if head != SQLITE_MAGIC:
+        return None
+    if load:
+        return HomogError(
+            f"--db {path} is an SQLite database (header 'SQLite format 3'), not a homog DuckDB "
+            "database; homog never replaces it: choose another --db (e.g. data/homog.duckdb)"
+        )
+    return HomogError(
+        f"the database {path} is an SQLite file (header 'SQLite format 3'), not a homog DuckDB "
+        "database; pass --db with the file `homog load` built (data/homog.duckdb by default)"
+    )
+
+
 def damaged(path: str | os.PathLike[str] | None, exc: BaseException) -> HomogError:
     """The HomogError for a database DuckDB cannot read: a lock gets DatabaseLocked, a
     statement DuckDB cannot parse (a quoting problem, homog's bug) its own message, anything
@@ -150,7 +176,10 @@ def damaged(path: str | os.PathLike[str] | None, exc: BaseException) -> HomogErr
 
 def open_reader(path: str | os.PathLike[str]) -> duckdb.DuckDBPyConnection:
     """``path`` opened read-only with the reader guards; HomogError (DatabaseLocked for a
-    lock) when DuckDB cannot open it."""
+    lock) when DuckDB cannot open it (an SQLite file is named as one)."""
+    sqlite = sqlite_error(path)
+    if sqlite is not None:
+        raise sqlite
     try:
         con = duckdb.connect(str(path), read_only=True, config=reader_config())
     except duckdb.Error as exc:

@@ -18,7 +18,7 @@ import duckdb
 
 from homog.errors import HomogError
 from homog.io import remove_stale
-from homog.store.guard import damaged, is_duckdb_file
+from homog.store.guard import damaged, is_duckdb_file, sqlite_error
 
 
 def _remove_db_files(path: Path) -> None:
@@ -81,6 +81,9 @@ def previous_database(path: Path, *, force: bool = False) -> Path | None:
             f"a file it did not write: remove it (rm {path}) and run `homog load` again"
         )
     if not is_duckdb_file(path):
+        sqlite = sqlite_error(path, load=True)
+        if sqlite is not None:
+            raise sqlite
         raise HomogError(
             f"--db {path} exists and is not a DuckDB database; homog never replaces it. Choose "
             "another --db (or move that file away yourself)"
