@@ -25,3 +25,5 @@ stage homog report --params "$P"
 # --force: docs/results.md and docs/results/ are this script's own outputs (pages written
 # before homog marked its outputs carry no mark)
 stage homog report --params "$P" --format md -o ../docs/results.md --figures-dir ../docs/results --force
+# the README's "answer so far": the same lines as the results page's answer, from this database
+stage python -m homog.report.readme --db data/homog.duckdb --params "$P" --readme ../README.md

@@ -291,3 +291,30 @@ def test_claims_on_a_database_before_issue_38_warn_nothing(project):
     assert not (table["claim"] == "4").any()
     one = table[table["claim"] == "1"]
     assert one["eq_ci_low"].isna().all() and one["verdict"].notna().all()
+
+
+def test_readme_answer_is_the_pages_answer(project, tmp_path):
+    """`python -m homog.report.readme` writes the same answer lines as the report's first
+    section, between the README's markers, and nothing else of the README changes."""
+    from homog.report.answer import README_END, README_START
+    from homog.report.readme import main as readme_main
+
+    db = Layout(project).db()
+    page = build_report(db, tmp_path / "r.md", fmt="md")
+    readme = tmp_path / "README.md"
+    before, after = "# title\n\nintro\n\n", "\n\n## More\n\ntext\n"
+    readme.write_text(f"{before}{README_START}\nold answer\n{README_END}{after}")
+    assert readme_main(["--db", str(db), "--readme", str(readme)]) == 0
+    text = readme.read_text()
+    assert text.startswith(before) and text.endswith(after) and "old answer" not in text
+    block = text.split(README_START)[1].split(README_END)[0].strip().splitlines()
+    lines = [line[2:] for line in block if line.startswith("- ")]
+    # this project has no position family: the exploratory lines answer
+    assert len(lines) >= 3 and any(line.startswith("**The paper's rewrites**") for line in lines)
+    answer = page.read_text().split("## The answer")[1].split("\n## ")[0]
+    for line in lines:
+        assert line in answer
+    with pytest.raises(ValueError, match="current-answer"):
+        from homog.report.answer import replace_block
+
+        replace_block("no markers here", lines, "")

@@ -37,8 +37,15 @@ def main(argv: list[str] | None = None) -> int:
                           n_boot=st.n_boot, ci=st.ci, seed=params.seed, test=st.test,
                           n_perm=st.n_perm, primary=st.primary,
                           separability=data["separability"])  # fmt: skip
+    texts = data["texts"]
+    n = int(texts.loc[texts["variant"] == "original", "n_texts"].sum()) if len(texts) else 0
+    models = ", ".join(dict.fromkeys(data["runs"]["model"])) if len(data["runs"]) else "no model"
+    source = args.source or (
+        f"On {n} reviews with {models} (`make study`; [results](docs/results.md)), from the "
+        "study's database by `python -m homog.report.readme`:"
+    )
     readme = Path(args.readme)
-    readme.write_text(replace_block(readme.read_text(), answer_lines(claims), args.source))
+    readme.write_text(replace_block(readme.read_text(), answer_lines(claims), source))
     print(f"wrote the answer ({len(answer_lines(claims))} lines) into {readme}")
     return 0
 
