@@ -224,3 +224,62 @@ def test_load_names_an_sqlite_db_and_keeps_it(tmp_path):
         with pytest.raises(HomogError, match="is an SQLite database .* never replaces it"):
             previous_database(db, force=force)
     assert db.read_bytes() == before
+
+
+# --- item 13: a column of the wrong type is named before any computation ---------------------
+
+
+@pytest.fixture
+def varchar_value_db(demo_db_factory, tmp_path):
+    import shutil
+
+    import duckdb
+
+    db = tmp_path / "homog.duckdb"
+    shutil.copy(demo_db_factory(2, 4), db)
+    con = duckdb.connect(str(db))
+    con.execute("ALTER TABLE layer_metrics ALTER value TYPE VARCHAR")
+    con.close()
+    return db
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["claims"], ["diff", "RUNS"], ["report", "-o", "{tmp}/r.html"]],
+    ids=lambda c: c[0],
+)
+def test_wrong_column_type_is_named(varchar_value_db, tmp_path, command):
+    import duckdb
+
+    if command[0] == "diff":
+        con = duckdb.connect(str(varchar_value_db), read_only=True)
+        ids = [r[0] for r in con.execute("SELECT run_id FROM runs ORDER BY run_id").fetchall()]
+        con.close()
+        command = ["diff", *ids[:2]]
+    args = [a.format(tmp=tmp_path) for a in command]
+    res = CliRunner().invoke(main, [*args, "--db", str(varchar_value_db)])
+    clean_error(res, "layer_metrics.value", "VARCHAR", "expected DOUBLE", "homog load")
+    assert "TypeError" not in res.output
+
+
+def test_type_problems_accept_other_numbers_and_homogs_own_db(demo_db_factory, tmp_path):
+    import shutil
+
+    import duckdb
+
+    from homog.store.schema import schema_problems
+
+    con = duckdb.connect(str(demo_db_factory(2, 4)), read_only=True)
+    assert schema_problems(con) == []
+    con.close()
+    db = tmp_path / "homog.duckdb"
+    shutil.copy(demo_db_factory(2, 4), db)
+    con = duckdb.connect(str(db))
+    con.execute("ALTER TABLE layer_metrics ALTER value TYPE FLOAT")
+    con.execute("ALTER TABLE layer_metrics ALTER layer TYPE BIGINT")
+    assert schema_problems(con, ["layer_metrics"]) == []
+    con.execute("ALTER TABLE runs ALTER n_layers TYPE VARCHAR")
+    assert schema_problems(con, ["runs", "layer_metrics"]) == [
+        "column runs.n_layers is VARCHAR, expected INTEGER (a number)"
+    ]
+    con.close()

@@ -87,10 +87,12 @@ def claims(
       homog claims --claim 5b --wide
       homog claims --verdict supported,reversed
     """
-    from homog.report.build import read_inputs
+    from homog.report.build import REPORT_TABLES, read_inputs
     from homog.report.claims import claims_table
+    from homog.store.query import check_schema
 
     con = _connect(db_path)
+    check_schema(con, (*REPORT_TABLES, "separability"))
     data = read_inputs(con)
     if data["contrasts"].empty or data["runs"].empty:
         raise HomogError(

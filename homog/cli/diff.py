@@ -128,8 +128,10 @@ def diff(
       homog diff cf240802 5e1a9b3c --variants front --format json
     """
     from homog.store import run_ids
+    from homog.store.query import check_schema
 
     con = _connect(db_path)
+    check_schema(con, ("runs", "layer_metrics", "texts"))
     ids = run_ids(con)
     a, b = resolve_runs(ids, [run_a]) + resolve_runs(ids, [run_b])
     if a == b:

@@ -72,6 +72,23 @@ def connect(db_path: str | os.PathLike[str]) -> duckdb.DuckDBPyConnection:
     return con
 
 
+def check_schema(con: duckdb.DuckDBPyConnection, tables: Sequence[str] = ()) -> None:
+    """Raise HomogError before any computation when a table of ``tables`` (all when empty)
+    lacks columns of the schema or has a column of a type readers cannot compute on (a
+    VARCHAR ``layer_metrics.value``): the message names table, column, found and expected
+    type, and says to rebuild with `homog load`."""
+    from homog.store.schema import schema_problems
+
+    problems = schema_problems(con, tables)
+    if problems:
+        path = _db_path(con)
+        raise HomogError(
+            f"{path or 'the database'} is not a homog database this command can read: "
+            f"{'; '.join(problems)}. Rebuild it with `homog load` (or pass --db with the "
+            "database `homog load` built)"
+        )
+
+
 def list_runs(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """All runs, newest model/intervention grouping first.
 

@@ -45,6 +45,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from homog.store.schema_types import type_problems
+
 if TYPE_CHECKING:
     import duckdb
 
@@ -459,18 +461,17 @@ def create_schema(con: duckdb.DuckDBPyConnection, *, summary: str = "table") -> 
     )
 
 
-# Columns added to tables of the first schema (in italics in docs/design.md): a database built
-# before them may lack them, every other column of a present table must be there.
-ADDED_COLUMNS = {
+# Columns added to the first schema (in italics in docs/design.md): a database built before
+ADDED_COLUMNS = {  # them may lack them, every other column of a present table must be there.
     "runs": ("n_texts", "n_truncated", "timings_json"),
     "contrasts": ("band", "baseline_run_id", "n", "sesoi_basis", "eq_ci_low", "eq_ci_high"),
 }
 
 
 def schema_problems(con: duckdb.DuckDBPyConnection, tables: Iterable[str] = ()) -> list[str]:
-    """What keeps the database behind ``con`` from being read as a homog store, one line per
-    table (empty: none): a table of ``tables`` (names of TABLES) that is present but lacks
-    columns of the schema. Absent tables are not problems (readers treat them as empty)."""
+    """Why the database behind ``con`` cannot be read as a homog store, one line each (empty:
+    none): a table of ``tables`` (TABLES names) lacking columns, a column of the wrong type
+    (schema_types). Absent tables are not problems (readers treat them as empty)."""
     names = list(tables) or list(TABLES)
     rows = con.execute(
         "SELECT table_name, column_name FROM duckdb_columns() "
@@ -491,7 +492,7 @@ def schema_problems(con: duckdb.DuckDBPyConnection, tables: Iterable[str] = ()) 
                 f"table {name} lacks column(s) {', '.join(missing)}"
                 + (f" (it has {', '.join(extra)} instead)" if extra else "")
             )
-    return problems
+    return problems + type_problems(con, {n: TABLES[n].columns for n in names if n in TABLES})
 
 
 def table_names() -> Iterable[str]:
