@@ -327,7 +327,7 @@ def prepare_corpus(
     if n <= 0:
         raise HomogError(f"corpus.n must be positive (got {n})")
     if not labels:
-        raise HomogError(f"no texts left to draw from: {_describe(report)}")
+        raise HomogError(f"no texts left to draw from: {_describe(report)}; {_widen(report)}")
     want = {
         lab: n // len(labels) + (1 if i < n % len(labels) else 0) for i, lab in enumerate(labels)
     }
@@ -338,7 +338,7 @@ def prepare_corpus(
         )
         raise HomogError(
             f"fewer texts than corpus.n={n} balanced by label ({detail}); {_describe(report)}. "
-            "Lower corpus.n or widen corpus.min_words/max_words"
+            f"Lower corpus.n, or {_widen(report)}"
         )
     rng = np.random.default_rng(seed)
     parts = []
@@ -366,6 +366,20 @@ def _describe(report: CorpusReport) -> str:
         f"{report.too_short} too short, {report.too_long} too "
         f"long, {report.eligible} eligible"
     )
+
+
+def _widen(report: CorpusReport) -> str:
+    """What lets more texts through: the filters that dropped some, extract.max_tokens first
+    when texts did not fit the token budget (not even their first sentence)."""
+    hints = []
+    if report.no_fit:
+        hints.append(
+            f"raise extract.max_tokens ({report.no_fit} texts do not fit even their first "
+            "sentence in it)"
+        )
+    if report.too_short or report.too_long or not hints:
+        hints.append("widen corpus.min_words/max_words")
+    return "; or ".join(hints)
 
 
 def _check_owned(out: Path, force: bool) -> None:

@@ -283,3 +283,30 @@ def test_type_problems_accept_other_numbers_and_homogs_own_db(demo_db_factory, t
         "column runs.n_layers is VARCHAR, expected INTEGER (a number)"
     ]
     con.close()
+
+
+# --- item 23: when texts do not fit, the corpus error names extract.max_tokens ---------------
+
+
+@pytest.mark.parametrize("n", [2, 100])
+def test_corpus_error_suggests_extract_max_tokens(n):
+    import pandas as pd
+
+    from homog.corpus import prepare_corpus
+    from homog.errors import HomogError
+
+    raw = pd.DataFrame({"text": [f"a fine film number {i}. It was good." for i in range(6)],
+                        "label": [i % 2 for i in range(6)]})  # fmt: skip
+    fits = [
+        lambda texts: [False] * len(texts),
+        lambda texts: [i % 2 == 0 for i in range(len(texts))],
+    ]
+    with pytest.raises(HomogError, match=r"raise extract.max_tokens \(6 texts do not fit"):
+        prepare_corpus(raw, dataset="d", n=n, seed=0, min_words=1, fits=fits[0])
+    if n == 100:  # some fit, too few: both knobs named
+        with pytest.raises(HomogError, match=r"Lower corpus.n, or raise extract.max_tokens"):
+            prepare_corpus(raw, dataset="d", n=n, seed=0, min_words=1, fits=fits[1])
+    # nothing dropped for the budget: only the word filters are suggested
+    with pytest.raises(HomogError) as err:
+        prepare_corpus(raw, dataset="d", n=100, seed=0, min_words=1)
+    assert "max_tokens (" not in str(err.value) and "corpus.min_words/max_words" in str(err.value)
