@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from homog.errors import HomogError
-from homog.plot import VARIANT_COLORS, _save, _style
+from homog.plot import VARIANT_COLORS, _save, _style, legend_below
 
 
 def mauve_figure(rows: Sequence[dict[str, Any]], out: str | os.PathLike[str]) -> Path:
@@ -49,8 +49,8 @@ def mauve_figure(rows: Sequence[dict[str, Any]], out: str | os.PathLike[str]) ->
             ax.set_ylim(0, 1.02)
         axes.flat[0].set_ylabel("MAUVE (0-1)")
         handles, labels = axes.flat[0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="lower center", ncol=4, frameon=False)
-        fig.tight_layout(rect=(0, 0.1, 1, 1))
+        fig.tight_layout()
+        legend_below(fig, handles, labels, ncol=min(4, len(labels)))
         try:
             return _save(fig, out)
         finally:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from homog.errors import HomogError
-from homog.plot import METRIC_LABELS, _save, _style
+from homog.plot import METRIC_LABELS, _save, _style, legend_below
 
 BAND_ORDER = ("early", "middle", "late")
 LEVEL_COLORS = {"layer 0": "#555555", "early": "#56B4E9", "middle": "#0072B2", "late": "#D55E00",
@@ -80,8 +80,8 @@ def layer0_contrast_figure(
             ax.set_title(model)
             ax.set_xlabel(f"mean difference in {METRIC_LABELS.get(metric, metric)}")
         handles, labels = axes.flat[0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="lower center", ncol=len(labels), frameon=False)
-        fig.tight_layout(rect=(0, 0.1, 1, 1))
+        fig.tight_layout()
+        legend_below(fig, handles, labels, ncol=len(labels))
         try:
             return _save(fig, out)
         finally:
