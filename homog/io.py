@@ -59,6 +59,18 @@ _KINDS = {
 }
 T = TypeVar("T")
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+TOO_LARGE = (errno.EFBIG,)  # a file-size limit (`ulimit -f`) or the filesystem's maximum
+_ERRNO_TEXT = re.compile(r"\[errno (\d+)\]", re.I)  # pyarrow's OSError has errno None
+
+
+def error_number(exc: OSError) -> int | None:
+    """``exc.errno``, or the ``[errno N]`` pyarrow writes into its message (its errno is None)."""
+    if exc.errno is not None:
+        return exc.errno
+    m = _ERRNO_TEXT.search(str(exc))
+    return int(m.group(1)) if m else None
+
+
 NO_PERMISSION = (errno.EACCES, errno.EPERM, errno.EROFS)
 
 
@@ -72,12 +84,20 @@ def os_error(exc: OSError, path: str | os.PathLike[str] | None, what: str = "out
     """The HomogError for an OSError met while writing ``path`` (the ``what``): a full disk,
     a missing permission, a file where a directory should be, or anything else, each named."""
     where = f"the {what} {path}" if path is not None else f"the {what}"
-    if exc.errno in NO_SPACE:
+    number = error_number(exc)
+    if number in NO_SPACE:
         return HomogError(
             f"no space left on the device while writing {where}; free space (or choose another "
             "place) and rerun: nothing half-written was left"
         )
-    if exc.errno in NO_PERMISSION:
+    if number in TOO_LARGE:
+        return HomogError(
+            f"a file grew past the largest size allowed while writing {where} (File too large: "
+            "a file-size limit such as `ulimit -f`, or the filesystem's maximum file size); "
+            "raise the limit, or free space on (or choose) a filesystem that takes large files, "
+            "and rerun: nothing half-written was left"
+        )
+    if number in NO_PERMISSION:
         return HomogError(
             f"cannot write {where}: {exc.strerror or 'permission denied'}; choose a writable "
             "path or fix the permissions"
@@ -250,7 +270,8 @@ def atomic_path(
             shutil.rmtree(tmp, ignore_errors=True)
         else:
             tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError) and exc.errno in (*NO_SPACE, *NO_PERMISSION):
+        mapped = (*NO_SPACE, *TOO_LARGE, *NO_PERMISSION)
+        if isinstance(exc, OSError) and error_number(exc) in mapped:
             raise os_error(exc, target, what) from exc
         raise
 

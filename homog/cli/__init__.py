@@ -59,7 +59,7 @@ def _io_message(exc: OSError | UnicodeError) -> str | None:
     """The message for an input/output error no command turned into a HomogError: stdout or
     a file on a full disk, a missing permission, input that is not UTF-8 (None: a bug, whose
     traceback is kept)."""
-    from homog.io import NO_PERMISSION, NO_SPACE, os_error
+    from homog.io import NO_PERMISSION, NO_SPACE, TOO_LARGE, error_number, os_error
 
     if isinstance(exc, UnicodeDecodeError):
         bad = exc.object[exc.start : exc.start + 1].hex()
@@ -67,9 +67,13 @@ def _io_message(exc: OSError | UnicodeError) -> str | None:
             f"the input is not UTF-8 text (byte 0x{bad} at position {exc.start}); save it as "
             "UTF-8 (e.g. `iconv -f latin1 -t utf-8 FILE`) and retry"
         )
-    if isinstance(exc, UnicodeError) or exc.errno not in (*NO_SPACE, *NO_PERMISSION):
+    if isinstance(exc, UnicodeError) or error_number(exc) not in (
+        *NO_SPACE,
+        *TOO_LARGE,
+        *NO_PERMISSION,
+    ):
         return None
-    if exc.filename is None:  # stdout
+    if exc.filename is None and exc.errno is not None:  # stdout
         why = "no space left on the device" if exc.errno in NO_SPACE else exc.strerror
         return f"cannot write to stdout: {why}; redirect it to a file or a place that can take it"
     return str(os_error(exc, exc.filename, "file"))
