@@ -109,16 +109,19 @@ def key_choice(
     return None if best is None else KeyChoice(best[2], best[3], -best[0])
 
 
-def choose_control(lengths: Sequence[float], key: int, family_shift: float) -> tuple[int, int]:
+def choose_control(
+    lengths: Sequence[float], key: int, family_shift: float
+) -> tuple[int, int] | None:
     """(sentence j, destination index) of key_control for a family whose largest key-sentence
     start shift is ``family_shift`` (tokens, signed: < 0 towards the start). j != key moves
     the same way (a destination before it when the shift is < 0, after it when > 0), chosen
     with its destination by the smallest |shift_j - family_shift| + LENGTH_WEIGHT
-    |len_j - len_key| (ties: the earlier j, then the nearer destination). Raises ValueError
-    when no sentence can move (fewer than MIN_SENTENCES, or a zero shift)."""
+    |len_j - len_key| (ties: the earlier j, then the nearer destination). None ("no
+    control") when no sentence can make such a move (fewer than MIN_SENTENCES, or a zero
+    shift: the family moved nothing): the text leaves the family with reason ``no_control``."""
     n = len(lengths)
     if n < MIN_SENTENCES or family_shift == 0:
-        raise ValueError(f"no control move for {n} sentences and shift {family_shift}")
+        return None
     step = -1 if family_shift < 0 else 1
     best: tuple[float, int, int] | None = None
     for j in range(n):
@@ -138,11 +141,12 @@ def choose_control(lengths: Sequence[float], key: int, family_shift: float) -> t
 
 @dataclass(frozen=True)
 class Family:
-    """One text's family: variant -> sentence order, the key sentence and the control's."""
+    """One text's family: variant -> sentence order, the key sentence and the control's
+    (None: no control move exists, and ``orders`` has no key_control)."""
 
     key: int
     orders: dict[str, list[int]]
-    control_sentence: int
+    control_sentence: int | None
 
     def key_index(self, variant: str) -> int:
         """The key sentence's index in the variant's text (``original``: the key itself)."""
@@ -151,7 +155,9 @@ class Family:
 
 def family_orders(lengths: Sequence[float], key: int, positions: Sequence[float]) -> Family | None:
     """The orders of every family member for sentences of ``lengths`` (tokens) and key
-    sentence ``key``; None for fewer than MIN_SENTENCES sentences."""
+    sentence ``key``; None for fewer than MIN_SENTENCES sentences. When no sentence can
+    make a control move (every move is 0 tokens), the Family has no key_control and
+    ``control_sentence`` None (:func:`family_problem` says ``no_control``)."""
     n = len(lengths)
     if n < MIN_SENTENCES:
         return None
@@ -159,11 +165,41 @@ def family_orders(lengths: Sequence[float], key: int, positions: Sequence[float]
     before = starts(lengths, range(n))[key]
     shifts = [starts(lengths, o)[key] - before for o in orders.values()]
     largest = max(shifts, key=abs)
-    if largest == 0:  # positions such as [0] with the key already first: move it to the end
-        largest = starts(lengths, move(n, key, n - 1))[key] - before
-    j, dst = choose_control(lengths, key, largest)
+    # positions such as [0] with the key already first (or [1] with it last): the control
+    # moves as far as the key would to the other end
+    for end in (n - 1, 0):
+        if largest == 0:
+            largest = starts(lengths, move(n, key, end))[key] - before
+    control = choose_control(lengths, key, largest)
+    if control is None:
+        return Family(key, orders, None)
+    j, dst = control
     orders[CONTROL] = move(n, j, dst)
     return Family(key, orders, j)
+
+
+def family_problem(sentences: Sequence[str], fam: Family) -> tuple[str, str] | None:
+    """Why the text must leave the position family, as (reason, detail), or None.
+
+    ``no_control``: no sentence can make the control move. ``no_move``: two members (the
+    original included) have byte-identical texts from different sentence orders (a review of
+    one sentence repeated, or a key sentence equal to another): their key_index values differ
+    while the texts do not, so the dose-response would get moves that never happened. A member
+    whose order is the original's (key_first when the key is already first) is a real
+    observation at that position and stays."""
+    if fam.control_sentence is None:
+        return "no_control", "no sentence can move: every key-sentence move is 0 tokens"
+    seen: dict[str, tuple[str, list[int]]] = {}
+    members = [("original", list(range(len(sentences)))), *fam.orders.items()]
+    for variant, order in members:
+        text = join([sentences[i] for i in order])
+        first = seen.setdefault(text, (variant, list(order)))
+        if first[1] != list(order):
+            return "no_move", (
+                f"{variant}'s text is {first[0]}'s byte for byte (repeated sentences): a move "
+                "on paper only"
+            )
+    return None
 
 
 def word_share(sentences: Sequence[str], order: Sequence[int], sentence: int) -> float:

@@ -6,8 +6,11 @@ tokenizer, and returns the family's rows of the ``texts`` table plus one record 
 (text, model, variant) for the report (``homog.synth.position_report``). A text is dropped
 from the family, and so from every variant, when it has fewer than
 ``homog.synth.position.MIN_SENTENCES`` sentences (``too_few_sentences``), no candidate phrase
-with a positive salience (``no_key``), or when a family member's token multiset differs from
-the original's under some model (``multiset_changed``).
+with a positive salience (``no_key``), no sentence that can make the control move
+(``no_control``), two members with byte-identical texts from different orders (``no_move``:
+a move on paper only, ``homog.synth.position.family_problem``), or when a family member's
+token multiset differs from the original's under some model (``multiset_changed``). Each
+dropped text's reason and detail is in ``FamilyBuild.reasons``.
 
 Token positions: a sentence's length under a model is the number of (non-special) tokens of
 ``LEAD + sentence``, which is how it is tokenized in any place of a joined text; a record's
@@ -26,8 +29,10 @@ import pandas as pd
 
 from homog.synth.position import (
     LEAD,
+    MIN_SENTENCES,
     Family,
     family_orders,
+    family_problem,
     join,
     key_choice,
     starts,
@@ -52,6 +57,7 @@ class FamilyBuild:
     records: pd.DataFrame
     dropped: dict[str, int] = field(default_factory=dict)
     kept: set[Any] = field(default_factory=set)
+    reasons: dict[Any, tuple[str, str]] = field(default_factory=dict)  # sid -> (reason, detail)
     key_phrases: dict[Any, str] = field(default_factory=dict)
 
 
@@ -79,7 +85,14 @@ def build_family(
     positions: Sequence[float],
 ) -> FamilyBuild:
     """The family of every text of ``docs`` (sample_id -> Sentences); see the module doc."""
-    dropped = {"no_key": 0, "too_few_sentences": 0, "multiset_changed": 0}
+    dropped = {"no_key": 0, "too_few_sentences": 0, "no_control": 0, "no_move": 0,
+               "multiset_changed": 0}  # fmt: skip
+    reasons: dict[Any, tuple[str, str]] = {}
+
+    def drop(sid: Any, reason: str, detail: str) -> None:
+        dropped[reason] += 1
+        reasons[sid] = (reason, detail)
+
     sentences = {sid: [d.sentence(i) for i in range(len(d.spans))] for sid, d in docs.items()}
     # every sentence's non-special ids under every model, one batch per model
     flat = [(sid, i) for sid, ss in sentences.items() for i in range(len(ss))]
@@ -91,7 +104,7 @@ def build_family(
     for sid, doc in docs.items():
         choice = key_choice(_candidates(doc), lambda ph, t=doc.text: salience.score(ph, t))
         if choice is None:
-            dropped["no_key"] += 1
+            drop(sid, "no_key", "no candidate phrase with a positive salience")
             continue
         n = len(sentences[sid])
         lengths = [
@@ -100,7 +113,11 @@ def build_family(
         ]
         fam = family_orders(lengths, choice.sentence, positions)
         if fam is None:
-            dropped["too_few_sentences"] += 1
+            drop(sid, "too_few_sentences", f"{n} sentence(s), the family needs {MIN_SENTENCES}")
+            continue
+        problem = family_problem(sentences[sid], fam)
+        if problem is not None:  # no control move, or identical texts from different orders
+            drop(sid, *problem)
             continue
         families[sid] = (fam, choice.phrase)
     # every text of the family (original included) under every model
@@ -112,7 +129,7 @@ def build_family(
     }
     texts = {k: join([sentences[k[0]][i] for i in order]) for k, order in order_of.items()}
     records = []
-    bad: set[Any] = set()
+    bad: dict[Any, set[str]] = {}  # sid -> the models whose token multiset changed
     for key, tok in tokenizers.items():
         full = dict(zip(texts, _ids(tok, list(texts.values())), strict=True))
         for (sid, v), order in order_of.items():
@@ -121,13 +138,16 @@ def build_family(
             at = starts(lengths, order)
             equal = Counter(full[(sid, v)]) == Counter(full[(sid, "original")])
             concat = [t for i in order for t in sent_ids[key][(sid, i)]]
-            bad |= set() if equal else {sid}
+            if not equal:
+                bad.setdefault(sid, set()).add(key)
             records.append(
                 (sid, key, v, at[fam.key], at[fam.control_sentence], sum(lengths), equal,
                  full[(sid, v)] == concat, fam.key_index(v), len(order))
             )  # fmt: skip
-    dropped["multiset_changed"] = len(bad)
-    kept = set(families) - bad
+    for sid, models in sorted(bad.items(), key=lambda kv: str(kv[0])):
+        changed = ", ".join(sorted(models))
+        drop(sid, "multiset_changed", f"a member's token multiset differs under {changed}")
+    kept = set(families) - set(bad)
     rows, original = [], []
     for (sid, v), order in order_of.items():
         if sid not in kept:
@@ -149,6 +169,7 @@ def build_family(
         records=pd.DataFrame(records, columns=RECORD_COLUMNS),
         dropped=dropped,
         kept=kept,
+        reasons=reasons,
         key_phrases={sid: families[sid][1] for sid in kept},
     )
 

@@ -234,3 +234,24 @@ def variant_measures(variants: Variants, keep: pd.Series) -> dict[str, Any]:
         "rewrite_kinds": kind_counts(rw),
         "fluency": fluency_filter(rw),
     }
+
+
+def dropped_reviews(
+    selected: dict[Any, tuple[str, str]], over_budget: Any, family: Any = None
+) -> list[dict[str, str]]:
+    """Every review synth dropped, one entry each (sample_id, stage, reason, detail), sorted
+    by sample_id (pure; issue 39: the counts alone named no review). ``selected``: ``select``'s
+    reasons; ``over_budget``: sample_ids whose original does not fit the token budget;
+    ``family``: the position family's build (its ``reasons``), or None. A review dropped at
+    several stages is listed at the first."""
+    out: dict[str, dict[str, str]] = {}
+    for sid, (reason, detail) in selected.items():
+        out[str(sid)] = {"stage": "select", "reason": reason, "detail": detail}
+    budget = "the original does not fit extract.max_tokens"
+    for sid in over_budget:
+        out.setdefault(
+            str(sid), {"stage": "budget", "reason": "original_over_budget", "detail": budget}
+        )
+    for sid, (reason, detail) in (getattr(family, "reasons", None) or {}).items():
+        out.setdefault(str(sid), {"stage": "position_family", "reason": reason, "detail": detail})
+    return [{"sample_id": sid, **out[sid]} for sid in sorted(out)]

@@ -53,7 +53,8 @@ def select(
     least one sentence in front or end, since a text neither variant could change tells
     nothing about position; ``all`` = at least one sentence in every non-original variant;
     ``none`` = no condition) and when every variant's F1 >= threshold. Returns (boolean Series
-    over sample_ids, counts dict; ``no_rewrite`` counts texts a variant left unchanged).
+    over sample_ids, counts dict; ``no_rewrite`` counts texts a variant left unchanged;
+    ``reasons``: sample_id -> (reason, detail) of every text not kept).
     """
     if require_rewrite not in REQUIRE_REWRITE:
         raise HomogError(
@@ -72,7 +73,18 @@ def select(
         has_rewrite = pd.Series(True, index=wide_rw.index)
     above = wide_f1[targets] >= threshold
     keep = keyed & has_rewrite & above.all(axis=1)
+    reasons = {}  # sample_id -> (reason, detail) of every text not kept
+    for sid in wide_f1.index:
+        if not keyed.get(sid, False):
+            reasons[sid] = ("no_keyphrase", "no sentence holds a key phrase")
+        elif not has_rewrite.get(sid, False):
+            reasons[sid] = ("not_rewritten", f"require_rewrite {require_rewrite}: not rewritten")
+        elif not above.loc[sid].all():
+            low = ", ".join(f"{v} {wide_f1.loc[sid, v]:.3f}" for v in targets
+                            if not above.loc[sid, v])  # fmt: skip
+            reasons[sid] = ("below_threshold", f"BERTScore F1 below {threshold}: {low}")
     counts = {
+        "reasons": reasons,
         "no_keyphrase": int((~keyed).sum()),
         "not_rewritten": int((keyed & ~has_rewrite).sum()),
         "unchanged_per_variant": {v: int((keyed & ~changed[v]).sum()) for v in targets},

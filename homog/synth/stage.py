@@ -55,7 +55,7 @@ from homog.synth.position import family_names
 from homog.synth.position_report import manipulation
 from homog.synth.position_stage import build_family, with_family
 from homog.synth.rephrase import TARGETS, Rephraser, Rewrite, rephraser_from_params
-from homog.synth.report import make_report
+from homog.synth.report import dropped_reviews, make_report
 from homog.synth.salience import Salience
 from homog.synth.selection import (
     REQUIRE_REWRITE,  # noqa: F401 - homog.synth's lazy name
@@ -370,6 +370,7 @@ def build_synth(
     report["dropped"]["original_over_budget"] = len(too_long)
     if family is not None:
         report["dropped"]["position_family"] = family.dropped
+    report["dropped_reviews"] = dropped_reviews(counts["reasons"], too_long, family)
     lm = getattr(rephraser, "fluency", None)
     if lm is not None and hasattr(lm, "usage"):
         report["fluency_lm"] = lm.usage()
