@@ -143,8 +143,9 @@ def sqlite_error(path: str | os.PathLike[str], *, load: bool = False) -> HomogEr
         return None
     if load:
         return HomogError(
-            f"--db {path} is an SQLite database (header 'SQLite format 3'), not a homog DuckDB "
-            "database; homog never replaces it: choose another --db (e.g. data/homog.duckdb)"
+            f"--db {path} is an SQLite database (header 'SQLite format 3'), not a DuckDB "
+            "database (homog's store); homog never replaces it: choose another --db (e.g. "
+            "data/homog.duckdb)"
         )
     return HomogError(
         f"the database {path} is an SQLite file (header 'SQLite format 3'), not a homog DuckDB "
