@@ -66,6 +66,7 @@ def test_refused_statement_named_by_its_keyword(demo_db_factory, sql, word):
         "SELECT count(*) AS n FROM (PIVOT layer_metrics ON variant USING count(*))",
         "UNPIVOT (SELECT 1 AS a, 2 AS b) ON a, b INTO NAME k VALUE v",
         "EXPLAIN PIVOT layer_metrics ON variant USING count(*)",
+        "( /* c */ (PIVOT layer_metrics ON variant USING count(*)))",
     ],
 )
 def test_pivot_and_unpivot_read(demo_db_factory, sql):

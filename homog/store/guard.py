@@ -78,7 +78,7 @@ _FUNCTION = re.compile(
     rf"^{_GAP}(PRAGMA|CALL)\s+([A-Za-z_][A-Za-z0-9_]*){_GAP}(\(|;|$)", re.I | re.S
 )
 _PID = re.compile(r"\(PID (\d+)\)")
-_KEYWORD = re.compile(rf"^{_GAP}(FORCE{_GAP})?([A-Za-z_]+|\()", re.I | re.S)
+_KEYWORD = re.compile(rf"^(?:{_GAP}\()*{_GAP}(FORCE{_GAP})?([A-Za-z_]+)", re.I | re.S)
 # A statement DuckDB parses as MULTI (PIVOT without an IN list: a temporary enum, then a
 # SELECT) only reads when it leads with one of these; a CREATE/INSERT/WITH-led one may write.
 _MULTI_READS = frozenset({"PIVOT", "PIVOT_WIDER", "UNPIVOT", "PIVOT_LONGER", "SELECT", "FROM"})
@@ -203,7 +203,8 @@ def _refuse(what: str) -> HomogError:
 
 def leading_keyword(text: str) -> str:
     """The statement's own first keyword, upper-case (``FORCE INSTALL`` two words; comments
-    skipped): DuckDB's statement type names INSTALL "LOAD" and USE "SET"."""
+    and opening parentheses skipped): DuckDB's statement type names INSTALL "LOAD" and USE
+    "SET"."""
     m = _KEYWORD.match(text)
     if m is None:
         return ""
@@ -250,7 +251,7 @@ def _check_statement(con: duckdb.DuckDBPyConnection, st: duckdb.Statement) -> No
                 f"(allowed: {shown})"
             )
         return
-    shown = word if word and word not in ("WITH", "(") else kind  # WITH ... INSERT: INSERT
+    shown = word if word and word != "WITH" else kind  # WITH ... INSERT: INSERT
     raise _refuse(f"{shown} statements are not allowed")
 
 
