@@ -215,13 +215,13 @@ SQL_TABLE_ROWS = 1000  # default cap of `homog sql` table output
     help="Rows shown in table format (csv/json stream every row).",
 )
 def sql(query: str, db_path: Path | None, fmt: str, max_rows: int) -> None:
-    """Run read-only SQL on the database; QUERY '-' reads it from stdin.
+    """Run one read-only SQL statement on the database; QUERY '-' reads it from stdin.
 
     Only reading statements run (SELECT, SHOW, DESCRIBE, SUMMARIZE, EXPLAIN of a SELECT,
     listing PRAGMAs such as table_info/show_tables/database_size); the connection cannot
     touch files, settings or the network. Table output stops after --max-rows rows and says
-    how many were left out; --format csv/json stream every row. SQL errors print DuckDB's
-    message and exit non-zero.
+    how many were left out; --format csv/json stream every row. Several statements are
+    refused (one result per call). SQL errors print DuckDB's message and exit non-zero.
 
     \b
     Example:
