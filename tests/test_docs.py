@@ -8,6 +8,7 @@ tests check the generator: a command, option or key it leaves out fails them.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import re
 from pathlib import Path
@@ -160,9 +161,122 @@ def test_params_check_fails_on_an_undocumented_key(params_page):
 
 
 def test_params_reference_has_types_defaults_and_comments(params_page):
-    assert "| `extract.max_tokens` | `int` | `128` | longer texts are truncated" in params_page
+    # the meaning is params.yaml's comment (the dataclass's said "longer texts are truncated")
+    assert (
+        "| `extract.max_tokens` | `int` | `128` | the corpus stage cuts every review at a "
+        "sentence boundary" in params_page
+    )
+    assert "| `stats.n_boot` | `int` | `2000` | bootstrap resamples of the texts" in params_page
+    assert "| `mauve.kmeans_num_redo` | `int` | `5` | k-means restarts" in params_page  # optional
+    assert "hf:&lt;id-or-dir&gt;" in params_page  # not an HTML tag to the Markdown renderer
+    # a default with a newline stays on its row (it ended the table there)
+    prompt = "| `probe.prompt` | `str` | `Review: {text}\\nSentiment (positive or negative):` |"
+    assert prompt in params_page
     assert "| `corpus.label_column` | `str \\| None` | `label` |" in params_page
     assert "| `seed` |" in params_page and "| `extract.seed` |" not in params_page  # from top
+
+
+# --- every key's meaning: params.yaml's comments -------------------------------------------
+
+
+def test_every_params_key_has_a_meaning(params_page):
+    """Every key of Params, nested sections included, has a comment in params.yaml, and the
+    page's meaning column is never empty."""
+    meanings = gen_refs.param_meanings()
+    assert set(meanings) == set(gen_refs.params_keys())
+    assert [key for key, meaning in meanings.items() if not meaning.strip()] == []
+    empty = [row for row in params_page.splitlines() if row.startswith("| `") and
+             re.search(r"\|\s*\|$", row)]  # fmt: skip
+    assert empty == []
+    assert {"synth.position.enabled", "stats.primary.metrics", "probe.max_iter",
+            "models.<key>.source", "extract.interventions"} <= set(meanings)  # fmt: skip
+
+
+def test_meaning_check_fails_on_a_key_without_a_comment():
+    text = (ROOT / "params.yaml").read_text()
+    line = next(x for x in text.splitlines() if x.startswith("  n_boot:"))
+    stripped = text.replace(line, "  n_boot: 2000")
+    meanings = gen_refs.param_meanings(stripped)
+    assert [key for key, meaning in meanings.items() if not meaning] == ["stats.n_boot"]
+    # a commented-out optional key removed: its meaning is gone too
+    gone = "\n".join(x for x in text.splitlines() if not x.strip().startswith("# kmeans_num_redo"))
+    assert gen_refs.param_meanings(gone)["mauve.kmeans_num_redo"] == ""
+
+
+def params_defaults() -> dict[str, object]:
+    """Dotted key -> the dataclass default (tuples as lists), sections left out."""
+    out = {}
+    for name, cls in gen_refs.params_sections():
+        for f in dataclasses.fields(cls):
+            if f.default is not dataclasses.MISSING:
+                value = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                value = f.default_factory()
+            else:
+                continue
+            out[f"{name}.{f.name}" if name else f.name] = (
+                list(value) if isinstance(value, tuple) else value
+            )
+    return out
+
+
+def test_commented_out_keys_are_params_keys_at_their_defaults():
+    """A key params.yaml writes as a comment ('# key: value  # meaning') is a real key, and
+    the value shown is its default: the optional keys cannot go stale."""
+    found = gen_refs.yaml_comments((ROOT / "params.yaml").read_text())
+    optional = {key: k.value for key, k in found.items() if k.commented}
+    assert set(optional) == {
+        "corpus.name",
+        "synth.bertscore.baseline_path",
+        "mauve.kmeans_num_redo",
+        "mauve.kmeans_max_iter",
+        "mauve.device",
+    }
+    defaults = params_defaults()
+    for key, value in optional.items():
+        assert key in gen_refs.params_keys(), key
+        assert yaml.safe_load(value) == defaults[key], key
+
+
+def test_yaml_comment_reader():
+    text = """# a header, no key's
+# still the header
+
+top: 1                    # the top key
+                          # continued here
+section:                  # a section
+  # a note above the key
+  # on two lines
+  a: "x # not a comment"  # a's meaning
+  b: [1, 2]
+  # c: 3                  # an optional key, at its default
+  # an orphan comment, then a blank line
+
+  d: '#'                  # d
+other:
+  e: 5                    # e's meaning,
+                          # continued
+  # f's note
+  f: 6
+  g: 7                    # g's meaning:
+                          # auto: 8  # a continuation, not an optional key
+"""
+    found = gen_refs.yaml_comments(text)
+    assert {k: v.meaning for k, v in found.items()} == {
+        "top": "the top key continued here",
+        "section": "a section",
+        "section.a": "a's meaning; a note above the key on two lines",
+        "section.b": "",
+        "section.c": "an optional key, at its default",
+        "section.d": "d",
+        "other": "",
+        "other.e": "e's meaning, continued",
+        "other.f": "f's note",
+        "other.g": "g's meaning: auto: 8  # a continuation, not an optional key",
+    }
+    assert found["section.a"].value == '"x # not a comment"'
+    assert found["section.c"].commented and found["section.c"].value == "3"
+    assert not found["section.a"].commented
 
 
 def test_gen_refs_script_writes_both_pages(tmp_path):
