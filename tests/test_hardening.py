@@ -198,8 +198,8 @@ INTERRUPT = textwrap.dedent(
     signal.signal(signal.SIGINT, signal.default_int_handler)
     import homog.store.loader as loader
     real = loader._build
-    def build(con, sources, previous):
-        counts = real(con, sources, previous)
+    def build(con, sources, previous, **kw):
+        counts = real(con, sources, previous, **kw)
         os.kill(os.getpid(), signal.SIGINT)   # Ctrl-C in the middle of the build
         con.execute("SELECT sum(range) FROM range(10000000000)").fetchall()
         return counts
@@ -234,7 +234,7 @@ def test_duckdb_interrupt_inside_load_is_a_keyboard_interrupt(tmp_path, monkeypa
 
     params = write_project(tmp_path, [("m1", "none", "r1")])
 
-    def build(con, sources, previous):
+    def build(con, sources, previous, **kw):
         raise duckdb.InterruptException("INTERRUPT Error: Query interrupted")
 
     monkeypatch.setattr(loader, "_build", build)
