@@ -46,7 +46,8 @@ def test_ci_build_is_strict_and_shows_warnings(docs_command):
 def copy_site(dst: Path) -> Path:
     """The docs tree, mkdocs.yml and the files its snippets include, copied under ``dst``."""
     shutil.copytree(ROOT / "docs", dst / "docs", ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("mkdocs.yml", "CHANGELOG.md"):
+    # params.yaml: the params reference reads its comments (docs/gen_refs.py)
+    for name in ("mkdocs.yml", "CHANGELOG.md", "params.yaml"):
         shutil.copy(ROOT / name, dst / name)
     return dst
 

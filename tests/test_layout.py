@@ -35,6 +35,8 @@ EXTRACT_INFRASTRUCTURE = {
     "homog", "homog.config", "homog.errors", "homog.lazy", "homog.progress", "homog.typed",
     "homog.posenc", "homog.validate", "homog.config_position", "homog.config_synth",
     "homog.config_posenc", "homog.posenc.preset_table", "homog.config_probe",
+    "homog.config_primary",  # stats.primary: the claims' families, no extract number
+    "homog.owned",  # which output files homog wrote (the --force policy), no number
 }  # fmt: skip
 
 
