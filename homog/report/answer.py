@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from homog.report.claims_rows import CONTROL, EXPLORATORY, PRIMARY
-from homog.report.document import Section, fmt
+from homog.report.document import Section
 
 XMAX = 10.0  # the forest plot's x range in SESOI units (CIs beyond it are cut, arrowed)
 README_START, README_END = "<!-- current-answer -->", "<!-- /current-answer -->"
@@ -51,11 +51,14 @@ def _largest(rows: pd.DataFrame) -> str:
     if r.notna().any():
         top = rows.loc[r.idxmax()]
         return (
-            f"largest |effect| {fmt(float(r.max()))} SESOI ({top['comparison']}, {top['metric']}, "
-            f"{top['scope']}: {fmt(float(top['effect']))} [{fmt(float(top['ci_low']))}, "
-            f"{fmt(float(top['ci_high']))}])"
+            f"largest |effect| {_g(r.max())} SESOI ({top['model']}, {top['comparison']}, "
+            f"{top['metric']}, {top['scope']})"
         )
     return "no margin to compare with"
+
+
+def _g(x: float) -> str:
+    return f"{float(x):.2g}"
 
 
 def _bottom_line(verdicts: pd.Series) -> str:
@@ -84,11 +87,9 @@ def primary_lines(claims: pd.DataFrame) -> list[str]:
         rows = prim[prim["comparison"].isin(comparisons)]
         if rows.empty:
             continue
-        sesoi = str(rows["sesoi_basis"].iloc[0]) if "sesoi_basis" in rows.columns else ""
         out.append(
-            f"**{name}** (primary; {what}; {', '.join(sorted(set(rows['metric'])))}, "
-            f"{', '.join(dict.fromkeys(rows['scope']))}): {_bottom_line(rows['verdict'])}. "
-            f"{_per_model(rows)}; {_largest(rows)}. Margin: +-SESOI, e.g. {sesoi}."
+            f"**{name}** (primary, {len(rows)} endpoints; {what}): "
+            f"{_bottom_line(rows['verdict'])}. {_per_model(rows)}; {_largest(rows)}."
         )
     return out
 
@@ -105,10 +106,9 @@ def _exploratory(claims: pd.DataFrame, tag: str, comparisons: tuple[str, ...] | 
 def _effects(rows: pd.DataFrame, pct: bool = False) -> str:
     parts = []
     for _, r in rows.iterrows():
-        size = (f"{fmt(float(r['pct_of_baseline']))} % of the mean" if pct
-                else f"{fmt(float(r['effect']))} [{fmt(float(r['ci_low']))}, "
-                f"{fmt(float(r['ci_high']))}]")  # fmt: skip
-        parts.append(f"{r['model']} {r['scope']} {size}, {r['verdict']}")
+        size = (f"{_g(r['pct_of_baseline'])} % of the mean" if pct
+                else f"{_g(r['effect'])} [{_g(r['ci_low'])}, {_g(r['ci_high'])}]")  # fmt: skip
+        parts.append(f"{r['model']} {r['band']} {size} {r['verdict']}")
     return "; ".join(parts)
 
 
@@ -119,8 +119,8 @@ def exploratory_lines(claims: pd.DataFrame) -> list[str]:
     reorder = _exploratory(claims, "5a", ("key_control - original",), "erank", late)
     if not reorder.empty:
         out.append(
-            "**Reordering effect** (exploratory; key_control - original, erank: moving a "
-            f"non-key sentence, no word changed): {_effects(reorder)}."
+            "**Reordering effect** (exploratory; key_control - original, erank: a non-key "
+            f"sentence moved, no word changed): {_effects(reorder)}."
         )
     rewrites = claims[claims["claim"].astype(str).str.match(r"^1( \(|$)")]
     rewrites = rewrites[rewrites["comparison"].isin(["front - original", "end - original"])]
@@ -128,8 +128,8 @@ def exploratory_lines(claims: pd.DataFrame) -> list[str]:
         rewrites = rewrites[rewrites["family"] == EXPLORATORY]
     if not rewrites.empty:
         out.append(
-            "**The paper's rewrites** (exploratory, claim 1; front / end - original, "
-            f"length-matched, every metric, token set and band): {_per_model(rewrites)}."
+            "**The paper's rewrites** (exploratory, claim 1; front / end - original, every "
+            f"metric, token set and band): {_per_model(rewrites)}."
         )
     zero = _exploratory(claims, "5c", None, "erank", ("final",))
     if not zero.empty:
@@ -146,19 +146,18 @@ def exploratory_lines(claims: pd.DataFrame) -> list[str]:
                 continue
             best = layers.loc[pd.to_numeric(layers["effect"]).idxmax()]
             text = (
-                f"{model}: best AUC {fmt(float(best['effect']))} "
-                f"[{fmt(float(best['ci_low']))}, {fmt(float(best['ci_high']))}] "
-                f"({best['comparison']}, {best['verdict']})"
+                f"{model}: best AUC {_g(best['effect'])} [{_g(best['ci_low'])}, "
+                f"{_g(best['ci_high'])}] ({best['comparison']}, {best['verdict']})"
             )
             fam = l0[l0["comparison"].str.startswith("key_")]
             if not fam.empty:
                 text += (
-                    f", layer-0 control of the position family {fmt(float(fam['effect'].min()))}"
-                    f"-{fmt(float(fam['effect'].max()))}"
+                    f", position family at layer 0 (control) {_g(fam['effect'].min())}-"
+                    f"{_g(fam['effect'].max())}"
                 )
             parts.append(text)
         out.append(
-            "**Separability** (exploratory, claim 4; a classifier on every metric's per-layer "
+            "**Separability** (exploratory, claim 4; a classifier on the per-layer metric "
             f"profile, original against each variant): {'; '.join(parts)}."
         )
     return out
@@ -205,9 +204,9 @@ def forest_figure(claims: pd.DataFrame, path: Path) -> Path | None:
         return None
     models = list(dict.fromkeys(prim["model"]))
     n = max(len(g) for _, g in prim.groupby("model"))
-    fig, axes = plt.subplots(1, len(models), figsize=(5.2 * len(models), 0.3 * n + 1.4),
-                             sharey=True, squeeze=False)  # fmt: skip
-    for ax, model in zip(axes[0], models, strict=True):
+    fig, axes = plt.subplots(len(models), 1, figsize=(6.4, (0.15 * n + 0.9) * len(models)),
+                             sharex=False, squeeze=False)  # fmt: skip
+    for ax, model in zip(axes[:, 0], models, strict=True):
         g = prim[prim["model"] == model].reset_index(drop=True)
         s = pd.to_numeric(g["sesoi"])
         y = np.arange(len(g))[::-1]
@@ -225,23 +224,31 @@ def forest_figure(claims: pd.DataFrame, path: Path) -> Path | None:
         reach = np.nanmax(np.abs([g["ci_low"] / s, g["ci_high"] / s]))
         ax.set_xlim(-min(XMAX, max(2.0, reach)) * 1.08, min(XMAX, max(2.0, reach)) * 1.08)
         labels = [f"{r.comparison} | {r.metric} | {r.scope}" for r in g.itertuples()]
-        ax.set_yticks(y, labels, fontsize=7)
-        ax.set_title(model, fontsize=9)
-        ax.set_xlabel("effect / SESOI (95% CI)", fontsize=8)
+        ax.set_yticks(y, labels, fontsize=6)
+        ax.set_title(model, fontsize=8, pad=2)
+        ax.set_xlabel("effect / SESOI (95% CI)", fontsize=7, labelpad=1)
         ax.tick_params(axis="x", labelsize=7)
     handles = [plt.Line2D([], [], color=c, marker="o", lw=1.6, label=v)
                for v, c in VERDICT_COLOURS.items() if v in set(prim["verdict"])]  # fmt: skip
-    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7, frameon=False)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    fig.tight_layout(rect=(0, 0.05, 1, 1), h_pad=0.4)
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=6, frameon=False)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
 
+def _basis(claims: pd.DataFrame) -> str:
+    """The margin's basis in words, from one primary row (they share the rule)."""
+    prim = claims[claims["family"] == PRIMARY] if "family" in claims.columns else claims
+    basis = prim["sesoi_basis"].dropna().astype(str) if "sesoi_basis" in prim.columns else []
+    basis = [b for b in basis if b]
+    return re.sub(r" \([^)]*\)", "", basis[0]) if basis else "stats.sesoi"
+
+
 def answer_section(claims: pd.DataFrame, figdir: Path) -> Section:
     """The report's first section: the answer lines and the forest plot of the primary family."""
-    sec = Section("The answer")
+    sec = Section("The answer", figure_width=50, figures_beside=True)
     lines = answer_lines(claims)
     if not lines:
         sec.paragraphs.append("No claim rows: run `homog stats` and `homog load`.")
@@ -250,9 +257,9 @@ def answer_section(claims: pd.DataFrame, figdir: Path) -> Section:
     path = forest_figure(claims, figdir / "answer_forest.png")
     if path is not None:
         sec.figures.append(
-            (path, "The primary endpoints per model: effect in units of its smallest effect of "
-             "interest (SESOI) with its 95 % CI (cut at +-10 SESOI, arrowed); inside the "
-             "shaded band is too small to matter")
+            (path, "The primary endpoints: effect / SESOI with its 95 % CI (cut at +-10, "
+             "arrowed); inside the shaded band is too small to matter. SESOI: "
+             f"{_basis(claims)}")
         )  # fmt: skip
     return sec
 

@@ -275,11 +275,10 @@ def build_report(
             title = "homog report: token homogenization under positional bias"
             n_models = data["runs"]["model"].nunique() if len(data["runs"]) else 0
             intro = (
-                f"{len(data['runs'])} runs of {n_models} model(s) from {shown(db)}. The paper "
-                "(arXiv 2508.17126) claims that tokens lose distinctiveness layer by layer, and "
-                "more so when a text's key phrase sits at its front or end. Each claim is "
-                "checked per model on paired texts (the same review in each variant); the "
-                "summary gives the answer per claim, the glossary the words."
+                f"{len(data['runs'])} runs of {n_models} model(s) from {shown(db)}. Does "
+                "positional bias drive token homogenization (arXiv 2508.17126)? Each claim is "
+                "checked per model on paired texts; the answer comes first, then each claim, "
+                "the glossary and every row."
             )
             _write(out, fmt, title, intro, sections, files)
     finally:

@@ -60,6 +60,9 @@ class Section:
     figure_width: int = 100  # percent of the page width per figure (48: two side by side)
     after: list[str] = field(default_factory=list)  # paragraphs after the tables
     collapsed: bool = False  # HTML: folded under its title (<details>); Markdown: as usual
+    # HTML: the figures float right of the paragraphs (figure_width % wide), so the text and
+    # the picture share the first screen; Markdown: as usual
+    figures_beside: bool = False
 
 
 def fmt(value: Any) -> str:
@@ -110,24 +113,32 @@ def to_html(title: str, intro: str, sections: list[Section]) -> str:
             out.append(f"<details><summary>{html.escape(sec.title)}</summary>")
         else:
             out.append(f"<h2 id='{_anchor(sec.title)}'>{html.escape(sec.title)}</h2>")
+        figures = [_html_figure(path, caption, sec) for path, caption in sec.figures]
+        if sec.figures_beside:
+            out += figures
         out += [f"<p>{_inline(p)}</p>" for p in sec.paragraphs]
         for table in sec.tables:
             out.append(_html_table(table))
         out += [f"<p>{_inline(p)}</p>" for p in sec.after]
-        for path, caption in sec.figures:
-            data = base64.b64encode(Path(path).read_bytes()).decode()
-            style = "" if sec.figure_width >= 100 else f" style='width:{sec.figure_width}%'"
-            out.append(
-                f"<figure{style}><img alt='{html.escape(caption)}' "
-                f"src='data:image/png;base64,{data}'>"
-                f"<figcaption>{html.escape(caption)}</figcaption></figure>"
-            )
+        out += ["<div style='clear:both'></div>"] if sec.figures_beside else figures
         if sec.code:
             out.append(f"<pre><code>{html.escape(sec.code)}</code></pre>")
         if sec.collapsed:
             out.append("</details>")
     out.append("</body></html>")
     return "\n".join(out)
+
+
+def _html_figure(path: Path, caption: str, sec: Section) -> str:
+    data = base64.b64encode(Path(path).read_bytes()).decode()
+    style = "" if sec.figure_width >= 100 else f"width:{sec.figure_width}%;"
+    if sec.figures_beside:
+        style += "float:right;margin:0 0 .5em 1.2em;"
+    style = f" style='{style}'" if style else ""
+    return (
+        f"<figure{style}><img alt='{html.escape(caption)}' src='data:image/png;base64,{data}'>"
+        f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+    )
 
 
 def _html_table(table: Table) -> str:
