@@ -246,10 +246,20 @@ def _basis(claims: pd.DataFrame) -> str:
     return re.sub(r" \([^)]*\)", "", basis[0]) if basis else "stats.sesoi"
 
 
-def answer_section(claims: pd.DataFrame, figdir: Path) -> Section:
-    """The report's first section: the answer lines and the forest plot of the primary family."""
+def answer_section(
+    claims: pd.DataFrame, figdir: Path, probe: pd.DataFrame | None = None
+) -> Section:
+    """The report's first section: the answer lines (and the probe stage's cost line, when the
+    database has ``probe_metrics``) and the forest plot of the primary family."""
+    from homog.report.cost import cost_line
+
     sec = Section("The answer", figure_width=50, figures_beside=True)
     lines = answer_lines(claims)
+    cost = cost_line(probe) if probe is not None else None
+    if cost and lines:
+        lines = (
+            [*lines[:-1], cost, lines[-1]] if lines[-1].startswith("**Negative") else [*lines, cost]
+        )
     if not lines:
         sec.paragraphs.append("No claim rows: run `homog stats` and `homog load`.")
         return sec

@@ -76,6 +76,8 @@ def read_inputs(con: Any) -> dict[str, pd.DataFrame]:
         ),
         # claim 4's classifiers (the stats stage's separability table; absent before issue 38)
         "separability": get("separability", "SELECT * FROM separability"),
+        # the probe stage's table (Open Question 1; homog probe)
+        "probe": get("probe_metrics", "SELECT * FROM probe_metrics"),
         "posenc": get("posenc_results", POSENC_SQL),
         "ablation": get(
             "head_ablation",
@@ -196,6 +198,7 @@ def build_report(
     """
     from homog.report.answer import answer_section
     from homog.report.claims_view import claims_section, summary_section
+    from homog.report.cost import cost_section
     from homog.report.glossary import glossary_section
     from homog.report.manipulation import manipulation_section
     from homog.report.posenc_view import posenc_section
@@ -260,7 +263,7 @@ def build_report(
         with tempfile.TemporaryDirectory(prefix=f"homog-report-{os.getpid()}-") as tmp:
             figdir = Path(tmp)
             sections = [
-                answer_section(claims, figdir),
+                answer_section(claims, figdir, probe=data["probe"]),
                 summary_section(claims, st.alpha),
                 glossary_section(
                     variants, interventions, metrics, layer_roles="layer0_effect" in claims.columns
@@ -268,6 +271,7 @@ def build_report(
                 manipulation_section(texts, synth),
                 claims_section(claims, st.alpha, ci=st.ci, test=st.test),
                 position_section(con, data, variants, figdir, st.alpha),
+                cost_section(data["probe"], figdir),
                 *figure_sections(con, data["runs"], data["mauve"], figdir, variants),
                 posenc_section(data["posenc"], data["ablation"], figdir, _posenc_config(params)),
                 *provenance_sections(prov, data["runs"]),

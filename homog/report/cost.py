@@ -1,0 +1,133 @@
+"""The report's section "Does homogenization cost anything?" (the paper's Open Question 1).
+
+From the probe stage's ``probe_metrics`` table (``homog probe``, :mod:`homog.probe.view`): how
+well a linear probe reads the review's sentiment from each layer, per variant; the model's
+own zero-shot answer per variant and intervention; and the within-text slope of both on the
+change in erank, with its verdict. Pure: a frame in, a section (and one figure) out.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from homog.report.document import Section, Table
+
+TITLE = "Does homogenization cost anything?"
+
+
+def _g(x) -> str:
+    return f"{float(x):.3g}" if pd.notna(x) else "n/a"
+
+
+def cost_line(probe_metrics: pd.DataFrame) -> str | None:
+    """The answer's line: the slopes' verdicts per model, and the best probe layer."""
+    if probe_metrics is None or probe_metrics.empty:
+        return None
+    from homog.probe.view import report_data
+
+    data = report_data(probe_metrics)
+    slopes, best = data["slopes"], data["best"]
+    parts = []
+    for model in dict.fromkeys(probe_metrics["model"]):
+        s = slopes[slopes["model"] == model]
+        b = best[best["model"] == model]
+        verdicts = ", ".join(f"{n} {v}" for v, n in s["verdict"].value_counts().items())
+        probe = (
+            f"probe best at layer {int(b.iloc[0]['layer'])}, accuracy {_g(b.iloc[0]['value'])} "
+            f"[{_g(b.iloc[0]['ci_low'])}, {_g(b.iloc[0]['ci_high'])}]"
+            if len(b)
+            else "no probe"
+        )
+        parts.append(f"{model}: {probe}; slopes on erank: {verdicts or 'none'}")
+    return (
+        "**Cost** (exploratory; does a lower erank go with a worse reading of the sentiment, "
+        f"within text?): {'; '.join(parts)}."
+    )
+
+
+def _figure(curves: pd.DataFrame, path: Path) -> Path | None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from homog.plot import legend_below
+
+    sel = curves[(curves["scheme"] == "train_original") & (curves["intervention"] == "none")
+                 & (curves["metric"] == "accuracy")]  # fmt: skip
+    if sel.empty:
+        return None
+    models = list(dict.fromkeys(sel["model"]))
+    fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 3.2), squeeze=False)
+    # one colour per variant in every panel (the models may hold different variants)
+    colour = {v: f"C{i % 10}" for i, v in enumerate(sorted(set(sel["variant"])))}
+    for ax, model in zip(axes[0], models, strict=True):
+        for variant, g in sel[sel["model"] == model].groupby("variant", sort=True):
+            g = g.sort_values("layer")
+            ax.plot(g["layer"], g["value"], lw=1.2, label=variant, color=colour[variant])
+        ax.axhline(0.5, color="#999", lw=0.8, ls="--")
+        ax.set_title(model, fontsize=9)
+        ax.set_xlabel("layer", fontsize=8)
+        ax.set_ylabel("probe accuracy (trained on originals)", fontsize=8)
+    fig.tight_layout()
+    seen: dict[str, object] = {}
+    for ax in axes[0]:
+        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            seen.setdefault(label, h)
+    labels = sorted(seen)
+    legend_below(fig, [seen[k] for k in labels], labels, ncol=min(len(labels), 8))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def cost_section(probe_metrics: pd.DataFrame, figdir: Path) -> Section:
+    """The section: the probe curves, the zero-shot answer per variant, the slopes."""
+    sec = Section(TITLE)
+    if probe_metrics is None or probe_metrics.empty:
+        sec.paragraphs.append(
+            "No probe tables in the database: run `homog probe --model KEY` for each model "
+            "(the `probe@<model>` stages of dvc.yaml) and `homog load`."
+        )
+        return sec
+    from homog.probe.view import report_data
+
+    data = report_data(probe_metrics)
+    sec.paragraphs.append(
+        "A logistic probe (folds grouped by review) reads the review's label from each "
+        "layer's mean hidden state, trained on the originals and tested on every variant of "
+        "the held-out reviews; the model's own answer is its zero-shot log-odds of ' positive' "
+        "against ' negative' after the review (docs/probe.md). The slopes regress the change "
+        "in margin on the change in erank within review (fixed effects), CI over reviews."
+    )
+    line = cost_line(probe_metrics)
+    if line:
+        sec.paragraphs.append(line)
+    lm = data["lm"][data["lm"]["metric"] == "accuracy"]
+    sec.tables.append(
+        Table(["model", "intervention", "variant", "zero-shot accuracy", "CI low", "CI high", "n"],
+              [[r.model, r.intervention, r.variant, r.value, r.ci_low, r.ci_high, int(r.n)]
+               for r in lm.itertuples()],
+              "the model's own answer per variant and intervention")
+    )  # fmt: skip
+    sl = data["slopes"]
+    sec.tables.append(
+        Table(["model", "margin", "band", "across", "slope per erank", "CI low", "CI high",
+               "p_holm", "n", "verdict"],
+              [[r.model, r.scheme, r.band, r.baseline, r.value, r.ci_low, r.ci_high, r.p_holm,
+                int(r.n), r.verdict] for r in sl.itertuples()],
+              "within-text slope of the margin on erank (review fixed effects)")
+    )  # fmt: skip
+    l0 = data["layer0"]
+    if len(l0):
+        sec.paragraphs.append(
+            "Layer-0 control: the position family's largest |difference| from the original at "
+            f"layer 0 is {_g(l0['abs_diff'].max())} (the same tokens, so 0 up to rounding)."
+        )
+    path = _figure(data["curves"], figdir / "cost_probe_accuracy.png")
+    if path is not None:
+        sec.figures.append((path, "probe accuracy against layer, per variant (dashed: chance)"))
+    return sec

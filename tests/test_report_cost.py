@@ -1,0 +1,52 @@
+"""The report's "Does homogenization cost anything?" section, from a probe_metrics frame."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from homog.report.cost import cost_line, cost_section
+
+COLUMNS = ["model", "intervention", "scheme", "kind", "baseline", "variant", "layer", "band",
+           "metric", "value", "ci_low", "ci_high", "p_value", "p_holm", "n", "verdict"]  # fmt: skip
+
+
+def probe_metrics() -> pd.DataFrame:
+    rows = []
+    for model, best in (("m1", 3), ("m2", 1)):
+        for variant in ("original", "key_first"):
+            for layer in range(5):
+                acc = 0.9 if layer == best else 0.6
+                for metric, value in (("accuracy", acc), ("margin", acc - 0.5)):
+                    rows.append((model, "none", "train_original", "level", None, variant, layer,
+                                 None, metric, value, value - 0.1, value + 0.1, np.nan, np.nan,
+                                 40, None))  # fmt: skip
+            rows.append((model, "none", "zero_shot", "level", None, variant, np.nan, None,
+                         "accuracy", 0.7, 0.6, 0.8, np.nan, np.nan, 40, None))  # fmt: skip
+        rows.append((model, "none", "train_original", "diff", "original", "key_first", 0, None,
+                     "margin", 0.0, 0.0, 0.0, 1.0, 1.0, 40, "no difference shown"))  # fmt: skip
+        rows.append((model, "none", "train_original", "slope", "variants", None, np.nan, "late",
+                     "margin", 0.01, -0.02, 0.04, 0.5, 0.9, 40, "no link shown"))  # fmt: skip
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def test_cost_section_reads_best_layer_lm_and_slopes(tmp_path: Path):
+    pm = probe_metrics()
+    line = cost_line(pm)
+    assert "m1: probe best at layer 3, accuracy 0.9 [0.8, 1]" in line
+    assert "m2: probe best at layer 1" in line and "1 no link shown" in line
+    sec = cost_section(pm, tmp_path)
+    lm, slopes = sec.tables
+    assert len(lm.rows) == 4 and {r[3] for r in lm.rows} == {0.7}
+    assert [r[-1] for r in slopes.rows] == ["no link shown", "no link shown"]
+    assert any("largest |difference|" in p and "is 0 " in p for p in sec.paragraphs)
+    ((path, _),) = sec.figures
+    assert path.exists() and path.stat().st_size > 1000
+
+
+def test_cost_section_without_probe_tables_says_what_to_run(tmp_path: Path):
+    sec = cost_section(pd.DataFrame(columns=COLUMNS), tmp_path)
+    assert "homog probe --model KEY" in sec.paragraphs[0] and not sec.figures
+    assert cost_line(pd.DataFrame(columns=COLUMNS)) is None
