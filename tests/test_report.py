@@ -82,17 +82,19 @@ def frames(db: Path) -> dict[str, pd.DataFrame]:
         }
 
 
-def expected_verdict(effect, p, eq_lo, eq_hi, sesoi, sign, p_tost=math.nan) -> str:
-    """The four-outcome rule of docs/statistics.md, written out independently."""
+def expected_verdict(effect, p, eq_lo, eq_hi, sesoi, sign, lo, hi, p_tost=math.nan) -> str:
+    """The five-outcome rule of docs/statistics.md, written out independently (lo, hi: the
+    95 % CI, for "excludes 0")."""
     if math.isfinite(eq_lo) and math.isfinite(eq_hi):
         inside = bool(sesoi > 0) and -sesoi < eq_lo and eq_hi < sesoi
     else:
         inside = bool(sesoi > 0) and p_tost < ALPHA
-    if math.isfinite(p) and p < ALPHA and effect != 0:
-        if inside:
-            return "negligible"
+    significant = math.isfinite(p) and p < ALPHA and effect != 0
+    if inside:
+        return "negligible" if significant or lo > 0 or hi < 0 else "equivalent"
+    if significant:
         return "supported" if sign is None or np.sign(effect) == sign else "reversed"
-    return "equivalent" if inside else "inconclusive"
+    return "inconclusive"
 
 
 def holm_sm(p) -> np.ndarray:
@@ -156,7 +158,8 @@ def test_every_claim_row_matches_the_contrasts_table(project):
                         effect, lo, hi, p
                     )  # fmt: skip
                     assert (row.sesoi, row.eq_ci_low, row.eq_ci_high) == (sesoi, elo, ehi)
-                    want = expected_verdict(effect, row.p_holm, elo, ehi, sesoi, claim_sign(row))
+                    want = expected_verdict(effect, row.p_holm, elo, ehi, sesoi, claim_sign(row),
+                                            lo, hi)  # fmt: skip
                     assert row.verdict == want, row
                     if row.metric == "attn_first":  # no layer 0 for attention
                         assert l0 is None or math.isnan(l0)
@@ -173,21 +176,24 @@ def test_every_claim_row_matches_the_contrasts_table(project):
                     ).fetchone()
                     assert (row.effect, row.ci_low, row.ci_high, row.p_value) == (auc, lo, hi, p)
                     # no effect is AUC 0.5; the margin 0.5 +- 0.05, read on the CI
-                    want = expected_verdict(auc - 0.5, row.p_holm, lo - 0.5, hi - 0.5, 0.05, +1)
+                    want = expected_verdict(auc - 0.5, row.p_holm, lo - 0.5, hi - 0.5, 0.05, +1,
+                                            lo - 0.5, hi - 0.5)  # fmt: skip
                     assert row.verdict == want, row
                 elif row.claim == "5c":
                     iv_run = con.execute(
                         "SELECT run_id FROM runs WHERE model = ? AND intervention = 'zero_pos'",
                         [row.model],
                     ).fetchone()[0]
-                    effect, p, sesoi, elo, ehi = con.execute(
-                        "SELECT mean_diff, p_value, sesoi, eq_ci_low, eq_ci_high FROM contrasts "
+                    effect, p, sesoi, elo, ehi, lo, hi = con.execute(
+                        "SELECT mean_diff, p_value, sesoi, eq_ci_low, eq_ci_high, ci_low, "
+                        "ci_high FROM contrasts "
                         "WHERE run_id = ? AND baseline_run_id = ? AND metric = 'erank' AND "
                         "variant_a = 'original' AND band = ?",
                         [iv_run, run, row.band],
                     ).fetchone()
                     assert (row.effect, row.p_value) == (effect, p)
-                    assert row.verdict == expected_verdict(effect, row.p_holm, elo, ehi, sesoi, +1)
+                    want = expected_verdict(effect, row.p_holm, elo, ehi, sesoi, +1, lo, hi)
+                    assert row.verdict == want
 
 
 def test_no_row_inside_its_margin_reads_supported_or_reversed(project):

@@ -66,6 +66,7 @@ from homog.report.claims_rows import (
     SUPPORTED,
     Claim,
     decide,
+    excludes,
     inside_margin,
     token_set_of,
     unit_of,
@@ -281,7 +282,8 @@ def family_verdicts(rows: list[Claim], alpha: float) -> None:
         if not r.verdict:
             lo, hi = r.eq_ci_low - r.null, r.eq_ci_high - r.null
             inside = inside_margin(lo, hi, r.sesoi, r.p_tost, alpha)
-            r.verdict = decide(r.effect - r.null, r.p_holm, inside, r.sign or None, alpha)
+            zero = excludes(r.ci_low, r.ci_high, r.null)
+            r.verdict = decide(r.effect - r.null, r.p_holm, inside, r.sign or None, alpha, zero)
 
 
 def claims_table(

@@ -115,21 +115,27 @@ def inside_margin(eq_low: float, eq_high: float, sesoi: float, p_tost: float = m
     return math.isfinite(p_tost) and p_tost < alpha
 
 
-def decide(effect: float, p_holm: float, inside: bool, sign: int | None, alpha: float) -> str:
+def decide(effect: float, p_holm: float, inside: bool, sign: int | None, alpha: float,
+           excludes_zero: bool = False) -> str:  # fmt: skip
     """The verdict of one row (docs/statistics.md), from its Holm p (the family's, or the raw p
-    of a control row) and whether its equivalence CI lies within +-sesoi (``inside``):
+    of a control row), whether its equivalence CI lies within +-sesoi (``inside``) and whether
+    its CI excludes 0 (``excludes_zero``):
 
-    - supported / reversed: significant (p < alpha, effect not 0) and not inside the margin;
-      the claimed sign (an undirected claim, ``sign`` None: any sign) or the other;
-    - negligible: significant, but inside the margin (real, and too small to matter);
-    - equivalent: not significant, and inside the margin (no effect that matters);
+    - supported / reversed: significant (p_holm < alpha, effect not 0) and not inside the
+      margin; the claimed sign (an undirected claim, ``sign`` None: any sign) or the other;
+    - negligible: inside the margin, and significant or its CI excludes 0 (a real effect too
+      small to matter; "too small" needs no correction for the many rows);
+    - equivalent: inside the margin, and its CI includes 0 and it is not significant;
     - inconclusive: neither (the data cannot tell).
     """
-    significant = math.isfinite(effect) and math.isfinite(p_holm) and p_holm < alpha
-    if significant and effect != 0:
-        if inside:
-            return NEGLIGIBLE
-        if sign is None or np.sign(effect) == sign:
-            return SUPPORTED
-        return REVERSED
-    return EQUIVALENT if inside else INCONCLUSIVE
+    significant = math.isfinite(effect) and math.isfinite(p_holm) and p_holm < alpha and effect != 0
+    if inside:
+        return NEGLIGIBLE if significant or excludes_zero else EQUIVALENT
+    if significant:
+        return SUPPORTED if sign is None or np.sign(effect) == sign else REVERSED
+    return INCONCLUSIVE
+
+
+def excludes(ci_low: float, ci_high: float, null: float = 0.0) -> bool:
+    """Whether the CI [ci_low, ci_high] lies wholly on one side of ``null``."""
+    return math.isfinite(ci_low) and math.isfinite(ci_high) and (ci_low > null or ci_high < null)

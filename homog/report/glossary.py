@@ -107,10 +107,11 @@ VERDICTS = {
     "claimed sign, and its equivalence CI (1 - 2 alpha) is not inside +-SESOI, the smallest "
     "effect of interest.",
     "reversed": "as supported, with the other sign.",
-    "negligible": "significant, but its equivalence CI lies inside +-SESOI: a real effect too "
-    "small to matter.",
-    "equivalent": "not significant, and its equivalence CI lies inside +-SESOI: any effect is "
-    "smaller than the smallest one of interest (absent, not merely unseen).",
+    "negligible": "its equivalence CI lies inside +-SESOI, and it is significant or its CI "
+    "excludes 0: a real effect too small to matter.",
+    "equivalent": "its equivalence CI lies inside +-SESOI, its CI includes 0 and it is not "
+    "significant: any effect is smaller than the smallest one of interest (absent, not merely "
+    "unseen).",
     "inconclusive": "neither significant nor inside +-SESOI: the data cannot tell.",
     "equivalent to no effect": "(databases before issue 38) the TOST p-value < alpha.",
     "not supported": "(older databases) p_holm >= alpha: no effect shown, without telling "

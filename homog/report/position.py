@@ -123,7 +123,7 @@ def dose_verdicts(rows: pd.DataFrame, alpha: float) -> pd.Series:
     """The four-outcome verdict of each slope / quadratic row (undirected: the paper names no
     sign for a dose), read from its Holm p and its equivalence CI against +-sesoi (columns
     absent in a database from before issue 38: the margin is unknown, never inside)."""
-    from homog.report.claims_rows import decide, inside_margin
+    from homog.report.claims_rows import decide, excludes, inside_margin
 
     def get(r, c):
         v = getattr(r, c, math.nan)
@@ -132,7 +132,8 @@ def dose_verdicts(rows: pd.DataFrame, alpha: float) -> pd.Series:
     out = []
     for r in rows.itertuples():
         inside = inside_margin(get(r, "eq_ci_low"), get(r, "eq_ci_high"), get(r, "sesoi"))
-        out.append(decide(get(r, "value"), get(r, "p_holm"), inside, None, alpha))
+        zero = excludes(get(r, "ci_low"), get(r, "ci_high"))
+        out.append(decide(get(r, "value"), get(r, "p_holm"), inside, None, alpha, zero))
     return pd.Series(out, index=rows.index, dtype=object)
 
 
