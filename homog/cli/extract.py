@@ -6,7 +6,7 @@ import dataclasses
 
 import click
 
-from homog.cli.options import params_option
+from homog.cli.options import device_option, params_option, stage_out_option, texts_option
 from homog.errors import HomogError
 from homog.extract import ENGINES, INTERVENTIONS
 from homog.io import probe_dir
@@ -29,22 +29,9 @@ from homog.layout import Layout
     type=click.Choice(INTERVENTIONS),
     help="Repeatable; default: extract.interventions.",
 )
-@click.option(
-    "--texts",
-    "texts_path",
-    default=str(Layout().texts),
-    show_default=True,
-    type=click.Path(dir_okay=False),
-    help="Texts table (variant, sample_id, text).",
-)
-@click.option(
-    "--out",
-    "out_dir",
-    default=None,
-    type=click.Path(file_okay=False),
-    help="Output directory [default: data/extract/<model>].",
-)
-@click.option("--device", default=None, help="Override extract.device (cpu | cuda | auto).")
+@texts_option("variant, sample_id, text")
+@stage_out_option("data/extract/<model>")
+@device_option
 @click.option("--dtype", default=None, help="Override extract.dtype.")
 @click.option("--max-tokens", type=int, default=None, help="Override extract.max_tokens.")
 @click.option(

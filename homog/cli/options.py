@@ -32,6 +32,36 @@ params_option = click.option(
 )
 
 
+def texts_option(columns: str):
+    """``--texts``: the synth stage's texts table (default data/synth/texts.parquet)."""
+    from homog.layout import Layout
+
+    return click.option(
+        "--texts",
+        "texts_path",
+        default=str(Layout().texts),
+        show_default=True,
+        type=click.Path(dir_okay=False),
+        help=f"Texts table ({columns}).",
+    )
+
+
+def stage_out_option(default: str):
+    """``--out``: a model stage's output directory (``default`` names it in --help)."""
+    return click.option(
+        "--out",
+        "out_dir",
+        default=None,
+        type=click.Path(file_okay=False),
+        help=f"Output directory [default: {default}].",
+    )
+
+
+device_option = click.option(
+    "--device", default=None, help="Override extract.device (cpu | cuda | auto)."
+)
+
+
 def db_option(f):
     """``--db PATH`` (db_path) of the commands that read the database, read-only."""
     return click.option(

@@ -4,29 +4,16 @@ from __future__ import annotations
 
 import click
 
-from homog.cli.options import params_option
+from homog.cli.options import device_option, params_option, stage_out_option, texts_option
 from homog.layout import Layout
 
 
 @click.command()
 @click.option("--model", "model_key", required=True, help="A key of params.yaml `models:`.")
 @params_option
-@click.option(
-    "--texts",
-    "texts_path",
-    default=str(Layout().texts),
-    show_default=True,
-    type=click.Path(dir_okay=False),
-    help="Texts table (variant, sample_id, text, label).",
-)
-@click.option(
-    "--out",
-    "out_dir",
-    default=None,
-    type=click.Path(file_okay=False),
-    help="Output directory [default: data/probe/<model>].",
-)
-@click.option("--device", default=None, help="Override extract.device (cpu | cuda | auto).")
+@texts_option("variant, sample_id, text, label")
+@stage_out_option("data/probe/<model>")
+@device_option
 @click.option(
     "--refit",
     is_flag=True,
