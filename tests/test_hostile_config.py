@@ -251,7 +251,7 @@ def test_layers_range_is_bounded_by_the_models(tmp_path, demo_db_factory):
     assert res.exit_code == 0, res.output
     layers = {int(line.split(",")[4]) for line in res.output.splitlines()[1:]}
     assert layers == {0, 28, 29, 30}
-    for bad in ("31", "5-2", "29-31"):
+    for bad, says in (("31", "within 0-30"), ("5-2", "reversed"), ("29-31", "within 0-30")):
         res = CliRunner().invoke(main, ["compare", "--metric", "erank", "--layers", bad,
                                         "--db", str(db)])  # fmt: skip
-        clean_error(res, "within 0-30")
+        clean_error(res, says)

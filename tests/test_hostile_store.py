@@ -165,8 +165,8 @@ INTERRUPT = textwrap.dedent(
         loader.collect_sources = collect
     elif where == "copy":  # while DuckDB writes rows: RuntimeError('Query interrupted')
         real_build = loader._build
-        def build(con, sources, previous):
-            counts = real_build(con, sources, previous)
+        def build(con, sources, previous, **kw):
+            counts = real_build(con, sources, previous, **kw)
             con.execute("CREATE TABLE big AS SELECT range AS x FROM range(20000000)")
             threading.Timer(0.3, ctrl_c).start()
             for i in range(100):

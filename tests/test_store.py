@@ -299,8 +299,8 @@ KILL_SCRIPT = """
 import os, signal, sys
 import homog.store.loader as loader
 real = loader._build
-def build(con, sources, previous):
-    counts = real(con, sources, previous)
+def build(con, sources, previous, **kw):
+    counts = real(con, sources, previous, **kw)
     os.kill(os.getpid(), signal.SIGKILL)   # die after the new file is complete, before rename
 loader._build = build
 loader.load({params}, root=sys.argv[1])

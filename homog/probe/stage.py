@@ -14,6 +14,7 @@ runs them: ``homog.extract.run.intervention_groups``) it computes the pooled vec
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -180,7 +181,14 @@ def finish_probe(
     if probe.positive_label not in labels:
         raise HomogError(f"probe.positive_label {probe.positive_label!r} is not a label of the "
                          f"texts ({', '.join(labels)})")  # fmt: skip
-    folds = assign_folds(originals["sample_id"], originals["label"], probe.folds, probe.seed)
+    # a small corpus (a test, the own-model walkthrough) gets as many folds as its rarer label
+    # has reviews, said on stderr; fewer than 2 leaves no held-out review: assign_folds refuses
+    fewest = int(originals["label"].value_counts().min())
+    n_folds = probe.folds if fewest >= probe.folds else max(2, fewest)
+    if n_folds != probe.folds:
+        print(f"probe: {fewest} reviews of the rarer label: {n_folds} folds instead of "
+              f"probe.folds {probe.folds}", file=sys.stderr)  # fmt: skip
+    folds = assign_folds(originals["sample_id"], originals["label"], n_folds, probe.seed)
     label_of = dict(zip(originals["sample_id"], originals["label"], strict=True))
     fit = dict(cs=probe.c, inner=probe.inner_folds, seed=probe.seed, max_iter=probe.max_iter)
     probe_parts = []

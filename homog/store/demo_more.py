@@ -1,0 +1,65 @@
+"""The demo database's newer rows: the probe tables (``probe_metrics``, ``lm_sentiment``) and
+the U-shape's band contrasts (``key_ends - key_mid``), a few synthetic rows per run, so the
+docs' example queries and the report's sections have data to show.
+
+The numbers are made up (seeded), like the rest of :mod:`homog.store.demo`.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import numpy as np
+
+VARIANTS = ("original", "key_first")
+
+
+def fill_probe(con: duckdb.DuckDBPyConnection, *, seed: int, n_layers: int = 4) -> None:
+    """probe_metrics (probe accuracy and margin per layer, zero-shot accuracy, one slope) and
+    lm_sentiment (four texts per variant) for every model of ``runs``."""
+    rng = np.random.default_rng(seed)
+    rows = con.execute("SELECT DISTINCT model FROM runs ORDER BY model").fetchall()
+    models = [m for (m,) in rows]
+    metrics, answers = [], []
+    for model in models:
+        for variant in VARIANTS:
+            for layer in range(n_layers + 1):
+                acc = float(min(0.95, 0.5 + 0.1 * layer + rng.normal(0, 0.02)))
+                for metric, value in (("accuracy", acc), ("margin", 2 * acc - 1)):
+                    metrics.append((model, "none", "train_original", "level", None, variant,
+                                    layer, None, metric, value, value - 0.05, value + 0.05, None,
+                                    None, 40, None))  # fmt: skip
+            zs = float(0.7 + rng.normal(0, 0.02))
+            metrics.append((model, "none", "zero_shot", "level", None, variant, None, None,
+                            "accuracy", zs, zs - 0.1, zs + 0.1, None, None, 40, None))  # fmt: skip
+            for i, label in enumerate(("pos", "neg", "pos", "neg")):
+                odds = float(rng.normal(0.5 if label == "pos" else -0.5, 0.5))
+                margin = odds if label == "pos" else -odds
+                answers.append((model, "none", variant, f"s{i:04d}", label, odds, margin,
+                                margin > 0, 60, False))  # fmt: skip
+        metrics.append((model, "none", "train_original", "slope", "variants", None, None, "late",
+                        "margin", 0.01, -0.02, 0.04, 0.5, 0.9, 40, "no link shown"))  # fmt: skip
+    con.executemany(f"INSERT INTO probe_metrics VALUES ({', '.join(['?'] * 16)})", metrics)
+    con.executemany(f"INSERT INTO lm_sentiment VALUES ({', '.join(['?'] * 10)})", answers)
+
+
+def fill_u_shape(con: duckdb.DuckDBPyConnection, *, seed: int) -> None:
+    """contrasts rows key_ends - key_mid of erank per unchanged run and band, with the margin
+    columns (sesoi, sesoi_basis, eq_ci_low, eq_ci_high)."""
+    rng = np.random.default_rng(seed + 1)
+    runs = con.execute(
+        "SELECT run_id FROM runs WHERE coalesce(intervention, 'none') = 'none' ORDER BY run_id"
+    ).fetchall()
+    rows = []
+    for (run_id,) in runs:
+        for band in ("layer0", "early", "middle", "late", "final"):
+            d = 0.0 if band == "layer0" else float(rng.normal(0, 0.05))
+            rows.append((run_id, "key_ends", "key_mid", None, "erank", d, d - 0.1, d + 0.1,
+                         1.0 if band == "layer0" else 0.5, 1.0, band, None, 40, 2.0,
+                         "0.1 x the original's early-to-late change (20)", d - 0.08,
+                         d + 0.08))  # fmt: skip
+    con.executemany(
+        "INSERT INTO contrasts (run_id, variant_a, variant_b, layer, metric, mean_diff, ci_low, "
+        "ci_high, p_value, p_holm, band, baseline_run_id, n, sesoi, sesoi_basis, eq_ci_low, "
+        "eq_ci_high) VALUES (" + ", ".join(["?"] * 17) + ")",
+        rows,
+    )
