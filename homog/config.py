@@ -29,8 +29,8 @@ import yaml
 
 # sections in their own modules are re-exported (noqa F401): ``from homog.config import X``
 from homog.config_posenc import POSENC_TASKS, PosencConfig  # noqa: F401
-from homog.config_primary import PrimaryConfig
 from homog.config_position import PositionConfig  # noqa: F401
+from homog.config_primary import PrimaryConfig
 from homog.config_probe import ProbeConfig  # noqa: F401
 from homog.config_synth import (  # noqa: F401
     BertScoreConfig,
