@@ -21,13 +21,8 @@ from homog.errors import HomogError
 def stats_settings(params_path: Path) -> dict[str, Any]:
     """The stats stage's settings (alpha, n_boot, ci, seed, test, n_perm) from the ``stats:``
     section of params.yaml, or their defaults when there is no such file."""
-    from homog.config import StatsConfig, load_config
-
-    if not params_path.exists():
-        st, seed = StatsConfig(), 0
-    else:
-        params = load_config(params_path)
-        st, seed = params.stats, params.seed
+    params = _params(params_path)
+    st, seed = params.stats, params.seed
     return {
         "alpha": st.alpha,
         "n_boot": st.n_boot,
@@ -35,8 +30,14 @@ def stats_settings(params_path: Path) -> dict[str, Any]:
         "seed": seed,
         "test": st.test,
         "n_perm": st.n_perm,
-        "primary": st.primary,
     }
+
+
+def _params(params_path: Path):
+    """The params of --params, or the defaults when there is no such file."""
+    from homog.config import Params, load_config
+
+    return load_config(params_path) if params_path.exists() else Params()
 
 
 def _matches(value: Any, wanted: list[str], *, prefix: bool = False) -> bool:
@@ -87,8 +88,7 @@ def claims(
       homog claims --claim 5b --wide
       homog claims --verdict supported,reversed
     """
-    from homog.report.build import REPORT_TABLES, read_inputs
-    from homog.report.claims import claims_table
+    from homog.report.build import REPORT_TABLES, claims_of, read_inputs
     from homog.store.query import check_schema
 
     con = _connect(db_path)
@@ -98,13 +98,7 @@ def claims(
         raise HomogError(
             "the database has no contrasts: run the stats stage and load (`dvc repro`)"
         )
-    frame = claims_table(
-        data["contrasts"],
-        data["runs"],
-        data["erank"],
-        **stats_settings(params_path),
-        separability=data["separability"],
-    )
+    frame = claims_of(data, _params(params_path))
     for column, wanted, prefix in (
         ("model", _split(models), False),
         ("claim", _split(claims), True),

@@ -142,9 +142,7 @@ def diff(
         b,
         variants=_split(variants) or ["original"],
         metrics=_split(metrics) or None,
-        settings={
-            k: v for k, v in stats_settings(params_path).items() if k not in ("alpha", "primary")
-        },
+        settings={k: v for k, v in stats_settings(params_path).items() if k != "alpha"},
     )
     if not by_layer:
         frame = frame[frame["band"].notna()]

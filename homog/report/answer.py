@@ -11,18 +11,17 @@ disagree.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from homog.report.claims_rows import CONTROL, EXPLORATORY, PRIMARY
+from homog.report.claims_view import tally
 from homog.report.document import Section
 
 XMAX = 10.0  # the forest plot's x range in SESOI units (CIs beyond it are cut, arrowed)
 README_START, README_END = "<!-- current-answer -->", "<!-- /current-answer -->"
-ORDER = ("supported", "reversed", "negligible", "equivalent", "inconclusive")
 VERDICT_COLOURS = {"supported": "#2e7d32", "reversed": "#c62828", "negligible": "#6a8caf",
                    "equivalent": "#1f4e99", "inconclusive": "#888888"}  # fmt: skip
 # the primary family's questions: a name and the comparisons it covers
@@ -32,12 +31,6 @@ PRIMARY_QUESTIONS = (
     ("U-shape", "the key sentence at the edges, (key_first + key_last) / 2, against the middle",
      ("key_ends - key_mid",)),
 )  # fmt: skip
-
-
-def _tally(verdicts: pd.Series) -> str:
-    counts = Counter(str(v) for v in verdicts)
-    words = [*ORDER, *sorted(set(counts) - set(ORDER))]
-    return ", ".join(f"{counts[w]} {w}" for w in words if counts.get(w)) or "no rows"
 
 
 def _ratio(rows: pd.DataFrame) -> pd.Series:
@@ -74,7 +67,7 @@ def _bottom_line(verdicts: pd.Series) -> str:
 
 
 def _per_model(rows: pd.DataFrame) -> str:
-    return "; ".join(f"{m}: {_tally(g['verdict'])}" for m, g in rows.groupby("model", sort=False))
+    return "; ".join(f"{m}: {tally(g['verdict'])}" for m, g in rows.groupby("model", sort=False))
 
 
 def primary_lines(claims: pd.DataFrame) -> list[str]:

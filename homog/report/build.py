@@ -87,6 +87,19 @@ def read_inputs(con: Any) -> dict[str, pd.DataFrame]:
     }
 
 
+def claims_of(data: dict[str, pd.DataFrame], params: Params) -> pd.DataFrame:
+    """The claims frame of :func:`read_inputs`' frames with the ``stats:`` settings of
+    ``params`` (the report's and the README answer's one source); an empty frame with the
+    claims columns when the database has no contrasts or runs."""
+    if data["contrasts"].empty or data["runs"].empty:
+        return pd.DataFrame(columns=["model", *CLAIM_COLUMNS])
+    st = params.stats
+    return claims_table(data["contrasts"], data["runs"], data["erank"], alpha=st.alpha,
+                        n_boot=st.n_boot, ci=st.ci, seed=params.seed, test=st.test,
+                        n_perm=st.n_perm, primary=st.primary,
+                        separability=data["separability"])  # fmt: skip
+
+
 def figure_sections(
     con: Any, runs: pd.DataFrame, mauve: pd.DataFrame, figdir: Path, variants: list[str]
 ) -> list[Section]:
@@ -226,14 +239,7 @@ def build_report(
         _check_schema(con, db)
         data = read_inputs(con)
         st = known.stats
-        claims = (
-            claims_table(data["contrasts"], data["runs"], data["erank"], alpha=st.alpha,
-                         n_boot=st.n_boot, ci=st.ci, seed=known.seed, test=st.test,
-                         n_perm=st.n_perm, primary=st.primary,
-                         separability=data["separability"])
-            if not data["contrasts"].empty and not data["runs"].empty
-            else pd.DataFrame(columns=["model", *CLAIM_COLUMNS])
-        )  # fmt: skip
+        claims = claims_of(data, known)
         synth = None
         synth_path = Path(synth_report) if synth_report is not None else None
         if synth_path is not None and synth_path.exists():

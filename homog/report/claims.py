@@ -319,7 +319,7 @@ def claims_table(
         *intervention_claims(contrasts, runs),
     ]  # fmt: skip
     if separability is not None and not separability.empty:
-        rows += separation_claims(separability, runs, contrasts)
+        rows += separation_claims(separability, runs)
     lexical(rows, alpha)
     assign_families(rows, primary if primary is not None else PrimaryConfig())
     family_verdicts(rows, alpha)
@@ -328,13 +328,6 @@ def claims_table(
     order = {"1": 0, "2": 1, "3": 2, "4": 3, "5": 4}
     frame["_o"] = frame["claim"].str[0].map(order)
     return frame.sort_values(["model", "_o", "claim"], kind="stable").drop(columns="_o")
-
-
-def primary_rows(claims: pd.DataFrame) -> pd.DataFrame:
-    """The claims frame's primary endpoints (empty when it has no family column)."""
-    if "family" not in claims.columns:
-        return claims.iloc[0:0]
-    return claims[claims["family"] == PRIMARY]
 
 
 # A layer-0 difference below NUMERIC_TOLERANCE of the original's level is rounding, not words.

@@ -19,7 +19,7 @@ import math
 
 import pandas as pd
 
-from homog.report.claims_rows import CONTROL, EXPLORATORY, Claim
+from homog.report.claims_rows import CONTROL, EXPLORATORY, Claim, token_set_of
 
 AUC_SESOI = 0.05
 SEPARATION_VARIANTS = ("front", "end", "key_first", "key_last", "key_control")
@@ -33,12 +33,9 @@ def _scope(row: pd.Series) -> tuple[str, str]:
     return layers, "all layers"
 
 
-def separation_claims(
-    separability: pd.DataFrame, runs: pd.DataFrame, contrasts: pd.DataFrame | None = None
-) -> list[Claim]:
+def separation_claims(separability: pd.DataFrame, runs: pd.DataFrame) -> list[Claim]:
     """Claim 4's rows from the ``separability`` table: one per run, variant, metric and scope
     (p_holm and the verdict are set by the family; the layer-0 rows are controls)."""
-    del contrasts  # the table is self-contained; kept for a uniform call
     unchanged = runs[runs["intervention"].fillna("none") == "none"].set_index("run_id")
     out: list[Claim] = []
     for _, row in separability.iterrows():
@@ -74,7 +71,7 @@ def separation_claims(
                 sesoi_basis=f"AUC within 0.5 +- {AUC_SESOI:g}",
                 eq_ci_low=lo,
                 eq_ci_high=hi,
-                token_set="all" if metric == "profile" else _token_set(metric),
+                token_set=token_set_of(metric),
                 band=band,
                 family=CONTROL if band == "layer0" else EXPLORATORY,
                 sign=+1,
@@ -82,7 +79,3 @@ def separation_claims(
             )
         )
     return out
-
-
-def _token_set(metric: str) -> str:
-    return metric.split("__", 1)[1] if "__" in metric else "all"

@@ -21,13 +21,14 @@ def _g(x) -> str:
     return f"{float(x):.3g}" if pd.notna(x) else "n/a"
 
 
-def cost_line(probe_metrics: pd.DataFrame) -> str | None:
-    """The answer's line: the slopes' verdicts per model, and the best probe layer."""
+def cost_line(probe_metrics: pd.DataFrame, data: dict | None = None) -> str | None:
+    """The answer's line: the slopes' verdicts per model, and the best probe layer (``data``:
+    ``report_data(probe_metrics)`` when the caller has it)."""
     if probe_metrics is None or probe_metrics.empty:
         return None
     from homog.probe.view import report_data
 
-    data = report_data(probe_metrics)
+    data = data if data is not None else report_data(probe_metrics)
     slopes, best = data["slopes"], data["best"]
     parts = []
     for model in dict.fromkeys(probe_metrics["model"]):
@@ -103,7 +104,7 @@ def cost_section(probe_metrics: pd.DataFrame, figdir: Path) -> Section:
         "against ' negative' after the review (docs/probe.md). The slopes regress the change "
         "in margin on the change in erank within review (fixed effects), CI over reviews."
     )
-    line = cost_line(probe_metrics)
+    line = cost_line(probe_metrics, data)
     if line:
         sec.paragraphs.append(line)
     lm = data["lm"][data["lm"]["metric"] == "accuracy"]

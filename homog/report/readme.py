@@ -16,8 +16,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m homog.report.readme --db DB --params P --readme README.md --source TEXT``:
     write the answer lines of the database's claims into the README's answer block."""
     from homog.config import Params, load_config
-    from homog.report.build import read_inputs
-    from homog.report.claims import claims_table
+    from homog.report.build import claims_of, read_inputs
     from homog.store.query import connect
 
     ap = argparse.ArgumentParser(prog="python -m homog.report.readme")
@@ -27,16 +26,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--source", default="")
     args = ap.parse_args(argv)
     params = load_config(args.params) if args.params else Params()
-    st = params.stats
     con = connect(Path(args.db))
     try:
         data = read_inputs(con)
     finally:
         con.close()
-    claims = claims_table(data["contrasts"], data["runs"], data["erank"], alpha=st.alpha,
-                          n_boot=st.n_boot, ci=st.ci, seed=params.seed, test=st.test,
-                          n_perm=st.n_perm, primary=st.primary,
-                          separability=data["separability"])  # fmt: skip
+    claims = claims_of(data, params)
     texts = data["texts"]
     n = int(texts.loc[texts["variant"] == "original", "n_texts"].sum()) if len(texts) else 0
     models = ", ".join(dict.fromkeys(data["runs"]["model"])) if len(data["runs"]) else "no model"
@@ -45,8 +40,9 @@ def main(argv: list[str] | None = None) -> int:
         "study's database by `python -m homog.report.readme`:"
     )
     readme = Path(args.readme)
-    readme.write_text(replace_block(readme.read_text(), answer_lines(claims), source))
-    print(f"wrote the answer ({len(answer_lines(claims))} lines) into {readme}")
+    lines = answer_lines(claims)
+    readme.write_text(replace_block(readme.read_text(), lines, source))
+    print(f"wrote the answer ({len(lines)} lines) into {readme}")
     return 0
 
 
