@@ -166,7 +166,7 @@ def test_dropped_reviews_lists_sample_id_and_reason():
     out = dropped_reviews(
         {"b": ("no_keyphrase", "no sentence holds a key phrase")}, {"long", "b"}, family
     )
-    assert out == [
+    assert [{k: v for k, v in e.items() if k != "kept_in"} for e in out] == [
         {"sample_id": "b", "stage": "select", "reason": "no_keyphrase",
          "detail": "no sentence holds a key phrase"},
         {"sample_id": "long", "stage": "budget", "reason": "original_over_budget",
@@ -174,3 +174,20 @@ def test_dropped_reviews_lists_sample_id_and_reason():
         {"sample_id": "rep", "stage": "position_family", "reason": "no_move",
          "detail": "key_mid's text is ..."},
     ]  # fmt: skip
+    assert {e["kept_in"] for e in out} == {"none"}  # no kept set given: nothing is kept
+
+
+def test_dropped_reviews_say_which_variants_a_partly_kept_review_keeps():
+    """Issue 40 step 0: a review whose rewrites failed stays in the position family."""
+    import pandas as pd
+
+    from homog.synth.report import dropped_reviews
+
+    family = SimpleNamespace(reasons={"rep": ("no_move", "...")}, kept={"nr"})
+    kept = pd.Series({"nr": True, "rep": True, "gone": False})
+    out = dropped_reviews(
+        {"nr": ("not_rewritten", "x"), "gone": ("no_keyphrase", "y")}, set(), family, kept
+    )
+    assert {e["sample_id"]: e["kept_in"] for e in out} == {
+        "gone": "none", "nr": "position_family", "rep": "paper_variants"
+    }  # fmt: skip

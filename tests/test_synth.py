@@ -386,6 +386,16 @@ def test_texts_without_key_phrase_are_counted(tmp_path, scorer):
 def test_no_survivors_and_missing_corpus_fail(tmp_path, scorer):
     # F1 = 1 only for an unchanged text, and no rewrite is reverted: nothing survives
     no_survivor = {"bertscore": {"threshold": 1.0, "max_reverts": 0}}
+    # issue 40 step 0: the position family needs no rewrite, so it keeps the reviews whose
+    # rewrites all failed; only the paper's variants are empty
+    params = params_for(tmp_path, corpus={"n": 4}, synth=no_survivor)
+    report, texts = run_stage(tmp_path, params, scorer)
+    assert report["texts_kept_paper"] == 0 and report["texts_kept"] == report["texts_kept_family"]
+    assert report["texts_kept"] > 0
+    assert not set(texts["variant"]) & {"front", "end", "control"}
+    assert {e["kept_in"] for e in report["dropped_reviews"]} <= {"position_family", "none"}
+    (tmp_path / "synth" / "texts.parquet").unlink()
+    no_survivor["position"] = {"enabled": False}
     params = params_for(tmp_path, corpus={"n": 4}, synth=no_survivor)
     with pytest.raises(HomogError, match="no text survived synth"):
         run_stage(tmp_path, params, scorer)

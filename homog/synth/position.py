@@ -202,6 +202,18 @@ def family_problem(sentences: Sequence[str], fam: Family) -> tuple[str, str] | N
     return None
 
 
+def sentence_spans(sentences: Sequence[str], order: Sequence[int]) -> list[list[int]]:
+    """[[sentence index in the original, start, end], ...] of ``join`` of ``order``, in the
+    text's order: character offsets of each sentence *with the space before it* (``LEAD`` or
+    the joining space), since a sentence's first token carries that space (" Great")."""
+    out, at = [], 0
+    for i in order:
+        end = at + 1 + len(sentences[i])
+        out.append([int(i), at, end])
+        at = end
+    return out
+
+
 def word_share(sentences: Sequence[str], order: Sequence[int], sentence: int) -> float:
     """The first word of ``sentence`` as a share of the text's whitespace words, in [0, 1)."""
     counts = [len(s.split()) for s in sentences]

@@ -20,6 +20,7 @@ in which case every start below is exact.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,12 +36,18 @@ from homog.synth.position import (
     family_problem,
     join,
     key_choice,
+    sentence_spans,
     starts,
     word_share,
 )
 from homog.synth.salience import Salience
 from homog.synth.tokens import encode
 
+# the family's own columns of the texts table: the key sentence (index in this text, first
+# word's share of the words), every sentence's character span in this text
+# (``homog.synth.position.sentence_spans``, JSON) and the sentence key_control moves (its
+# index in the original); null on the paper's rewrites and on originals outside the family
+FAMILY_COLUMNS = ["key_index", "key_position", "sentence_spans", "control_sentence"]
 RECORD_COLUMNS = [
     "sample_id", "model", "variant", "key_start", "moved_start", "total",
     "multiset_equal", "separable", "key_index", "n_sentences",
@@ -160,12 +167,14 @@ def build_family(
             "text": texts[(sid, v)],
             "key_index": idx,
             "key_position": word_share(sentences[sid], order, fam.key),
+            "sentence_spans": json.dumps(sentence_spans(sentences[sid], order)),
+            "control_sentence": fam.control_sentence,
         }
         (original if v == "original" else rows).append(row)
-    cols = ["sample_id", "variant", "text", "key_index", "key_position"]
+    cols = ["sample_id", "variant", "text", *FAMILY_COLUMNS]
     return FamilyBuild(
         rows=pd.DataFrame(rows, columns=cols),
-        original=pd.DataFrame(original, columns=cols).drop(columns=["variant", "text"]),
+        original=pd.DataFrame(original, columns=cols).drop(columns=["variant"]),
         records=pd.DataFrame(records, columns=RECORD_COLUMNS),
         dropped=dropped,
         kept=kept,
@@ -175,22 +184,28 @@ def build_family(
 
 
 def with_family(out: pd.DataFrame, build: FamilyBuild | None, order: Sequence[str]) -> pd.DataFrame:
-    """The kept paper-variant rows ``out`` (TEXT_COLUMNS less the key columns, texts without
-    ``LEAD``) with ``LEAD`` prepended, the original's key columns filled in, and the family's
-    rows added (dataset, label, keyphrase from the original: the family moves sentences, not
-    the phrases within them;
-    bertscore_f1 null, the family is exempt from the BERTScore check); sorted by ``order`` of
-    variants, then sample_id. ``build`` None: no family, key columns null."""
+    """The kept rows ``out`` (TEXT_COLUMNS less FAMILY_COLUMNS, texts without ``LEAD``: the
+    originals of every kept review, the paper's variants where they were kept) with ``LEAD``
+    prepended, the family's columns filled in on the originals of the family's reviews, and the
+    family's rows added for the reviews whose original is in ``out`` (dataset, label, keyphrase
+    from the original: the family moves sentences, not the phrases within them; bertscore_f1
+    null, the family is exempt from the BERTScore check); sorted by ``order`` of variants, then
+    sample_id. ``build`` None: no family, the family's columns null.
+
+    An original whose text is not the family's own original (the sentences joined as
+    ``homog.synth.position.join`` joins them) keeps null spans: its sentences cannot be
+    followed, and extraction reports it."""
     out = out.assign(text=LEAD + out["text"])
-    key_cols = ["key_index", "key_position"]
-    if build is None or build.original.empty:
-        out = out.assign(key_index=pd.NA, key_position=float("nan"))
-    else:
-        orig = out["variant"] == "original"
-        keys = build.original.set_index("sample_id")
-        out = out.assign(key_index=pd.NA, key_position=float("nan"))
-        out.loc[orig, key_cols] = keys.loc[out.loc[orig, "sample_id"], key_cols].to_numpy()
-        base = out[orig].set_index("sample_id")
+    out = out.assign(key_index=pd.NA, key_position=float("nan"), sentence_spans=None,
+                     control_sentence=pd.NA)  # fmt: skip
+    if build is not None and not build.original.empty:
+        orig = (out["variant"] == "original") & out["sample_id"].isin(build.original["sample_id"])
+        keys = build.original.set_index("sample_id").loc[out.loc[orig, "sample_id"]]
+        for col in FAMILY_COLUMNS:
+            out.loc[orig, col] = keys[col].to_numpy()
+        same = keys["text"].to_numpy() == out.loc[orig, "text"].to_numpy()
+        out.loc[out.index[orig][~same], "sentence_spans"] = None
+        base = out[out["variant"] == "original"].set_index("sample_id")
         fam = build.rows[build.rows["sample_id"].isin(base.index)].copy()
         fam["dataset"] = base.loc[fam["sample_id"], "dataset"].to_numpy()
         fam["label"] = base.loc[fam["sample_id"], "label"].to_numpy()
@@ -198,7 +213,9 @@ def with_family(out: pd.DataFrame, build: FamilyBuild | None, order: Sequence[st
         fam["bertscore_f1"] = float("nan")
         out = pd.concat([out, fam[out.columns]], ignore_index=True)
     out["key_index"] = out["key_index"].astype("Int64")
+    out["control_sentence"] = out["control_sentence"].astype("Int64")
     out["key_position"] = out["key_position"].astype(float)
+    out["sentence_spans"] = out["sentence_spans"].astype(object)
     rank = {v: i for i, v in enumerate(order)}
     return out.sort_values(
         ["variant", "sample_id"], key=lambda s: s.map(rank) if s.name == "variant" else s

@@ -237,13 +237,16 @@ def variant_measures(variants: Variants, keep: pd.Series) -> dict[str, Any]:
 
 
 def dropped_reviews(
-    selected: dict[Any, tuple[str, str]], over_budget: Any, family: Any = None
+    selected: dict[Any, tuple[str, str]], over_budget: Any, family: Any = None, kept: Any = None
 ) -> list[dict[str, str]]:
     """Every review synth dropped, one entry each (sample_id, stage, reason, detail), sorted
     by sample_id (pure; issue 39: the counts alone named no review). ``selected``: ``select``'s
     reasons; ``over_budget``: sample_ids whose original does not fit the token budget;
     ``family``: the position family's build (its ``reasons``), or None. A review dropped at
-    several stages is listed at the first."""
+    several stages is listed at the first. ``kept`` (a boolean Series by sample_id, or None):
+    the reviews still in the texts table; each entry's ``kept_in`` says which variants a
+    review dropped by one stage keeps (``position_family``: the paper's rewrites failed but
+    the family holds it, issue 40; ``paper_variants``: the reverse; ``none``)."""
     out: dict[str, dict[str, str]] = {}
     for sid, (reason, detail) in selected.items():
         out[str(sid)] = {"stage": "select", "reason": reason, "detail": detail}
@@ -254,4 +257,12 @@ def dropped_reviews(
         )
     for sid, (reason, detail) in (getattr(family, "reasons", None) or {}).items():
         out.setdefault(str(sid), {"stage": "position_family", "reason": reason, "detail": detail})
+    in_family = {str(s) for s in getattr(family, "kept", set())}
+    still = {str(s) for s in kept[kept].index} if kept is not None else set()
+    for sid, entry in out.items():
+        entry["kept_in"] = (
+            "none" if sid not in still
+            else "position_family" if sid in in_family
+            else "paper_variants"
+        )  # fmt: skip
     return [{"sample_id": sid, **out[sid]} for sid in sorted(out)]

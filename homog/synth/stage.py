@@ -53,7 +53,7 @@ from homog.synth.keyphrase import (
 )
 from homog.synth.position import family_names
 from homog.synth.position_report import manipulation
-from homog.synth.position_stage import build_family, with_family
+from homog.synth.position_stage import FAMILY_COLUMNS, build_family, with_family
 from homog.synth.rephrase import TARGETS, Rephraser, Rewrite, rephraser_from_params
 from homog.synth.report import dropped_reviews, make_report
 from homog.synth.salience import Salience
@@ -68,7 +68,7 @@ from homog.synth.tokens import model_tokenizers, token_budgets
 from homog.synth.variants import Sentences, Variants, assemble, mean_position  # noqa: F401  (their earlier home)
 
 TEXT_COLUMNS = ["dataset", "variant", "sample_id", "text", "label", "keyphrase", "bertscore_f1",
-                "key_index", "key_position"]  # fmt: skip
+                *FAMILY_COLUMNS]  # fmt: skip
 PHRASE_SEP = " | "
 LAYOUT = Layout()  # the paths of a project run from its root (the CLI's defaults)
 # file names inside the synth directory (``Layout.texts`` / ``Layout.synth_report``)
@@ -344,16 +344,19 @@ def build_synth(
         reverts = _revert(variants, scorer, cfg.bertscore, show_progress)
     keep, counts = select(table, threshold, require_rewrite=cfg.require_rewrite)
     keep &= ~keep.index.isin(too_long)
+    paper = keep.copy()  # the reviews the paper's variants are kept for
     family = None
     if cfg.position.enabled:
+        # the family needs no rewrite: every review whose original fits the budget may enter,
+        # and is kept when its family is valid, whatever became of the paper's rewrites
         with phases.phase("position"):
             family = build_family(
-                {s: variants.docs[s] for s in keep[keep].index},
+                {s: variants.docs[s] for s in keep.index if s not in set(too_long)},
                 salience,
                 tokenizers,
                 cfg.position.positions,
             )
-        keep &= keep.index.isin(family.kept)
+        keep = paper | keep.index.isin(family.kept)
     meta = {
         "rephraser": cfg.rephraser,
         "extractor": extractor.name,
@@ -361,24 +364,30 @@ def build_synth(
         "threshold": threshold,
     }
     with phases.phase("report"):
-        report = make_report(variants, keep, counts, meta)
-        manip = lengthmatch.manipulation(params, variants, keep, lf, length_reverts)
+        report = make_report(variants, paper, counts, meta)
+        manip = lengthmatch.manipulation(params, variants, paper, lf, length_reverts)
         report.setdefault("manipulation", {}).update(manip)
     report["bertscore_windowed"] = int(getattr(scorer, "windowed", 0)) - windowed_before
     report["bertscore_identical"] = int(getattr(scorer, "identical", 0)) - identical_before
     report["reverted"] = reverts
+    # texts_kept: every review in the texts table; the paper's variants cover texts_kept_paper
+    # of them, the position family texts_kept_family (issue 40: it no longer needs a rewrite)
+    report["texts_kept_paper"] = report["texts_kept"]
+    report["texts_kept"] = int(keep.sum())
+    if family is not None:
+        report["texts_kept_family"] = len(family.kept)
     report["dropped"]["original_over_budget"] = len(too_long)
     if family is not None:
         report["dropped"]["position_family"] = family.dropped
-    report["dropped_reviews"] = dropped_reviews(counts["reasons"], too_long, family)
+    report["dropped_reviews"] = dropped_reviews(counts["reasons"], too_long, family, keep)
     lm = getattr(rephraser, "fluency", None)
     if lm is not None and hasattr(lm, "usage"):
         report["fluency_lm"] = lm.usage()
     fcfg = cfg.fluency
-    if variants.rewrites is not None and report["texts_kept"]:
+    if variants.rewrites is not None and report["texts_kept_paper"]:
         from homog.synth import report as rep
 
-        kept_rw = variants.rewrites[variants.rewrites["sample_id"].isin(keep[keep].index)]
+        kept_rw = variants.rewrites[variants.rewrites["sample_id"].isin(paper[paper].index)]
         report["fluency_threshold"] = fcfg.threshold
         report["examples"] = rep.examples(kept_rw, fcfg.examples, params.seed)
         if fcfg.audit_model and fcfg.audit_sentences and audit_scorer is not False:
@@ -404,8 +413,11 @@ def build_synth(
             "rule rephraser"
         )
     names = [*VARIANTS, *(family_names(cfg.position.positions) if family else [])]
-    out = with_family(table[table["sample_id"].isin(keep[keep].index)][TEXT_COLUMNS[:-2]],
-                      family, names)[TEXT_COLUMNS]  # fmt: skip
+    rows = table["sample_id"].isin(paper[paper].index) | (
+        (table["variant"] == "original") & table["sample_id"].isin(keep[keep].index)
+    )
+    own = [c for c in TEXT_COLUMNS if c not in FAMILY_COLUMNS]
+    out = with_family(table[rows][own], family, names)[TEXT_COLUMNS]
     with phases.phase("report"):
         # beside the length-match measures (edges, length_match) written above
         manip = report.setdefault("manipulation", {})
