@@ -136,6 +136,10 @@ class ExtractConfig:
     # the peers' metrics (prompt_entropy, curvature, twonn_id), massive activations (act_*),
     # sink_rate and attn_massive; false gives the metrics of homog 0.x only
     peer_metrics: bool = True
+    # sentence_metrics: every sentence of the position family followed through the layers
+    # (homog.extract.sentences; the texts' sentence_spans), one row per sentence, layer and
+    # metric in sentence_metrics.parquet; texts without spans get none
+    sentence_metrics: bool = True
     sink_epsilon: float = 0.3  # sink_rate: a head is a sink when its first token gets > this
     sink_norm_ratio: float = 10.0  # no_sink drops tokens with norm > this x the median norm
     renyi_alpha: float = 1.0  # order of prompt_entropy (1 = von Neumann / Shannon)
@@ -202,8 +206,11 @@ class ExtractConfig:
 # differ from their defaults (ExtractConfig.result_keys), so earlier run ids stay valid.
 _ADDED_KEYS: dict[str, Any] = {
     name: ExtractConfig.__dataclass_fields__[name].default
-    for name in ("token_sets", "peer_metrics", "sink_epsilon", "sink_norm_ratio", "renyi_alpha")
-}
+    for name in (
+        "token_sets", "peer_metrics", "sink_epsilon", "sink_norm_ratio", "renyi_alpha",
+        "sentence_metrics",
+    )
+}  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,10 @@ class BatchState:
     heads: list[torch.Tensor | None] = field(init=False)
     profile: list[torch.Tensor | None] = field(init=False)
     text_attn: list[torch.Tensor | None] = field(init=False)
+    # the batch's followed sentences (homog.extract.sentences.gather_index), None: none
+    sent_index: tuple[torch.Tensor, ...] | None = None
+    sent_hidden: list[torch.Tensor | None] = field(init=False)
+    sent_attn: list[torch.Tensor | None] = field(init=False)
 
     def __post_init__(self) -> None:
         hidden = self.n_layers + 1
@@ -70,6 +74,8 @@ class BatchState:
         self.heads = [None] * self.n_layers
         self.profile = [None] * self.n_layers
         self.text_attn = [None] * self.n_layers
+        self.sent_hidden = [None] * hidden
+        self.sent_attn = [None] * self.n_layers
 
 
 def _stack(values: list[torch.Tensor | None], dim: int) -> np.ndarray:
@@ -178,6 +184,11 @@ class Extractor:
                 **kw,
             )
             self._summarise_attention(st, index, None, sums=(column, entropy))
+            if st.sent_index is not None:
+                from homog.extract.sentences import seen_by
+
+                seen = seen_by(lengths, n, kw.get("sliding_window"))
+                self._sentence_attention(st, index, column, seen)
 
         return sink
 
@@ -192,8 +203,19 @@ class Extractor:
                     "load it with attention=True, attention_impl='eager'"
                 )
             self._summarise_attention(self._state, index, weights)
+            if self._state.sent_index is not None:
+                # the queries that see each key: those the mask let through (head 0's)
+                seen = (weights[:, 0] > 0).sum(-2).to(torch.float64)
+                self._sentence_attention(self._state, index, weights.float().sum(-2), seen)
 
         return hook
+
+    def _sentence_attention(self, st: BatchState, index: int, column: Any, seen: Any) -> None:
+        from homog.extract.sentences import attention_sentence_metric
+
+        assert st.sent_index is not None
+        value = attention_sentence_metric(column, seen, *st.sent_index)
+        st.sent_attn[index] = value.to(st.device)
 
     def _hidden_values(
         self, st: BatchState, layers: list[int], hidden: Any, mask: Any, **kw: Any
@@ -270,6 +292,11 @@ class Extractor:
                 st.metrics[layer] = torch.stack([values[m] for m in self.metric_names], -1).to(dev)
         if top is not None:
             st.top[layer] = top.to(dev)
+        if st.sent_index is not None:
+            from homog.extract.sentences import hidden_sentence_metrics
+
+            sent = hidden_sentence_metrics(hidden, mask, *st.sent_index)
+            st.sent_hidden[layer] = sent.to(dev)
         # hidden_metrics has checked these tokens for NaN/inf (or will, stacked); what is kept
         # must stay finite in the stored dtype too (checked here, where it would arise)
         try:
@@ -348,7 +375,12 @@ class Extractor:
         special = np.zeros((b, n_pad), dtype=bool)
         pos = np.zeros((b, n_pad), dtype=np.int64)
         sample_b, sample_p = [], []
+        sent_rows, sent_bounds, sent_meta = [], [], []
         for row, t in enumerate(texts):
+            for fields in t.sentences if t.sentences is not None else ():
+                sent_rows.append(row)
+                sent_bounds.append((int(fields[2]), int(fields[3])))
+                sent_meta.append([t.index, *fields.tolist()])
             n = len(t.input_ids)
             ids[row, :n], attn[row, :n], special[row, :n] = t.input_ids, 1, t.special
             pos[row] = position_ids(intervention, t, n_pad, self.config.seed)
@@ -367,6 +399,11 @@ class Extractor:
             n_layers=lm.n_layers,
             vec_dtype=self.vec_dtype,
         )
+        follow = self.config.sentence_metrics and bool(sent_rows)
+        if follow:
+            from homog.extract.sentences import gather_index
+
+            st.sent_index = gather_index(sent_rows, sent_bounds)
         self._state = st
         try:
             try:
@@ -406,6 +443,7 @@ class Extractor:
                 metric_names=np.array(self.metric_names),
                 text_attn=_stack(st.text_attn, 1) if attention and peers else None,
                 top=_stack(st.top, 1) if peers else None,
+                **self._sentence_fields(st, sent_meta, follow),
             )
         finally:
             self._state = None
@@ -414,6 +452,26 @@ class Extractor:
             if self._defer is not None:
                 self._defer.clear()  # what a failed forward left
         return PendingBatch(result, st.metrics)
+
+
+    def _sentence_fields(self, st: BatchState, meta: list[list[int]], follow: bool) -> dict:
+        """BatchResult's sentence arrays: empty (0 rows) when no text of the batch has
+        sentences, so that every batch of a run holds them (``BatchResult.concat``)."""
+        from homog.extract.sentences import SENT_HIDDEN, SENTENCE_FIELDS
+
+        if not self.config.sentence_metrics:
+            return {}
+        L = self.loaded.n_layers
+        out = {
+            "sent_meta": np.array(meta, dtype=np.int64).reshape(-1, 1 + len(SENTENCE_FIELDS)),
+            "sent_hidden": np.zeros((0, L + 1, len(SENT_HIDDEN))),
+            "sent_attn": np.zeros((0, L)) if self.config.attention else None,
+        }
+        if follow:
+            out["sent_hidden"] = _stack(st.sent_hidden, 1)
+            if self.config.attention:
+                out["sent_attn"] = _stack(st.sent_attn, 1)
+        return out
 
 
 @dataclass

@@ -46,6 +46,7 @@ class RunOutputs:
     dataset_spectra: Any
     vectors: dict[str, np.ndarray]
     massive_activations: Any | None = None
+    sentence_metrics: Any | None = None
     n_texts: int = 0
     n_tokens: int = 0
     n_sampled_tokens: int = 0
@@ -59,6 +60,7 @@ class RunOutputs:
             "attention_heads": self.attention_heads,
             "dataset_spectra": self.dataset_spectra,
             "massive_activations": self.massive_activations,
+            "sentence_metrics": self.sentence_metrics,
         }
         return {name: df for name, df in tables.items() if df is not None}
 
@@ -368,11 +370,57 @@ def build_outputs(
         dataset_spectra=with_run(spectra_rows),
         vectors=vectors,
         massive_activations=with_run(massive_rows) if massive_rows else None,
+        sentence_metrics=_sentence_frame(res, encoded, run_id),
         n_texts=len(encoded),
         n_tokens=int(res.n_tokens.sum()),
         n_sampled_tokens=int(len(token_index)),
         warnings=warnings,
     )
+
+
+def _sentence_frame(res: BatchResult, encoded: Sequence[EncodedText], run_id: str) -> Any:
+    """The ``sentence_metrics`` rows (homog.extract.sentences) of the run's followed
+    sentences: one per (sentence, layer, metric), hidden layers 0..L and attention layers
+    1..L; None when the run measured none (no spans, or ``extract.sentence_metrics`` off)."""
+    import pandas as pd
+
+    from homog.extract.sentences import SENT_ATTENTION, SENT_HIDDEN
+
+    if res.sent_meta is None or res.sent_hidden is None or len(res.sent_meta) == 0:
+        return None
+    meta = res.sent_meta
+    order = np.lexsort((meta[:, 1], meta[:, 0]))  # by text, then sentence
+    meta, hidden = meta[order], res.sent_hidden[order]
+    blocks = [(hidden, list(SENT_HIDDEN), 0)]
+    if res.sent_attn is not None:
+        blocks.append((res.sent_attn[order][:, :, None], list(SENT_ATTENTION), 1))
+    text = meta[:, 0]
+    n_sent = meta[:, 5]
+    base = pd.DataFrame(
+        {
+            "variant": [encoded[i].variant for i in text],
+            "sample_id": [encoded[i].sample_id for i in text],
+            "sentence": meta[:, 1].astype(np.int32),
+            "sent_index": meta[:, 2].astype(np.int32),
+            "rel_position": meta[:, 2] / np.maximum(n_sent - 1, 1),
+            "n_tokens": (meta[:, 4] - meta[:, 3]).astype(np.int32),
+            "is_key": meta[:, 6].astype(bool),
+            "is_control": meta[:, 7].astype(bool),
+        }
+    )
+    frames = []
+    for values, names, first in blocks:
+        s, n_layers, m = values.shape
+        rows = base.loc[np.repeat(np.arange(s), n_layers * m)].reset_index(drop=True)
+        rows["layer"] = np.tile(np.repeat(np.arange(first, first + n_layers), m), s)
+        rows["layer"] = rows["layer"].astype(np.int32)
+        rows["metric"] = pd.Categorical(np.tile(names, s * n_layers))
+        rows["value"] = values.reshape(-1).astype(np.float64)
+        frames.append(rows)
+    df = pd.concat(frames, ignore_index=True)
+    df["metric"] = df["metric"].astype(str)
+    df.insert(0, "run_id", run_id)
+    return df
 
 
 # ---------------------------------------------------------------------------------------------

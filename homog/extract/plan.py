@@ -35,6 +35,8 @@ class EncodedText:
     input_ids: np.ndarray  # (n,) int64, after truncation
     special: np.ndarray  # (n,) bool: tokenizer-added special tokens
     truncated: bool
+    # the kept sentences (homog.extract.sentences.SENTENCE_FIELDS rows); None: no spans
+    sentences: np.ndarray | None = None
 
     @property
     def name(self) -> str:

@@ -40,6 +40,12 @@ class BatchResult:
     metric_names: np.ndarray | None = None
     text_attn: np.ndarray | None = None
     top: np.ndarray | None = None
+    # the followed sentences (homog.extract.sentences): sent_meta (S, 1 + 7) int64 [text
+    # index, *SENTENCE_FIELDS], sent_hidden (S, L+1, 5) float64 (SENT_HIDDEN), sent_attn
+    # (S, L) float64 (sent_attn_in; None without attention); None: not measured
+    sent_meta: np.ndarray | None = None
+    sent_hidden: np.ndarray | None = None
+    sent_attn: np.ndarray | None = None
 
     @property
     def names(self) -> list[str]:

@@ -55,6 +55,8 @@ class PreparedRun:
     specs: dict[str, RunSpec]
     works: dict[str, Path]
     out_dir: Path
+    # homog.extract.sentences.attach_sentences's counts (None: the texts have no spans)
+    sentences: dict[str, int] | None = None
 
     @property
     def truncated(self) -> list[str]:
@@ -107,6 +109,17 @@ def prepare_run(
             f"{len(truncated)} of {len(encoded)} texts truncated to {max_tokens} tokens "
             f"(e.g. {', '.join(truncated[:5])})"
         )
+    sentences = None
+    if config.sentence_metrics:
+        from homog.extract.sentences import attach_sentences
+
+        sentences = attach_sentences(tokenizer, df, encoded)
+        if sentences:
+            lost = [f"{k} {v}" for k, v in sentences.items() if k not in ("sentences", "kept") and v]
+            log(
+                f"sentences: {sentences['kept']} of {sentences['sentences']} followed through "
+                f"the layers; left out: {', '.join(lost) or 'none'}"
+            )
     plan = plan_samples(
         encoded, config.sample_tokens, config.pooled_texts, config.seed, config.exclude_special
     )
@@ -122,6 +135,7 @@ def prepare_run(
         specs=specs,
         works={iv: work_dir_for(out_dir, spec) for iv, spec in specs.items()},
         out_dir=out_dir,
+        sentences=sentences,
     )
     n_shards = len(prepared.shards)
     for iv in specs:
@@ -234,6 +248,8 @@ def finish_run(
     spec, work = prepared.specs[intervention], prepared.works[intervention]
     truncated = prepared.truncated
     record = run_record(facts, spec, len(truncated), truncated)
+    if prepared.sentences is not None:
+        record["sentences"] = prepared.sentences  # followed and left out, by reason
     record["timings"] = dict(timings)
     record.update(extra or {})
     target = prepared.out_dir / intervention

@@ -1,0 +1,180 @@
+"""Issue 40: every sentence of the position family followed through the layers.
+
+Token spans from character spans (left out, never guessed), and the per-sentence metrics of
+extraction against an independent computation from HF's output_hidden_states and
+output_attentions on a tiny random model, with layer 0 identical across variants."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from conftest import TINY, extract_config
+
+from homog.extract import run_extract
+from homog.extract.sentences import SENT_HIDDEN, sentence_tokens
+from homog.synth.position import join, move, sentence_spans
+
+SENTENCES = [
+    ["The film opens slowly.", "Its music is lovely.", "The acting felt stiff to me.",
+     "Still, I would watch it again."],
+    ["A bold plot.", "Weak ending though.", "Great cast overall.", "Too long by half.",
+     "Worth it."],
+    ["Nothing happens.", "Then everything happens at once.", "I laughed twice."],
+]  # fmt: skip
+
+
+def family_texts() -> pd.DataFrame:
+    """original, key_first, key_last and key_control of each review (key = sentence 1,
+    control: the last sentence moved to the front), with synth's spans."""
+    rows = []
+    for k, ss in enumerate(SENTENCES):
+        n = len(ss)
+        orders = {
+            "original": list(range(n)),
+            "key_first": move(n, 1, 0),
+            "key_last": move(n, 1, n - 1),
+            "key_control": move(n, n - 1, 0),
+        }
+        for variant, order in orders.items():
+            rows.append(
+                {
+                    "variant": variant,
+                    "sample_id": f"r{k}",
+                    "text": join([ss[i] for i in order]),
+                    "key_index": order.index(1),
+                    "sentence_spans": json.dumps(sentence_spans(ss, order)),
+                    "control_sentence": n - 1,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def test_synth_spans_cover_each_sentence_with_its_space():
+    ss = SENTENCES[1]
+    order = move(len(ss), 3, 0)
+    text = join([ss[i] for i in order])
+    spans = sentence_spans(ss, order)
+    assert [s for s, _, _ in spans] == order
+    assert "".join(text[a:b] for _, a, b in spans) == text
+    for i, a, b in spans:
+        assert text[a:b] == " " + ss[i]
+
+
+def test_token_spans_leave_out_straddling_and_truncated_sentences():
+    # tokens: [special] " ab" " c" "d." (crosses into sentence 2) " e"
+    offsets = [(0, 0), (0, 3), (3, 5), (5, 8), (8, 10)]
+    special = np.array([True, False, False, False, False])
+    spans = [(0, 0, 6), (1, 6, 10)]
+    found, left = sentence_tokens(offsets, special, spans, kept=5)
+    assert found == [] and left["straddle"] == 2
+    spans = [(0, 0, 5), (1, 5, 10)]
+    found, left = sentence_tokens(offsets, special, spans, kept=5)
+    assert found == [(0, 0, 1, 3), (1, 1, 3, 5)] and not left
+    found, left = sentence_tokens(offsets, special, spans, kept=4)
+    assert found == [(0, 0, 1, 3)] and left["truncated"] == 1
+
+
+def _erank(x: np.ndarray) -> float:
+    s = np.linalg.svd(x, compute_uv=False)
+    s = s[s > s[0] * 1e-7]
+    p = s / s.sum()
+    return float(np.exp(-(p * np.log(p)).sum()))
+
+
+def _cos(x: np.ndarray, ref: np.ndarray) -> float:
+    return float(
+        (x @ ref / (np.linalg.norm(x, axis=1) * np.linalg.norm(ref))).mean()
+    )
+
+
+@pytest.mark.parametrize("impl", ["eager", "blockwise"])
+def test_sentence_metrics_match_output_hidden_states(tiny, tmp_path, impl):
+    """Every followed sentence's metrics == an independent numpy computation from HF's
+    hidden states and attention weights (to 1e-6), and layer 0 agrees across variants."""
+    texts = family_texts()
+    cfg = extract_config(attention_impl=impl, peer_metrics=False, token_sets=())
+    loaded = tiny if impl == "eager" else None
+    records = run_extract(
+        "tiny", TINY, texts, cfg, ["none"], tmp_path, loaded=loaded, show_progress=False,
+        log=lambda _m: None,
+    )  # fmt: skip
+    sent = records[0]["sentences"]
+    n_sent = sum(len(ss) for ss in SENTENCES) * 4
+    assert sent["sentences"] == n_sent and sent["kept"] == n_sent, sent
+    got = pd.read_parquet(tmp_path / "none" / "sentence_metrics.parquet")
+    assert set(got["metric"]) == {*SENT_HIDDEN, "sent_attn_in"}
+    idx = got.set_index(["variant", "sample_id", "sentence", "layer", "metric"])["value"]
+    tok = tiny.tokenizer
+    for row in texts.itertuples():
+        enc = tok(row.text, return_tensors="pt", return_offsets_mapping=True,
+                  return_special_tokens_mask=True)  # fmt: skip
+        offsets = enc.pop("offset_mapping")[0].numpy()
+        special = enc.pop("special_tokens_mask")[0].bool().numpy()
+        with torch.no_grad():
+            hf = tiny.model(**enc, output_hidden_states=True, output_attentions=True)
+        n = offsets.shape[0]
+        for sent_i, a, b in json.loads(row.sentence_spans):
+            inside = np.flatnonzero((offsets[:, 0] >= a) & (offsets[:, 1] <= b) & ~special)
+            for layer, h in enumerate(hf.hidden_states):
+                x = h[0].double().numpy()
+                metric_x = x[~special]
+                s = x[inside]
+                centred = s - s.mean(0)
+                want = {
+                    "sent_cos_centroid": _cos(s, metric_x.mean(0)),
+                    "sent_cos_first": _cos(s, metric_x[0]),
+                    "sent_erank": _erank(s),
+                    "sent_erank_c": _erank(centred) if len(s) > 1 else np.nan,
+                    "sent_norm": float(np.linalg.norm(s, axis=1).mean()),
+                }
+                for metric, value in want.items():
+                    have = idx[(row.variant, row.sample_id, sent_i, layer, metric)]
+                    # cosines lie in [-1, 1]: 1e-6 absolute near 0 (float32 forward of a
+                    # padded batch against a single text)
+                    atol = 1e-6 if metric.startswith("sent_cos") else 1e-9
+                    np.testing.assert_allclose(have, value, rtol=1e-6, atol=atol,
+                                               err_msg=f"{row.variant} {sent_i} {layer} {metric}")  # fmt: skip
+            for layer, att in enumerate(hf.attentions, start=1):
+                w = att[0].double().numpy()  # (H, n, n), causal
+                per_query = w.sum(1) / (n - np.arange(n))  # (H, n): mean over queries i >= j
+                want = per_query[:, inside].mean()
+                have = idx[(row.variant, row.sample_id, sent_i, layer, "sent_attn_in")]
+                np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-9)
+    # the layer-0 control: a sentence's own tokens and the text's multiset never change
+    layer0 = got[(got["layer"] == 0) & got["metric"].isin(
+        ["sent_erank", "sent_erank_c", "sent_norm", "sent_cos_centroid"])]  # fmt: skip
+    spread = layer0.groupby(["sample_id", "sentence", "metric"])["value"].agg(["min", "max"])
+    rel = (spread["max"] - spread["min"]).abs() / spread["max"].abs().clip(lower=1e-12)
+    assert rel.max() < 1e-6
+    # the flags: one key and one control sentence per text
+    one = got[(got["layer"] == 0) & (got["metric"] == "sent_norm")]
+    assert (one.groupby(["variant", "sample_id"])["is_key"].sum() == 1).all()
+    assert (one.groupby(["variant", "sample_id"])["is_control"].sum() == 1).all()
+    key_first = one[(one["variant"] == "key_first") & one["is_key"]]
+    assert (key_first["sent_index"] == 0).all() and (key_first["rel_position"] == 0).all()
+
+
+def test_a_sentence_whose_tokens_change_is_left_out(tiny, tmp_path):
+    """A family text whose sentence is spelt differently from the original's is not
+    followed (its ids differ), and run.json counts it."""
+    texts = family_texts()
+    bad = (texts["variant"] == "key_last") & (texts["sample_id"] == "r0")
+    ss = list(SENTENCES[0])
+    ss[0] = ss[0].replace("opens", "begins")  # same length in characters? no: respan
+    order = move(len(ss), 1, len(ss) - 1)
+    texts.loc[bad, "text"] = join([ss[i] for i in order])
+    texts.loc[bad, "sentence_spans"] = json.dumps(sentence_spans(ss, order))
+    cfg = extract_config(peer_metrics=False, token_sets=())
+    records = run_extract(
+        "tiny", TINY, texts, cfg, ["none"], tmp_path, loaded=tiny, show_progress=False,
+        log=lambda _m: None,
+    )  # fmt: skip
+    sent = records[0]["sentences"]
+    assert sent["tokens_differ"] == 1 and sent["kept"] == sent["sentences"] - 1
+    got = pd.read_parquet(tmp_path / "none" / "sentence_metrics.parquet")
+    r0 = got[(got["variant"] == "key_last") & (got["sample_id"] == "r0")]
+    assert 0 not in set(r0["sentence"]) and {1, 2, 3} <= set(r0["sentence"])
