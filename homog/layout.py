@@ -89,6 +89,10 @@ class Layout:
     def separability(self) -> Path:
         return self.stats_dir / "separability.parquet"
 
+    @property
+    def sentence_contrasts(self) -> Path:
+        return self.stats_dir / "sentence_contrasts.parquet"
+
     # the positional-encoding lab
     def posenc_dir(self, pe: str) -> Path:
         return self.data / "posenc" / pe

@@ -262,8 +262,10 @@ def stats_stage(
     mauve = pd.concat(mauve_parts, ignore_index=True) if mauve_parts else None
     dose = dose_tables(params, layout, found, frames)
     separable = separability_tables(params, runs, frames)
+    sentences = sentence_tables(params, found)
     with atomic_path(out_dir, directory=True) as tmp:
         contrasts.to_parquet(tmp / "contrasts.parquet", index=False)
+        sentences.to_parquet(tmp / "sentence_contrasts.parquet", index=False)
         dose.to_parquet(tmp / "dose_response.parquet", index=False)
         separable.to_parquet(tmp / "separability.parquet", index=False)
         write_json(
@@ -298,7 +300,28 @@ def stats_stage(
                 tmp / "plots" / f"{metric}__{model}.csv", index=False, float_format="%.6g"
             )
     return {"contrasts": len(contrasts), "dose_response": len(dose),
-            "separability": len(separable), "runs": len(runs)}  # fmt: skip
+            "separability": len(separable), "sentence_contrasts": len(sentences),
+            "runs": len(runs)}  # fmt: skip
+
+
+def sentence_tables(params: Params, found: list[tuple[dict[str, Any], Path]]) -> pd.DataFrame:
+    """The sentence_contrasts rows (homog.sentence_stats) of every run whose directory holds
+    a sentence_metrics.parquet (an empty table when none does)."""
+    from homog.sentence_stats import SENTENCE_CONTRAST_COLUMNS, run_sentence_contrasts
+
+    parts = []
+    for run, run_dir in found:
+        path = run_dir / "sentence_metrics.parquet"
+        if path.exists():
+            frame = read_output(
+                path, pd.read_parquet, f"rerun `homog extract --model {run['model']}`"
+            )
+            parts.append(run_sentence_contrasts(frame, run["run_id"], stats=params.stats,
+                                                seed=params.seed))  # fmt: skip
+    parts = [p for p in parts if not p.empty]
+    if not parts:
+        return pd.DataFrame(columns=SENTENCE_CONTRAST_COLUMNS)
+    return pd.concat(parts, ignore_index=True)
 
 
 def key_positions(path: Path) -> pd.DataFrame | None:

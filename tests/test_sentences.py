@@ -86,9 +86,7 @@ def _erank(x: np.ndarray) -> float:
 
 
 def _cos(x: np.ndarray, ref: np.ndarray) -> float:
-    return float(
-        (x @ ref / (np.linalg.norm(x, axis=1) * np.linalg.norm(ref))).mean()
-    )
+    return float((x @ ref / (np.linalg.norm(x, axis=1) * np.linalg.norm(ref))).mean())
 
 
 @pytest.mark.parametrize("impl", ["eager", "blockwise"])
@@ -136,8 +134,8 @@ def test_sentence_metrics_match_output_hidden_states(tiny, tmp_path, impl):
                     # cosines lie in [-1, 1]: 1e-6 absolute near 0 (float32 forward of a
                     # padded batch against a single text)
                     atol = 1e-6 if metric.startswith("sent_cos") else 1e-9
-                    np.testing.assert_allclose(have, value, rtol=1e-6, atol=atol,
-                                               err_msg=f"{row.variant} {sent_i} {layer} {metric}")  # fmt: skip
+                    where = f"{row.variant} {sent_i} {layer} {metric}"
+                    np.testing.assert_allclose(have, value, rtol=1e-6, atol=atol, err_msg=where)
             for layer, att in enumerate(hf.attentions, start=1):
                 w = att[0].double().numpy()  # (H, n, n), causal
                 per_query = w.sum(1) / (n - np.arange(n))  # (H, n): mean over queries i >= j
@@ -178,3 +176,62 @@ def test_a_sentence_whose_tokens_change_is_left_out(tiny, tmp_path):
     got = pd.read_parquet(tmp_path / "none" / "sentence_metrics.parquet")
     r0 = got[(got["variant"] == "key_last") & (got["sample_id"] == "r0")]
     assert 0 not in set(r0["sentence"]) and {1, 2, 3} <= set(r0["sentence"])
+
+
+def synthetic_frame(n: int = 12, seed: int = 0) -> pd.DataFrame:
+    """sentence_metrics rows of n reviews of 5 sentences, 3 layers, one metric: the key
+    sentence (1) and the control sentence (4, moved to the front) with known values."""
+    rng = np.random.default_rng(seed)
+    orders = {"original": [0, 1, 2, 3, 4], "key_first": [1, 0, 2, 3, 4],
+              "key_mid": [0, 2, 1, 3, 4], "key_last": [0, 2, 3, 4, 1],
+              "key_control": [4, 0, 1, 2, 3]}  # fmt: skip
+    rows = []
+    for r in range(n):
+        base = rng.normal(size=5)
+        for v, order in orders.items():
+            for k, sent in enumerate(order):
+                for layer in range(3):
+                    # layer 0: no position effect; deeper: value falls with position k
+                    value = base[sent] + (0.0 if layer == 0 else -0.5 * k * layer)
+                    rows.append((v, f"r{r}", sent, k, k / 4, 3, sent == 1, sent == 4,
+                                 layer, "m", value + 0.01 * rng.normal()))  # fmt: skip
+    cols = ["variant", "sample_id", "sentence", "sent_index", "rel_position", "n_tokens",
+            "is_key", "is_control", "layer", "metric", "value"]  # fmt: skip
+    return pd.DataFrame(rows, columns=cols)
+
+
+def test_sentence_contrasts_pair_within_sentence():
+    from types import SimpleNamespace
+
+    from homog.sentence_stats import run_sentence_contrasts, sentence_dose
+
+    frame = synthetic_frame()
+    stats = SimpleNamespace(n_boot=200, ci=0.95, test="sign_flip", n_perm=200, sesoi=0.1,
+                            sesoi_basis="sd", alpha=0.05)  # fmt: skip
+    out = run_sentence_contrasts(frame, "run", stats=stats)
+    rows = out[out["band"].isna()].set_index(["sentence", "variant_a", "layer"])
+    # by hand at layer 2: the key sentence moves 1 -> 0 (first), 1 -> 4 (last), 1 -> 2 (mid)
+    wide = frame[frame["layer"] == 2].pivot_table(
+        index=["sample_id"], columns=["variant", "sentence"], values="value"
+    )
+    key = {v: wide[(v, 1)] for v in ("original", "key_first", "key_mid", "key_last")}
+    ctrl = {v: wide[(v, 4)] for v in ("original", "key_control")}
+    want = {
+        ("key", "key_first"): (key["key_first"] - key["original"]).mean(),
+        ("key", "key_last"): (key["key_last"] - key["original"]).mean(),
+        ("key", "key_ends"): ((key["key_first"] + key["key_last"]) / 2 - key["key_mid"]).mean(),
+        ("control", "key_control"): (ctrl["key_control"] - ctrl["original"]).mean(),
+        # the control moved towards the start, so the key's far move is key_first
+        ("key - control", "key_far"): ((key["key_first"] - key["original"])
+                                       - (ctrl["key_control"] - ctrl["original"])).mean(),
+    }  # fmt: skip
+    for (sentence, va), value in want.items():
+        assert rows.loc[(sentence, va, 2), "mean_diff"] == pytest.approx(value, abs=1e-12)
+    assert rows.loc[("key", "key_first", 2), "mean_diff"] == pytest.approx(1.0, abs=0.05)
+    # layer 0 carries no position effect (the control of the design), and the band rows exist
+    assert abs(rows.loc[("key - control", "key_far", 0), "mean_diff"]) < 0.05
+    assert {"layer0", "final"} <= set(out["band"].dropna())
+    dose = sentence_dose(frame)
+    late = dose[dose["layer"] == 2].set_index("bin")["value"]
+    assert late.is_monotonic_decreasing  # the planted fall with position
+    assert dose[dose["layer"] == 0]["value"].abs().max() < 0.05

@@ -453,7 +453,6 @@ class Extractor:
                 self._defer.clear()  # what a failed forward left
         return PendingBatch(result, st.metrics)
 
-
     def _sentence_fields(self, st: BatchState, meta: list[list[int]], follow: bool) -> dict:
         """BatchResult's sentence arrays: empty (0 rows) when no text of the batch has
         sentences, so that every batch of a run holds them (``BatchResult.concat``)."""

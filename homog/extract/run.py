@@ -115,7 +115,9 @@ def prepare_run(
 
         sentences = attach_sentences(tokenizer, df, encoded)
         if sentences:
-            lost = [f"{k} {v}" for k, v in sentences.items() if k not in ("sentences", "kept") and v]
+            lost = [
+                f"{k} {v}" for k, v in sentences.items() if k not in ("sentences", "kept") and v
+            ]
             log(
                 f"sentences: {sentences['kept']} of {sentences['sentences']} followed through "
                 f"the layers; left out: {', '.join(lost) or 'none'}"

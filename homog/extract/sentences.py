@@ -125,7 +125,9 @@ def match_sentences(
     and control as indices in the original (-1 when unknown). A sentence is kept only when
     its token ids equal those of the same sentence in its review's original.
     """
-    originals = {t.sample_id: t.index for t in texts if t.variant == "original" and t.index in spans}
+    originals = {
+        t.sample_id: t.index for t in texts if t.variant == "original" and t.index in spans
+    }
     ids = {t.index: t.input_ids for t in texts}
     variant = {t.index: t for t in texts}
     reference: dict[tuple[str, int], tuple[int, ...]] = {}
@@ -283,7 +285,11 @@ def attach_sentences(tokenizer: Any, df: Any, encoded: Sequence[Any]) -> dict[st
     for i, arr in matched.items():
         encoded[i].sentences = arr
     total = sum(len(spans[i]) for i in which)
-    return {"sentences": total, "kept": total - sum(left.values()), **{r: left[r] for r in LEFT_OUT}}
+    return {
+        "sentences": total,
+        "kept": total - sum(left.values()),
+        **{r: left[r] for r in LEFT_OUT},
+    }
 
 
 def _int(value: Any) -> int:

@@ -78,6 +78,7 @@ RUN_TABLE_FILES = {
     "attention_heads": "attention_heads.parquet",
     "dataset_spectra": "dataset_spectra.parquet",
     "massive_activations": "massive_activations.parquet",
+    "sentence_metrics": "sentence_metrics.parquet",
 }
 POSENC_TABLE_FILES = {
     "posenc_results": "results.parquet",
@@ -118,6 +119,7 @@ def collect_sources(
     src.add("contrasts", layout.contrasts)
     src.add("dose_response", layout.dose_response)
     src.add("separability", layout.separability)
+    src.add("sentence_contrasts", layout.sentence_contrasts)
     for pe in params.posenc.encodings:
         pe_dir = layout.posenc_dir(pe)
         found = False

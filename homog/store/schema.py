@@ -31,6 +31,8 @@ Additive extensions (documented in the README):
   value, ci_low, ci_high, p_value, p_holm, n, verdict)`` and ``lm_sentiment(model,
   intervention, variant, sample_id, label, log_odds, margin, correct, n_prompt_tokens,
   truncated)``: the probe stage (homog/probe, docs/probe.md), keyed by model.
+- ``sentence_metrics`` and ``sentence_contrasts``: every position-family sentence per layer
+  and the key sentence's paired contrasts (issue 40; homog/store/schema_sentences.py).
 - ``homog_meta(key, value)``: ``schema_version``.
 - ``layer_summary`` is a table that ``load`` materialises (same name, columns and types as the
   view that older databases hold; readers use it either way).
@@ -42,42 +44,15 @@ Definitions only: no files are read or written here (``create_schema`` and
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from homog.store.schema_types import type_problems
+from homog.store.schema_sentences import SENTENCE_CONTRASTS, SENTENCE_METRICS
+from homog.store.schema_types import Table, type_problems
 
 if TYPE_CHECKING:
     import duckdb
 
 SCHEMA_VERSION = "1"
-
-
-@dataclass(frozen=True)
-class Table:
-    """One table of the store.
-
-    ``columns``: (name, DuckDB type) in order. ``required``: columns a source file must have
-    (the others are filled with NULL when absent). ``scope``: how rows of the previous database
-    are replaced: ``'run'`` (rows whose run_id is among the newly loaded runs), ``'pe'`` (rows of
-    a positional encoding being reloaded) or a tuple of key columns (rows whose key reappears).
-    ``order_by``: storage order, which keeps DuckDB's zone maps useful for the filters the CLI
-    and the terminal UI apply (run, metric, variant).
-    """
-
-    name: str
-    columns: tuple[tuple[str, str], ...]
-    scope: str | tuple[str, ...]
-    order_by: tuple[str, ...]
-    required: tuple[str, ...] = field(default=())
-
-    @property
-    def names(self) -> list[str]:
-        return [c for c, _ in self.columns]
-
-    def ddl(self) -> str:
-        cols = ",\n  ".join(f'"{c}" {t}' for c, t in self.columns)
-        return f"CREATE TABLE IF NOT EXISTS {self.name} (\n  {cols}\n)"
 
 
 V = "VARCHAR"
@@ -280,6 +255,20 @@ TABLES: dict[str, Table] = {
             order_by=("run_id", "metric", "band", "kind", "variant"),
             required=("run_id", "metric", "band", "kind", "value"),
         ),
+        Table(
+            "sentence_metrics",
+            SENTENCE_METRICS,
+            scope="run",
+            order_by=("run_id", "metric", "variant", "sample_id", "sentence", "layer"),
+            required=("run_id", "variant", "sample_id", "sentence", "layer", "metric", "value"),
+        ),  # fmt: skip
+        Table(
+            "sentence_contrasts",
+            SENTENCE_CONTRASTS,
+            scope="run",
+            order_by=("run_id", "metric", "sentence", "variant_a", "band", "layer"),
+            required=("run_id", "sentence", "variant_a", "variant_b", "metric", "mean_diff"),
+        ),  # fmt: skip
         Table("separability", SEPARABILITY, "run", ("run_id", "metric", "scope", "variant_a")),
         # the probe stage (homog.probe, docs/probe.md): keyed by model, not by run (it runs its
         # own forward passes); a reload of a model replaces its rows

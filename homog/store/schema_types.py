@@ -12,6 +12,7 @@ decimal type) where the schema has INTEGER or DOUBLE, text where it has VARCHAR,
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 _INTEGERS = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
@@ -49,3 +50,30 @@ def type_problems(con: Any, tables: Mapping[str, Sequence[tuple[str, str]]]) -> 
                 continue
             problems.append(f"column {name}.{column} is {have}, expected {want} ({family[0]})")
     return problems
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table of the store.
+
+    ``columns``: (name, DuckDB type) in order. ``required``: columns a source file must have
+    (the others are filled with NULL when absent). ``scope``: how rows of the previous database
+    are replaced: ``'run'`` (rows whose run_id is among the newly loaded runs), ``'pe'`` (rows of
+    a positional encoding being reloaded) or a tuple of key columns (rows whose key reappears).
+    ``order_by``: storage order, which keeps DuckDB's zone maps useful for the filters the CLI
+    and the terminal UI apply (run, metric, variant).
+    """
+
+    name: str
+    columns: tuple[tuple[str, str], ...]
+    scope: str | tuple[str, ...]
+    order_by: tuple[str, ...]
+    required: tuple[str, ...] = field(default=())
+
+    @property
+    def names(self) -> list[str]:
+        return [c for c, _ in self.columns]
+
+    def ddl(self) -> str:
+        cols = ",\n  ".join(f'"{c}" {t}' for c, t in self.columns)
+        return f"CREATE TABLE IF NOT EXISTS {self.name} (\n  {cols}\n)"

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The sentence study (issue 40), stage by stage in this directory, each stage timed:
+# corpus, synth, then extract of the position family only (original, key_first, key_mid,
+# key_last, key_control) for each model, stats, load and the report.
+# Usage (from the repository root): make sentences
+set -euo pipefail
+cd "$(dirname "$0")"
+P=params.yaml
+rm -f data/homog.duckdb
+models=$(python -c "import sys; from homog.config import load_config; print(' '.join(load_config(sys.argv[1]).models))" "$P")
+TIMEFORMAT="  -> %R s wall, %U + %S s CPU"
+stage() { echo "== $*" >&2; time "$@"; }
+stage homog corpus --params "$P"
+stage homog synth --params "$P"
+# the family's texts (the paper's variants are the main study's)
+python - <<'PY'
+import pandas as pd
+t = pd.read_parquet("data/synth/texts.parquet")
+fam = t[t["variant"].isin(["original", "key_first", "key_mid", "key_last", "key_control"])]
+fam = fam[fam["sample_id"].isin(t.loc[t["variant"] == "key_first", "sample_id"])]
+fam.to_parquet("data/synth/family.parquet", index=False)
+print(f"family: {fam['sample_id'].nunique()} reviews, {len(fam)} texts")
+PY
+for m in $models; do
+  stage homog extract --model "$m" --params "$P" --texts data/synth/family.parquet --no-progress
+done
