@@ -235,3 +235,44 @@ def test_sentence_contrasts_pair_within_sentence():
     late = dose[dose["layer"] == 2].set_index("bin")["value"]
     assert late.is_monotonic_decreasing  # the planted fall with position
     assert dose[dose["layer"] == 0]["value"].abs().max() < 0.05
+
+
+def test_report_section_gives_verdicts_and_the_layer0_control(tmp_path):
+    """The planted effect (value falls with position) reads as a position effect and a
+    U-shape per band with a verdict; layer 0 is the control row; the figure is drawn."""
+    from types import SimpleNamespace
+
+    from homog.report.document import to_html
+    from homog.report.sentences_view import sentence_line, sentences_section, verdict_rows
+    from homog.sentence_stats import run_sentence_contrasts
+
+    frame = synthetic_frame(n=16)
+    # 7 layers so that the depth bands exist; sent_cos_centroid is a primary metric
+    frame = pd.concat(
+        [frame.assign(layer=frame["layer"] * 3 + k) for k in range(3)], ignore_index=True
+    ).drop_duplicates(["variant", "sample_id", "sentence", "layer"])
+    frame["metric"] = "sent_cos_centroid"
+    stats = SimpleNamespace(n_boot=200, ci=0.95, test="sign_flip", n_perm=200, sesoi=0.1,
+                            sesoi_basis="sd", alpha=0.05)  # fmt: skip
+    sc = run_sentence_contrasts(frame, "r1", stats=stats)
+    runs = pd.DataFrame({"run_id": ["r1"], "model": ["m"], "intervention": ["none"]})
+    rows = verdict_rows(sc, runs)
+    fam = rows[~rows["control"]]
+    assert set(fam["question"]) == {"position effect", "U-shape"}
+    late = fam[(fam["question"] == "position effect") & (fam["band"] == "final")].iloc[0]
+    # the key moves 1 place to the front (+0.5 per layer unit), the control 4 (+2): -1.5 each
+    assert late["effect"] < 0 and late["verdict"] == "supported"
+    ctl = rows[rows["control"]]
+    assert set(ctl["band"]) == {"layer0"} and ctl["effect"].abs().max() < 0.05
+    assert "m: position effect" in sentence_line(rows)
+    curve = (
+        frame.groupby(["variant", "is_key", "is_control", "layer", "metric"])
+        .agg(value=("value", "mean"), position=("rel_position", "mean"), n=("value", "size"))
+        .reset_index()
+        .assign(model="m")
+    )
+    sec = sentences_section(sc, curve, runs, tmp_path, 0.05)
+    assert len(sec.figures) == 1 and sec.figures[0][0].exists()
+    assert "Where position acts" in to_html("t", "", [sec])
+    empty = sentences_section(pd.DataFrame(), pd.DataFrame(), runs, tmp_path, 0.05)
+    assert "No sentence contrasts" in empty.paragraphs[0]

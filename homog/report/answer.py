@@ -243,20 +243,30 @@ def _basis(claims: pd.DataFrame) -> str:
     return re.sub(r" \([^)]*\)", "", basis[0]) if basis else "stats.sesoi"
 
 
+def with_extra(lines: list[str], extra: list[str | None]) -> list[str]:
+    """``lines`` with the ``extra`` lines (those not None) before the negative controls."""
+    extra = [e for e in extra if e]
+    if not extra or not lines:
+        return lines
+    if lines[-1].startswith("**Negative"):
+        return [*lines[:-1], *extra, lines[-1]]
+    return [*lines, *extra]
+
+
 def answer_section(
-    claims: pd.DataFrame, figdir: Path, probe: pd.DataFrame | None = None
+    claims: pd.DataFrame,
+    figdir: Path,
+    probe: pd.DataFrame | None = None,
+    sentences: str | None = None,
 ) -> Section:
-    """The report's first section: the answer lines (and the probe stage's cost line, when the
-    database has ``probe_metrics``) and the forest plot of the primary family."""
+    """The report's first section: the answer lines (with the moved sentence's line,
+    ``sentences``, and the probe stage's cost line when the database has ``probe_metrics``)
+    and the forest plot of the primary family."""
     from homog.report.cost import cost_line
 
     sec = Section("The answer", figure_width=50, figures_beside=True)
-    lines = answer_lines(claims)
     cost = cost_line(probe) if probe is not None else None
-    if cost and lines:
-        lines = (
-            [*lines[:-1], cost, lines[-1]] if lines[-1].startswith("**Negative") else [*lines, cost]
-        )
+    lines = with_extra(answer_lines(claims), [sentences, cost])
     if not lines:
         sec.paragraphs.append("No claim rows: run `homog stats` and `homog load`.")
         return sec

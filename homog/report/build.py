@@ -19,6 +19,7 @@ from homog.owned import HTML_MARK, MD_MARK, check_owned_dir, check_owned_file, m
 from homog.report.claims import claims_table
 from homog.report.document import Section, to_html, to_markdown
 from homog.report.posenc_view import POSENC_SQL
+from homog.report.sentences_view import CURVE_SQL as SENTENCE_CURVE_SQL
 
 FORMATS = ("html", "md")
 REPORT_TABLES = ("runs", "layer_metrics", "contrasts", "texts", "mauve_scores", "posenc_results",
@@ -78,6 +79,9 @@ def read_inputs(con: Any) -> dict[str, pd.DataFrame]:
         "separability": get("separability", "SELECT * FROM separability"),
         # the probe stage's table (Open Question 1; homog probe)
         "probe": get("probe_metrics", "SELECT * FROM probe_metrics"),
+        # the moved sentence (issue 40; homog.report.sentences_view)
+        "sentences": get("sentence_contrasts", "SELECT * FROM sentence_contrasts"),
+        "sentence_curve": get("sentence_metrics", SENTENCE_CURVE_SQL),
         "posenc": get("posenc_results", POSENC_SQL),
         "ablation": get(
             "head_ablation",
@@ -216,6 +220,7 @@ def build_report(
     from homog.report.manipulation import manipulation_section
     from homog.report.posenc_view import posenc_section
     from homog.report.position import position_section
+    from homog.report.sentences_view import sentence_line, sentences_section, verdict_rows
     from homog.report.provenance import gather, provenance_sections, shown
     from homog.store.query import connect
 
@@ -269,7 +274,14 @@ def build_report(
         with tempfile.TemporaryDirectory(prefix=f"homog-report-{os.getpid()}-") as tmp:
             figdir = Path(tmp)
             sections = [
-                answer_section(claims, figdir, probe=data["probe"]),
+                answer_section(
+                    claims,
+                    figdir,
+                    probe=data["probe"],
+                    sentences=sentence_line(
+                        verdict_rows(data["sentences"], data["runs"], st.alpha)
+                    ),
+                ),
                 summary_section(claims, st.alpha),
                 glossary_section(
                     variants, interventions, metrics, layer_roles="layer0_effect" in claims.columns
@@ -277,6 +289,9 @@ def build_report(
                 manipulation_section(texts, synth),
                 claims_section(claims, st.alpha, ci=st.ci, test=st.test),
                 position_section(con, data, variants, figdir, st.alpha),
+                sentences_section(
+                    data["sentences"], data["sentence_curve"], data["runs"], figdir, st.alpha
+                ),
                 cost_section(data["probe"], figdir),
                 *figure_sections(con, data["runs"], data["mauve"], figdir, variants),
                 posenc_section(data["posenc"], data["ablation"], figdir, _posenc_config(params)),

@@ -1,0 +1,215 @@
+"""The report's section "Where position acts": the moved sentence itself (issue 40).
+
+From the stats stage's ``sentence_contrasts`` (homog.sentence_stats) and a per-variant summary
+of ``sentence_metrics``: per model, the position effect (the key sentence moved to an edge
+minus the control sentence moved as far) and the U-shape of the key sentence ((first + last)
+/ 2 - middle), per band, with CIs, SESOI and the verdict rule of docs/statistics.md in their
+own Holm family (per model: 2 questions x the primary sentence metrics x 4 bands), the layer-0
+rows as the control beside them, and one figure per model. Pure: frames in, a section out.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from homog.paired_tests import holm
+from homog.report.claims_rows import decide, excludes, inside_margin
+from homog.report.document import Section, Table
+
+TITLE = "Where position acts"
+# the section's primary family: the sentence metrics and bands it tests
+PRIMARY_METRICS = ("sent_cos_centroid", "sent_attn_in")
+BANDS = ("early", "middle", "late", "final")
+QUESTIONS = {("key - control", "key_far"): "position effect", ("key", "key_ends"): "U-shape"}
+CURVE_SQL = (
+    "SELECT r.model, s.variant, s.is_key, s.is_control, s.layer, s.metric, "
+    "avg(s.value) AS value, avg(s.rel_position) AS position, count(*) AS n "
+    "FROM sentence_metrics s JOIN runs r USING (run_id) "
+    "WHERE (s.is_key OR s.is_control) AND coalesce(r.intervention, 'none') = 'none' "
+    "AND s.metric IN ('sent_cos_centroid', 'sent_attn_in') "
+    "GROUP BY ALL ORDER BY ALL"
+)
+
+
+def _g(x) -> str:
+    return f"{float(x):.3g}" if pd.notna(x) else "n/a"
+
+
+def verdict_rows(sc: pd.DataFrame, runs: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+    """The family's rows (model, question, metric, band, effect, ci_low, ci_high, sesoi,
+    eq_ci_low, eq_ci_high, p_value, p_holm, n, verdict) and the layer-0 control rows
+    (question '... (layer 0)', p_holm = the raw p): every run without an intervention."""
+    if sc is None or sc.empty:
+        return pd.DataFrame()
+    model = runs.set_index("run_id")["model"]
+    iv = runs.set_index("run_id")["intervention"].fillna("none")
+    sc = sc[sc["run_id"].map(iv) == "none"].assign(model=sc["run_id"].map(model))
+    sc = sc[sc["band"].notna()]
+    rows = []
+    for (sentence, va), question in QUESTIONS.items():
+        sel = sc[(sc["sentence"] == sentence) & (sc["variant_a"] == va)]
+        for r in sel.itertuples():
+            if r.metric not in PRIMARY_METRICS and r.band != "layer0":
+                continue
+            control = r.band == "layer0"
+            rows.append({
+                "model": r.model, "question": question + (" (layer 0)" if control else ""),
+                "metric": r.metric, "band": r.band, "effect": r.mean_diff, "ci_low": r.ci_low,
+                "ci_high": r.ci_high, "sesoi": r.sesoi, "eq_ci_low": r.eq_ci_low,
+                "eq_ci_high": r.eq_ci_high, "p_value": r.p_value, "n": r.n,
+                "control": control,
+            })  # fmt: skip
+    out = pd.DataFrame(rows)
+    if out.empty:
+        return out
+    out["p_holm"] = out["p_value"]
+    fam = ~out["control"] & out["band"].isin(BANDS)
+    for _, idx in out[fam].groupby("model").groups.items():
+        out.loc[idx, "p_holm"] = holm(out.loc[idx, "p_value"].to_numpy(dtype=float))
+    out = out[fam | out["control"]].copy()
+    out["verdict"] = [
+        decide(r.effect, r.p_holm,
+               inside_margin(r.eq_ci_low, r.eq_ci_high, r.sesoi, alpha=alpha), None, alpha,
+               excludes(r.ci_low, r.ci_high))
+        for r in out.itertuples()
+    ]  # fmt: skip
+    order = {b: i for i, b in enumerate(("layer0", *BANDS))}
+    return out.sort_values(
+        ["model", "control", "question", "metric", "band"],
+        key=lambda s: s.map(order) if s.name == "band" else s,
+    ).reset_index(drop=True)
+
+
+def sentence_line(rows: pd.DataFrame) -> str | None:
+    """The answer's line: per model, the tally of verdicts of the position effect and the
+    U-shape on the moved sentence, with the largest |effect| in SESOI units."""
+    if rows is None or rows.empty:
+        return None
+    parts = []
+    for model, g in rows[~rows["control"]].groupby("model", sort=False):
+        tallies = []
+        for q in QUESTIONS.values():
+            v = g[g["question"] == q]["verdict"].value_counts()
+            tallies.append(f"{q} " + ", ".join(f"{n} {k}" for k, n in v.items()))
+        ratio = (g["effect"] / g["sesoi"].where(g["sesoi"] > 0)).abs()
+        big = f"; largest |effect| {ratio.max():.2g} SESOI" if ratio.notna().any() else ""
+        parts.append(f"{model}: {'; '.join(tallies)}{big}")
+    return (
+        "**Where position acts** (the moved sentence itself, its cosine to the text's centroid "
+        f"and the attention it receives, per band): {' | '.join(parts)}."
+    )
+
+
+def _figure(curve: pd.DataFrame, model: str, path: Path) -> Path | None:
+    """Per band (columns) and metric (rows): the key sentence's change from its original
+    place against its mean relative position in each family member, and the control
+    sentence's (key_control) beside it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from homog.plot import legend_below
+    from homog.stats import band_of_layers
+
+    c = curve[curve["model"] == model]
+    if c.empty:
+        return None
+    metrics = [m for m in PRIMARY_METRICS if m in set(c["metric"])]
+    bands = band_of_layers(sorted(set(c.loc[c["metric"] == "sent_cos_centroid", "layer"])))
+    bands = {b: ls for b, ls in bands.items() if b in BANDS}
+    if not metrics or not bands:
+        return None
+    fig, axes = plt.subplots(len(metrics), len(bands), squeeze=False,
+                             figsize=(2.6 * len(bands), 2.3 * len(metrics)))  # fmt: skip
+    handles = {}
+    for i, metric in enumerate(metrics):
+        for j, (band, layers) in enumerate(bands.items()):
+            ax = axes[i][j]
+            sel = c[(c["metric"] == metric) & c["layer"].isin(layers)]
+            for who, flag, colour in (("key sentence", "is_key", "C3"),
+                                      ("control sentence", "is_control", "C0")):  # fmt: skip
+                s = sel[sel[flag].astype(bool)].groupby("variant")[["value", "position"]].mean()
+                if "original" not in s.index:
+                    continue
+                s["change"] = s["value"] - s.loc["original", "value"]
+                keep = ["key_first", "key_mid", "key_last"] if flag == "is_key" else ["key_control"]
+                pts = s.loc[[v for v in ["original", *keep] if v in s.index]]
+                pts = pts.sort_values("position")
+                (h,) = ax.plot(pts["position"], pts["change"], "o-" if flag == "is_key" else "s--",
+                               color=colour, lw=1.2, ms=4)  # fmt: skip
+                handles[who] = h
+                for v, r in pts.iterrows():
+                    ax.annotate(v.replace("key_", ""), (r["position"], r["change"]), fontsize=6,
+                                textcoords="offset points", xytext=(2, 3))  # fmt: skip
+            ax.axhline(0, color="#999", lw=0.7)
+            ax.set_title(f"{band}", fontsize=8)
+            ax.tick_params(labelsize=7)
+            if i == len(metrics) - 1:
+                ax.set_xlabel("relative position in the text", fontsize=7)
+            if j == 0:
+                ax.set_ylabel(f"{metric}\nchange from original", fontsize=7)
+    fig.suptitle(model, fontsize=9)
+    fig.tight_layout()
+    legend_below(fig, list(handles.values()), list(handles), ncol=2)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def sentences_section(
+    sc: pd.DataFrame, curve: pd.DataFrame, runs: pd.DataFrame, figdir: Path, alpha: float
+) -> Section:
+    """The section (see the module doc)."""
+    sec = Section(TITLE, figure_width=100)
+    rows = verdict_rows(sc, runs, alpha)
+    if rows.empty:
+        sec.paragraphs.append(
+            "No sentence contrasts in the database: texts from `homog synth` with the position "
+            "family carry each sentence's span, `homog extract` then writes "
+            "sentence_metrics.parquet (extract.sentence_metrics), and `homog stats` and "
+            "`homog load` the sentence_contrasts table (docs/sentences.md)."
+        )
+        return sec
+    sec.paragraphs.append(
+        "Whole-text metrics average a local effect away; here the moved sentence is measured "
+        "itself, paired with the same sentence in its original place. Position effect: the "
+        "key sentence moved to the edge that key_control moves its control sentence towards, "
+        "minus that control sentence's own move. U-shape: the key sentence's (first + last) / "
+        "2 minus its value in the middle. One Holm family per model (these rows); the "
+        "layer-0 rows are the control (the embeddings do not know the place: 0 up to "
+        "rounding). The SESOI is stats.sesoi of the key sentence's own basis (docs/sentences.md)."
+    )
+    line = sentence_line(rows)
+    if line:
+        sec.paragraphs.append(line)
+    cols = ["model", "question", "metric", "band", "effect", "CI low", "CI high", "SESOI",
+            "p_holm", "n", "verdict"]  # fmt: skip
+    fam = rows[~rows["control"]]
+    sec.tables.append(Table(
+        cols,
+        [[r.model, r.question, r.metric, r.band, r.effect, r.ci_low, r.ci_high, r.sesoi,
+          r.p_holm, int(r.n) if pd.notna(r.n) else None, r.verdict] for r in fam.itertuples()],
+        "the moved sentence's primary family, per model", verdict_column="verdict",
+    ))  # fmt: skip
+    ctl = rows[rows["control"]]
+    if len(ctl):
+        worst = ctl.groupby("model")["effect"].apply(lambda s: np.nanmax(np.abs(s)))
+        sec.paragraphs.append(
+            "Layer-0 control (the same sentence's embeddings in another place): largest "
+            "|effect| "
+            + ", ".join(f"{m} {_g(v)}" for m, v in worst.items())
+            + " over every sentence metric."
+        )
+    for model in dict.fromkeys(rows["model"]):
+        safe = "".join(ch if ch.isalnum() else "_" for ch in str(model))
+        path = _figure(curve, model, figdir / f"sentences__{safe}.png")
+        if path is not None:
+            sec.figures.append((path, f"{model}: the key sentence's change from its original "
+                                      "place against its position, per band, and the control "
+                                      "sentence's (key_control)"))  # fmt: skip
+    return sec
