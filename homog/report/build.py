@@ -220,8 +220,8 @@ def build_report(
     from homog.report.manipulation import manipulation_section
     from homog.report.posenc_view import posenc_section
     from homog.report.position import position_section
-    from homog.report.sentences_view import sentence_line, sentences_section, verdict_rows
     from homog.report.provenance import gather, provenance_sections, shown
+    from homog.report.sentences_view import sentence_line, sentences_section, verdict_rows
     from homog.store.query import connect
 
     if fmt not in FORMATS:
