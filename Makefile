@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup demo study test test-all lint docs bench bench-peers bench-curves clean-outputs
+.PHONY: setup demo study sentences test test-all lint docs bench bench-peers bench-curves clean-outputs
 
 setup: $(VENV)/.installed
 
@@ -36,6 +36,11 @@ demo: setup
 STUDY_PARAMS ?= params.yaml
 study: setup
 	study/run.sh $(STUDY_PARAMS)
+
+## The sentence study (issue 40; docs/sentences.md): the position family of the study's
+## reviews, every sentence followed through the layers of both embedded models.
+sentences: setup
+	study/sentences/run.sh
 
 ## The test suite (what CI runs).
 test: setup

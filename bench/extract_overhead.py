@@ -13,6 +13,9 @@ In one process, on the same token ids, it times
        REV (``homog/metrics/spectra.py`` and ``homog/metrics/sets.py`` as committed there), so a
        change to them is measured before and after in one run; the metrics of (b) and (bb)
        are compared and their largest relative difference printed;
+  (bs) (b) with every text cut into sentences of ``--sentence-tokens`` tokens, each followed
+       through the layers (issue 40's sentence metrics, ``homog.extract.sentences``; (b)'s
+       texts have no sentences); bs/b is their overhead (issue 40's target <= 1.15);
   (b0) the extraction without attention statistics (SDPA);
   (b:S) with ``--eigensolvers S ...``: (b) with ``HOMOG_GPU_EIGENSOLVER=S`` for each S of
        device, batched, host-serial, host (``bench/_overhead_solvers.py``); each one's
@@ -109,6 +112,19 @@ def encoded(ids: list[np.ndarray]) -> list[EncodedText]:
         EncodedText(i, "bench", f"t{i:05d}", x, np.zeros(len(x), dtype=bool), False)
         for i, x in enumerate(ids)
     ]
+
+
+def with_sentences(texts: list[EncodedText], size: int) -> list[EncodedText]:
+    """Copies of ``texts`` cut into consecutive sentences of ``size`` tokens (the last one
+    shorter), the first the key and the last the control, as
+    ``homog.extract.sentences.attach_sentences`` would mark them."""
+    out = []
+    for t in texts:
+        bounds = [(a, min(a + size, len(t.input_ids))) for a in range(0, len(t.input_ids), size)]
+        n = len(bounds)
+        rows = [(k, k, a, b, n, int(k == 0), int(k == n - 1)) for k, (a, b) in enumerate(bounds)]
+        out.append(dataclasses.replace(t, sentences=np.array(rows, dtype=np.int64)))
+    return out
 
 
 def batch_tensors(texts: list[EncodedText], device: torch.device) -> dict[str, torch.Tensor]:
@@ -272,7 +288,13 @@ def parse_args() -> argparse.Namespace:
         choices=list(WHAT),
         help="also time (b:S), (b) with HOMOG_GPU_EIGENSOLVER=S, for each S",
     )
-    ap.add_argument("--skip", nargs="+", default=[], choices=["a", "bt", "b", "b0"])
+    ap.add_argument("--skip", nargs="+", default=[], choices=["a", "bt", "b", "bs", "b0"])
+    ap.add_argument(
+        "--sentence-tokens",
+        type=int,
+        default=24,
+        help="(bs): tokens per sentence (IMDB review sentences: about 24)",
+    )
     ap.add_argument("--markdown", default=None, help="also write the tables to this page")
     ap.add_argument("--append", action="store_true", help="add to the --markdown page")
     ap.add_argument("--repeats", type=int, default=2, help="best of N")
@@ -344,11 +366,14 @@ def measure(
 
     kept: dict[str, list[Any]] = {}
 
+    cut = make_batches(with_sentences(texts, args.sentence_tokens), cfg.batch_tokens)
+
     def extraction(
         name: str,
         attention: bool,
         metrics_fn: Any = None,
         env: dict[str, str] | None = None,
+        use: Any = None,
         **over: Any,
     ) -> Any:
         def run() -> None:
@@ -360,7 +385,7 @@ def measure(
                 config = dataclasses.replace(cfg, attention=attention, **over)
                 extractor = Extractor(lm, config, host_spectra=mode)
                 try:  # batch i + 1's forward before batch i's metrics (the host pipeline)
-                    kept[name] = run_batches(extractor, batches, "none", plan)
+                    kept[name] = run_batches(extractor, use or batches, "none", plan)
                 finally:
                     extractor.close()
 
@@ -381,6 +406,7 @@ def measure(
         "a_decoder": bare(lm.decoder),
         "b_today": extraction("b_today", True, **TODAY),
         "b": extraction("b", True),
+        "b_sentences": extraction("b_sentences", True, use=cut),
     }
     if baseline is not None:
         variants["b_baseline"] = extraction("b_baseline", True, baseline)
@@ -389,7 +415,7 @@ def measure(
         variants[solver_key(solver)] = extraction(solver_key(solver), True, env=env)
     variants["b_no_attention"] = extraction("b_no_attention", False)
     for name in args.skip:
-        variants.pop({"bt": "b_today", "b0": "b_no_attention"}.get(name, name))
+        variants.pop({"bt": "b_today", "b0": "b_no_attention", "bs": "b_sentences"}.get(name, name))
     results: dict[str, list[tuple[float, float, float]]] = {k: [] for k in variants}
     bare(lm.model)()  # warm-up
     for _ in range(args.repeats):
@@ -423,7 +449,13 @@ def measure(
         fig[f"{k}_s"] = wall[k] * (n_naive if k == "c" else args.n_texts)
         fig[f"{k}_cpu_s"] = cpu[k] * (n_naive if k == "c" else args.n_texts)
         fig[f"tokens_per_s_{k}"] = tokens / wall[k]
-    pairs = [("b", "b_today"), ("b", "a_decoder"), ("b", "a"), ("b_no_attention", "a")]
+    pairs = [
+        ("b", "b_today"),
+        ("b_sentences", "b"),
+        ("b", "a_decoder"),
+        ("b", "a"),
+        ("b_no_attention", "a"),
+    ]
     if baseline is not None:
         pairs += [("b_baseline", "b_today"), ("b_baseline", "a_decoder"), ("b", "b_baseline")]
     pairs += [(solver_key(solver), "a_decoder") for solver in args.eigensolvers]
@@ -451,12 +483,18 @@ LABELS = {
     "b_today": "(bt) today's extraction (before issue 13)",
     "b": "(b)  full extraction (all stats)",
     "b_baseline": "(bb) full extraction, baseline metrics code",
+    "b_sentences": "(bs) full extraction + sentence metrics",
     "b_no_attention": "(b0) extraction without attention (SDPA)",
     **{solver_key(s): f"({solver_key(s)}) extraction, {what}" for s, what in WHAT.items()},
     "c": "(c)  naive hidden states + numpy SVD",
 }
 SHORT = {"a": "a", "a_decoder": "a'", "b_today": "bt", "b": "b", "b_baseline": "bb"}
-SHORT |= {"b_no_attention": "b0", "c": "c", **{solver_key(s): solver_key(s) for s in WHAT}}
+SHORT |= {
+    "b_sentences": "bs",
+    "b_no_attention": "b0",
+    "c": "c",
+    **{solver_key(s): solver_key(s) for s in WHAT},
+}
 
 
 def report(fig: dict[str, Any], results: dict[str, Any]) -> None:
@@ -481,6 +519,7 @@ def report(fig: dict[str, Any], results: dict[str, Any]) -> None:
             note = {
                 "b/bt": "  (issue 13 target <= 1.15)",
                 "b/a'": "  (issue 15 target <= 1.15 at 512 tokens)",
+                "bs/b": "  (issue 40 target <= 1.15)",
             }.get(name, "")
             print(f"{name:46s} {fig[f'{num}_over_{den}']:9.3f} {fig[key]:9.3f}{note}")
     if fig["baseline_rev"]:

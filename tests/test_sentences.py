@@ -276,3 +276,26 @@ def test_report_section_gives_verdicts_and_the_layer0_control(tmp_path):
     assert "Where position acts" in to_html("t", "", [sec])
     empty = sentences_section(pd.DataFrame(), pd.DataFrame(), runs, tmp_path, 0.05)
     assert "No sentence contrasts" in empty.paragraphs[0]
+
+
+def test_layer_summary_holds_the_key_sentence_curves(tmp_path):
+    """homog load's layer_summary carries the key sentence's sent_* means, so compare, plot
+    and the TUI show a sentence metric per layer and variant."""
+    import duckdb
+
+    from homog.store.schema import create_schema, materialize_layer_summary
+
+    con = duckdb.connect(str(tmp_path / "x.duckdb"))
+    create_schema(con)
+    con.execute("INSERT INTO runs (run_id, model, n_layers) VALUES ('r', 'm', 2)")
+    con.execute("INSERT INTO layer_metrics VALUES ('r', 'original', 's1', 0, 'erank', 3.0)")
+    rows = [("r", v, s, sent, 0, 0.0, 3, sent == 1, False, 1, "sent_attn_in", value)
+            for v, s, sent, value in [("original", "s1", 1, 0.2), ("original", "s2", 1, 0.4),
+                                      ("original", "s1", 0, 9.0), ("key_first", "s1", 1, 0.5)]]  # fmt: skip
+    con.executemany(f"INSERT INTO sentence_metrics VALUES ({', '.join(['?'] * 12)})", rows)
+    materialize_layer_summary(con)
+    got = con.execute(
+        "SELECT variant, n, mean FROM layer_summary WHERE metric = 'sent_attn_in' ORDER BY 1"
+    ).fetchall()
+    assert got == [("key_first", 1, 0.5), ("original", 2, pytest.approx(0.3))]
+    assert con.execute("SELECT count(*) FROM layer_summary WHERE metric = 'erank'").fetchone()[0]

@@ -415,15 +415,21 @@ def materialize_layer_summary(con: duckdb.DuckDBPyConnection) -> int:
 
     Input: a writable connection whose ``layer_metrics`` and ``runs`` are complete (the load
     calls this last). A ``layer_summary`` view (an older database) is replaced by the table;
-    an existing table is emptied and refilled, so the result always equals the view's SELECT
-    on the current rows.
+    an existing table is emptied and refilled. With a ``sentence_metrics`` table the key
+    sentence's ``sent_*`` rows are summarised too (issue 40: curves for compare and the TUI).
     """
     if summary_kind(con) == "view":
         con.execute("DROP VIEW layer_summary")
     con.execute(LAYER_SUMMARY.ddl())
     con.execute("DELETE FROM layer_summary")
     order = ", ".join(f'"{c}"' for c in LAYER_SUMMARY.order_by)
-    con.execute(f"INSERT INTO layer_summary {LAYER_SUMMARY_SELECT} ORDER BY {order}")
+    select = LAYER_SUMMARY_SELECT
+    if con.execute(
+        "SELECT 1 FROM duckdb_tables() WHERE table_name = 'sentence_metrics'"
+    ).fetchall():
+        key = select.replace("layer_metrics AS m", "sentence_metrics AS m")
+        select += " UNION ALL " + key.replace("WHERE isfinite", "WHERE m.is_key AND isfinite")
+    con.execute(f"INSERT INTO layer_summary {select} ORDER BY {order}")
     return con.execute("SELECT count(*) FROM layer_summary").fetchone()[0]
 
 
