@@ -289,9 +289,10 @@ def test_layer_summary_holds_the_key_sentence_curves(tmp_path):
     create_schema(con)
     con.execute("INSERT INTO runs (run_id, model, n_layers) VALUES ('r', 'm', 2)")
     con.execute("INSERT INTO layer_metrics VALUES ('r', 'original', 's1', 0, 'erank', 3.0)")
+    values = [("original", "s1", 1, 0.2), ("original", "s2", 1, 0.4),
+              ("original", "s1", 0, 9.0), ("key_first", "s1", 1, 0.5)]  # fmt: skip
     rows = [("r", v, s, sent, 0, 0.0, 3, sent == 1, False, 1, "sent_attn_in", value)
-            for v, s, sent, value in [("original", "s1", 1, 0.2), ("original", "s2", 1, 0.4),
-                                      ("original", "s1", 0, 9.0), ("key_first", "s1", 1, 0.5)]]  # fmt: skip
+            for v, s, sent, value in values]  # fmt: skip
     con.executemany(f"INSERT INTO sentence_metrics VALUES ({', '.join(['?'] * 12)})", rows)
     materialize_layer_summary(con)
     got = con.execute(
