@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "calibrate": "homog.cli.calibrate:calibrate",
     "corpus": "homog.cli.corpus:corpus",
     "synth": "homog.cli.corpus:synth",
+    "texts": "homog.cli.texts:texts",
     "extract": "homog.cli.extract:extract",
     "mauve": "homog.cli.pipeline:mauve",
     "stats": "homog.cli.pipeline:stats",
@@ -103,6 +104,62 @@ def _interrupt() -> click.exceptions.Exit:
     return click.exceptions.Exit(130)
 
 
+# What sizes each command's memory, for the out-of-memory message (issue 39): params keys to
+# lower, or what to narrow. Commands not named get the reader's advice.
+_MEMORY_ADVICE: dict[str, str] = {
+    "corpus": "draw fewer texts (corpus.n)",
+    "synth": "rephrase fewer texts (corpus.n) or lower synth.bertscore.batch_size, "
+    "synth.fluency.batch_size and synth.llm.batch_size",
+    "extract": "lower extract.batch_tokens (or extract.max_tokens), or extract fewer texts "
+    "(corpus.n)",
+    "probe": "lower extract.batch_tokens (the probe's forward passes are batched by it) or use "
+    "fewer texts (corpus.n)",
+    "mauve": "lower mauve.max_points (or extract.sample_tokens)",
+    "stats": "lower stats.n_boot and stats.n_perm, or use fewer texts (corpus.n)",
+    "load": "load fewer runs (fewer models in params `models:`)",
+    "posenc": "lower posenc.train.batch_size, posenc.train.eval_batch_size or "
+    "posenc.decompose_samples",
+    "calibrate": "",
+    "texts": "",
+    "sql": "select fewer rows or columns (add a LIMIT or a WHERE)",
+    "export": "select fewer rows or columns (add a LIMIT or a WHERE)",
+}
+_READER_ADVICE = "narrow it (fewer --runs, --model, --layers or --metric values)"
+
+
+def _out_of_memory(exc: BaseException | None, *, wrapped: bool = False) -> bool:
+    """Whether ``exc`` is running out of memory: MemoryError (numpy's _ArrayMemoryError and
+    pyarrow's ArrowMemoryError are subclasses), torch's or Ray's OutOfMemoryError (not
+    MemoryErrors) or DuckDB's OutOfMemoryException. ``wrapped``: ``exc`` is a HomogError's
+    cause; torch's and Ray's are then left out (extract's 'out of memory on cuda:0 for a batch
+    of ...' keeps its words)."""
+    if exc is None:
+        return False
+    if isinstance(exc, MemoryError):
+        return True
+    mod = type(exc).__module__ or ""
+    name = type(exc).__name__
+    if name == "OutOfMemoryError" and mod.startswith(("torch", "ray")):  # ray: a killed worker
+        return not wrapped
+    return name == "OutOfMemoryException" and mod.startswith(("duckdb", "_duckdb"))
+
+
+def _memory_message(command: str | None, exc: BaseException) -> str:
+    """One line for a command that ran out of memory: the command, what failed to fit (numpy's
+    'Unable to allocate 43.7 TiB ...'), what to lower, and that nothing was half-written (every
+    output is written atomically: :func:`homog.io.atomic_path` removes its temporary on any
+    exception, MemoryError included)."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    what = f" ({first[:200]})" if first else ""
+    name = f"homog {command}" if command else "homog"
+    advice = _MEMORY_ADVICE.get(command or "", _READER_ADVICE)
+    advice = f"{advice}, or free memory" if advice else "free memory"
+    return (
+        f"{name} ran out of memory{what}; {advice} (close other programs, or run it on a "
+        "machine with more) and rerun: nothing half-written was left"
+    )
+
+
 def _plugin_commands() -> dict[str, str]:
     from importlib.metadata import entry_points
 
@@ -116,6 +173,8 @@ class LazyGroup(click.Group):
     subcommand becomes a ``ClickException``: its message on stderr and exit status 1, no
     traceback. Commands call the library and let HomogError through. Ctrl-C (KeyboardInterrupt,
     or DuckDB's interrupt however wrapped) becomes the line ``interrupted`` and status 130.
+    Running out of memory (MemoryError, torch's or DuckDB's) is one line naming the command
+    and what to lower, status 1.
     """
 
     def invoke(self, ctx: click.Context) -> object:
@@ -129,9 +188,14 @@ class LazyGroup(click.Group):
                 _flush_stdout()
         except KeyboardInterrupt:
             raise _interrupt() from None
+        except MemoryError as exc:
+            raise click.ClickException(_memory_message(ctx.invoked_subcommand, exc)) from None
         except HomogError as exc:
             if _interrupted(exc.__cause__):
                 raise _interrupt() from None
+            if _out_of_memory(exc.__cause__, wrapped=True):  # e.g. load's 'load failed: ...'
+                message = _memory_message(ctx.invoked_subcommand, exc.__cause__)
+                raise click.ClickException(message) from None
             raise click.ClickException(str(exc)) from exc
         except (OSError, UnicodeError) as exc:
             message = _io_message(exc)
@@ -141,6 +205,8 @@ class LazyGroup(click.Group):
         except Exception as exc:
             if _interrupted(exc):  # DuckDB's Ctrl-C, raw or wrapped by Arrow
                 raise _interrupt() from None
+            if _out_of_memory(exc):  # torch's or DuckDB's, which are not MemoryErrors
+                raise click.ClickException(_memory_message(ctx.invoked_subcommand, exc)) from None
             raise
 
     def _targets(self) -> dict[str, str]:
@@ -179,6 +245,8 @@ def main() -> None:
       corpus, synth, extract, mauve, stats, load, posenc
     Looking at results (read-only over data/homog.duckdb):
       runs, compare, diff, claims, sql, export, plot, report, tui
+    Looking at synth's texts and the reviews it dropped (data/synth):
+      texts
     Checks:
       calibrate
     """
