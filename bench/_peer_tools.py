@@ -4,8 +4,10 @@ Every ``*_work(args)`` loads the model its way and returns ``(work, info)``: ``w
 (N, T) token ids to float64 arrays ``erank``, ``mev``, ``resultant_length`` (N, L+1) and
 ``attn_first`` (N, L, H); ``info`` says how it ran. The peers (hf, nnsight, tlens) share
 ``peer_maths``: per text and layer ``torch.linalg.svdvals`` in float64 and the formulas of
-docs/design.md, written out here independently of ``homog.metrics``. A tool that cannot run
-here raises ``SkipTool`` with the reason.
+docs/design.md, written out here independently of ``homog.metrics``. The expert peer
+(hf-fast) does the same maths the way a competent user batches it (``expert_maths``: every
+layer at once, Gram matrices and ``eigvalsh`` in float64 on the device, one host copy at the
+end). A tool that cannot run here raises ``SkipTool`` with the reason.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 import numpy as np
 from _bench_util import encoded_texts, model_setup
 
-TOOLS = ("homog", "homog-min", "hf", "nnsight", "tlens")
+TOOLS = ("homog", "homog-min", "hf-fast", "hf", "nnsight", "tlens")
 HOMOG_TOOLS = ("homog", "homog-min")
 REFERENCE = "hf"
 HIDDEN = ("erank", "mev", "resultant_length")
@@ -58,6 +60,35 @@ def peer_maths(hidden: list[Any], attn: list[Any]) -> dict[str, np.ndarray]:
     # A_i0 for every query i, averaged over the n queries (all of them see token 0)
     out["attn_first"] = torch.stack([a[..., :, 0].double().mean(-1) for a in attn], 1).cpu().numpy()
     return out
+
+
+def expert_maths(hidden: list[Any], attn: list[Any]) -> dict[str, Any]:
+    """The metrics of peer_maths, batched as an expert writes them: device tensors, no sync.
+
+    Every layer's hidden states stacked (L+1, B, n, d) in float64; one batched Gram matrix per
+    text and layer (n x n or d x d, whichever is smaller: the same nonzero eigenvalues s^2) and
+    one batched ``torch.linalg.eigvalsh``; the formulas vectorised over layers and texts.
+    Returns torch tensors on the input's device: erank, mev, resultant_length (B, L+1) and
+    attn_first (B, L, H).
+    """
+    import torch
+
+    x = torch.stack(hidden).double()  # (L+1, B, n, d)
+    n, d = x.shape[-2:]
+    gram = x @ x.mT if n <= d else x.mT @ x
+    ev = torch.linalg.eigvalsh(gram).clamp_min(0)  # s^2, ascending
+    s = ev.sqrt()
+    p = s / s.sum(-1, keepdim=True)
+    erank = torch.exp(-torch.special.xlogy(p, p).sum(-1))
+    mev = ev[..., -1] / ev.sum(-1)
+    rl = (x / x.norm(dim=-1, keepdim=True)).mean(-2).norm(dim=-1)
+    first = torch.stack([a[..., :, 0] for a in attn]).double().mean(-1)  # (L, B, H)
+    return {
+        "erank": erank.T,
+        "mev": mev.T,
+        "resultant_length": rl.T,
+        "attn_first": first.permute(1, 0, 2),
+    }
 
 
 def _concat(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -226,4 +257,29 @@ def tlens_work(args: argparse.Namespace) -> tuple[Work, dict[str, Any]]:
     return work, {"attention": "eager", "version": version("transformer-lens")}
 
 
-TOOL_WORK = {"hf": hf_work, "nnsight": nnsight_work, "tlens": tlens_work}
+def hf_fast_work(args: argparse.Namespace) -> tuple[Work, dict[str, Any]]:
+    """The expert peer: hf's forward, then expert_maths per batch; one host copy at the end."""
+    import torch
+
+    lm, batch_tokens = _load_eager(args)
+
+    def work(ids: np.ndarray) -> dict[str, np.ndarray]:
+        parts = []
+        for chunk in _batches(ids, batch_tokens):
+            x = torch.from_numpy(chunk).to(lm.input_device)
+            with torch.inference_mode():
+                out = lm.decoder(
+                    input_ids=x,
+                    attention_mask=torch.ones_like(x),
+                    output_hidden_states=True,
+                    output_attentions=True,
+                    use_cache=False,
+                )
+                parts.append(expert_maths(list(out.hidden_states), list(out.attentions)))
+            del out
+        return {m: torch.cat([p[m] for p in parts]).cpu().numpy() for m in METRICS}
+
+    return work, {"attention": "eager"}
+
+
+TOOL_WORK = {"hf-fast": hf_fast_work, "hf": hf_work, "nnsight": nnsight_work, "tlens": tlens_work}

@@ -10,8 +10,13 @@ head, the first token's column mass ``attn_first`` = (1/n) sum_i A_i0. Done by
              attention statistic; ``attention_impl`` as configured, blockwise by default);
   homog-min  the same with ``token_sets: []`` and ``peer_metrics: false`` (the 7 metrics of
              homog.metrics and the attention statistics: the closest to the peers' work);
+  hf-fast    the expert peer: the same forward as hf, then what a competent user writes
+             (``_peer_tools.expert_maths``): every layer's hidden states stacked, Gram
+             matrices and ``torch.linalg.eigvalsh`` in float64, batched on the device, the
+             formulas vectorised, one host copy at the end;
   hf         the decoder with ``output_hidden_states=True, output_attentions=True`` (eager),
-             then per text and layer ``torch.linalg.svdvals`` in float64 and the formulas;
+             then per text and layer ``torch.linalg.svdvals`` in float64 and the formulas
+             (a host sync per value);
   nnsight    ``nnsight.NNsight`` around the same decoder, saving every layer's output and
              attention weights in a trace, then the same maths as hf;
   tlens      TransformerLens ``run_with_cache`` (resid stream and attention patterns) on a
@@ -35,6 +40,7 @@ The peers are not homog dependencies: ``make bench-peers`` builds ``.venv-bench`
 ``bench`` extra and runs this script there. Examples:
   python bench/peers.py                                   # smollm2-135m, 8 x 512 tokens
   python bench/peers.py --model random:tiny-llama --n-texts 2 --tokens 64 --tools homog,hf
+  python bench/peers.py --tools homog-min,homog,hf-fast,hf --n-texts 4 --tokens 256
   python bench/peers.py --device cuda --dtype bfloat16 --n-texts 64
 """
 

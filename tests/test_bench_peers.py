@@ -19,9 +19,10 @@ BENCH = Path(__file__).resolve().parents[1] / "bench"
 sys.path.insert(0, str(BENCH))
 
 import _bench_util  # noqa: E402
+import _peer_tools  # noqa: E402
 import cost_curves  # noqa: E402
 import peers  # noqa: E402
-from _peer_tools import METRICS, peer_maths  # noqa: E402
+from _peer_tools import METRICS, expert_maths, peer_maths  # noqa: E402
 
 
 def _numpy_metrics(x: np.ndarray) -> tuple[float, float, float]:
@@ -61,6 +62,42 @@ def test_peer_maths_matches_the_definitions() -> None:
             for h in range(heads):
                 want = sum(attn[layer][i, h, q, 0].item() for q in range(n)) / n
                 assert out["attn_first"][i, layer, h] == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize("n", [7, 9])  # n <= d: the n x n Gram; n > d: the d x d one
+def test_expert_maths_matches_the_per_text_loop(n: int) -> None:
+    """The expert peer's batched Gram + eigvalsh equals peer_maths' per-text SVD loop."""
+    rng = np.random.default_rng(1)
+    b, d, heads, layers = 3, 8, 2, 3
+    hidden = [torch.from_numpy(rng.normal(size=(b, n, d)).astype(np.float32)) for _ in range(4)]
+    hidden[2][0] = torch.outer(torch.arange(1.0, n + 1), torch.ones(d))  # rank 1
+    attn = [torch.from_numpy(rng.dirichlet(np.ones(n), size=(b, heads, n))) for _ in range(layers)]
+    want = peer_maths(hidden, attn)
+    got = {m: v.numpy() for m, v in expert_maths(hidden, attn).items()}
+    for m in METRICS:
+        assert got[m].shape == want[m].shape, m
+        np.testing.assert_allclose(got[m], want[m], rtol=1e-9, atol=1e-6, err_msg=m)
+
+
+def test_hf_fast_agrees_with_hf_on_a_random_llama() -> None:
+    """The expert peer and hf on one tiny random model, same ids, in this process (CPU)."""
+    import argparse
+
+    args = argparse.Namespace(
+        model="random:tiny-llama",
+        params="params.yaml",
+        dtype="float32",
+        device="cpu",
+        batch_tokens=64,
+    )
+    ids = np.random.default_rng(2).integers(3, 200, size=(3, 32))
+    fast_work, _ = _peer_tools.hf_fast_work(args)
+    ref_work, _ = _peer_tools.hf_work(args)
+    fast, ref = fast_work(ids), ref_work(ids)
+    rows, failures = peers.agreement({"hf": ref, "hf-fast": fast}, rtol=1e-6, atol=1e-9)
+    assert not failures, failures
+    assert {r["metric"] for r in rows} == set(METRICS)
+    assert fast["erank"].shape == (3, ref["erank"].shape[1]) and fast["erank"].dtype == np.float64
 
 
 class _WordTokenizer:

@@ -12,6 +12,7 @@ PY=${PY:-.venv/bin/python}
 export OMP_NUM_THREADS=${THREADS:-1} OPENBLAS_NUM_THREADS=${THREADS:-1} MKL_NUM_THREADS=${THREADS:-1}
 declare -A BENCH=(
   [gram_vs_svd]="bench/metrics_gram_vs_svd.py --texts 16 --layers 13 --tokens 128"
+  [peers]="bench/peers.py --tools homog-min,homog,hf-fast,hf --n-texts 4 --tokens 512 --repeats 2 --out bench/out/peers"
 )
 machine() {
   local cpu
