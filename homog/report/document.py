@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import html
+import io
 import math
 import re
 from dataclasses import dataclass, field
@@ -95,7 +96,7 @@ def verdict_class(value: Any) -> str:
 
 
 def to_html(title: str, intro: str, sections: list[Section]) -> str:
-    """One HTML document; figures are embedded as base64 PNGs (no file beside it)."""
+    """One HTML document; figures are embedded as base64 PNGs (no file beside it; html_png)."""
     out = [
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
         f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>",
@@ -129,8 +130,32 @@ def to_html(title: str, intro: str, sections: list[Section]) -> str:
     return "\n".join(out)
 
 
+def html_png(path: str | Path) -> bytes:
+    """A figure's PNG as the HTML page embeds it: re-encoded with a 256-colour palette.
+
+    The figures are flat colours, antialiased edges and colour maps; a median-cut palette
+    keeps them to the eye (colour bars included) at about a third of the bytes of the
+    matplotlib PNG, at its full resolution, so the demo report stays under 3 MB
+    (tests/test_report.py). The file itself (Markdown's figures folder) is left as it is; the
+    original bytes are kept when the image has transparency, cannot be read, or does not shrink.
+    """
+    raw = Path(path).read_bytes()
+    try:
+        from PIL import Image
+
+        with Image.open(io.BytesIO(raw)) as im:
+            if im.mode == "RGBA" and im.getextrema()[3][0] < 255:
+                return raw  # a transparent figure: a palette would flatten it
+            small = im.convert("RGB").quantize(256, method=Image.Quantize.MEDIANCUT)
+            buf = io.BytesIO()
+            small.save(buf, format="PNG", optimize=True)
+    except Exception:  # noqa: BLE001 - an unreadable image is embedded as it is
+        return raw
+    return buf.getvalue() if buf.tell() < len(raw) else raw
+
+
 def _html_figure(path: Path, caption: str, sec: Section) -> str:
-    data = base64.b64encode(Path(path).read_bytes()).decode()
+    data = base64.b64encode(html_png(path)).decode()
     style = "" if sec.figure_width >= 100 else f"width:{sec.figure_width}%;"
     if sec.figures_beside:
         style += "float:right;margin:0 0 .5em 1.2em;"
