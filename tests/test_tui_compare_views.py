@@ -312,3 +312,29 @@ async def test_runs_show_date_and_run_id(ten_runs: Path, size) -> None:
         assert width <= table.size.width  # no column cut or scrolled off
         row = table.get_row_at(0)
         assert row[-1] == table._shown[0][: len(row[-1])] and len(row[-1]) >= 8
+
+
+async def test_differences_view_cuts_no_number_at_120x36(ten_runs: Path) -> None:
+    """variant - original is small: -0.002241 and a CI of -0.00456…0.0255 were wider than
+    their columns and were cut with '…' at 120 columns (attn_last: 275 of 810 means). Every
+    cell now fits its column, and the table is whole on screen."""
+    from tui.components.curve_table import COLUMNS
+
+    app = HomogApp(ten_runs, watch_interval=3600)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await open_compare(pilot)
+        screen = app.screen
+        for _ in range(3):
+            await pilot.press("v")
+            await settle(pilot)
+        assert "differences to the original" in status_text(screen, "#compare-status")
+        table = screen.query_one(CurveTable)
+        assert table.region.right <= 120 and table.region.width >= sum(w + 1 for _, w, _ in COLUMNS)
+        for _ in range(3):  # erank, mean_cosine, mev: the last two are small differences
+            assert table.row_count > 0
+            for i in range(table.row_count):
+                cells = table.get_row_at(i)
+                fits = [len(c) <= w for c, (_, w, _) in zip(cells, COLUMNS, strict=True)]
+                assert all(fits), cells
+            await pilot.press("m")
+            await settle(pilot)

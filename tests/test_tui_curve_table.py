@@ -144,3 +144,35 @@ async def test_cursor_follows_its_row_across_refills() -> None:
         # its row gone: the cursor stays in range
         table.show(ROWS[:1], LABELS)
         assert table.cursor_row == 0
+
+
+async def test_small_differences_are_shortened_never_cut() -> None:
+    """The differences view's paired differences (variant - original) are small numbers whose
+    %g text (-0.0001234, a CI of -0.0234…-0.00123) was wider than its column and ended in a
+    cut '…'; they get fewer digits or the exponent form, each cell within its width."""
+    from tui.core import fmt_fit, fmt_interval
+
+    diffs = [(-0.0001234, -0.000234, -0.0000123), (-0.012345, -0.0234, -0.00123),
+             (1234.5678, -123456.7, 98765.4), (2.5e-9, -1.5e-9, 7.25e-9)]  # fmt: skip
+    rows = [
+        {**row("r1", "front", layer, mean, 0.01), "ci_low": lo, "ci_high": hi}
+        for layer, (mean, lo, hi) in enumerate(diffs)
+    ]
+    app = TableApp()
+    async with app.run_test(size=(120, 12)) as pilot:
+        table = app.query_one(CurveTable)
+        table.show(rows, LABELS)
+        await pilot.pause()
+        widths = [w for _, w, _ in COLUMNS]
+        for i, (mean, lo, hi) in enumerate(diffs):
+            cells = table.get_row_at(i)
+            assert all(len(c) <= w for c, w in zip(cells, widths, strict=True)), cells
+            # the cells read back as the numbers (to the digits kept)
+            assert float(cells[2]) == pytest.approx(mean, rel=0.01)
+            got_lo, got_hi = (float(v) for v in cells[3].split("…"))
+            assert got_lo == pytest.approx(lo, rel=0.05) and got_hi == pytest.approx(hi, rel=0.05)
+            text = line_text(table, i + 1)
+            assert cells[2] in text and cells[3] in text
+    assert fmt_fit(-0.0001234, 8) == "-1.23e-4" and fmt_fit(3.25, 8) == "3.25"
+    assert fmt_interval(-0.0234, -0.00123, 15) == "-0.023…-0.0012"
+    assert fmt_interval(2.75, 3.75, 15) == "2.75…3.75" and fmt_interval(None, None, 15) == ""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -197,6 +198,42 @@ def fmt(x: Any, digits: int = 4) -> str:
     if math.isnan(xf):
         return ""
     return f"{xf:.{digits}g}"
+
+
+def _short(x: float, digits: int) -> str:
+    """x in ``digits`` significant digits: the shorter of %g and a compact exponent (1.2e-4)."""
+    g = f"{x:.{digits}g}"
+    e = re.sub(r"e([+-])0*(\d)", r"e\1\2", f"{x:.{max(digits - 1, 0)}e}")
+    return e if len(e) < len(g) else g
+
+
+def fmt_fit(x: Any, width: int, digits: int = 4) -> str:
+    """fmt(x, digits) in at most ``width`` cells: fewer significant digits (or the exponent
+    form, 1.23e-4) where it does not fit, so that a table cell never cuts a number (the
+    differences view's small paired differences, -0.0001234, were cut to '-0.0001…')."""
+    text = fmt(x, digits)
+    if not text or len(text) <= width:
+        return text
+    xf = float(x)
+    for d in range(digits, 0, -1):
+        short = _short(xf, d)
+        if len(short) <= width:
+            return short
+    return short
+
+
+def fmt_interval(low: Any, high: Any, width: int, digits: int = 3) -> str:
+    """'low…high' in at most ``width`` cells, both ends to the same significant digits (as
+    many as fit, ``digits`` at most); '' when low is absent."""
+    if fmt(low) == "":
+        return ""
+    lo, hi = float(low), float(high)
+    text = f"{fmt(lo, digits)}…{fmt(hi, digits)}"
+    for d in range(digits, 0, -1):
+        if len(text) <= width:
+            return text
+        text = f"{_short(lo, d)}…{_short(hi, d)}"
+    return text
 
 
 def fmt_p(p: Any) -> str:

@@ -22,7 +22,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from tui.core import Row, fmt, fmt_p, significant
+from tui.core import Row, fmt_fit, fmt_interval, fmt_p, significant
 
 # (label, width, justify); each cell has one space of padding on its left. "#" is the line's
 # number in the plot and the legend; the CI comes before p so that it is never the column cut.
@@ -30,6 +30,7 @@ COLUMNS = (("#", 3, "right"), ("layer", 5, "right"), ("mean", 8, "right"),
            ("95% CI", 15, "left"), ("p Holm", 6, "right"), ("", 2, "left"),
            ("n", 4, "right"))  # fmt: skip
 PAD = 1
+MEAN_W, CI_W = COLUMNS[2][1], COLUMNS[3][1]  # numbers are shortened to fit, never cut
 P_COLUMN, MARK_COLUMN = 4, 5  # highlighted when the contrast is significant
 TABLE_WIDTH = sum(width + PAD for _, width, _ in COLUMNS)
 SIGNIFICANT = Style(bold=True, color="yellow")
@@ -177,11 +178,11 @@ class CurveTable(ScrollView, can_focus=True):
         if cells is None:
             r = self._rows[i]
             sig = self._sig[i]
-            ci = "" if r.get("ci_low") is None else f"{fmt(r['ci_low'], 3)}…{fmt(r['ci_high'], 3)}"
+            ci = "" if r.get("ci_low") is None else fmt_interval(r["ci_low"], r["ci_high"], CI_W)
             cells = self._cells[i] = (
                 str(self.number(r)),
                 str(r["layer"]),
-                fmt(r.get("mean")),
+                fmt_fit(r.get("mean"), MEAN_W),
                 ci,
                 fmt_p(r.get("p_holm_vs_original")),
                 ("*" if sig else "") + ("‡" if self._floor[i] else ""),
