@@ -26,4 +26,6 @@ stage homog report --params "$P"
 # before homog marked its outputs carry no mark)
 stage homog report --params "$P" --format md -o ../docs/results.md --figures-dir ../docs/results --force
 # the README's "answer so far": the same lines as the results page's answer, from this database
-stage python -m homog.report.readme --db data/homog.duckdb --params "$P" --readme ../README.md
+# (with the sentence study's line when `make sentences` has run: docs/sentences.md)
+stage python -m homog.report.readme --db data/homog.duckdb --params "$P" --readme ../README.md \
+  --sentences-db sentences/data/homog.duckdb

@@ -158,24 +158,14 @@ def match_sentences(
 
 def gather_index(rows: Sequence[int], bounds: Sequence[tuple[int, int]]) -> tuple[Tensor, ...]:
     """(row (S,), positions (S, m), valid (S, m)) of S sentences given as token bounds
-    [start, end) in batch row ``rows[s]``; m is the longest sentence (invalid slots point at
-    the sentence's first token and are masked)."""
+    [start, end) in batch row ``rows[s]``; m is the longest sentence. Invalid slots hold -1:
+    ``hidden_sentence_metrics`` points them at a zero row."""
     lengths = [b - a for a, b in bounds]
     m = max(lengths, default=1)
-    pos = torch.zeros((len(bounds), m), dtype=torch.long)
-    valid = torch.zeros((len(bounds), m), dtype=torch.bool)
+    pos = torch.full((len(bounds), m), -1, dtype=torch.long)
     for s, (a, b) in enumerate(bounds):
         pos[s, : b - a] = torch.arange(a, b)
-        pos[s, b - a :] = a
-        valid[s, : b - a] = True
-    return torch.as_tensor(list(rows), dtype=torch.long), pos, valid
-
-
-def _erank(x: Tensor) -> Tensor:
-    """erank of each (m x d) matrix of x (S, m, d) float64 whose padding rows are zero."""
-    from homog.metrics.spectra import _spectrum, spectral_metrics
-
-    return spectral_metrics(_spectrum(x))["erank"]
+    return torch.as_tensor(list(rows), dtype=torch.long), pos, pos >= 0
 
 
 def hidden_sentence_metrics(
@@ -183,29 +173,47 @@ def hidden_sentence_metrics(
 ) -> Tensor:
     """(S, len(SENT_HIDDEN)) float64: the sentence metrics of one hidden layer (B, n, d)
     for the sentences given by ``gather_index`` (on any device); ``mask`` (B, n): the
-    metric tokens whose mean is the text's centroid and whose first is its first token."""
+    metric tokens whose mean is the text's centroid and whose first is its first token.
+
+    One gather of the sentences' tokens (float64, zero rows for padding) and one Gram matrix
+    per sentence: the norms are its diagonal, the centred Gram matrix follows from it, and
+    the cosines are one matrix-vector product each."""
+    from homog.metrics.spectra import gram_eigenvalues, spectral_metrics
+
     dev = hidden.device
+    b, n, d = hidden.shape
     row, pos, valid = row.to(dev), pos.to(dev), valid.to(dev)
     w = valid.to(torch.float64)
     count = w.sum(-1)
-    x = hidden[row.unsqueeze(-1), pos].to(torch.float64) * w.unsqueeze(-1)  # (S, m, d)
-    m = mask.to(dev).to(torch.float64)  # (B, n)
-    h = hidden.to(torch.float64)
-    centroid = (h * m.unsqueeze(-1)).sum(1) / m.sum(1, keepdim=True).clamp_min(1)  # (B, d)
-    first = h[torch.arange(h.shape[0], device=dev), mask.to(dev).long().argmax(1)]  # (B, d)
-    norms = x.norm(dim=-1)  # (S, m); 0 on padding
-    unit = x / norms.clamp_min(torch.finfo(torch.float64).tiny).unsqueeze(-1)
+    # one zero row after the batch's rows: the padding slots (-1) point at it
+    flat = torch.cat([hidden.reshape(b * n, d), hidden.new_zeros(1, d)])
+    at = torch.where(valid, row.unsqueeze(-1) * n + pos, b * n)
+    x = flat[at].to(torch.float64)  # (S, m, d), padding rows zero
+    m = mask.to(dev)
+    counts = m.sum(1, keepdim=True).clamp_min(1).to(torch.float64)
+    centroid = torch.bmm(m.unsqueeze(1).to(hidden.dtype), hidden).squeeze(1).to(torch.float64)
+    centroid = (centroid / counts)[row]  # (S, d)
+    first = hidden[torch.arange(b, device=dev), m.long().argmax(1)].to(torch.float64)[row]
+    gram = x @ x.mT  # (S, m, m)
+    sq = gram.diagonal(dim1=-2, dim2=-1)
+    norms = sq.clamp_min(0).sqrt()
 
     def mean_cos(ref: Tensor) -> Tensor:
-        r = ref[row] / ref[row].norm(dim=-1, keepdim=True)
-        return ((unit * r.unsqueeze(1)).sum(-1) * w).sum(-1) / count
+        dots = torch.bmm(x, ref.unsqueeze(-1)).squeeze(-1)  # (S, m)
+        cos = dots / (norms * ref.norm(dim=-1, keepdim=True)).clamp_min(1e-300)
+        return (cos * w).sum(-1) / count
 
-    centred = (x - (x.sum(1) / count.unsqueeze(-1)).unsqueeze(1)) * w.unsqueeze(-1)
-    erank_c = _erank(centred)
+    # centred: G - r 1' - 1 r' + t on the valid rows and columns (r: row means, t: mean)
+    r = (gram * w.unsqueeze(1)).sum(-1) / count.unsqueeze(-1)
+    t = (r * w).sum(-1) / count
+    centred = gram - r.unsqueeze(-1) - r.unsqueeze(-2) + t[:, None, None]
+    centred = centred * (w.unsqueeze(-1) * w.unsqueeze(-2))
+    size = max(pos.shape[1], d)
+    erank = spectral_metrics(gram_eigenvalues(gram, size))["erank"]
+    erank_c = spectral_metrics(gram_eigenvalues(centred, size))["erank"]
     erank_c = torch.where(count > 1, erank_c, torch.full_like(erank_c, float("nan")))
     return torch.stack(
-        [mean_cos(centroid), mean_cos(first), _erank(x), erank_c, (norms * w).sum(-1) / count],
-        -1,
+        [mean_cos(centroid), mean_cos(first), erank, erank_c, (norms * w).sum(-1) / count], -1
     )
 
 

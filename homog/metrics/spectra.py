@@ -148,6 +148,12 @@ def _eigenvalues(gram: Tensor, size: int) -> Tensor:
     return _clean(eigvalsh(gram), size)
 
 
+def gram_eigenvalues(gram: Tensor, size: int) -> Tensor:
+    """Descending eigenvalues (= sigma^2) of Gram matrices (..., k, k) of matrices with
+    max(n, d) = ``size``, rounding-level ones set to 0 (as every metric here reads them)."""
+    return _eigenvalues(gram, size)
+
+
 def eigenvalues_with_minor(gram: Tensor, minor: Tensor, size: int) -> tuple[Tensor, Tensor]:
     """(eigenvalues of ``gram`` (..., n, n), eigenvalues of its minor without row and column
     ``minor`` (...,): n values with a 0 for the removed row, all 0 where ``minor < 0``), both

@@ -24,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--params")
     ap.add_argument("--readme", required=True)
     ap.add_argument("--source", default="")
+    ap.add_argument("--sentences-db", help="the sentence study's database (its answer line)")
     args = ap.parse_args(argv)
     params = load_config(args.params) if args.params else Params()
     con = connect(Path(args.db))
@@ -41,6 +42,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     readme = Path(args.readme)
     lines = answer_lines(claims)
+    sentences = Path(args.sentences_db) if args.sentences_db else None
+    if sentences is not None and sentences.exists():
+        from homog.report.answer import with_extra
+        from homog.report.sentences_view import sentence_line, verdict_rows
+
+        scon = connect(sentences)
+        try:
+            sdata = read_inputs(scon)
+        finally:
+            scon.close()
+        line = sentence_line(verdict_rows(sdata["sentences"], sdata["runs"], params.stats.alpha))
+        lines = with_extra(lines, [line])
     readme.write_text(replace_block(readme.read_text(), lines, source))
     print(f"wrote the answer ({len(lines)} lines) into {readme}")
     return 0

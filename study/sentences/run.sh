@@ -24,3 +24,14 @@ PY
 for m in $models; do
   stage homog extract --model "$m" --params "$P" --texts data/synth/family.parquet --no-progress
 done
+stage homog stats --params "$P"
+stage homog load --params "$P"
+# docs/sentences.md's results block and its figures, from this database
+stage python -m homog.report.sentences_page --db data/homog.duckdb --params "$P" \
+  --page ../../docs/sentences.md --figures ../../docs/sentences \
+  --source "On the study's reviews with both embedded models (\`make sentences\`), by \`python -m homog.report.sentences_page\`:"
+# the README's answer: the main study's lines and this one's (when the main study has run)
+if [ -f ../data/homog.duckdb ]; then
+  stage python -m homog.report.readme --db ../data/homog.duckdb --params ../params.yaml \
+    --sentences-db data/homog.duckdb --readme ../../README.md
+fi
