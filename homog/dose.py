@@ -260,16 +260,16 @@ def dose_response(
     smallest effect of interest (homog.contrast_rows.sesoi_rule) of the original of
     ``reference`` (layer_metrics rows; default ``frame``: the unchanged run's for an
     intervention run); ``alpha``: the equivalence CI is 1 - 2 alpha."""
-    from homog.stats import _pivot, band_of_layers
+    from homog.stats import band_of_layers, pivot_metrics
 
     empty = pd.DataFrame({c: pd.Series(dtype=object) for c in DOSE_COLUMNS})
     if positions is None or positions.empty or "key_position" not in positions:
         return empty
     frame = frame[~frame["metric"].isin(exclude)]
     wanted = set(dose_variants(positions))
-    tables = _pivot(frame[frame["variant"].isin(wanted)])
+    tables = pivot_metrics(frame[frame["variant"].isin(wanted)])
     ref = frame if reference is None else reference[~reference["metric"].isin(exclude)]
-    originals = {m: t for (v, m), t in _pivot(ref[ref["variant"] == "original"]).items()}
+    originals = {m: t for (v, m), t in pivot_metrics(ref[ref["variant"] == "original"]).items()}
     rows: list[dict] = []
     for metric in sorted({m for _, m in tables}):
         per = {v: t for (v, m), t in tables.items() if m == metric}

@@ -117,7 +117,7 @@ def run_sentence_contrasts(
 ) -> pd.DataFrame:
     """SENTENCE_CONTRAST_COLUMNS rows of one run's sentence_metrics ``frame``, with the
     bootstrap, test and equivalence options of ``stats`` (``params.stats``)."""
-    from homog.stats import _contrast_rows, _rule
+    from homog.stats import pair_rows, sesoi_of_table
 
     opts = {"n_boot": stats.n_boot, "ci": stats.ci, "seed": seed, "test": stats.test,
             "n_perm": stats.n_perm}  # fmt: skip
@@ -128,11 +128,11 @@ def run_sentence_contrasts(
         base = tables.get((KEY, "original", metric))
         if base is None:
             continue
-        rule = _rule(stats.sesoi, stats.sesoi_basis, base, "the key sentence's")
+        rule = sesoi_of_table(stats.sesoi, stats.sesoi_basis, base, "the key sentence's")
         for sentence, va, vb, a, b in contrast_sides(tables, far, metric):
             meta = {"run_id": run_id, "variant_a": va, "variant_b": vb, "metric": metric,
                     "baseline_run_id": None, "sentence": sentence}  # fmt: skip
-            parts += _contrast_rows(
+            parts += pair_rows(
                 a, b, meta, **opts, baseline=base, sesoi=stats.sesoi, sesoi_of_metric=rule,
                 who="the key sentence's", alpha=stats.alpha,
             )  # fmt: skip

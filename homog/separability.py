@@ -231,7 +231,7 @@ def run_separability(
     metrics: Sequence[str] = SEP_METRICS,
 ) -> pd.DataFrame:
     """SEP_COLUMNS rows of one unchanged run; ``tables``: (variant, metric) -> [layer x
-    sample_id] (homog.stats._pivot of its layer_metrics)."""
+    sample_id] (homog.stats.pivot_metrics of its layer_metrics)."""
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(1):  # small matrices: BLAS threads only wait for each other

@@ -162,7 +162,7 @@ def band_of_layers(layers: Sequence[int]) -> dict[str, list[int]]:
     return out
 
 
-def _pivot(frame: pd.DataFrame) -> dict[tuple[str, str], pd.DataFrame]:
+def pivot_metrics(frame: pd.DataFrame) -> dict[tuple[str, str], pd.DataFrame]:
     """(variant, metric) -> [layer x sample_id] table of values."""
     out = {}
     for (variant, metric), g in frame.groupby(["variant", "metric"], sort=True):
@@ -180,7 +180,7 @@ def _band_tables(wide: pd.DataFrame, bands: dict[str, list[int]]) -> pd.DataFram
     ).T
 
 
-def _contrast_rows(
+def pair_rows(
     side_a: pd.DataFrame,
     side_b: pd.DataFrame,
     meta: dict[str, Any],
@@ -284,7 +284,9 @@ def with_key_ends(
     return tables, tokens
 
 
-def _rule(factor: float, basis: str, table: pd.DataFrame, who: str) -> tuple[float | None, str]:
+def sesoi_of_table(
+    factor: float, basis: str, table: pd.DataFrame, who: str
+) -> tuple[float | None, str]:
     """:func:`homog.contrast_rows.sesoi_rule` of ``table``, with its bands."""
     return sesoi_rule(factor, basis, table, band_of_layers(list(table.index)), who)
 
@@ -320,7 +322,7 @@ def run_contrasts(
     Returns CONTRAST_COLUMNS rows.
     """
     opts = {"n_boot": n_boot, "ci": ci, "seed": seed, "test": test, "n_perm": n_perm}
-    measured = _pivot(frame[~frame["metric"].isin(NOT_CONTRASTED)])
+    measured = pivot_metrics(frame[~frame["metric"].isin(NOT_CONTRASTED)])
     tables, tokens = with_key_ends(measured, _tokens(frame))
     parts: list[pd.DataFrame] = []
     for metric in sorted({m for _, m in tables}):
@@ -336,7 +338,7 @@ def run_contrasts(
                 "baseline_run_id": None,
             }
             ref = "original" if ("original", metric) in tables else vb
-            parts += _contrast_rows(
+            parts += pair_rows(
                 tables[(va, metric)],
                 tables[(vb, metric)],
                 meta,
@@ -345,11 +347,13 @@ def run_contrasts(
                 baseline=tables.get(("original", metric)),
                 sesoi=sesoi,
                 mixed=mixed.get((va, vb)),
-                sesoi_of_metric=_rule(sesoi, sesoi_basis, tables[(ref, metric)], _who(ref)),
+                sesoi_of_metric=sesoi_of_table(
+                    sesoi, sesoi_basis, tables[(ref, metric)], _who(ref)
+                ),
                 who=_who(ref),
                 alpha=alpha,
             )
-    return _finish(parts)
+    return finish_contrasts(parts)
 
 
 def intervention_contrasts(
@@ -373,8 +377,8 @@ def intervention_contrasts(
     baseline columns describe the unchanged run, and the depth SESOI is the unchanged run's
     original's (that variant's when it has no original). No mixed model (one variant per side).
     """
-    mine = _pivot(frame[~frame["metric"].isin(NOT_CONTRASTED)])
-    base = _pivot(baseline[~baseline["metric"].isin(NOT_CONTRASTED)])
+    mine = pivot_metrics(frame[~frame["metric"].isin(NOT_CONTRASTED)])
+    base = pivot_metrics(baseline[~baseline["metric"].isin(NOT_CONTRASTED)])
     tok_mine, tok_base = _tokens(frame), _tokens(baseline)
     parts: list[pd.DataFrame] = []
     for key in sorted(set(mine) & set(base)):
@@ -388,16 +392,16 @@ def intervention_contrasts(
         }
         ref = "original" if ("original", metric) in base else variant
         who = f"the unchanged run's {ref}'s"
-        parts += _contrast_rows(
+        parts += pair_rows(
             mine[key], base[key], meta, n_boot=n_boot, ci=ci, seed=seed, test=test,
             n_perm=n_perm, tokens=(tok_mine.get(variant), tok_base.get(variant)), sesoi=sesoi,
-            sesoi_of_metric=_rule(sesoi, sesoi_basis, base[(ref, metric)], who),
+            sesoi_of_metric=sesoi_of_table(sesoi, sesoi_basis, base[(ref, metric)], who),
             who=f"the unchanged run's {variant}'s", alpha=alpha,
         )  # fmt: skip
-    return _finish(parts)
+    return finish_contrasts(parts)
 
 
-def _finish(parts: list[pd.DataFrame]) -> pd.DataFrame:
+def finish_contrasts(parts: list[pd.DataFrame]) -> pd.DataFrame:
     if not parts:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in CONTRAST_COLUMNS})
     out = pd.concat(parts, ignore_index=True)[CONTRAST_COLUMNS]

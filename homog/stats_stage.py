@@ -20,7 +20,7 @@ from homog.config import Params, as_params
 from homog.extract import TOKEN_COUNT
 from homog.io import HomogError, atomic_path, read_output, write_json
 from homog.layout import Layout, find_runs
-from homog.stats import NOT_CONTRASTED, _finish, intervention_contrasts, run_contrasts
+from homog.stats import NOT_CONTRASTED, finish_contrasts, intervention_contrasts, run_contrasts
 
 
 def _read_metrics(run_dir: Path) -> pd.DataFrame:
@@ -149,7 +149,7 @@ def compute_all(
                         )
                     )
             bar.advance(task)
-    return _finish([p for p in parts if not p.empty])
+    return finish_contrasts([p for p in parts if not p.empty])
 
 
 def headline(
@@ -364,14 +364,14 @@ def separability_tables(
     """The separability rows of every unchanged run (:func:`homog.separability.run_separability`;
     n_boot capped at its MAX_BOOT, ``stats.separability_perm`` permutations)."""
     from homog.separability import SEP_COLUMNS, SEP_METRICS, run_separability
-    from homog.stats import _pivot
+    from homog.stats import pivot_metrics
 
     parts = []
     for r in runs:
         if r.get("intervention", "none") != "none":
             continue
         frame = frames[r["run_id"]]
-        tables = _pivot(frame[frame["metric"].isin(SEP_METRICS)])
+        tables = pivot_metrics(frame[frame["metric"].isin(SEP_METRICS)])
         parts.append(run_separability(tables, r["run_id"], n_boot=params.stats.n_boot,
                                       n_perm=params.stats.separability_perm,
                                       seed=params.seed, ci=params.stats.ci))  # fmt: skip
