@@ -55,8 +55,13 @@ def dropped_rows(report: dict[str, Any], path: Path) -> list[dict[str, str]]:
         )
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
         raise HomogError(f"{path}: `dropped_reviews` is not a list of objects; {RERUN}")
-    keys = ("sample_id", "stage", "reason", "detail")
-    return [{k: "" if r.get(k) is None else str(r.get(k)) for k in keys} for r in rows]
+    keys = ("sample_id", "stage", "reason", "kept_in", "detail")
+    # kept_in (issue 40): what a review left out of some variants still has; reports
+    # before it dropped every such review from everything
+    return [
+        {k: ("none" if k == "kept_in" else "") if r.get(k) is None else str(r.get(k)) for k in keys}
+        for r in rows
+    ]
 
 
 def variant_counts(path: Path) -> tuple[list[str], list[list[Any]]]:
@@ -112,7 +117,8 @@ def _num(v: Any, digits: int = 3) -> str:
     "--dropped",
     is_flag=True,
     help="List the reviews synth dropped, one line each: sample_id, stage (select, budget, "
-    "position_family), reason and detail, from report.json's dropped_reviews.",
+    "position_family), reason, kept_in (what the review still has: position_family, "
+    "paper_variants or none) and detail, from report.json's dropped_reviews.",
 )
 @format_option
 @wide_option
@@ -140,7 +146,7 @@ def texts(texts_path: str, dropped: bool, fmt: str, wide: bool) -> None:
     if dropped:
         report = read_report(report_path)
         rows = dropped_rows(report, report_path)
-        cols = ["sample_id", "stage", "reason", "detail"]
+        cols = ["sample_id", "stage", "reason", "kept_in", "detail"]
         if fmt != "table":
             emit(cols, [[r[c] for c in cols] for r in rows], fmt)
             return
@@ -150,10 +156,14 @@ def texts(texts_path: str, dropped: bool, fmt: str, wide: bool) -> None:
             click.echo(f"synth dropped no review{of} ({report_path})")
             return
         tally = Counter(r["reason"] for r in rows)
-        note = f"{len(rows)} reviews dropped{of}: " + ", ".join(
-            f"{reason} {n}" for reason, n in tally.most_common()
+        kept = sum(r["kept_in"] != "none" for r in rows)
+        note = (
+            f"{len(rows)} reviews dropped{of}: "
+            + ", ".join(f"{reason} {n}" for reason, n in tally.most_common())
+            + (f"; {kept} of them kept in part (kept_in)" if kept else "")
         )
-        shown = [Column("sample_id"), Column("stage", drop=1), Column("reason")]
+        shown = [Column("sample_id"), Column("stage", drop=1), Column("reason"),
+                 Column("kept_in", drop=2)]  # fmt: skip
         print_fitted(
             [*shown, Column("detail", shrink=True)],
             [[r[c] for c in cols] for r in rows],
