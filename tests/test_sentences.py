@@ -300,3 +300,43 @@ def test_layer_summary_holds_the_key_sentence_curves(tmp_path):
     ).fetchall()
     assert got == [("key_first", 1, 0.5), ("original", 2, pytest.approx(0.3))]
     assert con.execute("SELECT count(*) FROM layer_summary WHERE metric = 'erank'").fetchone()[0]
+
+
+def test_sentences_page_writes_its_block(tmp_path):
+    """python -m homog.report.sentences_page fills the page's marked block from a database
+    (sentence_contrasts and sentence_metrics) and writes the figure beside it; a rerun
+    replaces the block, leaving the rest of the page."""
+    from types import SimpleNamespace
+
+    import duckdb
+
+    from homog.report.sentences_page import END, START, main
+    from homog.sentence_stats import run_sentence_contrasts
+    from homog.store.schema import TABLES, create_schema
+
+    frame = synthetic_frame(n=10)
+    frame = pd.concat(
+        [frame.assign(layer=frame["layer"] * 3 + k) for k in range(3)], ignore_index=True
+    ).drop_duplicates(["variant", "sample_id", "sentence", "layer"])
+    frame["metric"] = "sent_attn_in"
+    stats = SimpleNamespace(n_boot=100, ci=0.95, test="sign_flip", n_perm=100, sesoi=0.1,
+                            sesoi_basis="sd", alpha=0.05)  # fmt: skip
+    sc = run_sentence_contrasts(frame, "r1", stats=stats)
+    db = tmp_path / "s.duckdb"
+    con = duckdb.connect(str(db))
+    create_schema(con)
+    con.execute("INSERT INTO runs (run_id, model, intervention, n_layers) "
+                "VALUES ('r1', 'm', 'none', 8)")  # fmt: skip
+    sm = frame.assign(run_id="r1")[TABLES["sentence_metrics"].names]
+    con.execute("INSERT INTO sentence_metrics SELECT * FROM sm")
+    sc = sc.astype(object).where(sc.notna(), None)
+    con.execute("INSERT INTO sentence_contrasts SELECT * FROM sc")
+    con.close()
+    page = tmp_path / "page.md"
+    page.write_text(f"# Page\n\nbefore\n\n{START}\nold\n{END}\n\nafter\n")
+    for _ in range(2):
+        assert main(["--db", str(db), "--page", str(page), "--figures", str(tmp_path / "f")]) == 0
+    text = page.read_text()
+    assert text.count(START) == 1 and "old" not in text and text.endswith("after\n")
+    assert "### Where position acts" in text and "Followed: m: 10 reviews" in text
+    assert "position effect" in text and (tmp_path / "f" / "sentences__m.png").exists()

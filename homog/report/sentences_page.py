@@ -54,8 +54,8 @@ def render(db: Path, params_path: str | None, figdir: Path, link: str) -> list[s
     sec = sentences_section(data["sentences"], data["sentence_curve"], data["runs"], figdir,
                             params.stats.alpha)  # fmt: skip
     sec.paragraphs.insert(0, counts_line(data["runs"], followed))
-    page = to_markdown("x", "", [sec], link).split("\n")
-    return ["### Results", "", *page[4:]]
+    page = to_markdown("x", "", [sec], link).split("\n")[4:]  # from the section's title
+    return ["#" + page[0], *page[1:]]  # one level down: the page's section holds it
 
 
 def main(argv: list[str] | None = None) -> int:

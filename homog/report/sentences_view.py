@@ -119,7 +119,7 @@ def _figure(curve: pd.DataFrame, model: str, path: Path) -> Path | None:
     if c.empty:
         return None
     metrics = [m for m in PRIMARY_METRICS if m in set(c["metric"])]
-    bands = band_of_layers(sorted(set(c.loc[c["metric"] == "sent_cos_centroid", "layer"])))
+    bands = band_of_layers(sorted(set(c["layer"])))
     bands = {b: ls for b, ls in bands.items() if b in BANDS}
     if not metrics or not bands:
         return None
