@@ -327,9 +327,9 @@ def test_sentences_page_writes_its_block(tmp_path):
     create_schema(con)
     con.execute("INSERT INTO runs (run_id, model, intervention, n_layers) "
                 "VALUES ('r1', 'm', 'none', 8)")  # fmt: skip
-    sm = frame.assign(run_id="r1")[TABLES["sentence_metrics"].names]
+    con.register("sm", frame.assign(run_id="r1")[TABLES["sentence_metrics"].names])
     con.execute("INSERT INTO sentence_metrics SELECT * FROM sm")
-    sc = sc.astype(object).where(sc.notna(), None)
+    con.register("sc", sc.astype(object).where(sc.notna(), None))
     con.execute("INSERT INTO sentence_contrasts SELECT * FROM sc")
     con.close()
     page = tmp_path / "page.md"
