@@ -105,11 +105,16 @@ class Layout:
 
     # the probe stage (homog probe --model KEY: homog.probe)
     def probe_dir(self, model: str) -> Path:
-        """``data/probe/<model>``: pooled vectors, probe and zero-shot outputs of one model."""
+        """``data/probe/<model>``: the probe and zero-shot outputs of one model (the fit step),
+        the pooled vectors and zero-shot log-odds in its ``features`` folder."""
         return self.data / "probe" / safe_name(model)
 
+    def probe_features(self, model: str) -> Path:
+        """``data/probe/<model>/features``: the forward passes' outputs (probe_features@)."""
+        return self.probe_dir(model) / "features"
+
     def pooled_vectors(self, model: str, intervention: str) -> Path:
-        return self.probe_dir(model) / f"pooled_{intervention}.npz"
+        return self.probe_features(model) / f"pooled_{intervention}.npy"
 
     def probe_metrics(self, model: str) -> Path:
         return self.probe_dir(model) / "probe_metrics.parquet"

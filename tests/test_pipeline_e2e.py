@@ -92,6 +92,8 @@ def test_first_repro_fills_every_table(project):
         "posenc_train@rope",
         "posenc_ablate@rope",
         "posenc_decompose@tiny",
+        "probe_features@tiny",
+        "probe@tiny",
         "load",
     }
     con = q.connect(project / "data" / "homog.duckdb")
@@ -129,6 +131,9 @@ def test_first_repro_fills_every_table(project):
         r[0] for r in con.execute("SELECT DISTINCT source FROM logit_decomposition").fetchall()
     }
     assert "tiny" in sources and any(s.startswith("posenc:rope:") for s in sources)
+    # the probe's two steps: the fit's tables, with the zero-shot AUC beside the accuracy
+    assert count("SELECT count(*) FROM lm_sentiment") == 2 * nv * n_texts
+    assert count("SELECT count(*) FROM probe_metrics WHERE metric = 'lm_auc'") > 0
     curves = q.layer_curves(con, "erank")
     assert len(curves) == 2 * nv * (n_layers + 1)
     assert all(r["mean"] > 0 for r in curves)
@@ -163,8 +168,8 @@ def test_second_repro_does_nothing_and_params_rerun_dependents(project):
     params = yaml.safe_load((project / "params.yaml").read_text())
     params["stats"]["n_boot"] = 150
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    # the probe stage reads the stats settings for its CIs and slopes (its forward passes rerun
-    # with them: one stage does both, a split is left for later)
+    # the probe's fit reads the stats settings for its CIs and slopes; its forward passes
+    # (probe_features@tiny) do not, so they do not rerun
     assert ran_stages(run(["dvc", "repro"], project)) == {"probe@tiny", "stats", "load",
                                                           "report"}  # fmt: skip
     con = q.connect(db)

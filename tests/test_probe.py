@@ -17,6 +17,7 @@ from homog.config import ExtractConfig, ProbeConfig, parse_params
 from homog.probe import fit as probe_fit
 from homog.probe.cost import cost_slopes, fe_slope
 from homog.probe.fit import assign_folds, probe_texts
+from homog.probe.summary import summarise
 from homog.probe.view import report_data
 
 FIT = dict(cs=ProbeConfig().c, seed=0)  # the default probe
@@ -158,6 +159,7 @@ def test_stage_files_load_into_the_database(tmp_path):
     import duckdb
 
     from homog.layout import Layout
+    from homog.probe.features import up_to_date
     from homog.probe.stage import run_probe
     from homog.store import load
 
@@ -177,21 +179,45 @@ def test_stage_files_load_into_the_database(tmp_path):
     saved = json.loads((layout.probe_dir("tiny") / "probe.json").read_text())
     assert saved["n_texts"] == {"none": 24, "zero_pos": 24}
     assert saved["pooled_bytes_per_1000_texts"]["none"] > 0 and record["s_per_100_texts"] > 0
+    # float16 (L+1) x d per text plus the npy header, and the index and zero-shot tables
+    assert saved["pooled_bytes"]["none"] == 24 * 4 * 64 * 2 + 128
+    assert saved["features_bytes_per_1000_texts"] > saved["pooled_bytes_per_1000_texts"]["none"]
     assert saved["headline"]["layer0_max_abs_diff"] == 0.0
-    with np.load(layout.pooled_vectors("tiny", "none")) as z:
-        assert z["vectors"].dtype == np.float16 and z["vectors"].shape[:2] == (24, 4)
+    assert set(saved["headline"]["lm_auc_original"]) == {"none", "zero_pos"}
+    vectors = np.load(layout.pooled_vectors("tiny", "none"))
+    assert vectors.dtype == np.float16 and vectors.shape[:2] == (24, 4)
     first = pd.read_parquet(layout.probe_metrics("tiny"))
+    features = layout.probe_features("tiny")
+    stamp = {f.name: f.stat().st_mtime_ns for f in features.iterdir()}
+    # both steps again: the features are up to date, so only the fit reruns (the same rows)
     again = run_probe(params, "tiny", TINY, df, layout.probe_dir("tiny"), root=tmp_path,
-                      refit=True)  # fmt: skip
+                      show_progress=False)  # fmt: skip
+    assert {f.name: f.stat().st_mtime_ns for f in features.iterdir()} == stamp
     pd.testing.assert_frame_equal(pd.read_parquet(layout.probe_metrics("tiny")), first)
     assert again["forward_passes"] == record["forward_passes"] == 96  # 24 texts x 2 x 2
+    # a new stats.n_boot: the fit step alone (no model, no texts), new CIs, the same values
+    other = parse_params({**raw, "stats": {"n_boot": 60, "n_perm": 200}})
+    run_probe(other, "tiny", "no-such-model", None, layout.probe_dir("tiny"), root=tmp_path,
+              step="fit")  # fmt: skip
+    assert {f.name: f.stat().st_mtime_ns for f in features.iterdir()} == stamp
+    refit = pd.read_parquet(layout.probe_metrics("tiny"))
+    pd.testing.assert_series_equal(refit["value"], first["value"])
+    assert not np.allclose(refit["ci_low"], first["ci_low"], equal_nan=True)
+    # another prompt changes the features' fingerprint: step all reruns the forward passes
+    assert not up_to_date(parse_params({**raw, "probe": {"folds": 2, "prompt": "{text} ok?"}}),
+                          TINY, df, features)  # fmt: skip
+    assert up_to_date(parse_params({**raw, "probe": {"folds": 3, "c": [1.0]}}), TINY, df,
+                      features)  # fmt: skip
+    run_probe(params, "tiny", TINY, df, layout.probe_dir("tiny"), root=tmp_path,
+              show_progress=False)  # fmt: skip
     counts = load(raw, root=tmp_path, db_path=tmp_path / "h.duckdb")
     assert counts["lm_sentiment"] == 48 and counts["probe_metrics"] > 0
     con = duckdb.connect(str(tmp_path / "h.duckdb"), read_only=True)
     metrics = con.execute("SELECT * FROM probe_metrics").df()
     data = report_data(metrics)
     assert set(data["curves"]["variant"]) == {"original", "key_last"}
-    assert len(data["best"]) == 1 and len(data["lm"]) == 2 * 2 * 2  # iv x variant x metric
+    # iv x variant x metric (accuracy, margin, lm_auc)
+    assert len(data["best"]) == 1 and len(data["lm"]) == 2 * 2 * 3
     assert (data["layer0"]["abs_diff"] == 0).all()
 
 
@@ -275,20 +301,95 @@ def test_vectors_beyond_float16_are_an_error_naming_text_and_layer():
     assert to_stored(vectors, "float32", ["a", "b"])[1, 2, 0] == 1e6
 
 
-def test_dvc_stage_writes_the_layout_paths_and_load_reads_them(tmp_path):
+def test_dvc_stages_write_the_layout_paths_and_load_reads_them(tmp_path):
+    import dataclasses
+
     import yaml
     from conftest import ROOT
 
     from homog.layout import Layout
+    from homog.probe.features import EXTRACT_FIELDS, PROBE_FIELDS
     from homog.store import collect_sources
 
-    stage = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["probe"]["do"]
-    assert stage["outs"] == [str(Layout().probe_dir("${key}"))]
-    assert "data/extract/${key}" in stage["deps"] and "homog/probe" in stage["deps"]
-    layout = Layout(tmp_path)
-    for path in (layout.probe_metrics("m"), layout.lm_sentiment("m")):
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    features, fit = stages["probe_features"]["do"], stages["probe"]["do"]
+    layout = Layout()
+    assert features["outs"] == [str(layout.probe_features("${key}"))]
+    assert set(fit["outs"]) == {str(p) for p in (
+        layout.probe_metrics("${key}"), layout.lm_sentiment("${key}"),
+        layout.probe_texts("${key}"), layout.probe_dir("${key}") / "probe.json")}  # fmt: skip
+    assert features["outs"][0] in fit["deps"] and "data/extract/${key}" in fit["deps"]
+    assert "homog/probe" in fit["deps"] and "stats" in fit["params"]
+    # the forward passes read no stats: setting and none of the fit's probe settings
+    assert not any(p == "stats" or p.startswith("stats.") for p in features["params"])
+    assert {p for p in features["params"] if p.startswith("extract.")} == {
+        f"extract.{f}" for f in EXTRACT_FIELDS if f != "seed"}  # fmt: skip
+    probe_params = lambda stage: {p.split(".", 1)[1] for p in stage["params"]  # noqa: E731
+                                  if p.startswith("probe.")}  # fmt: skip
+    assert probe_params(features) == set(PROBE_FIELDS)
+    # every probe: setting is read by one step or the other (a new one must be placed)
+    fields = {f.name for f in dataclasses.fields(ProbeConfig)} - {"seed"}
+    assert probe_params(features) | probe_params(fit) == fields
+    tmp = Layout(tmp_path)
+    for path in (tmp.probe_metrics("m"), tmp.lm_sentiment("m")):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"")
     src = collect_sources({"models": {"m": {"source": TINY}}}, tmp_path)
-    assert src.files["probe_metrics"] == [layout.probe_metrics("m")]
-    assert src.files["lm_sentiment"] == [layout.lm_sentiment("m")]
+    assert src.files["probe_metrics"] == [tmp.probe_metrics("m")]
+    assert src.files["lm_sentiment"] == [tmp.lm_sentiment("m")]
+
+
+def _zero_shot(n: int, shift: float, seed: int, shuffle: bool = False) -> pd.DataFrame:
+    """Zero-shot log-odds of n reviews x 2 variants: N(shift, 1) for the positive label,
+    N(0, 1) for the negative (AUC Phi(shift / sqrt 2)); shuffle: the reviews' labels permuted
+    (once per review, the same in both variants) after the log-odds were drawn."""
+    rng = np.random.default_rng(seed)
+    y = np.repeat([1, 0], n // 2)
+    lab = rng.permutation(y) if shuffle else y
+    ids = [f"r{i:03d}" for i in range(n)]
+    frames = []
+    for variant in ("original", "front"):
+        odds = rng.normal(size=n) + shift * y
+        frames.append(pd.DataFrame({"intervention": "none", "variant": variant, "sample_id": ids,
+                                    "label": np.where(lab == 1, "pos", "neg"),
+                                    "log_odds": odds}))  # fmt: skip
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_zero_shot_auc_finds_a_planted_signal_and_chance_in_shuffled_labels():
+    from types import SimpleNamespace
+
+    from scipy.stats import norm
+    from sklearn.metrics import roc_auc_score
+
+    from homog.probe.lm import with_margin
+    from homog.probe.summary import auc_rows, weighted_auc
+
+    stats = SimpleNamespace(n_boot=1000, ci=0.95, alpha=0.05, test="sign_flip", n_perm=1000,
+                            seed=0)  # fmt: skip
+    known = norm.cdf(1.0 / np.sqrt(2))  # 0.760
+    rows = pd.DataFrame(auc_rows(_zero_shot(400, 1.0, seed=0), "pos", stats))
+    assert list(rows["variant"]) == ["front", "original"] and (rows["metric"] == "lm_auc").all()
+    assert (rows["n"] == 400).all() and (rows["scheme"] == "zero_shot").all()
+    assert np.allclose(rows["value"], known, atol=0.04)
+    assert ((rows["ci_low"] < known) & (rows["ci_high"] > known)).all()
+    assert ((rows["ci_high"] - rows["ci_low"]) < 0.15).all()
+    # shuffled labels: chance; over 30 draws the 95% CIs hold 0.5 about 95% of the time
+    shuffled = pd.concat([pd.DataFrame(auc_rows(_zero_shot(400, 1.0, seed=k, shuffle=True),
+                                                "pos", stats)) for k in range(30)])  # fmt: skip
+    holds = (shuffled["ci_low"] < 0.5) & (shuffled["ci_high"] > 0.5)
+    assert holds.mean() >= 0.85 and abs(shuffled["value"].mean() - 0.5) < 0.02
+    # the bootstrap's weighted AUC is scikit-learn's with sample weights, ties included
+    rng = np.random.default_rng(2)
+    y, s = rng.integers(0, 2, 200), np.round(rng.normal(size=200), 1)
+    w = rng.integers(0, 3, size=(4, 200)).astype(float)
+    assert np.allclose(weighted_auc(y, s, w), [roc_auc_score(y, s, sample_weight=x) for x in w])
+    # through summarise: lm_auc level rows beside accuracy and margin, in no Holm family
+    probe, _, _ = _frames()
+    probe = probe.assign(train_set=probe["variant"], correct=probe["margin"] > 0)
+    lm = with_margin(_zero_shot(40, 1.0, seed=3), "pos")
+    out = summarise(probe.drop(columns="value"), lm, stats, positive_label="pos")
+    auc = out[out["metric"] == "lm_auc"]
+    assert len(auc) == 2 and (auc["kind"] == "level").all() and auc["p_holm"].isna().all()
+    without = summarise(probe.drop(columns="value"), lm, stats)
+    assert "lm_auc" not in set(without["metric"])

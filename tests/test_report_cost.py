@@ -25,6 +25,9 @@ def probe_metrics() -> pd.DataFrame:
                                  40, None))  # fmt: skip
             rows.append((model, "none", "zero_shot", "level", None, variant, np.nan, None,
                          "accuracy", 0.7, 0.6, 0.8, np.nan, np.nan, 40, None))  # fmt: skip
+            if model == "m1":  # m2 has no AUC rows (a table loaded before lm_auc existed)
+                rows.append((model, "none", "zero_shot", "level", None, variant, np.nan, None,
+                             "lm_auc", 0.75, 0.65, 0.85, np.nan, np.nan, 40, None))  # fmt: skip
         rows.append((model, "none", "train_original", "diff", "original", "key_first", 0, None,
                      "margin", 0.0, 0.0, 0.0, 1.0, 1.0, 40, "no difference shown"))  # fmt: skip
         rows.append((model, "none", "train_original", "slope", "variants", None, np.nan, "late",
@@ -40,6 +43,9 @@ def test_cost_section_reads_best_layer_lm_and_slopes(tmp_path: Path):
     sec = cost_section(pm, tmp_path)
     lm, slopes = sec.tables
     assert len(lm.rows) == 4 and {r[3] for r in lm.rows} == {0.7}
+    assert lm.columns[6:9] == ["AUC", "AUC CI low", "AUC CI high"]
+    assert [r[6:9] for r in lm.rows if r[0] == "m1"] == [[0.75, 0.65, 0.85]] * 2
+    assert all(np.isnan(r[6:9]).all() for r in lm.rows if r[0] == "m2")
     assert [r[-1] for r in slopes.rows] == ["no link shown", "no link shown"]
     assert any("largest |difference|" in p and "is 0 " in p for p in sec.paragraphs)
     ((path, _),) = sec.figures

@@ -15,11 +15,18 @@ from homog.layout import Layout
 @stage_out_option("data/probe/<model>")
 @device_option
 @click.option(
-    "--refit",
-    is_flag=True,
-    help="Reuse the pooled vectors and zero-shot answers already in the output directory: "
-    "redo only the probes, summaries and slopes (e.g. after extraction, or a new probe.c).",
+    "--step",
+    type=click.Choice(["all", "features", "fit"]),
+    default="all",
+    show_default=True,
+    help="features: the forward passes only (pooled vectors and zero-shot log-odds, into "
+    "<out>/features); fit: the probes, summaries and slopes from those (no model; e.g. after "
+    "a new stats.n_boot or probe.c, or after extraction); all: both, reusing features that "
+    "are up to date.",
 )
+@click.option("--refit", is_flag=True, help="The same as --step fit.")
+@click.option("--force", is_flag=True, help="With --step all: rerun the forward passes even "
+              "when the features are up to date.")  # fmt: skip
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def probe(
     model_key: str,
@@ -27,7 +34,9 @@ def probe(
     texts_path: str,
     out_dir: str | None,
     device: str | None,
+    step: str,
     refit: bool,
+    force: bool,
     no_progress: bool,
 ) -> None:
     """Does homogenization cost the model anything? (docs/probe.md)
@@ -35,12 +44,15 @@ def probe(
     Pools every text's hidden states per layer (the extraction's tokens and interventions),
     fits linear sentiment probes with folds grouped by review, scores the model's zero-shot
     answer, and relates both to erank within text (when data/extract/<model> exists).
-    Writes data/probe/<model>/: pooled_<intervention>.npz, probe_texts.parquet,
-    lm_sentiment.parquet, probe_metrics.parquet, probe.json.
+    Two steps: features (the model, once: data/probe/<model>/features/ with
+    pooled_<intervention>.npy, index.parquet, zero_shot.parquet, features.json) and fit
+    (data/probe/<model>/: probe_texts.parquet, lm_sentiment.parquet, probe_metrics.parquet,
+    probe.json).
 
     \b
     Examples:
       homog probe --model smollm2-135m
+      homog probe --model smollm2-135m --step fit    # new stats: settings, no forward pass
       homog probe --model gemma3-270m --texts my.parquet --out /tmp/probe
     """
     import dataclasses
@@ -64,9 +76,16 @@ def probe(
         source,
         texts_path,
         out,
+        step=step,
         refit=refit,
+        force=force,
         show_progress=not no_progress,
     )
+    if step == "features" and not refit:
+        click.echo(f"{out}/features: {record['forward_passes']} forward passes, "
+                   f"{record['features_bytes_per_1000_texts']} bytes per 1,000 texts "
+                   f"(pooled vectors {record['pooled_bytes_per_1000_texts']})")  # fmt: skip
+        return
     h = record["headline"]
     for b in h["best_layer"]:
         click.echo(
@@ -76,10 +95,14 @@ def probe(
     for iv, a in h["lm_accuracy_original"].items():
         click.echo(f"{model_key}/{iv}: zero-shot accuracy on originals {a['value']} "
                    f"[{a['ci_low']}, {a['ci_high']}]")  # fmt: skip
+    for iv, a in h.get("lm_auc_original", {}).items():
+        click.echo(f"{model_key}/{iv}: zero-shot AUC on originals {a['value']} "
+                   f"[{a['ci_low']}, {a['ci_high']}]")  # fmt: skip
     for s in h["slopes"]:
         click.echo(
             f"slope {s['metric']} {s['band']} vs {s['baseline']}: {s['value']} "
             f"[{s['ci_low']}, {s['ci_high']}] p_holm {s['p_holm']} -> {s['verdict']}"
         )
-    click.echo(f"{out}: {record['s_per_100_texts']} s per 100 texts, pooled vectors "
-               f"{record['pooled_bytes_per_1000_texts']} bytes per 1,000 texts")  # fmt: skip
+    click.echo(f"{out}: {record['s_per_100_texts']} s per 100 texts, features "
+               f"{record['features_bytes_per_1000_texts']} bytes per 1,000 texts (pooled vectors "
+               f"{record['pooled_bytes_per_1000_texts']})")  # fmt: skip

@@ -14,13 +14,11 @@ is stored in ``probe.vector_dtype``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from homog.errors import HomogError
-from homog.io import atomic_path
 
 VECTOR_DTYPES = {"float16": np.float16, "float32": np.float32}
 
@@ -145,23 +143,3 @@ def to_stored(vectors: np.ndarray, vector_dtype: str, names: Sequence[str]) -> n
             "set probe.vector_dtype: float32"
         )
     return stored
-
-
-def save_pooled(path: str | Path, pooled: dict[str, np.ndarray], **meta: Any) -> int:
-    """Write ``pooled`` (from ``pooled_means``) and ``meta`` (scalars: model, intervention)
-    to one npz, atomically; return its size in bytes."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **pooled, **{k: np.array(v) for k, v in meta.items()})
-    return path.stat().st_size
-
-
-def load_pooled(path: str | Path) -> dict[str, np.ndarray]:
-    """The arrays ``save_pooled`` wrote (HomogError when the file is missing)."""
-    path = Path(path)
-    if not path.exists():
-        raise HomogError(f"pooled vectors {path} not found: run `homog probe` first")
-    with np.load(path, allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}

@@ -1,15 +1,15 @@
-"""The ``probe@<model>`` stage: files in, files out (``homog probe --model KEY``).
+"""The probe stage's fit step (``probe@<model>``) and both steps together (``run_probe``,
+``homog probe --model KEY``).
 
-Reads the texts (``data/synth/texts.parquet``: variant, sample_id, text, label) and, when
-present, the extraction's per-text erank (``data/extract/<model>/<intervention>/
-layer_metrics.parquet``, for the cost slopes). Per intervention of ``extract.interventions``
-(the interventions other than ``none`` on ``extract.intervention_variants``, as extraction
-runs them: ``homog.extract.run.intervention_groups``) it computes the pooled vectors
-(``homog.probe.pooled``) and the zero-shot answers (``homog.probe.lm``), then the probes
-(``homog.probe.fit``), the summaries (``homog.probe.summary``) and the slopes
-(``homog.probe.cost``). Writes under ``data/probe/<model>/`` (``homog.layout.Layout``):
-``pooled_<intervention>.npz``, ``probe_texts.parquet``, ``lm_sentiment.parquet``,
-``probe_metrics.parquet`` and ``probe.json`` (timings, sizes, headline numbers).
+The features step (``probe_features@<model>``, ``homog.probe.features``) runs the model once
+and writes the pooled vectors and zero-shot log-odds to ``data/probe/<model>/features/``. The
+fit step (``run_fit``) reads them, the ``stats:`` settings and, when present, the extraction's
+per-text erank (``data/extract/<model>/<intervention>/layer_metrics.parquet``, for the cost
+slopes), and computes the probes (``homog.probe.fit``), the summaries
+(``homog.probe.summary``) and the slopes (``homog.probe.cost``). It writes under
+``data/probe/<model>/`` (``homog.layout.Layout``): ``probe_texts.parquet``,
+``lm_sentiment.parquet``, ``probe_metrics.parquet`` and ``probe.json`` (timings, sizes,
+headline numbers). A change of ``stats:`` or of the probe's fit settings reruns the fit only.
 """
 
 from __future__ import annotations
@@ -29,8 +29,10 @@ from homog.layout import Layout
 PROBE_COLUMNS = ["model", "intervention", "scheme", "kind", "baseline", "variant", "layer",
                  "band", "metric", "value", "ci_low", "ci_high", "p_value", "p_holm", "n",
                  "verdict"]  # fmt: skip
-LM_COLUMNS = ["model", "intervention", "variant", "sample_id", "label", "log_odds", "margin",
-              "correct", "n_prompt_tokens", "truncated"]  # fmt: skip
+LM_DTYPES = {"model": object, "intervention": object, "variant": object, "sample_id": object,
+             "label": object, "log_odds": float, "margin": float, "correct": bool,
+             "n_prompt_tokens": "int64", "truncated": bool}  # fmt: skip
+LM_COLUMNS = list(LM_DTYPES)
 
 
 def _write_parquet(frame: Any, path: Path) -> None:
@@ -66,115 +68,34 @@ def slope_rows(slopes: Any) -> Any:
     return out.drop(columns=["contrast", "n_texts"])
 
 
-def _inputs(params: Any, texts: Any) -> tuple[Any, list[str]]:
-    from homog.extract.plan import extract_inputs
-
-    df, interventions = extract_inputs(texts, params.extract.interventions)
-    if "label" not in df.columns:
-        raise HomogError("the texts have no label column: the probe needs labelled texts")
-    df["label"] = df["label"].astype(str)
-    return df, interventions
-
-
-def forward_passes(
-    params: Any,
-    model: str,
-    source: str,
-    texts: Any,
-    out_dir: str | Path,
-    *,
-    loaded: Any = None,
-    show_progress: bool = True,
-) -> dict[str, Any]:
-    """The model's part: pooled vectors (``pooled_<intervention>.npz``) and zero-shot answers
-    (``lm_sentiment.parquet``) of every intervention, written to ``out_dir``. Returns the
-    record's model facts, sizes, timings and forward passes."""
+def run_fit(
+    params: Any, model: str, out_dir: str | Path, *, features_dir: str | Path | None = None,
+    root: str | Path = ".",
+) -> tuple[dict[str, Any], Any]:  # fmt: skip
+    """The fit step: the probes, summaries and slopes from the features in ``features_dir``
+    (default ``<out_dir>/features``, ``homog.probe.features``) with the ``stats:`` and
+    ``probe:`` fit settings; writes ``probe_texts.parquet``, ``lm_sentiment.parquet``,
+    ``probe_metrics.parquet`` and ``probe.json`` to ``out_dir``. No model is loaded.
+    Returns (the probe.json record, the metrics)."""
     import pandas as pd
 
-    from homog.extract.plan import texts_hash
-    from homog.extract.run import intervention_groups
-    from homog.models import load_model
-    from homog.probe.lm import with_margin, zero_shot
-    from homog.probe.pooled import pooled_means, save_pooled
-    from homog.progress import rate_progress
-
-    cfg, probe = params.extract, params.probe
-    df, interventions = _inputs(params, texts)
-    out = Path(out_dir)
-    t0 = time.perf_counter()
-    if loaded is None:
-        loaded = load_model(source, dtype=cfg.dtype, device=cfg.device,
-                            device_map=cfg.device_map, attention=False, seed=cfg.seed)  # fmt: skip
-    timings: dict[str, float] = {"load_s": round(time.perf_counter() - t0, 2)}
-    lm_parts, sizes, n_texts, n_forward = [], {}, {}, 0
-    for sub, ivs, _ in intervention_groups(df, interventions, cfg):
-        for iv in ivs:
-            total = len(sub) * (2 if probe.lm else 1)
-            with rate_progress(f"{model}/{iv}", total, show=show_progress) as advance:
-                t1 = time.perf_counter()
-                pooled = pooled_means(loaded, sub, cfg, iv, vector_dtype=probe.vector_dtype,
-                                      on_batch=lambda n: advance(n, 0))  # fmt: skip
-                timings[f"pooled_{iv}_s"] = round(time.perf_counter() - t1, 2)
-                sizes[iv] = save_pooled(out / f"pooled_{iv}.npz", pooled, model=model,
-                                        intervention=iv, texts_hash=texts_hash(sub))  # fmt: skip
-                n_texts[iv] = len(sub)
-                n_forward += len(sub)
-                if probe.lm:
-                    t1 = time.perf_counter()
-                    answers = zero_shot(loaded, sub, cfg, probe, iv,
-                                        on_batch=lambda n: advance(n, 0))  # fmt: skip
-                    lm_parts.append(with_margin(answers, probe.positive_label).assign(
-                        intervention=iv))  # fmt: skip
-                    timings[f"lm_{iv}_s"] = round(time.perf_counter() - t1, 2)
-                    n_forward += len(sub)
-    lm_path = out / "lm_sentiment.parquet"
-    if lm_parts:
-        lm_df = pd.concat(lm_parts, ignore_index=True).assign(model=model)
-        _write_parquet(lm_df.reindex(columns=LM_COLUMNS), lm_path)
-    elif lm_path.exists():
-        lm_path.unlink()  # an earlier run's answers (probe.lm: false now)
-    return {
-        "model": model,
-        "model_source": source,
-        "n_layers": loaded.n_layers,
-        "d_model": loaded.d_model,
-        "n_texts": n_texts,
-        "pooled_bytes": sizes,
-        "pooled_bytes_per_1000_texts": {
-            iv: round(sizes[iv] * 1000 / max(n, 1)) for iv, n in n_texts.items()
-        },
-        "timings": timings,
-        "forward_passes": n_forward,
-    }
-
-
-def finish_probe(
-    params: Any, model: str, texts: Any, out_dir: str | Path, *, root: str | Path = "."
-) -> tuple[Any, dict[str, float]]:
-    """The probes, summaries and slopes from the files ``forward_passes`` wrote in
-    ``out_dir`` (HomogError when they were made from other texts); writes
-    ``probe_texts.parquet`` and ``probe_metrics.parquet``. Returns (metrics, timings)."""
-    import pandas as pd
-
-    from homog.extract.plan import texts_hash
-    from homog.extract.run import intervention_groups
     from homog.probe.cost import cost_slopes
+    from homog.probe.features import read_features
     from homog.probe.fit import assign_folds, probe_texts
-    from homog.probe.pooled import load_pooled
+    from homog.probe.lm import with_margin
     from homog.probe.summary import summarise
 
     probe = params.probe
-    df, interventions = _inputs(params, texts)
     out = Path(out_dir)
-    pooled = {}
-    for sub, ivs, _ in intervention_groups(df, interventions, params.extract):
-        for iv in ivs:
-            pooled[iv] = load_pooled(out / f"pooled_{iv}.npz")
-            if str(pooled[iv].get("texts_hash")) != texts_hash(sub):
-                raise HomogError(f"{out}/pooled_{iv}.npz was made from other texts: run "
-                                 "`homog probe` without --refit")  # fmt: skip
+    feats = read_features(features_dir if features_dir is not None else out / "features")
+    pooled, record = feats["pooled"], feats["record"]
+    cpu0 = time.process_time()
     t1 = time.perf_counter()
-    originals = df[df["variant"] == "original"]
+    # every text the features hold, once (the union over interventions)
+    cols = ("variant", "sample_id", "label")
+    texts = pd.concat([pd.DataFrame({k: p[k] for k in cols}) for p in pooled.values()])
+    texts = texts.drop_duplicates(["variant", "sample_id"])
+    originals = texts[texts["variant"] == "original"].sort_values("sample_id")
     if originals.empty:
         raise HomogError("the texts have no original variant: the probe trains on originals")
     labels = sorted(set(originals["label"]))
@@ -199,14 +120,19 @@ def finish_probe(
     probe_df = pd.concat(probe_parts, ignore_index=True)
     timings = {"fit_s": round(time.perf_counter() - t1, 2)}
     t1 = time.perf_counter()
-    lm_path = out / "lm_sentiment.parquet"
-    lm_df = pd.read_parquet(lm_path) if probe.lm and lm_path.exists() else None
+    zero = feats["zero_shot"] if probe.lm else None
+    if zero is not None:
+        lm_df = with_margin(zero, probe.positive_label).assign(model=model)
+        lm_df = lm_df.reindex(columns=LM_COLUMNS)
+    else:  # no zero-shot answers: an empty table (the stage's output exists either way)
+        lm_df = pd.DataFrame({c: pd.Series(dtype=t) for c, t in LM_DTYPES.items()})
     stats = SimpleNamespace(n_boot=params.stats.n_boot, ci=params.stats.ci,
                             alpha=params.stats.alpha, test=params.stats.test,
                             n_perm=params.stats.n_perm, seed=probe.seed)  # fmt: skip
-    metrics = summarise(probe_df, lm_df, stats)
+    lm_in = lm_df if len(lm_df) else None
+    metrics = summarise(probe_df, lm_in, stats, positive_label=probe.positive_label)
     erank = read_erank(Path(root), model, list(pooled))
-    slopes = cost_slopes(probe_df, lm_df, erank, n_boot=stats.n_boot, ci=stats.ci,
+    slopes = cost_slopes(probe_df, lm_in, erank, n_boot=stats.n_boot, ci=stats.ci,
                          alpha=stats.alpha, seed=probe.seed)  # fmt: skip
     if len(slopes):
         metrics = pd.concat([metrics, slope_rows(slopes)], ignore_index=True)
@@ -214,9 +140,17 @@ def finish_probe(
     metrics = metrics.assign(model=model).reindex(columns=PROBE_COLUMNS)
     for col in ("baseline", "band", "verdict"):  # all-null columns stay strings
         metrics[col] = metrics[col].astype(object).where(metrics[col].notna(), None)
+    _write_parquet(lm_df, out / "lm_sentiment.parquet")
     _write_parquet(metrics, out / "probe_metrics.parquet")
     _write_parquet(probe_df.assign(model=model), out / "probe_texts.parquet")
-    return metrics, timings
+    record = _record(record, timings, metrics)
+    # CPU seconds of this process (all threads): steadier than wall time on a shared machine
+    record["fit_cpu_s"] = round(time.process_time() - cpu0, 1)
+    write_json(out / "probe.json", record)
+    return record, metrics
+
+
+STEPS: tuple[str, ...] = ("all", "features", "fit")
 
 
 def run_probe(
@@ -228,40 +162,46 @@ def run_probe(
     *,
     root: str | Path = ".",
     loaded: Any = None,
+    step: str = "all",
     refit: bool = False,
+    force: bool = False,
     show_progress: bool = True,
 ) -> dict[str, Any]:
-    """Run the stage for one model; return the ``probe.json`` record.
+    """Run the stage for one model; return the ``probe.json`` record (step ``features``: the
+    ``features.json`` record).
 
     params: a checked ``Params``; texts: a texts table or its Parquet path (needs a label
-    column with two labels); root: the project directory whose extraction outputs give the
-    erank (none there: no slopes); loaded: an already loaded model (tests); refit: reuse the
-    forward passes' files in ``out_dir`` (their record in probe.json) and redo only the
-    probes, summaries and slopes.
+    column with two labels; the fit step reads the labels from the features); root: the
+    project directory whose extraction outputs give the erank (none there: no slopes);
+    loaded: an already loaded model (tests). step: ``features`` (the forward passes, into
+    ``<out_dir>/features``), ``fit`` (the probes, summaries and slopes from those) or ``all``
+    (both; the features are reused when their fingerprint is this run's, unless ``force``).
+    refit: the same as step ``fit``.
     """
-    import json
+    from homog.probe.features import run_features, up_to_date
 
+    if step not in STEPS:
+        raise HomogError(f"unknown probe step {step!r}: use one of {', '.join(STEPS)}")
+    step = "fit" if refit else step
     out = Path(out_dir)
-    cpu0 = time.process_time()
-    if refit:
-        if not (out / "probe.json").exists():
-            raise HomogError(f"{out}/probe.json not found: run `homog probe` without --refit")
-        record = json.loads((out / "probe.json").read_text())
-    else:
-        record = forward_passes(params, model, source, texts, out, loaded=loaded,
-                                show_progress=show_progress)  # fmt: skip
-        write_json(out / "probe.json", record)  # what --refit reads, should the fits stop
-    metrics, timings = finish_probe(params, model, texts, out, root=root)
-    record = _record(record, timings, metrics)
-    # CPU seconds of this process (all threads): steadier than wall time on a shared machine
-    record["cpu_s" if not refit else "refit_cpu_s"] = round(time.process_time() - cpu0, 1)
-    write_json(out / "probe.json", record)
+    features = out / "features"
+    if step == "features" or (
+        step == "all" and (force or not up_to_date(params, source, texts, features))
+    ):
+        record = run_features(params, model, source, texts, features, loaded=loaded,
+                              show_progress=show_progress)  # fmt: skip
+        if step == "features":
+            return record
+    elif step == "all" and show_progress:
+        print(f"probe: {features} is up to date (the same texts, model and settings): "
+              "no forward pass", file=sys.stderr)  # fmt: skip
+    record, _ = run_fit(params, model, out, features_dir=features, root=root)
     return record
 
 
 def _record(record: dict[str, Any], timings: dict[str, float], metrics: Any) -> dict[str, Any]:
-    """probe.json: the forward passes' record, the fit and summary timings, the time per 100
-    texts and the headline numbers (``homog.probe.view.headline``)."""
+    """probe.json: the features' record, the fit and summary timings, the time per 100 texts
+    (features and fit) and the headline numbers (``homog.probe.view.headline``)."""
     from homog.probe.view import headline
 
     record = {**record, "timings": {**record["timings"], **timings}}

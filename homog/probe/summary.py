@@ -5,7 +5,8 @@ Every row is a mean over reviews with a percentile bootstrap CI over reviews
 
 - ``level``: the accuracy (share of texts with margin > 0) or the mean margin of one
   (intervention, scheme, variant, layer); the zero-shot rows have scheme ``zero_shot`` and
-  layer NULL;
+  layer NULL, and beside them ``lm_auc``: the ROC AUC of the zero-shot log-odds against the
+  label, with a bootstrap CI over the same resamples of reviews (``auc_rows``);
 - ``diff``: the paired difference against a baseline over the reviews both hold, per review
   (correct as 0/1, margin), with a sign-flip p (``homog.paired_tests.paired_p``), Holm over
   the family of the stage's diff rows of one metric (``p_holm``) and a verdict: ``lower`` or
@@ -21,9 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from homog.paired_tests import bootstrap_ci, holm, paired_difference, paired_p
+from homog.paired_tests import bootstrap_ci, holm, paired_difference, paired_p, resample_counts
 
 METRICS: tuple[str, ...] = ("accuracy", "margin")
+# the zero-shot log-odds' ROC AUC against the label (level rows of scheme zero_shot only)
+AUC_METRIC = "lm_auc"
 NO_DIFFERENCE = "no difference shown"
 
 
@@ -109,14 +112,15 @@ def finish(rows: list[dict[str, Any]], alpha: float) -> Any:
     return frame
 
 
-def summarise(probe: Any, lm: Any | None, stats: Any) -> Any:
+def summarise(probe: Any, lm: Any | None, stats: Any, positive_label: str | None = None) -> Any:
     """The ``probe_metrics`` rows (without model) of per-text outputs of every intervention.
 
     probe: ``homog.probe.fit.probe_texts`` frames with an ``intervention`` column; lm:
     ``homog.probe.lm.with_margin`` frames with ``intervention`` (or None); stats: the
     ``StatsConfig`` (n_boot, ci, alpha, test, n_perm, seed). In scheme ``per_variant`` a
     variant with fewer reviews than the original is compared with the original's probe
-    trained on its reviews (train_set); the level rows are each variant's own probe.
+    trained on its reviews (train_set); the level rows are each variant's own probe. With
+    ``positive_label`` the zero-shot answers also get ``lm_auc`` rows (``auc_rows``).
     """
     import pandas as pd
 
@@ -138,9 +142,71 @@ def summarise(probe: Any, lm: Any | None, stats: Any) -> Any:
         lm = lm.assign(scheme="zero_shot")
         lkeys = ["intervention", "scheme", "variant"]
         rows += level_rows(lm, lkeys, stats)
+        if positive_label is not None:
+            rows += auc_rows(lm, positive_label, stats)
         rows += diff_rows(lm, lkeys, "variant", "original", stats)
         rows += diff_rows(lm, lkeys, "intervention", "none", stats)
     frame = finish(rows, stats.alpha)
     for col in ("layer", "n"):
         frame[col] = frame[col].astype("Int64")
     return frame
+
+
+def weighted_auc(y: np.ndarray, score: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """ROC AUC of ``score`` against the 0/1 labels ``y`` [n] under each row of ``weights``
+    [B, n] (bootstrap counts): the weighted Mann-Whitney share of (positive, negative) pairs
+    ordered right, ties counting half, as ``sklearn.metrics.roc_auc_score`` with
+    ``sample_weight``. NaN for a row whose weights leave one class empty."""
+    y = np.asarray(y, dtype=bool)
+    score = np.asarray(score, dtype=float)
+    w = np.atleast_2d(np.asarray(weights, dtype=float))
+    order = np.argsort(score, kind="stable")
+    s, ys, w = score[order], y[order], w[:, order]
+    first = np.searchsorted(s, s, side="left")  # a tie group's first and past-last positions
+    last = np.searchsorted(s, s, side="right")
+    pos = np.flatnonzero(ys)
+    neg_w = np.where(ys, 0.0, w)
+    cum = np.concatenate([np.zeros((len(w), 1)), np.cumsum(neg_w, axis=1)], axis=1)
+    below = cum[:, first[pos]]
+    equal = cum[:, last[pos]] - below
+    u = (w[:, pos] * (below + 0.5 * equal)).sum(1)
+    n_pos, n_neg = w[:, pos].sum(1), neg_w.sum(1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where((n_pos > 0) & (n_neg > 0), u / (n_pos * n_neg), np.nan)
+
+
+def bootstrap_auc(
+    y: np.ndarray, score: np.ndarray, *, n_boot: int = 2000, ci: float = 0.95, seed: int = 0
+) -> tuple[float, float, float]:
+    """(AUC, CI low, CI high): ``sklearn.metrics.roc_auc_score(y, score)`` and the percentile
+    bootstrap CI over the n items (one per review: ``homog.paired_tests.resample_counts``, the
+    stats stage's draws; resamples holding one class only are left out). NaN when ``y``
+    holds one class."""
+    from sklearn.metrics import roc_auc_score
+
+    y = np.asarray(y, dtype=bool)
+    if y.all() or not y.any():
+        return np.nan, np.nan, np.nan
+    counts = resample_counts(len(y), n_boot, seed)
+    draws = np.concatenate([weighted_auc(y, score, counts[i : i + 256])
+                            for i in range(0, n_boot, 256)])  # fmt: skip
+    alpha = (1.0 - ci) / 2.0
+    low, high = np.nanquantile(draws, [alpha, 1.0 - alpha])
+    return float(roc_auc_score(y, score)), float(low), float(high)
+
+
+def auc_rows(lm: Any, positive_label: str, stats: Any) -> list[dict[str, Any]]:
+    """One ``lm_auc`` level row per intervention and variant of the zero-shot answers: the ROC
+    AUC of the log-odds against the label (positive class ``positive_label``), with its
+    bootstrap CI over reviews (none for a group holding one label)."""
+    rows = []
+    for (iv, variant), g in lm.groupby(["intervention", "variant"], sort=True):
+        g = g.sort_values("sample_id")
+        y = (g["label"].astype(str) == positive_label).to_numpy()
+        value, low, high = bootstrap_auc(y, g["log_odds"].to_numpy(float), n_boot=stats.n_boot,
+                                         ci=stats.ci, seed=stats.seed)  # fmt: skip
+        if np.isfinite(value):
+            rows.append({"intervention": iv, "scheme": "zero_shot", "variant": variant,
+                         "kind": "level", "metric": AUC_METRIC, "value": value, "ci_low": low,
+                         "ci_high": high, "n": len(g)})  # fmt: skip
+    return rows

@@ -60,10 +60,10 @@ def report_data(probe_metrics: Any) -> dict[str, Any]:
 
     Keys: ``curves`` (level rows of the probes: model, intervention, scheme, variant, layer,
     metric, value, ci_low, ci_high, n), ``lm`` (zero-shot level rows per model, intervention,
-    variant and metric), ``diffs`` (diff rows against the original and against ``none``, probe
-    and zero-shot, with p_holm and verdict), ``slopes`` (the within-text slopes: model,
-    metric, band, baseline, value, CI, p_holm, verdict), ``best`` (``best_layer``) and
-    ``layer0`` (``layer0_check``).
+    variant and metric: accuracy, margin, lm_auc), ``diffs`` (diff rows against the original
+    and against ``none``, probe and zero-shot, with p_holm and verdict), ``slopes`` (the
+    within-text slopes: model, metric, band, baseline, value, CI, p_holm, verdict), ``best``
+    (``best_layer``) and ``layer0`` (``layer0_check``).
     """
     rows = probe_metrics
     level = rows["kind"] == "level"
@@ -97,16 +97,21 @@ def _clean(value: Any) -> Any:
 
 def headline(rows: Any) -> dict[str, Any]:
     """probe.json's headline of one model's rows: the best layer on originals, the zero-shot
-    accuracy per intervention on originals, the slopes and the layer-0 check."""
+    accuracy and AUC per intervention on originals, the slopes and the layer-0 check."""
     best = best_layer(rows)
-    lm = rows[(rows["kind"] == "level") & (rows["scheme"] == "zero_shot")
-              & (rows["variant"] == "original") & (rows["metric"] == "accuracy")]  # fmt: skip
+    zs = rows[(rows["kind"] == "level") & (rows["scheme"] == "zero_shot")
+              & (rows["variant"] == "original")]  # fmt: skip
+    lm, auc = zs[zs["metric"] == "accuracy"], zs[zs["metric"] == "lm_auc"]
     slopes = rows[rows["kind"] == "slope"]
     return {
         "best_layer": [{k: _clean(v) for k, v in r.items()} for r in best.to_dict("records")],
         "lm_accuracy_original": {
             r["intervention"]: {k: _clean(r[k]) for k in ("value", "ci_low", "ci_high", "n")}
             for r in lm.to_dict("records")
+        },
+        "lm_auc_original": {
+            r["intervention"]: {k: _clean(r[k]) for k in ("value", "ci_low", "ci_high", "n")}
+            for r in auc.to_dict("records")
         },
         "slopes": [
             {

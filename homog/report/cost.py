@@ -107,12 +107,19 @@ def cost_section(probe_metrics: pd.DataFrame, figdir: Path) -> Section:
     line = cost_line(probe_metrics, data)
     if line:
         sec.paragraphs.append(line)
-    lm = data["lm"][data["lm"]["metric"] == "accuracy"]
+    lm = data["lm"]
+    keys = ["model", "intervention", "variant"]
+    acc = lm[lm["metric"] == "accuracy"]
+    auc = lm[lm["metric"] == "lm_auc"][[*keys, "value", "ci_low", "ci_high"]]
+    both = acc.merge(auc, on=keys, how="left", suffixes=("", "_auc"))
     sec.tables.append(
-        Table(["model", "intervention", "variant", "zero-shot accuracy", "CI low", "CI high", "n"],
-              [[r.model, r.intervention, r.variant, r.value, r.ci_low, r.ci_high, int(r.n)]
-               for r in lm.itertuples()],
-              "the model's own answer per variant and intervention")
+        Table(["model", "intervention", "variant", "zero-shot accuracy", "CI low", "CI high",
+               "AUC", "AUC CI low", "AUC CI high", "n"],
+              [[r.model, r.intervention, r.variant, r.value, r.ci_low, r.ci_high,
+                float(r.value_auc), float(r.ci_low_auc), float(r.ci_high_auc), int(r.n)]
+               for r in both.itertuples()],
+              "the model's own answer per variant and intervention: the share correct and the "
+              "ROC AUC of its log-odds against the label (CIs over reviews)")
     )  # fmt: skip
     sl = data["slopes"]
     sec.tables.append(

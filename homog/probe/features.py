@@ -1,0 +1,232 @@
+"""The probe's features step (``probe_features@<model>``, ``homog probe --step features``): the
+model's forward passes, run once, written compactly for the fit step to read.
+
+Per intervention of ``extract.interventions`` (on the texts extraction runs it on:
+``homog.extract.run.intervention_groups``) it computes the pooled vectors
+(``homog.probe.pooled``) and, under ``probe.lm``, the zero-shot log-odds
+(``homog.probe.lm``). Nothing here reads ``stats:`` or the probe's fit settings, so a change
+of those reruns only the fit (``homog.probe.stage``). Writes ``<out>/`` (by default
+``data/probe/<model>/features/``):
+
+- ``pooled_<intervention>.npy``: (texts, L+1, d) in ``probe.vector_dtype``, rows in the
+  index's order (``np.load(..., mmap_mode="r")`` reads one layer without the rest);
+- ``index.parquet``: one row per text and intervention: intervention, row (into the npy),
+  variant, sample_id, label, n_tokens (metric tokens), truncated;
+- ``zero_shot.parquet``: intervention, variant, sample_id, label, log_odds, n_prompt_tokens,
+  truncated (absent under ``probe.lm: false``);
+- ``features.json``: the model's facts, the interventions in order, every text set's hash,
+  the ``fingerprint`` of what the features depend on, sizes, timings and forward passes.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from homog.errors import HomogError
+from homog.io import atomic_path, content_hash, write_json
+
+INDEX_COLUMNS = ["intervention", "row", "variant", "sample_id", "label", "n_tokens", "truncated"]
+ZERO_SHOT_COLUMNS = ["intervention", "variant", "sample_id", "label", "log_odds",
+                     "n_prompt_tokens", "truncated"]  # fmt: skip
+# the settings the forward passes read (besides the texts and the model's source): a change of
+# any other (stats:, probe.c, probe.folds, ...) leaves the features as they are; dvc.yaml's
+# probe_features stage lists the same params
+EXTRACT_FIELDS = ("dtype", "device", "device_map", "max_tokens", "batch_tokens", "interventions",
+                  "intervention_variants", "exclude_special", "seed")  # fmt: skip
+PROBE_FIELDS = ("vector_dtype", "lm", "prompt", "positive_word", "negative_word")
+
+
+def texts_with_labels(params: Any, texts: Any) -> tuple[Any, list[str]]:
+    """(sorted texts with a str label column, interventions); HomogError without labels."""
+    from homog.extract.plan import extract_inputs
+
+    df, interventions = extract_inputs(texts, params.extract.interventions)
+    if "label" not in df.columns:
+        raise HomogError("the texts have no label column: the probe needs labelled texts")
+    df["label"] = df["label"].astype(str)
+    return df, interventions
+
+
+def fingerprint(params: Any, source: str, df: Any) -> str:
+    """A hash of what the features depend on: the texts with their labels, the model's source
+    and the settings of ``EXTRACT_FIELDS`` and ``PROBE_FIELDS``."""
+    rows = df[["variant", "sample_id", "text", "label"]].to_numpy().tolist()
+    settings = {
+        "extract": {k: getattr(params.extract, k) for k in EXTRACT_FIELDS},
+        "probe": {k: getattr(params.probe, k) for k in PROBE_FIELDS},
+    }
+    return content_hash({"texts": rows, "source": source, "settings": settings}, 16)
+
+
+def up_to_date(params: Any, source: str, texts: Any, out_dir: str | Path) -> bool:
+    """Whether ``out_dir`` holds complete features with this fingerprint (nothing to rerun)."""
+    import json
+
+    out = Path(out_dir)
+    path = out / "features.json"
+    if not path.exists():
+        return False
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    df, _ = texts_with_labels(params, texts)
+    files = [out / "index.parquet", *(out / f"pooled_{iv}.npy" for iv in record["interventions"])]
+    if params.probe.lm:
+        files.append(out / "zero_shot.parquet")
+    return record.get("fingerprint") == fingerprint(params, source, df) and all(
+        f.exists() for f in files
+    )
+
+
+def _write_parquet(frame: Any, path: Path) -> int:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        frame.to_parquet(tmp, index=False)
+    return path.stat().st_size
+
+
+def save_vectors(path: Path, vectors: np.ndarray) -> int:
+    """``vectors`` as one .npy, atomically; its size in bytes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as fh:
+            np.save(fh, vectors, allow_pickle=False)
+    return path.stat().st_size
+
+
+def run_features(
+    params: Any,
+    model: str,
+    source: str,
+    texts: Any,
+    out_dir: str | Path,
+    *,
+    loaded: Any = None,
+    show_progress: bool = True,
+) -> dict[str, Any]:
+    """Run the model once per intervention and write the features to ``out_dir``; return
+    (and write) the ``features.json`` record."""
+    import pandas as pd
+
+    from homog.extract.plan import texts_hash
+    from homog.extract.run import intervention_groups
+    from homog.models import load_model
+    from homog.probe.lm import zero_shot
+    from homog.probe.pooled import pooled_means
+    from homog.progress import rate_progress
+
+    cfg, probe = params.extract, params.probe
+    df, interventions = texts_with_labels(params, texts)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    cpu0 = time.process_time()
+    t0 = time.perf_counter()
+    if loaded is None:
+        loaded = load_model(source, dtype=cfg.dtype, device=cfg.device,
+                            device_map=cfg.device_map, attention=False, seed=cfg.seed)  # fmt: skip
+    timings: dict[str, float] = {"load_s": round(time.perf_counter() - t0, 2)}
+    index_parts, lm_parts, order, hashes = [], [], [], {}
+    pooled_bytes, n_texts, n_forward = {}, {}, 0
+    for sub, ivs, _ in intervention_groups(df, interventions, cfg):
+        for iv in ivs:
+            total = len(sub) * (2 if probe.lm else 1)
+            with rate_progress(f"{model}/{iv}", total, show=show_progress) as advance:
+                t1 = time.perf_counter()
+                pooled = pooled_means(loaded, sub, cfg, iv, vector_dtype=probe.vector_dtype,
+                                      on_batch=lambda n: advance(n, 0))  # fmt: skip
+                timings[f"pooled_{iv}_s"] = round(time.perf_counter() - t1, 2)
+                pooled_bytes[iv] = save_vectors(out / f"pooled_{iv}.npy", pooled["vectors"])
+                index_parts.append(pd.DataFrame({
+                    "intervention": iv,
+                    "row": np.arange(len(sub)),
+                    "variant": pooled["variant"],
+                    "sample_id": pooled["sample_id"],
+                    "label": sub["label"].to_numpy(),  # pooled_means keeps sub's order
+                    "n_tokens": pooled["n_tokens"],
+                    "truncated": pooled["truncated"],
+                }))  # fmt: skip
+                order.append(iv)
+                hashes[iv] = texts_hash(sub)
+                n_texts[iv] = len(sub)
+                n_forward += len(sub)
+                if probe.lm:
+                    t1 = time.perf_counter()
+                    answers = zero_shot(loaded, sub, cfg, probe, iv,
+                                        on_batch=lambda n: advance(n, 0))  # fmt: skip
+                    lm_parts.append(answers.assign(intervention=iv))
+                    timings[f"lm_{iv}_s"] = round(time.perf_counter() - t1, 2)
+                    n_forward += len(sub)
+    index = pd.concat(index_parts, ignore_index=True).reindex(columns=INDEX_COLUMNS)
+    sizes = {"index": _write_parquet(index, out / "index.parquet")}
+    lm_path = out / "zero_shot.parquet"
+    if lm_parts:
+        lm_df = pd.concat(lm_parts, ignore_index=True).reindex(columns=ZERO_SHOT_COLUMNS)
+        sizes["zero_shot"] = _write_parquet(lm_df, lm_path)
+    elif lm_path.exists():
+        lm_path.unlink()  # an earlier run's answers (probe.lm: false now)
+    for stale in out.glob("pooled_*.npy"):
+        if stale.stem.removeprefix("pooled_") not in order:
+            stale.unlink()  # an intervention no longer run
+    all_texts = sum(n_texts.values())
+    shared = sum(sizes.values())  # the index and zero-shot tables, over every intervention
+    record = {
+        "model": model,
+        "model_source": source,
+        "n_layers": loaded.n_layers,
+        "d_model": loaded.d_model,
+        "vector_dtype": probe.vector_dtype,
+        "interventions": order,
+        "texts_hash": hashes,
+        "fingerprint": fingerprint(params, source, df),
+        "n_texts": n_texts,
+        "pooled_bytes": pooled_bytes,
+        "pooled_bytes_per_1000_texts": {
+            iv: round(pooled_bytes[iv] * 1000 / max(n, 1)) for iv, n in n_texts.items()
+        },
+        "table_bytes": sizes,
+        # everything the fit reads, per 1,000 (text, intervention) pairs
+        "features_bytes_per_1000_texts": round(
+            (sum(pooled_bytes.values()) + shared) * 1000 / max(all_texts, 1)
+        ),
+        "timings": timings,
+        "forward_passes": n_forward,
+        "features_cpu_s": round(time.process_time() - cpu0, 1),
+    }
+    write_json(out / "features.json", record)
+    return record
+
+
+def read_features(out_dir: str | Path) -> dict[str, Any]:
+    """What ``run_features`` wrote: ``record`` (features.json), ``pooled`` (intervention ->
+    vectors, variant, sample_id, label, n_tokens, truncated, in the record's order) and
+    ``zero_shot`` (the frame, or None). HomogError when a file is missing."""
+    import json
+
+    import pandas as pd
+
+    out = Path(out_dir)
+    path = out / "features.json"
+    if not path.exists():
+        raise HomogError(f"{path} not found: run `homog probe --model KEY --step features` first")
+    record = json.loads(path.read_text())
+    index = pd.read_parquet(out / "index.parquet")
+    pooled = {}
+    for iv in record["interventions"]:
+        vec_path = out / f"pooled_{iv}.npy"
+        if not vec_path.exists():
+            raise HomogError(f"{vec_path} not found: run `homog probe --step features` again")
+        rows = index[index["intervention"] == iv].sort_values("row")
+        vectors = np.load(vec_path, allow_pickle=False)
+        if len(vectors) != len(rows):
+            raise HomogError(f"{vec_path} holds {len(vectors)} texts, its index {len(rows)}")
+        pooled[iv] = {"vectors": vectors,
+                      **{c: rows[c].to_numpy() for c in ("variant", "sample_id", "label",
+                                                         "n_tokens", "truncated")}}  # fmt: skip
+    lm_path = out / "zero_shot.parquet"
+    zero = pd.read_parquet(lm_path) if lm_path.exists() else None
+    return {"record": record, "pooled": pooled, "zero_shot": zero}
