@@ -45,7 +45,8 @@ METRIC_LABELS = {
 }
 
 
-def _style() -> dict[str, Any]:
+def figure_style() -> dict[str, Any]:
+    """The rcParams of every homog figure (``plt.rc_context(figure_style())``)."""
     return {
         "font.size": 9,
         "axes.titlesize": 10,
@@ -67,7 +68,7 @@ def legend_below(fig, handles: Sequence[Any], labels: Sequence[str], *, ncol: in
     """A figure legend outside the axes, under everything: its top edge at the figure's
     bottom, so it hangs below the axes' x labels whatever its number of rows (a legend inside
     the figure, at "lower center", covered them once it had more rows than the space kept for
-    it). Call it after ``tight_layout`` (which ignores figure legends); ``_save``'s tight
+    it). Call it after ``tight_layout`` (which ignores figure legends); ``save_figure``'s tight
     bounding box takes the legend in."""
     return fig.legend(
         handles,
@@ -79,7 +80,10 @@ def legend_below(fig, handles: Sequence[Any], labels: Sequence[str], *, ncol: in
     )
 
 
-def _save(fig, out: str | os.PathLike[str]) -> Path:
+def save_figure(fig, out: str | os.PathLike[str]) -> Path:
+    """Write ``fig`` to ``out`` (.png, .pdf or .svg, atomically, marked as homog's) and return
+    its path. Raises HomogError for another suffix or a directory or file that cannot be
+    written."""
     out = Path(out)
     if out.suffix.lower() not in (".png", ".pdf", ".svg"):
         raise HomogError(f"plot output {out} must end in .png, .pdf or .svg")
@@ -120,7 +124,7 @@ def layer_curves_figure(
     models = list(dict.fromkeys(r["model"] for r in rows))
     ncols = min(3, len(models))
     nrows = int(np.ceil(len(models) / ncols))
-    with plt.rc_context(_style()):
+    with plt.rc_context(figure_style()):
         fig, axes = plt.subplots(
             nrows, ncols, figsize=(max(4.2, 3.4 * ncols), 2.8 * nrows), squeeze=False, sharey=False
         )
@@ -182,7 +186,7 @@ def layer_curves_figure(
         fig.tight_layout()
         legend_below(fig, handles, labels, ncol=min(4 if ncols == 1 else 6, len(labels)))
         try:
-            return _save(fig, out)
+            return save_figure(fig, out)
         finally:
             plt.close(fig)
 
@@ -212,7 +216,7 @@ def attention_heatmap_figure(
         grid[li[r["layer"]], bi[r["bin"]]] = r["mass"]
     positive = grid[np.isfinite(grid) & (grid > 0)]
     vmin = max(float(positive.min()) if positive.size else 1e-4, 1e-4)
-    with plt.rc_context({**_style(), "axes.grid": False}):
+    with plt.rc_context({**figure_style(), "axes.grid": False}):
         fig, ax = plt.subplots(figsize=(4.2, 0.16 * len(layers) + 1.2))
         im = ax.imshow(
             np.clip(grid, vmin, None),
@@ -231,7 +235,7 @@ def attention_heatmap_figure(
         cb.set_label("attention column mass")
         fig.tight_layout()
         try:
-            return _save(fig, out)
+            return save_figure(fig, out)
         finally:
             plt.close(fig)
 
@@ -260,7 +264,7 @@ def dose_response_figure(
     models = list(dict.fromkeys(r["model"] for r in rows))
     palette = ("#000000", "#D55E00", "#0072B2", "#009E73", *EXTRA_COLORS)
     colors = dict(zip(models, palette, strict=False))
-    with plt.rc_context(_style()):
+    with plt.rc_context(figure_style()):
         fig, axes = plt.subplots(
             1, len(bands), figsize=(2.3 * len(bands) + 0.6, 2.8), squeeze=False
         )
@@ -323,6 +327,6 @@ def dose_response_figure(
                  ha="right", va="bottom", fontsize=7, color="0.4")  # fmt: skip
         fig.tight_layout()
         try:
-            return _save(fig, out)
+            return save_figure(fig, out)
         finally:
             plt.close(fig)

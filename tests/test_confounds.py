@@ -354,14 +354,14 @@ def test_dose_response_legend_gives_p_and_holm_p(run, tmp_path, monkeypatch):
     frame, texts, _, _ = run
     out = dose_response(frame, texts, "r1", n_boot=100, seed=0, exclude=("n_tokens",))
     seen = []
-    real_save = plot._save
+    real_save = plot.save_figure
 
     def spy(fig, path):
         seen.extend(t.get_text() for ax in fig.axes if ax.get_legend()
                     for t in ax.get_legend().get_texts())  # fmt: skip
         return real_save(fig, path)
 
-    monkeypatch.setattr(plot, "_save", spy)
+    monkeypatch.setattr(plot, "save_figure", spy)
     plot.dose_response_figure(out.assign(model="m").to_dict("records"), "erank", tmp_path / "d.png")
     middle = out[(out["kind"] == "slope") & (out["band"] == "middle")].iloc[0]
     assert any(f"Holm p = {middle['p_holm']:.2g}" in t and f"p = {middle['p_value']:.2g}" in t

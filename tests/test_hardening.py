@@ -323,17 +323,17 @@ def test_sql_table_output_is_capped_and_csv_streams(db):
 
 def test_sql_csv_does_not_hold_every_row(db, monkeypatch):
     """csv/json fetch in batches: fetchall is never called on the result cursor."""
-    from homog.store import query
+    from homog.store import sql
 
     calls = []
-    real = query.fetch_batches
+    real = sql.fetch_batches
 
     def spy(cur, batch=10_000):
         for b in real(cur, batch):
             calls.append(len(b))
             yield b
 
-    monkeypatch.setattr(query, "fetch_batches", spy)
+    monkeypatch.setattr(sql, "fetch_batches", spy)
     import homog.store
 
     monkeypatch.setattr(homog.store, "fetch_batches", spy)

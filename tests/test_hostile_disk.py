@@ -99,6 +99,6 @@ def test_extract_cli_disk_full_is_one_line_without_traceback(tmp_path, monkeypat
 
 def test_unmapped_efbig_reaching_the_cli_is_a_message(monkeypatch, demo_db_factory):
     exc = OSError(errno.EFBIG, "File too large", "/tmp/somewhere/big.parquet")
-    monkeypatch.setattr("homog.cli.query._connect", _fail(exc))
+    monkeypatch.setattr("homog.cli.query.connect_db", _fail(exc))
     res = CliRunner().invoke(main, ["runs", "--db", str(demo_db_factory(1, 4))])
     clean_error(res, "/tmp/somewhere/big.parquet", "File too large")

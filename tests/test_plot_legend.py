@@ -43,7 +43,7 @@ def test_legend_hangs_below_every_x_label(monkeypatch, tmp_path, n_models, n_var
         ]
         return out
 
-    monkeypatch.setattr(hp, "_save", keep)
+    monkeypatch.setattr(hp, "save_figure", keep)
     hp.layer_curves_figure(curve_rows(n_models, variants, interventions), "erank",
                            tmp_path / "c.png")  # fmt: skip
     assert seen["overlaps"] == [] and seen["gap"] >= 0
@@ -81,7 +81,7 @@ def test_mauve_figure_legend_hangs_below_the_x_labels(monkeypatch, tmp_path, n_m
     import homog.report.figures as rf
 
     seen = {}
-    monkeypatch.setattr(rf, "_save", lambda fig, out: seen.update(measure_legend(fig)) or out)
+    monkeypatch.setattr(rf, "save_figure", lambda fig, out: seen.update(measure_legend(fig)) or out)
     rows = [dict(model=f"model{m}", variant=v, layer=layer, mauve=0.5 + 0.05 * layer)
             for m in range(n_models) for v in hp.VARIANT_COLORS for layer in range(6)]  # fmt: skip
     rf.mauve_figure(rows, tmp_path / "m.png")
@@ -94,7 +94,7 @@ def test_layer0_contrast_legend_hangs_below_the_x_labels(monkeypatch, tmp_path, 
     import homog.report.figures_position as fp
 
     seen = {}
-    monkeypatch.setattr(fp, "_save", lambda fig, out: seen.update(measure_legend(fig)) or out)
+    monkeypatch.setattr(fp, "save_figure", lambda fig, out: seen.update(measure_legend(fig)) or out)
     comparisons = ["key_first - key_control", "key_last - key_control", "front - control"]
     comparisons = comparisons[:n_comparisons]
     rows = [dict(model=f"model{m}", comparison=c, level=lv, mean_diff=0.1 * k, ci_low=0.1 * k - 0.2,

@@ -417,7 +417,7 @@ def test_significance_marks_stay_within_the_data(monkeypatch, tmp_path):
     import homog.plot as plot
 
     captured = []
-    monkeypatch.setattr(plot, "_save", lambda fig, out: captured.append(fig) or Path(out))
+    monkeypatch.setattr(plot, "save_figure", lambda fig, out: captured.append(fig) or Path(out))
     rows = []
     for variant, level in (("original", 0.0), ("front", 0.02)):
         for layer in range(1, 9):
@@ -479,7 +479,7 @@ def test_layer0_rows_recomputed(project):
 
 
 def test_posenc_rows_give_spread_and_say_how_the_setups_differ(tmp_path):
-    from homog.posenc.presets import PRESETS
+    from homog.posenc.preset_table import PRESETS
 
     acc = {"rope": [0.95, 0.93, 0.97], "nope": [0.776, 0.777, 0.778]}
     frame = pd.DataFrame(
@@ -596,7 +596,7 @@ def test_layer_curves_colour_every_variant_of_many_runs(monkeypatch, tmp_path):
     import homog.plot as plot
 
     captured = []
-    monkeypatch.setattr(plot, "_save", lambda fig, out: captured.append(fig) or Path(out))
+    monkeypatch.setattr(plot, "save_figure", lambda fig, out: captured.append(fig) or Path(out))
     variants = [*plot.VARIANT_COLORS, "key_p25", "key_p75"]
     rows = [
         {"model": model, "run_id": f"{model}-{iv}", "intervention": iv, "variant": v,

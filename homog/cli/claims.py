@@ -12,8 +12,15 @@ from typing import Any
 
 import click
 
-from homog.cli.options import db_option, model_option, params_option, plain
-from homog.cli.query import _connect, _split, format_option, wide_option
+from homog.cli.options import (
+    connect_db,
+    db_option,
+    model_option,
+    params_option,
+    plain,
+    split_values,
+)
+from homog.cli.query import format_option, wide_option
 from homog.cli.tables import emit
 from homog.errors import HomogError
 
@@ -91,7 +98,7 @@ def claims(
     from homog.report.build import REPORT_TABLES, claims_of, read_inputs
     from homog.store.query import check_schema
 
-    con = _connect(db_path)
+    con = connect_db(db_path)
     check_schema(con, (*REPORT_TABLES, "separability"))
     data = read_inputs(con)
     if data["contrasts"].empty or data["runs"].empty:
@@ -100,9 +107,9 @@ def claims(
         )
     frame = claims_of(data, _params(params_path))
     for column, wanted, prefix in (
-        ("model", _split(models), False),
-        ("claim", _split(claims), True),
-        ("verdict", _split(verdicts), False),
+        ("model", split_values(models), False),
+        ("claim", split_values(claims), True),
+        ("verdict", split_values(verdicts), False),
     ):
         if not wanted:
             continue

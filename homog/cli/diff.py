@@ -14,8 +14,16 @@ from typing import Any
 import click
 
 from homog.cli.claims import stats_settings
-from homog.cli.options import db_option, params_option, plain, resolve_runs, short_ids
-from homog.cli.query import _connect, _split, format_option, wide_option
+from homog.cli.options import (
+    connect_db,
+    db_option,
+    params_option,
+    plain,
+    resolve_runs,
+    short_ids,
+    split_values,
+)
+from homog.cli.query import format_option, wide_option
 from homog.cli.tables import emit
 from homog.errors import HomogError
 
@@ -66,7 +74,7 @@ def paired_run_diff(
             "unlike layers; diff two runs of the same model (e.g. an intervention and its "
             "unchanged run)"
         )
-    from homog.store.query import check_names
+    from homog.store.sql import check_names
 
     check_names("variant", variants, all_variants(con))
     if metrics:
@@ -130,7 +138,7 @@ def diff(
     from homog.store import run_ids
     from homog.store.query import check_schema
 
-    con = _connect(db_path)
+    con = connect_db(db_path)
     check_schema(con, ("runs", "layer_metrics", "texts"))
     ids = run_ids(con)
     a, b = resolve_runs(ids, [run_a]) + resolve_runs(ids, [run_b])
@@ -140,8 +148,8 @@ def diff(
         con,
         a,
         b,
-        variants=_split(variants) or ["original"],
-        metrics=_split(metrics) or None,
+        variants=split_values(variants) or ["original"],
+        metrics=split_values(metrics) or None,
         settings={k: v for k, v in stats_settings(params_path).items() if k != "alpha"},
     )
     if not by_layer:

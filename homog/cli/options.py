@@ -3,6 +3,8 @@
 - ``params_option``, ``db_option``: the two file options every reading command has.
 - ``AliasOption``: an option whose older spellings still work but are left out of ``--help``
   (one name per option across commands; ``--models`` is a hidden alias of ``--model``).
+- ``connect_db``, ``split_values``: the database of ``--db`` opened read-only, and repeated or
+  comma-separated option values as one list.
 - ``resolve_runs``: run ids or unique prefixes of them (what ``homog compare`` prints) to full
   ids, with a message listing the candidates when a prefix is ambiguous or unknown.
 - ``table_width`` and ``pipe_safe``: how wide a table is off a terminal (``COLUMNS``), and a
@@ -149,6 +151,30 @@ def pipe_safe() -> Iterator[None]:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
         raise SystemExit(0) from None
+
+
+def connect_db(db_path: Path | None):
+    """A read-only connection to ``--db`` (None: ``homog.layout.default_db``). Raises
+    HomogError when the default path is relative and there is no project here to read it in,
+    and what ``homog.store.connect`` raises for a missing, locked or damaged file."""
+    from homog.layout import default_db
+    from homog.store import connect
+
+    path = db_path or default_db()
+    outside = not Path("dvc.yaml").exists() and not Path("params.yaml").exists()
+    if db_path is None and outside and not path.exists() and not path.is_absolute():
+        # The default is relative: outside a project it names a file that is not there.
+        raise HomogError(
+            f"no database at {path}: the default path (params.yaml `db`, else "
+            f"data/homog.duckdb) is relative to the current directory {Path.cwd()}; run homog "
+            "in the project directory (where `dvc repro` makes it), or give --db PATH"
+        )
+    return connect(path)
+
+
+def split_values(values: Sequence[str]) -> list[str]:
+    """Accept repeated options and comma-separated lists alike."""
+    return [v.strip() for item in values for v in item.split(",") if v.strip()]
 
 
 def short_ids(all_ids: Sequence[str], min_len: int = 8) -> dict[str, str]:

@@ -18,14 +18,15 @@ from typing import Any
 import click
 
 from homog.cli.options import (
+    connect_db,
     db_option,
     model_option,
     pipe_safe,
     resolve_runs,
     short_ids,
+    split_values,
 )
-from homog.cli.tables import cell as _cell
-from homog.cli.tables import emit
+from homog.cli.tables import cell, emit
 from homog.errors import HomogError
 
 
@@ -40,34 +41,13 @@ def format_option(f: Callable) -> Callable:
     )(f)
 
 
-def _connect(db_path: Path | None):
-    from homog.layout import default_db
-    from homog.store import connect
-
-    path = db_path or default_db()
-    outside = not Path("dvc.yaml").exists() and not Path("params.yaml").exists()
-    if db_path is None and outside and not path.exists() and not path.is_absolute():
-        # The default is relative: outside a project it names a file that is not there.
-        raise HomogError(
-            f"no database at {path}: the default path (params.yaml `db`, else "
-            f"data/homog.duckdb) is relative to the current directory {Path.cwd()}; run homog "
-            "in the project directory (where `dvc repro` makes it), or give --db PATH"
-        )
-    return connect(path)
-
-
-def _split(values: Sequence[str]) -> list[str]:
-    """Accept repeated options and comma-separated lists alike."""
-    return [v.strip() for item in values for v in item.split(",") if v.strip()]
-
-
 def _parse_layers(values: Sequence[str], top: int | None = None) -> list[int] | None:
     """'0,5,10' or '0-4' or repeated --layers -> sorted layer list (None when not given).
 
     ``top``: the highest layer of the database's models (layer 0 = embeddings); a layer or
     range outside 0..top is a HomogError (a huge range is never expanded)."""
     out: set[int] = set()
-    for item in _split(values):
+    for item in split_values(values):
         try:
             lo, hi = item.split("-", 1) if "-" in item[1:] else (item, item)
             lo, hi = int(lo), int(hi)
@@ -86,16 +66,16 @@ def _parse_layers(values: Sequence[str], top: int | None = None) -> list[int] | 
 
 def _top_layer(con: Any) -> int:
     """The highest layer of any run (n_layers; layer 0 is the embeddings)."""
-    from homog.store.query import _q
+    from homog.store.sql import fetch_rows
 
-    return int(_q(con, "SELECT coalesce(max(n_layers), 0) FROM runs")[0][0])
+    return int(fetch_rows(con, "SELECT coalesce(max(n_layers), 0) FROM runs")[0][0])
 
 
 def _run_ids(con: Any, given: Sequence[str]) -> list[str] | None:
     """``--runs`` values (ids or unique prefixes, repeated or comma-separated) as full ids."""
     from homog.store import run_ids
 
-    names = _split(given)
+    names = split_values(given)
     return resolve_runs(run_ids(con), names) if names else None
 
 
@@ -125,7 +105,7 @@ def runs(db_path: Path | None, fmt: str, wide: bool) -> None:
     """
     from homog.store import list_runs
 
-    con = _connect(db_path)
+    con = connect_db(db_path)
     rows = list_runs(con)
     if not rows:
         raise HomogError("the database has no runs: run `dvc repro` (or `homog load`)")
@@ -179,14 +159,14 @@ def compare(
     """
     from homog.store import layer_curves
 
-    con = _connect(db_path)
+    con = connect_db(db_path)
     rows = layer_curves(
         con,
         metric,
         run_ids=_run_ids(con, run_ids),
-        variants=_split(variants) or None,
+        variants=split_values(variants) or None,
         layers=_parse_layers(layers, _top_layer(con)),
-        models=_split(models) or None,
+        models=split_values(models) or None,
     )
     if not rows:
         raise HomogError(f"no rows for metric {metric} with these filters")
@@ -232,7 +212,7 @@ def sql(query: str, db_path: Path | None, fmt: str, max_rows: int) -> None:
     from homog.store import fetch_batches, sql_cursor
 
     text = sys.stdin.read() if query == "-" else query
-    cur = sql_cursor(_connect(db_path), text)
+    cur = sql_cursor(connect_db(db_path), text)
     if cur is None:
         return
     cols = [d[0] for d in cur.description]
@@ -272,13 +252,13 @@ def _stream(columns: list[str], batches: Iterable[Sequence[Sequence[Any]]], fmt:
         w = csv.writer(out, lineterminator="\n")
         w.writerow(columns)
         for batch in batches:
-            w.writerows([[_cell(v) for v in r] for r in batch])
+            w.writerows([[cell(v) for v in r] for r in batch])
             n += len(batch)
         return n
     out.write("[")
     for batch in batches:
         for r in batch:
-            obj = dict(zip(columns, map(_cell, r), strict=True))
+            obj = dict(zip(columns, map(cell, r), strict=True))
             out.write(("\n  " if n == 0 else ",\n  ") + json.dumps(obj, default=str))
             n += 1
     out.write("\n]\n" if n else "]\n")
@@ -291,8 +271,7 @@ EXPORT_FORMATS = ("parquet", "csv", "json")
 def _relation_rows(con: Any, source: str) -> tuple[list[str], Iterable[list[tuple]]]:
     """(columns, row batches) of a table, view or read-only SELECT, streamed as Arrow; a
     repeated column name is renamed as in every export format (``unique_columns``)."""
-    from homog.store.query import relation, sql_error
-    from homog.store.sql import unique_columns
+    from homog.store.sql import relation, sql_error, unique_columns
 
     rel = relation(con, source)
     try:
@@ -341,7 +320,7 @@ def export(source: str, out: Path, fmt: str | None, force: bool, db_path: Path |
       homog export "SELECT * FROM contrasts WHERE metric = 'erank'" -o erank.csv
       homog export runs -o - --format json | jq '.[].run_id'
     """
-    con = _connect(db_path)
+    con = connect_db(db_path)
     if str(out) == "-":
         fmt = fmt or "csv"
         if fmt == "parquet":
@@ -368,7 +347,7 @@ def _export_json(con: Any, source: str, out: Path, force: bool) -> int:
     file beside ``out`` that is renamed into place when complete."""
     from homog.io import atomic_path
     from homog.layout import writable_dir
-    from homog.store.query import check_export_target
+    from homog.store.sql import check_export_target
 
     out = check_export_target(con, out, force=force)
     columns, batches = _relation_rows(con, source)
@@ -447,19 +426,19 @@ def plot(
     from homog.owned import check_owned_file
 
     check_owned_file(check_target(out, what="plot"), force=force, what="plot")
-    con = _connect(db_path)
+    con = connect_db(db_path)
     if kind == "curves":
         rows = q.layer_curves(
             con,
             metric,
             run_ids=_run_ids(con, run_ids),
-            variants=_split(variants) or None,
-            models=_split(models) or None,
+            variants=split_values(variants) or None,
+            models=split_values(models) or None,
         )
         plots.layer_curves_figure(rows, metric, out, x=x_axis)
     else:
         ids = _run_ids(con, run_ids) or [r["run_id"] for r in q.list_runs(con)][:1]
-        vs = _split(variants) or ["original"]
+        vs = split_values(variants) or ["original"]
         if len(ids) != 1 or len(vs) != 1:
             raise HomogError("--kind attention takes one --runs RUN_ID and one --variants")
         run = next((r for r in q.list_runs(con) if r["run_id"] == ids[0]), None)

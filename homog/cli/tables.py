@@ -78,7 +78,9 @@ def _emit(columns: list[str], rows: Sequence[Sequence[Any]], fmt: str, title: st
         _print(table)
 
 
-def _console(width: int | None = None):
+def stdout_console(width: int | None = None):
+    """A rich Console on stdout, ``width`` columns wide (None: ``table_width()``), that ends
+    quietly on a closed pipe."""
     from rich.console import Console
 
     # A pipe gets a wide table instead of rich's 80-column default, unless COLUMNS says.
@@ -88,7 +90,7 @@ def _console(width: int | None = None):
 
 
 def _print(table: Any, width: int | None = None) -> None:
-    _console(width).print(table)
+    stdout_console(width).print(table)
 
 
 def _broken_pipe() -> None:
@@ -179,7 +181,7 @@ def print_fitted(
     ``note``: a line under the table (a legend); the columns left out are named after it
     (unless ``name_hidden`` is false). ``kept``: the columns to show, when the caller fitted
     several tables at once."""
-    width = _console().width
+    width = stdout_console().width
     if wide:
         kept = list(range(len(columns)))
     elif kept is None:
@@ -198,7 +200,7 @@ def print_fitted(
         width = max(width, need)
     elif need > width:
         table = _table(shown, cells, "", "", _shrink(shown, cells, need - width))
-    console = _console(width)
+    console = stdout_console(width)
     plain = {"markup": False, "highlight": False}
     with pipe_safe():
         if title:  # a line of its own, cut rather than wrapped

@@ -138,9 +138,9 @@ def show_compare(
 
 
 def _width() -> int:
-    from homog.cli.tables import _console
+    from homog.cli.tables import stdout_console
 
-    return _console().width
+    return stdout_console().width
 
 
 def show_diff(rows: list[dict[str, Any]], title: str, *, by_layer: bool, wide: bool) -> None:

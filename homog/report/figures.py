@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from homog.errors import HomogError
-from homog.plot import VARIANT_COLORS, _save, _style, legend_below
+from homog.plot import VARIANT_COLORS, figure_style, legend_below, save_figure
 
 
 def mauve_figure(rows: Sequence[dict[str, Any]], out: str | os.PathLike[str]) -> Path:
@@ -29,7 +29,7 @@ def mauve_figure(rows: Sequence[dict[str, Any]], out: str | os.PathLike[str]) ->
     if not rows:
         raise HomogError("no mauve_scores rows to plot")
     models = list(dict.fromkeys(r["model"] for r in rows))
-    with plt.rc_context(_style()):
+    with plt.rc_context(figure_style()):
         fig, axes = plt.subplots(
             1, len(models), figsize=(3.6 * len(models), 2.7), squeeze=False, sharey=True
         )
@@ -52,7 +52,7 @@ def mauve_figure(rows: Sequence[dict[str, Any]], out: str | os.PathLike[str]) ->
         fig.tight_layout()
         legend_below(fig, handles, labels, ncol=min(4, len(labels)))
         try:
-            return _save(fig, out)
+            return save_figure(fig, out)
         finally:
             plt.close(fig)
 
@@ -74,7 +74,7 @@ def ablation_figure(rows: Sequence[dict[str, Any]], task: str, out: str | os.Pat
     vmax = max(0.01, max(float(r["drop"]) for r in rows))
     ncols = min(4, len(pes))
     nrows = int(np.ceil(len(pes) / ncols))
-    with plt.rc_context({**_style(), "axes.grid": False}):
+    with plt.rc_context({**figure_style(), "axes.grid": False}):
         fig, axes = plt.subplots(
             nrows, ncols, figsize=(2.3 * ncols + 0.8, 1.9 * nrows + 0.4), squeeze=False
         )
@@ -101,6 +101,6 @@ def ablation_figure(rows: Sequence[dict[str, Any]], task: str, out: str | os.Pat
         cax = fig.add_axes((0.92, 0.15, 0.015, 0.7))
         fig.colorbar(image, cax=cax, label="accuracy drop (0-1)")
         try:
-            return _save(fig, out)
+            return save_figure(fig, out)
         finally:
             plt.close(fig)

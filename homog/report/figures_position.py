@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from homog.errors import HomogError
-from homog.plot import METRIC_LABELS, _save, _style, legend_below
+from homog.plot import METRIC_LABELS, figure_style, legend_below, save_figure
 
 BAND_ORDER = ("early", "middle", "late")
 LEVEL_COLORS = {"layer 0": "#555555", "early": "#56B4E9", "middle": "#0072B2", "late": "#D55E00",
@@ -39,7 +39,7 @@ def layer0_contrast_figure(
     models = list(dict.fromkeys(r["model"] for r in rows))
     comparisons = list(dict.fromkeys(r["comparison"] for r in rows))
     levels = [lv for lv in LEVEL_COLORS if any(r["level"] == lv for r in rows)]
-    with plt.rc_context(_style()):
+    with plt.rc_context(figure_style()):
         fig, axes = plt.subplots(
             1,
             len(models),
@@ -83,6 +83,6 @@ def layer0_contrast_figure(
         fig.tight_layout()
         legend_below(fig, handles, labels, ncol=len(labels))
         try:
-            return _save(fig, out)
+            return save_figure(fig, out)
         finally:
             plt.close(fig)

@@ -8,6 +8,8 @@ schema and contract in docs/design.md). The package splits into
 - :mod:`homog.store.guard`: the guards of every reader connection (DuckDB's sandbox, the
   statement allow-list, lock errors told from damage);
 - :mod:`homog.store.query`: read-only queries shared by the CLI and the terminal UI;
+- :mod:`homog.store.sql`: internal queries with damage-aware errors, the user's SQL and
+  ``export``;
 - :mod:`homog.store.demo`: a synthetic database for tests and benchmarks (a fixture, not
   re-exported here: ``from homog.store.demo import make_demo_db``).
 
@@ -24,7 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 # public name -> submodule that defines it
 _EXPORTS: dict[str, str] = {
-    **dict.fromkeys(("READ_ONLY_FUNCTIONS", "READER_CONFIG", "DatabaseLocked"), "guard"),
+    **dict.fromkeys(
+        ("READ_ONLY_FUNCTIONS", "READER_CONFIG", "DatabaseLocked", "check_read_only"), "guard"
+    ),
     **dict.fromkeys(
         (
             "LOCK_TIMEOUT_S",
@@ -42,13 +46,8 @@ _EXPORTS: dict[str, str] = {
             "VARIANT_ORDER",
             "attention_profile",
             "attn_first_curves",
-            "check_export_target",
-            "check_names",
-            "check_read_only",
             "connect",
             "contrasts",
-            "export",
-            "fetch_batches",
             "has_summary",
             "head_ablation",
             "layer_curves",
@@ -56,14 +55,23 @@ _EXPORTS: dict[str, str] = {
             "metrics",
             "models",
             "posenc_results",
-            "relation",
             "run_ids",
-            "run_sql",
-            "sql_cursor",
             "summary_names",
             "variants",
         ),
         "query",
+    ),
+    **dict.fromkeys(
+        (
+            "check_export_target",
+            "check_names",
+            "export",
+            "fetch_batches",
+            "relation",
+            "run_sql",
+            "sql_cursor",
+        ),
+        "sql",
     ),
     **dict.fromkeys(
         (
@@ -140,7 +148,12 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what type checkers and IDEs see: the eager imports
-    from homog.store.guard import READ_ONLY_FUNCTIONS, READER_CONFIG, DatabaseLocked
+    from homog.store.guard import (
+        READ_ONLY_FUNCTIONS,
+        READER_CONFIG,
+        DatabaseLocked,
+        check_read_only,
+    )
     from homog.store.loader import (
         LOCK_TIMEOUT_S,
         Sources,
@@ -154,13 +167,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the eager imports
         VARIANT_ORDER,
         attention_profile,
         attn_first_curves,
-        check_export_target,
-        check_names,
-        check_read_only,
         connect,
         contrasts,
-        export,
-        fetch_batches,
         has_summary,
         head_ablation,
         layer_curves,
@@ -168,10 +176,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the eager imports
         metrics,
         models,
         posenc_results,
-        relation,
         run_ids,
-        run_sql,
-        sql_cursor,
         summary_names,
         variants,
     )
@@ -184,4 +189,13 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the eager imports
         materialize_layer_summary,
         summary_kind,
         table_names,
+    )
+    from homog.store.sql import (
+        check_export_target,
+        check_names,
+        export,
+        fetch_batches,
+        relation,
+        run_sql,
+        sql_cursor,
     )

@@ -16,23 +16,8 @@ from typing import Any
 import duckdb
 
 from homog.errors import HomogError
-from homog.store.guard import check_read_only, damaged, open_reader  # noqa: F401
-
-# the SQL console and export in their own module, re-exported (noqa F401): ``query.X``
-from homog.store.sql import (  # noqa: F401
-    _database_files,
-    _db_path,
-    _dicts,
-    _q,
-    check_export_target,
-    check_names,
-    export,
-    fetch_batches,
-    relation,
-    run_sql,
-    sql_cursor,
-    sql_error,
-)
+from homog.store.guard import damaged, open_reader
+from homog.store.sql import check_names, database_path, fetch_dicts, fetch_rows
 
 CREATE_HINT = "create it with `dvc repro` (the whole pipeline) or `homog load` (after the stages)"
 # the paper's variants, then the position family (homog.synth.position; a finer sweep's
@@ -81,7 +66,7 @@ def check_schema(con: duckdb.DuckDBPyConnection, tables: Sequence[str] = ()) -> 
 
     problems = schema_problems(con, tables)
     if problems:
-        path = _db_path(con)
+        path = database_path(con)
         raise HomogError(
             f"{path or 'the database'} is not a homog database this command can read: "
             f"{'; '.join(problems)}. Rebuild it with `homog load` (or pass --db with the "
@@ -95,7 +80,7 @@ def list_runs(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     Keys: run_id, model, model_source, n_layers, d_model, n_heads, dtype, device,
     intervention, n_texts, created_at (a datetime or None).
     """
-    return _dicts(
+    return fetch_dicts(
         con,
         "SELECT run_id, model, model_source, n_layers, d_model, n_heads, dtype, device, "
         "intervention, n_texts, created_at FROM runs ORDER BY model, intervention, created_at",
@@ -104,23 +89,25 @@ def list_runs(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
 
 def metrics(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Metric names present in ``layer_metrics``, sorted."""
-    return [r[0] for r in _q(con, "SELECT DISTINCT metric FROM layer_metrics ORDER BY metric")]
+    return [
+        r[0] for r in fetch_rows(con, "SELECT DISTINCT metric FROM layer_metrics ORDER BY metric")
+    ]
 
 
 def variants(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Variant names present in ``layer_metrics``: original, front, end, control first."""
-    found = {r[0] for r in _q(con, "SELECT DISTINCT variant FROM layer_metrics")}
+    found = {r[0] for r in fetch_rows(con, "SELECT DISTINCT variant FROM layer_metrics")}
     return [v for v in VARIANT_ORDER if v in found] + sorted(found - set(VARIANT_ORDER))
 
 
 def models(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Model keys present in ``runs``, sorted."""
-    return [r[0] for r in _q(con, "SELECT DISTINCT model FROM runs ORDER BY 1")]
+    return [r[0] for r in fetch_rows(con, "SELECT DISTINCT model FROM runs ORDER BY 1")]
 
 
 def run_ids(con: duckdb.DuckDBPyConnection) -> list[str]:
     """All run ids, sorted."""
-    return [r[0] for r in _q(con, "SELECT run_id FROM runs ORDER BY 1")]
+    return [r[0] for r in fetch_rows(con, "SELECT run_id FROM runs ORDER BY 1")]
 
 
 _all_variants, _all_models, _all_run_ids = variants, models, run_ids
@@ -141,15 +128,16 @@ def summary_names(con: duckdb.DuckDBPyConnection) -> tuple[list[str], list[str]]
     try:
         kind = summary_kind(con)
     except duckdb.Error as exc:
-        raise damaged(_db_path(con), exc) from exc
+        raise damaged(database_path(con), exc) from exc
     if kind != "table":
         found_metrics = metrics(con)
         found_variants = variants(con)
     else:
         found_metrics = [
-            r[0] for r in _q(con, "SELECT DISTINCT metric FROM layer_summary ORDER BY metric")
+            r[0]
+            for r in fetch_rows(con, "SELECT DISTINCT metric FROM layer_summary ORDER BY metric")
         ]
-        found = {r[0] for r in _q(con, "SELECT DISTINCT variant FROM layer_summary")}
+        found = {r[0] for r in fetch_rows(con, "SELECT DISTINCT variant FROM layer_summary")}
         found_variants = [v for v in VARIANT_ORDER if v in found] + sorted(
             found - set(VARIANT_ORDER)
         )
@@ -159,7 +147,7 @@ def summary_names(con: duckdb.DuckDBPyConnection) -> tuple[list[str], list[str]]
 
 def has_summary(con: duckdb.DuckDBPyConnection, metric: str) -> bool:
     """True when ``layer_summary`` has a row of ``metric`` (a lookup on the materialised table)."""
-    return bool(_q(con, "SELECT 1 FROM layer_summary WHERE metric = ? LIMIT 1", [metric]))
+    return bool(fetch_rows(con, "SELECT 1 FROM layer_summary WHERE metric = ? LIMIT 1", [metric]))
 
 
 def _in(column: str, values: Sequence[Any] | None, args: list[Any]) -> str:
@@ -207,7 +195,7 @@ def layer_curves(
         ORDER BY s.model, r.intervention, s.run_id,
                  coalesce(list_position([{order}], s.variant), 99), s.variant, s.layer
     """
-    rows = _dicts(con, sql, args)
+    rows = fetch_dicts(con, sql, args)
     if rows:
         # Names that matched nothing among the rows found: a typo (listed with the valid
         # names) or a valid name without rows for this metric (fine). Only then the scan.
@@ -245,7 +233,7 @@ def contrasts(
     args: list[Any] = [metric]
     where = "c.metric = ? AND c.band IS " + ("NOT NULL" if bands else "NULL")
     where += _in("c.run_id", run_ids, args)
-    return _dicts(
+    return fetch_dicts(
         con,
         f"SELECT r.model, c.* FROM contrasts AS c JOIN runs AS r USING (run_id) WHERE {where} "
         "ORDER BY r.model, c.run_id, c.baseline_run_id NULLS FIRST, c.variant_a, c.variant_b, "
@@ -272,7 +260,7 @@ def attention_profile(
     if head is not None:
         heads = [
             r[0]
-            for r in _q(
+            for r in fetch_rows(
                 con,
                 "SELECT DISTINCT head FROM attention_profile WHERE run_id = ? ORDER BY 1",
                 [run_id],
@@ -284,7 +272,7 @@ def attention_profile(
             )
         head_sql = " AND head = ?"
         args.append(int(head))
-    return _dicts(
+    return fetch_dicts(
         con,
         "SELECT layer, bin, avg(mass) AS mass FROM attention_profile "
         f"WHERE run_id = ? AND variant = ?{head_sql} GROUP BY layer, bin ORDER BY layer, bin",
@@ -309,7 +297,7 @@ def attn_first_curves(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[
 
 def posenc_results(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """All rows of ``posenc_results`` (pe, task, split, accuracy, n_params, epochs, seed)."""
-    return _dicts(
+    return fetch_dicts(
         con,
         "SELECT pe, task, split, accuracy, n_params, epochs, seed FROM posenc_results "
         "ORDER BY pe, task, split, seed",
@@ -321,14 +309,16 @@ def head_ablation(con: duckdb.DuckDBPyConnection, pe: str, task: str) -> list[di
 
     Raises HomogError for an unknown encoding or task.
     """
-    pes = [r[0] for r in _q(con, "SELECT DISTINCT pe FROM head_ablation ORDER BY 1")]
+    pes = [r[0] for r in fetch_rows(con, "SELECT DISTINCT pe FROM head_ablation ORDER BY 1")]
     check_names("positional encoding", [pe], pes)
     tasks = [
         r[0]
-        for r in _q(con, "SELECT DISTINCT task FROM head_ablation WHERE pe = ? ORDER BY 1", [pe])
+        for r in fetch_rows(
+            con, "SELECT DISTINCT task FROM head_ablation WHERE pe = ? ORDER BY 1", [pe]
+        )
     ]
     check_names("task", [task], tasks)
-    return _dicts(
+    return fetch_dicts(
         con,
         "SELECT layer, head, accuracy, drop FROM head_ablation WHERE pe = ? AND task = ? "
         "ORDER BY layer, head",

@@ -1,7 +1,7 @@
 """The raw-SQL side of the read-only store: internal queries with damage-aware errors
-(``_q``, ``_dicts``), the user's SQL (``run_sql``, ``sql_cursor``, ``relation``, batched
-fetches) and ``export``. ``homog.store.query`` re-exports every name, so ``from
-homog.store.query import run_sql`` keeps working."""
+(``fetch_rows``, ``fetch_dicts``), the user's SQL (``run_sql``, ``sql_cursor``, ``relation``,
+batched fetches) and ``export``. ``homog.store`` exports the user-facing names
+(``from homog.store import run_sql``)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from homog.io import atomic_path
 from homog.store.guard import check_read_only, damaged
 
 
-def _db_path(con: duckdb.DuckDBPyConnection) -> str | None:
+def database_path(con: duckdb.DuckDBPyConnection) -> str | None:
+    """The file of ``con``'s main database (None: in memory, or DuckDB cannot say)."""
     try:
         row = con.execute(
             "SELECT path FROM duckdb_databases() WHERE NOT internal AND path IS NOT NULL LIMIT 1"
@@ -27,7 +28,9 @@ def _db_path(con: duckdb.DuckDBPyConnection) -> str | None:
     return row[0] if row else None
 
 
-def _q(con: duckdb.DuckDBPyConnection, sql: str, args: Sequence[Any] | None = None) -> list[tuple]:
+def fetch_rows(
+    con: duckdb.DuckDBPyConnection, sql: str, args: Sequence[Any] | None = None
+) -> list[tuple]:
     """Run one internal query and fetch its rows; a DuckDB error (a damaged block, a lock)
     becomes a HomogError that says so."""
     try:
@@ -35,12 +38,13 @@ def _q(con: duckdb.DuckDBPyConnection, sql: str, args: Sequence[Any] | None = No
     except duckdb.InterruptException:
         raise
     except duckdb.Error as exc:
-        raise damaged(_db_path(con), exc) from exc
+        raise damaged(database_path(con), exc) from exc
 
 
-def _dicts(
+def fetch_dicts(
     con: duckdb.DuckDBPyConnection, sql: str, args: Sequence[Any] | None = None
 ) -> list[dict[str, Any]]:
+    """``fetch_rows`` as one dict per row (keys: the column names)."""
     try:
         cur = con.execute(sql, args) if args else con.execute(sql)
         cols = [d[0] for d in cur.description]
@@ -48,7 +52,7 @@ def _dicts(
     except duckdb.InterruptException:
         raise
     except duckdb.Error as exc:
-        raise damaged(_db_path(con), exc) from exc
+        raise damaged(database_path(con), exc) from exc
 
 
 def check_names(kind: str, given: Sequence[Any] | None, valid: Sequence[Any]) -> None:
@@ -146,7 +150,7 @@ def relation(con: duckdb.DuckDBPyConnection, table_or_sql: str) -> duckdb.DuckDB
     text = table_or_sql.strip().rstrip(";")
     names = [
         r[0]
-        for r in _q(
+        for r in fetch_rows(
             con,
             "SELECT table_name FROM duckdb_tables() UNION SELECT view_name FROM duckdb_views() "
             "WHERE NOT internal ORDER BY 1",
@@ -167,7 +171,8 @@ def relation(con: duckdb.DuckDBPyConnection, table_or_sql: str) -> duckdb.DuckDB
 
 def _database_files(con: duckdb.DuckDBPyConnection) -> list[Path]:
     paths = [
-        Path(r[0]) for r in _q(con, "SELECT path FROM duckdb_databases() WHERE path IS NOT NULL")
+        Path(r[0])
+        for r in fetch_rows(con, "SELECT path FROM duckdb_databases() WHERE path IS NOT NULL")
     ]
     return [p for db in paths for p in (db, db.with_name(db.name + ".wal"))]
 
