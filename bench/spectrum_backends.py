@@ -9,8 +9,8 @@ times the rest):
 
   cusolver   ``torch.linalg.eigvalsh`` on the GPU, float64 (torch's default library);
   magma      the same with ``torch.backends.cuda.preferred_linalg_library("magma")``;
-  cpu        the matrices copied to the CPU and ``homog.metrics._eigvalsh`` there (LAPACK,
-             the batch split over torch's threads), the copy included;
+  cpu        the matrices copied to the CPU and ``homog.metrics.eigensolver.eigvalsh`` there
+             (LAPACK, the batch split over torch's threads), the copy included;
   cuda-f32   float32 on the GPU, for its time and its error only (homog does not use it);
   hybrid     cusolver and cpu at once on two parts of the batch, split in the ratio of their
              measured speeds (the GPU part runs in a thread: torch releases the GIL).
@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from homog.metrics.spectra import _eigvalsh  # noqa: E402
+from homog.metrics.eigensolver import eigvalsh  # noqa: E402
 
 
 def psd_batch(batch: int, n: int, device: str, seed: int = 0) -> torch.Tensor:
@@ -67,7 +67,7 @@ def hybrid(gram: torch.Tensor, seconds: dict[str, float]) -> torch.Tensor:
     gpu_part, cpu_part = gram[: gram.shape[0] - on_cpu], gram[gram.shape[0] - on_cpu :]
     with ThreadPoolExecutor(1) as pool:
         future = pool.submit(torch.linalg.eigvalsh, gpu_part)
-        host = _eigvalsh(cpu_part.cpu()) if on_cpu else cpu_part.new_empty(0, gram.shape[-1])
+        host = eigvalsh(cpu_part.cpu()) if on_cpu else cpu_part.new_empty(0, gram.shape[-1])
         return torch.cat([future.result().cpu(), host.to("cpu")])
 
 
@@ -90,12 +90,12 @@ def backends_for(
 ) -> dict[str, Callable[[], torch.Tensor]]:
     """The backends to time on these matrices (``seconds`` fills as they are timed)."""
     if not cuda:
-        return {"cpu": lambda: _eigvalsh(host)}
+        return {"cpu": lambda: eigvalsh(host)}
     dev = host.cuda()
     return {
         "cusolver": library("cusolver", dev),
         "magma": library("magma", dev),
-        "cpu": lambda: _eigvalsh(dev.cpu()),
+        "cpu": lambda: eigvalsh(dev.cpu()),
         "cuda-f32": library("cusolver", dev.float()),
         "hybrid": lambda: hybrid(dev, seconds),
     }

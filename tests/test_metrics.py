@@ -186,7 +186,7 @@ def test_dataset_spectra_needs_two_texts():
 def test_cpu_eigensolvers_agree(monkeypatch: pytest.MonkeyPatch, threads: int) -> None:
     """NumPy's eigensolver (the CPU default) and torch's give the same eigenvalues, batched
     and split over threads, on Gram matrices with a massive direction."""
-    import homog.metrics.spectra as hm
+    import homog.metrics.eigensolver as es
 
     gen = torch.Generator().manual_seed(3)
     x = torch.randn(2, 5, 40, 48, generator=gen, dtype=torch.float64)
@@ -196,11 +196,11 @@ def test_cpu_eigensolvers_agree(monkeypatch: pytest.MonkeyPatch, threads: int) -
     torch.set_num_threads(threads)
     try:
         monkeypatch.setenv("HOMOG_CPU_EIGENSOLVER", "torch")
-        ref = hm._eigvalsh(gram)
+        ref = es.eigvalsh(gram)
         monkeypatch.setenv("HOMOG_CPU_EIGENSOLVER", "numpy")
-        got = hm._eigvalsh(gram)
+        got = es.eigvalsh(gram)
         monkeypatch.delenv("HOMOG_CPU_EIGENSOLVER")
-        default = hm._eigvalsh(gram)
+        default = es.eigvalsh(gram)
     finally:
         torch.set_num_threads(saved)
     assert got.shape == ref.shape == (2, 5, 40) and got.dtype == torch.float64
@@ -213,11 +213,11 @@ def test_cpu_eigensolvers_agree(monkeypatch: pytest.MonkeyPatch, threads: int) -
 
 
 def test_cpu_eigensolver_setting_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
-    import homog.metrics.spectra as hm
+    import homog.metrics.eigensolver as es
 
     monkeypatch.setenv("HOMOG_CPU_EIGENSOLVER", "mkl")
     with pytest.raises(MetricInputError, match="HOMOG_CPU_EIGENSOLVER='mkl'.*numpy.*torch"):
-        hm._eigvalsh(torch.eye(3, dtype=torch.float64))
+        es.eigvalsh(torch.eye(3, dtype=torch.float64))
 
 
 def test_metrics_of_a_tensor_that_requires_grad() -> None:
@@ -258,7 +258,7 @@ def test_minor_spectrum_from_one_reduction(threads: int) -> None:
     finally:
         torch.set_num_threads(saved)
     assert eig.shape == minor.shape == (6, n)
-    separate = hm._eigenvalues(gram, max(n, d))
+    separate = hm.gram_eigenvalues(gram, max(n, d))
     assert torch.allclose(eig, separate, rtol=0, atol=float(separate.max()) * 1e-13)
     for i, r in enumerate(rows.tolist()):
         if r < 0:
@@ -276,6 +276,7 @@ def test_minor_spectrum_from_one_reduction(threads: int) -> None:
 
 
 def test_minor_spectrum_edge_cases(monkeypatch: pytest.MonkeyPatch) -> None:
+    import homog.metrics.eigensolver as es
     import homog.metrics.spectra as hm
 
     one = torch.tensor([[[4.0]]], dtype=torch.float64)
@@ -287,19 +288,19 @@ def test_minor_spectrum_edge_cases(monkeypatch: pytest.MonkeyPatch) -> None:
     torch.testing.assert_close(eig[0].sum(), torch.tensor(5.0, dtype=torch.float64))
     bad = two.clone()
     bad[0, 0, 1] = bad[0, 1, 0] = math.nan
-    raw = hm._spectra_with_minor_numpy(bad, torch.tensor([0]))
-    assert raw[0, 0].isnan().all()  # NaN in, NaN out (as _eigvalsh), never a silent number
+    raw = es._spectra_with_minor_numpy(bad, torch.tensor([0]))
+    assert raw[0, 0].isnan().all()  # NaN in, NaN out (as eigvalsh), never a silent number
     assert raw[0, 1].tolist() == [0.0, 3.0]  # the minor without row 0 holds no NaN
     monkeypatch.setenv("HOMOG_CPU_EIGENSOLVER", "torch")
-    assert not hm.minor_spectra_supported(two)
+    assert not es.minor_spectra_supported(two)
     with pytest.raises(ValueError, match="NumPy's eigensolver"):
         hm.eigenvalues_with_minor(two, torch.tensor([0]), 2)
 
 
 _PIN_PROBE = """
 import json, threadpoolctl
-from homog.metrics import spectra as metrics
-controller = metrics._blas()  # built before anything imported SciPy, as in `homog extract`
+from homog.metrics import eigensolver
+controller = eigensolver._blas()  # built before anything imported SciPy, as in `homog extract`
 from scipy.linalg import lapack
 with controller.limit(limits=1, user_api="blas"):
     print(json.dumps([(i["filepath"], i["num_threads"]) for i in threadpoolctl.threadpool_info()
@@ -328,16 +329,16 @@ def test_blas_pin_covers_scipys_lapack() -> None:
 def test_gpu_eigensolver_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     """HOMOG_GPU_EIGENSOLVER names where a GPU's spectra are solved; it is checked, and a
     CPU tensor is never sent anywhere (the setting concerns GPU tensors only)."""
-    import homog.metrics.spectra as hm
+    import homog.metrics.eigensolver as es
 
-    assert hm.gpu_eigensolver() == "batched"  # the default (docs/gpu.md measured why)
+    assert es.gpu_eigensolver() == "batched"  # the default (docs/gpu.md measured why)
     monkeypatch.setenv("HOMOG_GPU_EIGENSOLVER", " Host ")
-    assert hm.gpu_eigensolver() == "host"
+    assert es.gpu_eigensolver() == "host"
     monkeypatch.setenv("HOMOG_GPU_EIGENSOLVER", "host-serial")
-    assert hm.gpu_eigensolver() == "host-serial"
+    assert es.gpu_eigensolver() == "host-serial"
     gram = torch.eye(3, dtype=torch.float64)
-    assert not hm._on_host(gram) and hm.minor_spectra_supported(gram)
+    assert not es._on_host(gram) and es.minor_spectra_supported(gram)
     monkeypatch.setenv("HOMOG_GPU_EIGENSOLVER", "cpu")
     want = "HOMOG_GPU_EIGENSOLVER='cpu'.*batched.*device.*host.*host-serial"
     with pytest.raises(MetricInputError, match=want):
-        hm.gpu_eigensolver()
+        es.gpu_eigensolver()

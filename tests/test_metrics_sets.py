@@ -11,14 +11,12 @@ import pytest
 import torch
 from conftest import largest_tensor_mode
 
+from homog.metrics.massive import MASSIVE_METRICS, massive_activations, median_of_valid
 from homog.metrics.sets import (
-    MASSIVE_METRICS,
     N_REMOVED,
     PEER_METRICS,
     hidden_metric_names,
     hidden_metrics,
-    massive_activations,
-    median_of_valid,
     sq_distances,
     twonn,
 )

@@ -164,9 +164,9 @@ class DeviceBatch:
         for items in groups.values():
             pendings = [p for *_, p in items]
             if len(pendings[0].grams) == 1:
-                from homog.metrics.spectra import _eigenvalues
+                from homog.metrics.spectra import gram_eigenvalues
 
-                eigs = _eigenvalues(torch.cat([p.grams[0] for p in pendings]), pendings[0].size)
+                eigs = gram_eigenvalues(torch.cat([p.grams[0] for p in pendings]), pendings[0].size)
                 parts = eigs.split([len(p.suffixes) for p in pendings])
                 solved = [list(part.unbind(0)) for part in parts]
             else:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from homog.metrics.spectra import _eigenvalues, eigenvalues_with_minor, spectral_metrics
+from homog.metrics.spectra import eigenvalues_with_minor, gram_eigenvalues, spectral_metrics
 
 
 def renyi_entropy(eig: Tensor, alpha: float) -> Tensor:
@@ -51,7 +51,7 @@ def solve_sharing(
 ) -> list[Tensor]:
     """The spectra of the ``n_sets`` sets from ``sharing_inputs``' tensors."""
     eig_all, eig_ns = eigenvalues_with_minor(gram, minor, size)
-    solved = _eigenvalues(rest, size)
+    solved = gram_eigenvalues(rest, size)
     k = int((~one).sum())
     eig_ns[~one] = solved[:k]
     tail = solved[k:].reshape(n_sets - 2, *eig_all.shape)
@@ -86,9 +86,9 @@ class PendingSpectra:
         )
 
     def solve(self) -> list[Tensor]:
-        """The descending spectra of the sets (``_eigenvalues``), one per suffix."""
+        """The descending spectra of the sets (``gram_eigenvalues``), one per suffix."""
         if len(self.grams) == 1:
-            return list(_eigenvalues(self.grams[0], self.size).unbind(0))
+            return list(gram_eigenvalues(self.grams[0], self.size).unbind(0))
         return solve_sharing(*self.grams, self.size, len(self.suffixes))
 
     def finish(self, eigs: list[Tensor]) -> dict[str, Tensor]:

@@ -48,24 +48,15 @@ import math
 import torch
 from torch import Tensor
 
-from homog.metrics.massive import (  # noqa: F401  (re-exported: homog.metrics.sets' names)
-    MASSIVE_METRICS,
-    TOP_K,
-    massive_activations,
-    median_of_valid,
-)
-from homog.metrics.pending import (
-    PendingSpectra,
-    renyi_entropy,  # noqa: F401  (re-exported: its earlier home)
-    sharing_inputs,
-)
+from homog.metrics.eigensolver import minor_spectra_supported
+from homog.metrics.massive import MASSIVE_METRICS, massive_activations
+from homog.metrics.pending import PendingSpectra, sharing_inputs
 from homog.metrics.spectra import (
     METRIC_NAMES,
-    _direction_metrics,
-    _gram,
-    _prepare,
-    _spectral_gram,
-    minor_spectra_supported,
+    direction_metrics,
+    prepare_tokens,
+    smaller_gram,
+    spectral_gram,
 )
 
 TOKEN_SETS: tuple[str, ...] = ("no_sink", "standardized")
@@ -362,7 +353,7 @@ def hidden_pending(
     unknown = set(token_sets) - set(TOKEN_SETS)
     if unknown:
         raise ValueError(f"unknown token set(s) {sorted(unknown)}: use {', '.join(TOKEN_SETS)}")
-    mask, x, gram, sq_norms = _prepare(hidden, mask)
+    mask, x, gram, sq_norms = prepare_tokens(hidden, mask)
     n, d = hidden.shape[-2:]
     small = n <= d
 
@@ -381,20 +372,20 @@ def hidden_pending(
         if small:
             g_ns = torch.where(m_ns.unsqueeze(-1) & m_ns.unsqueeze(-2), gram, 0.0)
         else:
-            g_ns = _gram(x_ns)
+            g_ns = smaller_gram(x_ns)
         tg = sets[0][6]  # the same distances; twonn reads only the pairs in the mask
         sets.append(("__no_sink", x_ns, m_ns, g_ns, torch.where(m_ns, sq_norms, 0.0), center, tg))
         extra[N_REMOVED] = (mask.sum(-1) - m_ns.sum(-1)).to(torch.float64)
     if "standardized" in token_sets:
         x_st = standardize(x, mask)
-        g_st = _gram(x_st)
+        g_st = smaller_gram(x_st)
         sq_st = g_st.diagonal(dim1=-2, dim2=-1) if small else x_st.square().sum(-1)
         sets.append(("__standardized", x_st, mask, g_st, sq_st, False, token_gram_of(x_st, g_st)))
 
     if "no_sink" in token_sets and small and not center and minor_spectra_supported(gram):
         grams = sharing_inputs(sets, mask)
     else:
-        grams = (torch.stack([_spectral_gram(s[1], s[3], s[2], s[5]) for s in sets]),)
+        grams = (torch.stack([spectral_gram(s[1], s[3], s[2], s[5]) for s in sets]),)
     near: dict[str, Tensor] = {}  # n > d: no_sink shares the nearest-neighbour search of all
     if peers and not small and "no_sink" in token_sets:
         near = _shared_neighbours(x, mask, sets[1][2])
@@ -402,7 +393,7 @@ def hidden_pending(
     few_of: dict[str, Tensor] = {}
     distances: dict[int, Tensor] = {}  # no_sink shares the token Gram matrix of all
     for suffix, xs, ms, gs, sqs, _, tg in sets:
-        direction = _direction_metrics(xs, gs, ms, sqs)
+        direction = direction_metrics(xs, gs, ms, sqs)
         d2 = None if tg is None else distances.get(id(tg))
         if tg is not None and d2 is None:
             d2 = distances[id(tg)] = sq_distances(tg)

@@ -42,17 +42,7 @@ import math
 import torch
 from torch import Tensor
 
-from homog.metrics.eigensolver import (  # noqa: F401  (the private names: tests and benches read them here)
-    _blas,
-    _on_host,
-    _spectra_with_minor_numpy,
-    cpu_eigensolver,
-    eigvalsh,
-    eigvalsh_with_minor,
-    gpu_eigensolver,
-    minor_spectra_supported,
-)
-from homog.metrics.eigensolver import eigvalsh as _eigvalsh  # noqa: F401  (its earlier name)
+from homog.metrics.eigensolver import eigvalsh, eigvalsh_with_minor
 from homog.metrics.errors import MetricInputError, NonFiniteError
 
 METRIC_NAMES: tuple[str, ...] = (
@@ -128,7 +118,7 @@ def _raise_non_finite(bad: Tensor) -> None:
         )
 
 
-def _gram(x: Tensor) -> Tensor:
+def smaller_gram(x: Tensor) -> Tensor:
     """The smaller Gram matrix of x (..., n, d): X X^T when n <= d, else X^T X."""
     return x @ x.mT if x.shape[-2] <= x.shape[-1] else x.mT @ x
 
@@ -143,21 +133,16 @@ def _clean(eig: Tensor, size: int) -> Tensor:
     return torch.where(eig > tol, eig, torch.zeros_like(eig))
 
 
-def _eigenvalues(gram: Tensor, size: int) -> Tensor:
-    """Descending eigenvalues (= sigma^2) of a Gram matrix, rounding-level ones set to 0."""
-    return _clean(eigvalsh(gram), size)
-
-
 def gram_eigenvalues(gram: Tensor, size: int) -> Tensor:
     """Descending eigenvalues (= sigma^2) of Gram matrices (..., k, k) of matrices with
     max(n, d) = ``size``, rounding-level ones set to 0 (as every metric here reads them)."""
-    return _eigenvalues(gram, size)
+    return _clean(eigvalsh(gram), size)
 
 
 def eigenvalues_with_minor(gram: Tensor, minor: Tensor, size: int) -> tuple[Tensor, Tensor]:
     """(eigenvalues of ``gram`` (..., n, n), eigenvalues of its minor without row and column
     ``minor`` (...,): n values with a 0 for the removed row, all 0 where ``minor < 0``), both
-    as ``_eigenvalues`` gives them, from one reduction per matrix
+    as ``gram_eigenvalues`` gives them, from one reduction per matrix
     (``homog.metrics.eigensolver.eigvalsh_with_minor``). Needs ``minor_spectra_supported(gram)``."""
     both = eigvalsh_with_minor(gram, minor)
     return _clean(both[..., 0, :], size), _clean(both[..., 1, :], size)
@@ -165,7 +150,7 @@ def eigenvalues_with_minor(gram: Tensor, minor: Tensor, size: int) -> tuple[Tens
 
 def _spectrum(x: Tensor) -> Tensor:
     """Descending eigenvalues sigma^2 of x (..., n, d) through its smaller Gram matrix."""
-    return _eigenvalues(_gram(x), max(x.shape[-2:]))
+    return gram_eigenvalues(smaller_gram(x), max(x.shape[-2:]))
 
 
 def spectral_metrics(eig: Tensor) -> dict[str, Tensor]:
@@ -183,7 +168,7 @@ def spectral_metrics(eig: Tensor) -> dict[str, Tensor]:
     }
 
 
-def _prepare(hidden: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def prepare_tokens(hidden: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """(mask, x, gram, sq_norms): the checked mask, the float64 token vectors with masked rows
     zeroed, their smaller Gram matrix and the squared token norms. Raises NonFiniteError when
     a counted token holds NaN/inf."""
@@ -195,7 +180,7 @@ def _prepare(hidden: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, Tensor, Tens
     x.masked_fill_(~mask.unsqueeze(-1), 0.0)
     # One pass over X: the Gram matrix. When n <= d, norms, the resultant and the centred
     # spectrum all follow from the n x n Gram matrix G, so X is never touched again.
-    gram = _gram(x)
+    gram = smaller_gram(x)
     sq_norms = gram.diagonal(dim1=-2, dim2=-1) if n <= d else x.square().sum(-1)
     # A NaN or inf anywhere in a token vector makes its squared norm NaN or inf (float64
     # cannot overflow on squares of float32/bf16 values), so this scan replaces a full one.
@@ -203,9 +188,7 @@ def _prepare(hidden: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, Tensor, Tens
     return mask, x, gram, sq_norms
 
 
-def _direction_metrics(
-    x: Tensor, gram: Tensor, mask: Tensor, sq_norms: Tensor
-) -> dict[str, Tensor]:
+def direction_metrics(x: Tensor, gram: Tensor, mask: Tensor, sq_norms: Tensor) -> dict[str, Tensor]:
     """resultant_length, mean_cosine, norm_mean of the tokens in ``mask``.
 
     x: (..., n, d) float64 with rows outside ``mask`` zeroed; gram: its smaller Gram matrix;
@@ -232,7 +215,7 @@ def _direction_metrics(
     }
 
 
-def _spectral_gram(x: Tensor, gram: Tensor, mask: Tensor, center: bool) -> Tensor:
+def spectral_gram(x: Tensor, gram: Tensor, mask: Tensor, center: bool) -> Tensor:
     """The Gram matrix whose eigenvalues are the spectrum: ``gram`` itself, or (``center``)
     that of the vectors centred over the tokens in ``mask``."""
     if not center:
@@ -259,10 +242,10 @@ def layer_metrics(hidden: Tensor, mask: Tensor, *, center: bool = False) -> dict
     Raises MetricInputError / NonFiniteError as described in the module docstring.
     (``homog.metrics.sets.hidden_metrics`` adds the token sets and the peers' metrics.)
     """
-    mask, x, gram, sq_norms = _prepare(hidden, mask)
+    mask, x, gram, sq_norms = prepare_tokens(hidden, mask)
     n, d = hidden.shape[-2:]
-    out = spectral_metrics(_eigenvalues(_spectral_gram(x, gram, mask, center), max(n, d)))
-    out.update(_direction_metrics(x, gram, mask, sq_norms))
+    out = spectral_metrics(gram_eigenvalues(spectral_gram(x, gram, mask, center), max(n, d)))
+    out.update(direction_metrics(x, gram, mask, sq_norms))
     return {name: out[name] for name in METRIC_NAMES}
 
 
