@@ -61,7 +61,7 @@ import homog.metrics.sets
 from homog.config import Params, load_config
 from homog.errors import HomogError
 from homog.extract import EncodedText, Extractor, make_batches, plan_samples
-from homog.extract.hooks import run_batches
+from homog.extract.batches import run_batches
 from homog.models import load_model, resolve_source
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -29,7 +29,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from homog.config import Params, load_config
 from homog.errors import HomogError
 from homog.extract import Extractor, make_batches, plan_samples
-from homog.extract.hooks import run_batches
+from homog.extract.batches import run_batches
 from homog.extract.host_spectra import host_mode
 from homog.models import load_model, resolve_source
 
@@ -48,7 +48,7 @@ STEPS = [
     ("homog.extract.hooks", "Extractor._check_stored", "check_stored"),
     ("homog.metrics.massive", "massive_activations", "massive"),
     ("homog.metrics.spectra", "pool", "pool"),
-    ("homog.extract.hooks", "PendingBatch.result", "batch.result"),
+    ("homog.extract.batches", "PendingBatch.result", "batch.result"),
 ]
 
 

@@ -28,8 +28,7 @@ from typing import Any, Literal
 import yaml
 
 # sections in their own modules are re-exported (noqa F401): ``from homog.config import X``
-from homog.config_posenc import POSENC_TASKS, PosencConfig  # noqa: F401
-from homog.config_position import PositionConfig  # noqa: F401
+from homog.config_posenc import PosencConfig  # noqa: F401
 from homog.config_primary import PrimaryConfig
 from homog.config_probe import ProbeConfig  # noqa: F401
 from homog.config_synth import (  # noqa: F401
@@ -41,13 +40,11 @@ from homog.config_synth import (  # noqa: F401
     SynthConfig,
 )
 from homog.errors import HomogError
-from homog.posenc import ENCODINGS  # noqa: F401
 from homog.typed import coerce, section, value_name
 from homog.validate import (
     DuplicateKeyError,
     ParamsValueError,
     check_model_keys,
-    check_posenc,  # noqa: F401
     check_seed,
     load_yaml,
 )

@@ -24,7 +24,7 @@ class PosencConfig:
     (``homog.posenc.presets.resolve`` checks them against the preset).
     """
 
-    preset: str = "cpu"  # a key of homog.posenc.presets.PRESETS
+    preset: str = "cpu"  # a key of homog.posenc.preset_table.PRESETS
     tasks: tuple[Literal["distance", "count"], ...] = POSENC_TASKS
     encodings: tuple[str, ...] = ENCODINGS
     device: str = "auto"

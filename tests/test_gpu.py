@@ -297,7 +297,7 @@ def test_cuda_pipelined_extraction_equals_serial_and_the_device_solvers(monkeypa
     """On CUDA: the host pipeline equals host-serial bit for bit, and batched, device and
     host give the same metrics to rounding (1e-7 relative: an eigenvalue at the rounding
     threshold may be kept by one solver and zeroed by another)."""
-    from homog.extract.hooks import run_batches
+    from homog.extract.batches import run_batches
     from homog.extract.plan import make_batches
 
     lm = model("random:tiny-llama", "cuda")

@@ -17,7 +17,7 @@ from test_attn_blockwise import synthetic_texts
 
 import homog.metrics.eigensolver_gpu as eg
 from homog.extract import Extractor, plan_samples
-from homog.extract.hooks import PendingBatch, run_batches
+from homog.extract.batches import PendingBatch, run_batches
 from homog.extract.host_spectra import HostSpectra, host_mode
 from homog.extract.plan import make_batches
 from homog.metrics.pending import PendingSpectra

@@ -147,7 +147,7 @@ def _config_keys() -> set[str]:
     import dataclasses
 
     from homog.config import Params
-    from homog.posenc.presets import PRESETS
+    from homog.posenc.preset_table import PRESETS
 
     keys: set[str] = set()
 

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from homog.io import HomogError
-from homog.posenc.presets import PRESETS, resolve
+from homog.posenc.preset_table import PRESETS
+from homog.posenc.presets import resolve
 from homog.posenc.tasks import PAD, make_count, make_distance, make_task
 
 DIST = dict(vocab_size=20, seq_len=32, left=[1, 6], middle=[2, 17], right=[1, 8])

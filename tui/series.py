@@ -13,8 +13,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from homog.cli.options import short_ids  # noqa: F401 - the CLI's run-id prefixes
-
 Row = dict[str, Any]
 
 # The views of Compare (key v): every line, one variant at a time, one model at a time, or one

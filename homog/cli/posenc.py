@@ -7,7 +7,7 @@ import click
 from homog.cli.options import params_option
 from homog.layout import Layout
 from homog.posenc import ENCODINGS
-from homog.posenc.presets import PRESETS
+from homog.posenc.preset_table import PRESETS
 
 pe_option = click.option(
     "--pe", required=True, type=click.Choice(ENCODINGS), help="Positional encoding."

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from homog.config import ExtractConfig
-from homog.extract.hooks import Extractor, compute_shard
+from homog.extract.batches import compute_shard
+from homog.extract.hooks import Extractor
 from homog.extract.plan import (
     EncodedText,
     RunSpec,

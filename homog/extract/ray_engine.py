@@ -3,7 +3,7 @@
 The same code runs on a laptop (a local Ray cluster started on the fly), on one multi-GPU
 node, or on a cluster that is already running (``ray.address`` or ``RAY_ADDRESS``, e.g. one
 started under Slurm or KubeRay). It reuses the engine-independent pieces of ``homog.extract``
-(``run.prepare_run`` / ``run.finish_run``, ``hooks.compute_shard``), so both engines produce
+(``run.prepare_run`` / ``run.finish_run``, ``batches.compute_shard``), so both engines produce
 the same rows:
 
 1. On the driver (no model loaded, only its tokenizer: ``homog.models.load_tokenizer``):
@@ -51,14 +51,10 @@ import numpy as np
 
 from homog.config import ExtractConfig, RayConfig
 from homog.errors import HomogError
-from homog.extract.hooks import Extractor, compute_shard
+from homog.extract.batches import compute_shard
+from homog.extract.hooks import Extractor
 from homog.extract.plan import EncodedText, SamplePlan, extract_inputs, n_tokens, shard_path
-from homog.extract.ray_faults import (  # noqa: F401  (fault_report: its earlier home)
-    ShardLog,
-    alive_nodes,
-    fault_report,
-    start_shard_log,
-)
+from homog.extract.ray_faults import alive_nodes, fault_report, start_shard_log
 from homog.extract.result import BatchResult
 from homog.extract.run import PreparedRun, finish_run, prepare_run
 from homog.io import atomic_path, write_json

@@ -30,11 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from homog.config_posenc import PosencConfig
-from homog.posenc.preset_table import (  # noqa: F401  (re-exported: their earlier home)
-    PRESETS,
-    SECTIONS,
-    apply_overrides,
-)
+from homog.posenc.preset_table import apply_overrides
 from homog.typed import section
 
 

@@ -57,7 +57,7 @@ class RunTable(DataTable):
     def set_run_ids(self, run_ids: Iterable[str]) -> None:
         """Every run id of the database: the run column prints each one's shortest unique
         prefix (what `homog` commands take back)."""
-        from tui.series import short_ids
+        from homog.cli.options import short_ids
 
         self._short = short_ids(list(run_ids))
 

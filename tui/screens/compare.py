@@ -21,6 +21,7 @@ from textual.widgets import Label, Select, SelectionList, Static
 from textual.widgets.selection_list import Selection
 from textual.worker import Worker
 
+from homog.cli.options import short_ids
 from tui import series as S
 from tui.components.curve_plot import CurvePlot
 from tui.components.curve_table import CurveTable
@@ -394,7 +395,7 @@ class CompareScreen(HomogScreen):
         else:
             rows = [r for r in self._cache.get(key, []) if r["variant"] in shown]
             rows = [r for r in rows if S.in_view(self.view, group, r, by_id)]
-        short = S.short_ids([r["run_id"] for r in catalog.runs])
+        short = short_ids([r["run_id"] for r in catalog.runs])
         lines, numbers = S.build_lines(rows, by_id, short, relative=relative)
         floors = S.p_floors(contrasts)
         plot = self.query_one(CurvePlot)

@@ -44,15 +44,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from homog.synth.rephrase.adverbials import (  # noqa: F401  (re-exported: their earlier home)
-    MAX_SLOT_TOKENS,
-    NO_MOVE_ADVERBS,
-    PREPOSITIONS,
-    SELECTED,
-    SUBORDINATORS,
-    TIME_WORDS,
-)
-from homog.synth.rephrase.adverbials import is_adverbial as _is_adverbial
+from homog.synth.rephrase.adverbials import is_adverbial
 from homog.synth.rephrase.clauses import (
     Clause,
     Item,
@@ -120,7 +112,7 @@ def adverbial_moves(doc: Any, cl: Clause) -> list[tuple[list[Seg], str, int]]:
     subj = subject_index(cl)
     h = cl.deps.index("HEAD")
     for k in range(len(cl.slots)):
-        if not _is_adverbial(doc, cl, k):
+        if not is_adverbial(doc, cl, k):
             continue
         slots, deps = [list(s) for s in cl.slots], list(cl.deps)
         moved = slots[k]
@@ -168,7 +160,7 @@ def raised_adverbial_moves(doc: Any, cl: Clause) -> list[tuple[list[Seg], str, i
     if inner is None:
         return []
     k = len(inner.deps) - 1
-    if k <= inner.deps.index("HEAD") or not _is_adverbial(doc, inner, k):
+    if k <= inner.deps.index("HEAD") or not is_adverbial(doc, inner, k):
         return []
     slots, ideps = [list(x) for x in inner.slots], list(inner.deps)
     moved = slots.pop(k)

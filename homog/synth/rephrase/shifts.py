@@ -22,8 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from homog.synth.rephrase.adverbials import NO_MOVE_ADVERBS
-from homog.synth.rephrase.adverbials import is_adverbial as _is_adverbial
+from homog.synth.rephrase.adverbials import NO_MOVE_ADVERBS, is_adverbial
 from homog.synth.rephrase.clauses import Clause, Item, Seg, subject_index
 
 CONJUNCT_POS = frozenset({"NOUN", "PROPN", "ADJ"})
@@ -91,8 +90,8 @@ def shift_moves(doc: Any, cl: Clause) -> list[tuple[list[Seg], str]]:
         if (
             deps[k] != "punct"
             and deps[k + 1] != "punct"
-            and _is_adverbial(doc, cl, k)
-            and _is_adverbial(doc, cl, k + 1)
+            and is_adverbial(doc, cl, k)
+            and is_adverbial(doc, cl, k + 1)
         ):
             new = [list(s) for s in slots]
             new[k], new[k + 1] = slots[k + 1], slots[k]
