@@ -38,9 +38,7 @@ from typing import Any
 from homog.config import ExtractConfig
 from homog.errors import HomogError
 from homog.io import atomic_path
-from homog.model_presets import RANDOM_PRESETS as RANDOM_PRESETS  # re-exported
 from homog.model_presets import build_random, random_config, torch_dtype
-from homog.model_presets import count_params as count_params  # re-exported
 
 DEVICES = ("cpu", "cuda", "auto", "meta")
 SOURCE_PREFIXES = ("embedded:", "hf:", "random:")

@@ -7,9 +7,8 @@ import torch
 
 from homog.config import as_params
 from homog.errors import HomogError
+from homog.model_presets import RANDOM_PRESETS, count_params
 from homog.models import (
-    RANDOM_PRESETS,
-    count_params,
     embedded_tokenizer,
     load_model,
     random_config,
