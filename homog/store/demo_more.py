@@ -14,8 +14,8 @@ VARIANTS = ("original", "key_first")
 
 
 def fill_probe(con: duckdb.DuckDBPyConnection, *, seed: int, n_layers: int = 4) -> None:
-    """probe_metrics (probe accuracy and margin per layer, zero-shot accuracy, one slope) and
-    lm_sentiment (four texts per variant) for every model of ``runs``."""
+    """probe_metrics (probe accuracy and margin per layer, zero-shot accuracy and AUC, one
+    slope) and lm_sentiment (four texts per variant) for every model of ``runs``."""
     rng = np.random.default_rng(seed)
     rows = con.execute("SELECT DISTINCT model FROM runs ORDER BY model").fetchall()
     models = [m for (m,) in rows]
@@ -31,6 +31,10 @@ def fill_probe(con: duckdb.DuckDBPyConnection, *, seed: int, n_layers: int = 4) 
             zs = float(0.7 + rng.normal(0, 0.02))
             metrics.append((model, "none", "zero_shot", "level", None, variant, None, None,
                             "accuracy", zs, zs - 0.1, zs + 0.1, None, None, 40, None))  # fmt: skip
+            auc = zs + 0.08  # the log-odds' ROC AUC against the label
+            metrics.append((model, "none", "zero_shot", "level", None, variant, None, None,
+                            "lm_auc", auc, auc - 0.08, auc + 0.07, None, None, 40,
+                            None))  # fmt: skip
             for i, label in enumerate(("pos", "neg", "pos", "neg")):
                 odds = float(rng.normal(0.5 if label == "pos" else -0.5, 0.5))
                 margin = odds if label == "pos" else -odds
