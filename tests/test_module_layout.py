@@ -152,12 +152,8 @@ def test_no_module_is_over_500_lines():
     assert not long, f"modules over {MAX_LINES} lines: {long}"
 
 
-# Private names that still cross a module line, each (importer, owner, name). Only for files
-# another change is editing now (homog/extract/hooks.py, homog/extract/batches.py: issue 43
-# item 3); that change empties this set. Nothing else may be added here.
-ALLOWED_PRIVATE_IMPORTS: set[tuple[str, str, str]] = {
-    ("homog.extract.hooks", "homog.extract.batches", "_stack"),
-}
+# Private names that may cross a module line, each (importer, owner, name): none.
+ALLOWED_PRIVATE_IMPORTS: set[tuple[str, str, str]] = set()
 
 
 def is_private(name: str) -> bool:

@@ -6,8 +6,10 @@ from its module on first use. The modules, in the order a run uses them:
 
 - ``plan``: read and check the texts, tokenize, fix the MAUVE sample (seeded, before
   anything runs), cut shards and batches, name a run (``RunSpec``) and its work dir;
-- ``hooks``: the ``Extractor`` (forward hooks that reduce each layer on the device) and
-  ``compute_shard``, which every engine calls, so a shard is batched the same way anywhere;
+- ``hooks``: the ``Extractor`` (forward hooks that reduce each layer on the device);
+- ``batches``: ``run_batches`` and ``compute_shard``, which every engine calls, so a shard
+  is batched the same way anywhere;
+- ``sentences``: the position family's sentences, token spans and per-sentence metrics;
 - ``outputs``: shard results -> output tables (pure), then one atomic write;
 - ``run``: ``prepare_run`` / ``finish_run``, the steps both engines share;
 - ``local``: the local engine (``run_extract``, ``run_shards``);
@@ -42,7 +44,8 @@ _LAZY = {
         ),
         "plan",
     ),
-    **dict.fromkeys(("Extractor", "compute_shard", "POOLINGS"), "hooks"),
+    **dict.fromkeys(("Extractor", "POOLINGS"), "hooks"),
+    "compute_shard": "batches",
     "BatchResult": "result",
     **dict.fromkeys(("RunOutputs", "build_outputs", "merge_shards", "write_outputs"), "outputs"),
     **dict.fromkeys(("PreparedRun", "finish_run", "prepare_run", "run_record"), "run"),

@@ -15,7 +15,7 @@ from homog.extract.plan import EncodedText, SamplePlan, make_batches, n_tokens
 from homog.extract.result import BatchResult
 
 
-def _stack(values: list[torch.Tensor | None], dim: int) -> np.ndarray:
+def stack_layers(values: list[torch.Tensor | None], dim: int) -> np.ndarray:
     return torch.stack(values, dim).cpu().numpy()  # type: ignore[arg-type]
 
 
@@ -34,7 +34,7 @@ class PendingBatch:
         if self.partial.metrics is None:
             # each layer's from where it was finished (the host, or a layer's own GPU)
             values = [v.cpu() for v in resolved(self.metrics)]
-            self.partial.metrics = _stack(values, 1)  # type: ignore[arg-type]
+            self.partial.metrics = stack_layers(values, 1)  # type: ignore[arg-type]
         return self.partial
 
 

@@ -25,7 +25,7 @@ import torch
 
 from homog.config import ExtractConfig
 from homog.errors import HomogError
-from homog.extract.batches import PendingBatch, _stack, compute_shard, run_batches  # noqa: F401
+from homog.extract.batches import PendingBatch, stack_layers
 from homog.extract.plan import EncodedText, SamplePlan, position_ids
 from homog.extract.result import BatchResult
 from homog.metrics.attention import HEAD_METRICS, TEXT_METRICS
@@ -430,16 +430,16 @@ class Extractor:
                 indices=np.array([t.index for t in texts]),
                 n_tokens=attn.sum(1),
                 metrics=None,  # type: ignore[arg-type]  (PendingBatch.result fills it)
-                heads=_stack(st.heads, 1) if attention else None,
-                profile=_stack(st.profile, 1) if attention else None,
-                pooled_mean=_stack(st.pooled["mean"], 1),
-                pooled_last=_stack(st.pooled["last"], 1),
-                tokens=_stack(st.tokens, 0),
+                heads=stack_layers(st.heads, 1) if attention else None,
+                profile=stack_layers(st.profile, 1) if attention else None,
+                pooled_mean=stack_layers(st.pooled["mean"], 1),
+                pooled_last=stack_layers(st.pooled["last"], 1),
+                tokens=stack_layers(st.tokens, 0),
                 token_index=np.array([texts[r].index for r in sample_b], dtype=np.int64),
                 token_pos=np.array(sample_p, dtype=np.int64),
                 metric_names=np.array(self.metric_names),
-                text_attn=_stack(st.text_attn, 1) if attention and peers else None,
-                top=_stack(st.top, 1) if peers else None,
+                text_attn=stack_layers(st.text_attn, 1) if attention and peers else None,
+                top=stack_layers(st.top, 1) if peers else None,
                 **self._sentence_fields(st, sent_meta, follow),
             )
         finally:
@@ -464,7 +464,7 @@ class Extractor:
             "sent_attn": np.zeros((0, L)) if self.config.attention else None,
         }
         if follow:
-            out["sent_hidden"] = _stack(st.sent_hidden, 1)
+            out["sent_hidden"] = stack_layers(st.sent_hidden, 1)
             if self.config.attention:
-                out["sent_attn"] = _stack(st.sent_attn, 1)
+                out["sent_attn"] = stack_layers(st.sent_attn, 1)
         return out
