@@ -42,15 +42,7 @@ from homog.contrast_rows import extra_columns, sesoi_rule
 from homog.extract import TOKEN_COUNT
 from homog.metrics.sets import N_REMOVED
 from homog.mixed import MIXED_COLUMNS, fit_mixed, pair_effects
-from homog.paired_tests import (  # noqa: F401 (re-exported for callers of homog.stats)
-    TESTS,
-    bootstrap_ci,
-    holm,
-    paired_difference,
-    paired_p,
-    sign_flip_p,
-    wilcoxon_p,
-)
+from homog.paired_tests import bootstrap_ci, holm, paired_difference, paired_p
 from homog.store.schema import TABLES
 
 # the derived variant of the U-shape: per text, layer and metric the mean of key_first's and

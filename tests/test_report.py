@@ -22,8 +22,8 @@ from scipy.stats import wilcoxon
 
 from homog.cli import main
 from homog.layout import Layout
+from homog.paired_tests import sign_flip_p
 from homog.report import build_report, claims_table
-from homog.stats import sign_flip_p
 
 N_TEXTS, N_LAYERS, ALPHA = 24, 9, 0.05
 # per variant: shift of erank at each layer (front much lower, end slightly higher, control 0)

@@ -340,3 +340,63 @@ def test_sentences_page_writes_its_block(tmp_path):
     assert text.count(START) == 1 and "old" not in text and text.endswith("after\n")
     assert "### Where position acts" in text and "Followed: m: 10 reviews" in text
     assert "position effect" in text and (tmp_path / "f" / "sentences__m.png").exists()
+
+
+def real_family(n_reviews: int = 4) -> pd.DataFrame:
+    """The position family (homog.synth.position) of the first real IMDB reviews with 4 to
+    12 sentences and at most ~120 words: key sentence 1, with synth's joining and spans."""
+    from conftest import IMDB_SAMPLE
+
+    from homog.synth.keyphrase import split_sentences
+    from homog.synth.position import family_orders
+
+    rows = []
+    with open(IMDB_SAMPLE) as fh:
+        for line in fh:
+            text = json.loads(line)["text"]
+            ss = [text[a:b] for a, b in split_sentences(text)]
+            if not 4 <= len(ss) <= 12 or len(text.split()) > 120:
+                continue
+            fam = family_orders([len(s) for s in ss], 1, [0, 0.5, 1])
+            sid = f"imdb{len(rows) // 5}"
+            orders = {"original": list(range(len(ss))), **fam.orders}
+            for variant, order in orders.items():
+                rows.append({"variant": variant, "sample_id": sid,
+                             "text": join([ss[i] for i in order]), "key_index": order.index(1),
+                             "sentence_spans": json.dumps(sentence_spans(ss, order)),
+                             "control_sentence": fam.control_sentence})  # fmt: skip
+            if len(rows) >= 5 * n_reviews:
+                return pd.DataFrame(rows)
+    raise AssertionError("too few short reviews in the sample")
+
+
+@pytest.mark.parametrize("key", ["smollm2-135m", "gemma3-270m"])
+def test_layer0_control_on_real_reviews(key, tmp_path):
+    """On real reviews with each embedded model: at least 98 % of the sentences are
+    followed, and at layer 0 sent_erank, sent_norm and sent_cos_centroid of every followed
+    sentence equal the original's within 1e-6 relative (issue 40's control)."""
+    import yaml
+    from conftest import ROOT
+
+    texts = real_family()
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    cfg = extract_config(max_tokens=256, peer_metrics=False, token_sets=())
+    records = run_extract(
+        key, params["models"][key]["source"], texts, cfg, ["none"], tmp_path,
+        show_progress=False, log=lambda _m: None,
+    )  # fmt: skip
+    sent = records[0]["sentences"]
+    assert sent["kept"] >= 0.98 * sent["sentences"], sent
+    got = pd.read_parquet(tmp_path / "none" / "sentence_metrics.parquet")
+    l0 = got[(got["layer"] == 0) & got["metric"].isin(["sent_erank", "sent_norm",
+                                                       "sent_cos_centroid"])]  # fmt: skip
+    orig = l0[l0["variant"] == "original"].set_index(["sample_id", "sentence", "metric"])
+    moved = l0[l0["variant"] != "original"].set_index(["sample_id", "sentence", "metric"])
+    ref = orig["value"].reindex(moved.index)
+    assert ref.notna().all()
+    rel = (moved["value"] - ref).abs() / ref.abs()
+    assert rel.max() < 1e-6, rel.max()
+    # and deeper, the moved key sentence does change (the control has something to control)
+    deep = got[(got["layer"] == got["layer"].max()) & got["is_key"]
+               & (got["metric"] == "sent_cos_centroid")]  # fmt: skip
+    assert deep.groupby("sample_id")["value"].agg(lambda s: s.max() - s.min()).max() > 1e-4

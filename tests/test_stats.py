@@ -9,16 +9,12 @@ import pandas as pd
 import pytest
 from scipy.stats import rankdata, wilcoxon
 
+from homog.paired_tests import bootstrap_ci, holm, paired_p, sign_flip_p, wilcoxon_p
 from homog.stats import (
     band_of_layers,
-    bootstrap_ci,
-    holm,
     intervention_contrasts,
     paired_contrasts,
-    paired_p,
     run_contrasts,
-    sign_flip_p,
-    wilcoxon_p,
 )
 
 

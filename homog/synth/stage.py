@@ -65,7 +65,7 @@ from homog.synth.selection import (
 )
 from homog.synth.timing import Phases
 from homog.synth.tokens import model_tokenizers, token_budgets
-from homog.synth.variants import Sentences, Variants, assemble, mean_position  # noqa: F401  (their earlier home)
+from homog.synth.variants import Sentences, Variants, assemble, mean_position
 
 TEXT_COLUMNS = ["dataset", "variant", "sample_id", "text", "label", "keyphrase", "bertscore_f1",
                 *FAMILY_COLUMNS]  # fmt: skip
