@@ -264,7 +264,7 @@ def test_report_section_gives_verdicts_and_the_layer0_control(tmp_path):
     assert late["effect"] < 0 and late["verdict"] == "supported"
     ctl = rows[rows["control"]]
     assert set(ctl["band"]) == {"layer0"} and ctl["effect"].abs().max() < 0.05
-    assert "m: position effect" in sentence_line(rows)
+    assert "m (16 reviews): position effect" in sentence_line(rows)
     curve = (
         frame.groupby(["variant", "is_key", "is_control", "layer", "metric"])
         .agg(value=("value", "mean"), position=("rel_position", "mean"), n=("value", "size"))

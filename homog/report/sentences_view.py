@@ -96,7 +96,9 @@ def sentence_line(rows: pd.DataFrame) -> str | None:
             tallies.append(f"{q} " + ", ".join(f"{n} {k}" for k, n in v.items()))
         ratio = (g["effect"] / g["sesoi"].where(g["sesoi"] > 0)).abs()
         big = f"; largest |effect| {ratio.max():.2g} SESOI" if ratio.notna().any() else ""
-        parts.append(f"{model}: {'; '.join(tallies)}{big}")
+        n = pd.to_numeric(g["n"], errors="coerce").max()
+        reviews = f" ({int(n)} reviews)" if pd.notna(n) else ""
+        parts.append(f"{model}{reviews}: {'; '.join(tallies)}{big}")
     return (
         "**Where position acts** (the moved sentence itself, its cosine to the text's centroid "
         f"and the attention it receives, per band): {' | '.join(parts)}."
