@@ -23,6 +23,10 @@ TITLE = "Where position acts"
 # the section's primary family: the sentence metrics and bands it tests
 PRIMARY_METRICS = ("sent_cos_centroid", "sent_attn_in")
 BANDS = ("early", "middle", "late", "final")
+# the layer-0 control's metrics: the sentence's own tokens and the text's multiset do not
+# change, so these must not either (sent_cos_first does: the first token changes with the
+# first sentence; sent_attn_in has no layer 0)
+CONTROL_METRICS = ("sent_cos_centroid", "sent_erank", "sent_erank_c", "sent_norm")
 QUESTIONS = {("key - control", "key_far"): "position effect", ("key", "key_ends"): "U-shape"}
 CURVE_SQL = (
     "SELECT r.model, s.variant, s.is_key, s.is_control, s.layer, s.metric, "
@@ -52,9 +56,9 @@ def verdict_rows(sc: pd.DataFrame, runs: pd.DataFrame, alpha: float = 0.05) -> p
     for (sentence, va), question in QUESTIONS.items():
         sel = sc[(sc["sentence"] == sentence) & (sc["variant_a"] == va)]
         for r in sel.itertuples():
-            if r.metric not in PRIMARY_METRICS and r.band != "layer0":
-                continue
             control = r.band == "layer0"
+            if r.metric not in (CONTROL_METRICS if control else PRIMARY_METRICS):
+                continue
             rows.append({
                 "model": r.model, "question": question + (" (layer 0)" if control else ""),
                 "metric": r.metric, "band": r.band, "effect": r.mean_diff, "ci_low": r.ci_low,
@@ -205,7 +209,7 @@ def sentences_section(
             "Layer-0 control (the same sentence's embeddings in another place): largest "
             "|effect| "
             + ", ".join(f"{m} {_g(v)}" for m, v in worst.items())
-            + " over every sentence metric."
+            + f" over {', '.join(CONTROL_METRICS)} (it must be 0 up to rounding)."
         )
     for model in dict.fromkeys(rows["model"]):
         safe = "".join(ch if ch.isalnum() else "_" for ch in str(model))
