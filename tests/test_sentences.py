@@ -400,3 +400,23 @@ def test_layer0_control_on_real_reviews(key, tmp_path):
     deep = got[(got["layer"] == got["layer"].max()) & got["is_key"]
                & (got["metric"] == "sent_cos_centroid")]  # fmt: skip
     assert deep.groupby("sample_id")["value"].agg(lambda s: s.max() - s.min()).max() > 1e-4
+
+
+def test_report_of_a_run_without_some_variants(demo_db_factory, tmp_path):
+    """A run that covers only some of the texts' variants (the sentence study extracts the
+    position family alone) still gets its report: no attention heatmap is asked for a
+    variant the run lacks (it raised 'unknown variant front')."""
+    import shutil
+
+    import duckdb
+
+    from homog.report import build_report
+
+    db = tmp_path / "d.duckdb"
+    shutil.copy(demo_db_factory(2, 8), db)
+    con = duckdb.connect(str(db))
+    run = con.execute("SELECT min(run_id) FROM runs").fetchone()[0]
+    con.execute("DELETE FROM attention_profile WHERE variant = 'front' AND run_id = ?", [run])
+    con.close()
+    out = build_report(db, tmp_path / "r.html")
+    assert "Where position acts" in out.read_text()

@@ -133,7 +133,13 @@ def figure_sections(
     if not curves.figures:
         curves.paragraphs.append("No layer metrics in the database.")
     for run in runs[runs["intervention"].fillna("none") == "none"].itertuples():
-        for variant in [v for v in ("original", "front", "key_first", "key_last") if v in variants]:
+        # the variants this run has profiles of (a run may cover some of the texts' variants,
+        # e.g. the position family only)
+        have = {r[0] for r in con.execute(
+            "SELECT DISTINCT variant FROM attention_profile WHERE run_id = ?", [run.run_id]
+        ).fetchall()} if "attention_profile" in _tables(con) else set()  # fmt: skip
+        for variant in [v for v in ("original", "front", "key_first", "key_last")
+                        if v in variants and v in have]:  # fmt: skip
             rows = attention_profile(con, run.run_id, variant)
             if rows:
                 path = figdir / f"attention_{run.model}_{variant}.png".replace("/", "_")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The sentence study (issue 40), stage by stage in this directory, each stage timed:
 # corpus, synth, then extract of the position family only (original, key_first, key_mid,
-# key_last, key_control) for each model, stats, load and the report.
+# key_last, key_control) for each model, stats, load, the HTML report, docs/sentences.md's
+# results block and figures, and the README's answer line.
 # Usage (from the repository root): make sentences
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -26,6 +27,7 @@ for m in $models; do
 done
 stage homog stats --params "$P"
 stage homog load --params "$P"
+stage homog report --params "$P"   # data/report/report.html, its section "Where position acts"
 # docs/sentences.md's results block and its figures, from this database
 stage python -m homog.report.sentences_page --db data/homog.duckdb --params "$P" \
   --page ../../docs/sentences.md --figures ../../docs/sentences \
