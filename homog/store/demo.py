@@ -13,7 +13,7 @@ from typing import Any
 import duckdb
 
 from homog.errors import HomogError
-from homog.store.demo_more import fill_probe, fill_u_shape
+from homog.store.demo_more import fill_probe, fill_sentences, fill_u_shape
 from homog.store.loader import atomic_database
 from homog.store.schema import create_schema, materialize_layer_summary
 
@@ -93,6 +93,7 @@ def make_demo_db(
         _fill_posenc(con, seed=seed)
         fill_probe(con, seed=seed)
         fill_u_shape(con, seed=seed)
+        fill_sentences(con, seed=seed)
         if summary == "table":
             materialize_layer_summary(con)
         counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in DEMO_TABLES}

@@ -1,6 +1,7 @@
-"""The demo database's newer rows: the probe tables (``probe_metrics``, ``lm_sentiment``) and
-the U-shape's band contrasts (``key_ends - key_mid``), a few synthetic rows per run, so the
-docs' example queries and the report's sections have data to show.
+"""The demo database's newer rows: the probe tables (``probe_metrics``, ``lm_sentiment``),
+the U-shape's band contrasts (``key_ends - key_mid``) and the sentence tables
+(``sentence_metrics``, ``sentence_contrasts``), a few synthetic rows per run, so the docs'
+example queries and the report's sections have data to show.
 
 The numbers are made up (seeded), like the rest of :mod:`homog.store.demo`.
 """
@@ -67,3 +68,55 @@ def fill_u_shape(con: duckdb.DuckDBPyConnection, *, seed: int) -> None:
         "eq_ci_high) VALUES (" + ", ".join(["?"] * 17) + ")",
         rows,
     )
+
+
+FAMILY = {"original": [0, 1, 2, 3, 4], "key_first": [1, 0, 2, 3, 4], "key_mid": [0, 2, 1, 3, 4],
+          "key_last": [0, 2, 3, 4, 1], "key_control": [4, 0, 1, 2, 3]}  # fmt: skip
+
+
+def fill_sentences(con: duckdb.DuckDBPyConnection, *, seed: int, n_texts: int = 8) -> None:
+    """sentence_metrics of n_texts reviews of 5 sentences for the first two unchanged runs (key
+    sentence 1, control sentence 4; two keep the demo quick to build), the attention it receives rising towards the edges, and their
+    sentence_contrasts (homog.sentence_stats, a small bootstrap)."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from homog.extract.sentences import SENT_HIDDEN
+    from homog.sentence_stats import SENTENCE_CONTRAST_COLUMNS, run_sentence_contrasts
+
+    rng = np.random.default_rng(seed + 2)
+    runs = con.execute(
+        "SELECT run_id, n_layers FROM runs WHERE coalesce(intervention, 'none') = 'none' "
+        "ORDER BY run_id LIMIT 2"
+    ).fetchall()
+    stats = SimpleNamespace(n_boot=200, ci=0.95, test="sign_flip", n_perm=200, sesoi=0.1,
+                            sesoi_basis="depth", alpha=0.05)  # fmt: skip
+    for run_id, n_layers in runs:
+        rows = []
+        for t in range(n_texts):
+            base = rng.normal(size=(5, len(SENT_HIDDEN) + 1))
+            for variant, order in FAMILY.items():
+                for k, sent in enumerate(order):
+                    edge = abs(k - 2) / 2  # 0 in the middle, 1 at either end
+                    for layer in range(int(n_layers) + 1):
+                        depth = layer / n_layers
+                        for j, metric in enumerate((*SENT_HIDDEN, "sent_attn_in")):
+                            if metric == "sent_attn_in" and layer == 0:
+                                continue
+                            value = base[sent, j] * 0.1 + 0.5 + 0.2 * depth
+                            if layer > 0:
+                                value += 0.02 * edge * depth + 0.005 * rng.normal()
+                            rows.append((run_id, variant, f"s{t:03d}", sent, k, k / 4, 6,
+                                         sent == 1, sent == 4, layer, metric, value))  # fmt: skip
+        frame = pd.DataFrame(rows, columns=["run_id", "variant", "sample_id", "sentence",
+                                            "sent_index", "rel_position", "n_tokens", "is_key",
+                                            "is_control", "layer", "metric", "value"])  # fmt: skip
+        con.register("demo_sentences", frame)
+        con.execute("INSERT INTO sentence_metrics SELECT * FROM demo_sentences")
+        con.unregister("demo_sentences")
+        sc = run_sentence_contrasts(frame, run_id, stats=stats, seed=seed)
+        sc = sc[SENTENCE_CONTRAST_COLUMNS].astype(object).where(sc.notna(), None)
+        con.register("demo_sc", sc)
+        con.execute("INSERT INTO sentence_contrasts SELECT * FROM demo_sc")
+        con.unregister("demo_sc")
