@@ -157,26 +157,31 @@ def _load_eager(args: argparse.Namespace) -> tuple[Any, int]:
     return load_model(source, **kwargs), args.batch_tokens or cfg.batch_tokens
 
 
-def hf_work(args: argparse.Namespace) -> tuple[Work, dict[str, Any]]:
+def _eager_parts(lm: Any, batch_tokens: int, ids: np.ndarray, maths: Callable) -> list:
+    """``maths(hidden_states, attentions)`` of each batch of HF's eager forward over ``ids``."""
     import torch
 
+    parts = []
+    for chunk in _batches(ids, batch_tokens):
+        x = torch.from_numpy(chunk).to(lm.input_device)
+        with torch.inference_mode():
+            out = lm.decoder(
+                input_ids=x,
+                attention_mask=torch.ones_like(x),
+                output_hidden_states=True,
+                output_attentions=True,
+                use_cache=False,
+            )
+            parts.append(maths(list(out.hidden_states), list(out.attentions)))
+        del out
+    return parts
+
+
+def hf_work(args: argparse.Namespace) -> tuple[Work, dict[str, Any]]:
     lm, batch_tokens = _load_eager(args)
 
     def work(ids: np.ndarray) -> dict[str, np.ndarray]:
-        parts = []
-        for chunk in _batches(ids, batch_tokens):
-            x = torch.from_numpy(chunk).to(lm.input_device)
-            with torch.inference_mode():
-                out = lm.decoder(
-                    input_ids=x,
-                    attention_mask=torch.ones_like(x),
-                    output_hidden_states=True,
-                    output_attentions=True,
-                    use_cache=False,
-                )
-                parts.append(peer_maths(list(out.hidden_states), list(out.attentions)))
-            del out
-        return _concat(parts)
+        return _concat(_eager_parts(lm, batch_tokens, ids, peer_maths))
 
     return work, {"attention": "eager"}
 
@@ -264,19 +269,7 @@ def hf_fast_work(args: argparse.Namespace) -> tuple[Work, dict[str, Any]]:
     lm, batch_tokens = _load_eager(args)
 
     def work(ids: np.ndarray) -> dict[str, np.ndarray]:
-        parts = []
-        for chunk in _batches(ids, batch_tokens):
-            x = torch.from_numpy(chunk).to(lm.input_device)
-            with torch.inference_mode():
-                out = lm.decoder(
-                    input_ids=x,
-                    attention_mask=torch.ones_like(x),
-                    output_hidden_states=True,
-                    output_attentions=True,
-                    use_cache=False,
-                )
-                parts.append(expert_maths(list(out.hidden_states), list(out.attentions)))
-            del out
+        parts = _eager_parts(lm, batch_tokens, ids, expert_maths)
         return {m: torch.cat([p[m] for p in parts]).cpu().numpy() for m in METRICS}
 
     return work, {"attention": "eager"}

@@ -7,12 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 P="${1:-params.yaml}"
 [ -f "$P" ] || { echo "study/run.sh: no params file study/$P" >&2; exit 2; }
-# one study, one database: `homog load` keeps the runs of earlier loads (other params), and
-# the results page must describe this study's runs alone
-rm -f data/homog.duckdb
-models=$(python -c "import sys; from homog.config import load_config; print(' '.join(load_config(sys.argv[1]).models))" "$P")
-TIMEFORMAT="  -> %R s wall, %U + %S s CPU"
-stage() { echo "== $*" >&2; time "$@"; }
+. ./stages.sh
 stage homog corpus --params "$P"
 stage homog synth --params "$P"
 for m in $models; do

@@ -200,15 +200,28 @@ def synthetic_frame(n: int = 12, seed: int = 0) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-def test_sentence_contrasts_pair_within_sentence():
+def deep_frame(n: int, metric: str) -> pd.DataFrame:
+    """synthetic_frame over 7 layers (so that the depth bands exist), as ``metric``."""
+    frame = synthetic_frame(n=n)
+    frame = pd.concat(
+        [frame.assign(layer=frame["layer"] * 3 + k) for k in range(3)], ignore_index=True
+    ).drop_duplicates(["variant", "sample_id", "sentence", "layer"])
+    return frame.assign(metric=metric)
+
+
+def small_stats(n: int, basis: str = "sd"):
+    """params.stats stand-in with n bootstrap draws and n sign flips."""
     from types import SimpleNamespace
 
+    return SimpleNamespace(n_boot=n, ci=0.95, test="sign_flip", n_perm=n, sesoi=0.1,
+                           sesoi_basis=basis, alpha=0.05)  # fmt: skip
+
+
+def test_sentence_contrasts_pair_within_sentence():
     from homog.sentence_stats import run_sentence_contrasts, sentence_dose
 
     frame = synthetic_frame()
-    stats = SimpleNamespace(n_boot=200, ci=0.95, test="sign_flip", n_perm=200, sesoi=0.1,
-                            sesoi_basis="sd", alpha=0.05)  # fmt: skip
-    out = run_sentence_contrasts(frame, "run", stats=stats)
+    out = run_sentence_contrasts(frame, "run", stats=small_stats(200))
     rows = out[out["band"].isna()].set_index(["sentence", "variant_a", "layer"])
     # by hand at layer 2: the key sentence moves 1 -> 0 (first), 1 -> 4 (last), 1 -> 2 (mid)
     wide = frame[frame["layer"] == 2].pivot_table(
@@ -240,21 +253,13 @@ def test_sentence_contrasts_pair_within_sentence():
 def test_report_section_gives_verdicts_and_the_layer0_control(tmp_path):
     """The planted effect (value falls with position) reads as a position effect and a
     U-shape per band with a verdict; layer 0 is the control row; the figure is drawn."""
-    from types import SimpleNamespace
 
     from homog.report.document import to_html
     from homog.report.sentences_view import sentence_line, sentences_section, verdict_rows
     from homog.sentence_stats import run_sentence_contrasts
 
-    frame = synthetic_frame(n=16)
-    # 7 layers so that the depth bands exist; sent_cos_centroid is a primary metric
-    frame = pd.concat(
-        [frame.assign(layer=frame["layer"] * 3 + k) for k in range(3)], ignore_index=True
-    ).drop_duplicates(["variant", "sample_id", "sentence", "layer"])
-    frame["metric"] = "sent_cos_centroid"
-    stats = SimpleNamespace(n_boot=200, ci=0.95, test="sign_flip", n_perm=200, sesoi=0.1,
-                            sesoi_basis="sd", alpha=0.05)  # fmt: skip
-    sc = run_sentence_contrasts(frame, "r1", stats=stats)
+    frame = deep_frame(16, "sent_cos_centroid")  # a primary metric
+    sc = run_sentence_contrasts(frame, "r1", stats=small_stats(200))
     runs = pd.DataFrame({"run_id": ["r1"], "model": ["m"], "intervention": ["none"]})
     rows = verdict_rows(sc, runs)
     fam = rows[~rows["control"]]
@@ -306,7 +311,6 @@ def test_sentences_page_writes_its_block(tmp_path):
     """python -m homog.report.sentences_page fills the page's marked block from a database
     (sentence_contrasts and sentence_metrics) and writes the figure beside it; a rerun
     replaces the block, leaving the rest of the page."""
-    from types import SimpleNamespace
 
     import duckdb
 
@@ -314,14 +318,8 @@ def test_sentences_page_writes_its_block(tmp_path):
     from homog.sentence_stats import run_sentence_contrasts
     from homog.store.schema import TABLES, create_schema
 
-    frame = synthetic_frame(n=10)
-    frame = pd.concat(
-        [frame.assign(layer=frame["layer"] * 3 + k) for k in range(3)], ignore_index=True
-    ).drop_duplicates(["variant", "sample_id", "sentence", "layer"])
-    frame["metric"] = "sent_attn_in"
-    stats = SimpleNamespace(n_boot=100, ci=0.95, test="sign_flip", n_perm=100, sesoi=0.1,
-                            sesoi_basis="sd", alpha=0.05)  # fmt: skip
-    sc = run_sentence_contrasts(frame, "r1", stats=stats)
+    frame = deep_frame(10, "sent_attn_in")
+    sc = run_sentence_contrasts(frame, "r1", stats=small_stats(100))
     db = tmp_path / "s.duckdb"
     con = duckdb.connect(str(db))
     create_schema(con)

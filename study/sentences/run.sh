@@ -7,10 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 P=params.yaml
-rm -f data/homog.duckdb
-models=$(python -c "import sys; from homog.config import load_config; print(' '.join(load_config(sys.argv[1]).models))" "$P")
-TIMEFORMAT="  -> %R s wall, %U + %S s CPU"
-stage() { echo "== $*" >&2; time "$@"; }
+. ../stages.sh
 stage homog corpus --params "$P"
 stage homog synth --params "$P"
 # the family's texts (the paper's variants are the main study's)
