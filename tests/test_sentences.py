@@ -418,3 +418,24 @@ def test_report_of_a_run_without_some_variants(demo_db_factory, tmp_path):
     con.close()
     out = build_report(db, tmp_path / "r.html")
     assert "Where position acts" in out.read_text()
+
+
+def test_compare_shows_the_key_sentence_with_its_paired_cis(demo_db_factory):
+    """homog compare --metric sent_attn_in: the key sentence's curve per variant, each
+    variant's difference from the original with the CI of sentence_contrasts."""
+    from click.testing import CliRunner
+
+    from homog.cli import main
+
+    db = str(demo_db_factory(2, 8))
+    res = CliRunner().invoke(
+        main, ["compare", "--db", db, "--metric", "sent_attn_in", "--layers", "1-3", "--wide"]
+    )
+    assert res.exit_code == 0, res.output
+    assert "key_first - orig" in res.output and "[" in res.output
+    line = next(ln for ln in res.output.splitlines() if ln.strip().startswith("2 "))
+    # key_first, key_mid, key_last carry CIs; key_control (the key sentence barely moves
+    # there, and the table pairs the control sentence instead) is the only one without
+    assert line.count("[") == 3 and line.count("(no CI)") == 1
+    bad = CliRunner().invoke(main, ["compare", "--db", db, "--metric", "sent_attn_inn"])
+    assert bad.exit_code != 0 and "sent_attn_in" in bad.output  # the valid names list it

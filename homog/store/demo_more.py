@@ -75,9 +75,10 @@ FAMILY = {"original": [0, 1, 2, 3, 4], "key_first": [1, 0, 2, 3, 4], "key_mid": 
 
 
 def fill_sentences(con: duckdb.DuckDBPyConnection, *, seed: int, n_texts: int = 8) -> None:
-    """sentence_metrics of n_texts reviews of 5 sentences for the first two unchanged runs (key
-    sentence 1, control sentence 4; two keep the demo quick to build), the attention it receives rising towards the edges, and their
-    sentence_contrasts (homog.sentence_stats, a small bootstrap)."""
+    """sentence_metrics of n_texts reviews of 5 sentences for the first two unchanged runs
+    (key sentence 1, control sentence 4; two keep the demo quick to build), each value rising
+    towards the edges with depth, and their sentence_contrasts (homog.sentence_stats, a small
+    bootstrap)."""
     from types import SimpleNamespace
 
     import pandas as pd

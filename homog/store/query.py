@@ -212,7 +212,9 @@ def layer_curves(
         # Validate names only when nothing matched: the DISTINCT scans cost a full pass over
         # layer_metrics, too much for the TUI's redraw on every metric switch.
         # The filter arguments shadow the module's listing functions, hence the _all_* aliases.
-        check_names("metric", [metric], metrics(con))
+        # the key sentence's sent_* curves live in layer_summary only (sentence_metrics)
+        known = metrics(con) + (summary_names(con)[0] if metric.startswith("sent_") else [])
+        check_names("metric", [metric], list(dict.fromkeys(known)))
         check_names("variant", variants, _all_variants(con))
         check_names("model", models, _all_models(con))
         check_names("run", run_ids, _all_run_ids(con))
