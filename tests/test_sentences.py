@@ -439,3 +439,15 @@ def test_compare_shows_the_key_sentence_with_its_paired_cis(demo_db_factory):
     assert line.count("[") == 3 and line.count("(no CI)") == 1
     bad = CliRunner().invoke(main, ["compare", "--db", db, "--metric", "sent_attn_inn"])
     assert bad.exit_code != 0 and "sent_attn_in" in bad.output  # the valid names list it
+
+
+def test_layer_curves_of_a_sentence_metric_carry_its_p_values(demo_db_factory):
+    """The TUI's curves (query.layer_curves) of a sent_* metric mark the layers where the key
+    sentence differs from its original place, from sentence_contrasts."""
+    from homog.store.query import connect, layer_curves
+
+    con = connect(demo_db_factory(2, 8))
+    rows = layer_curves(con, "sent_attn_in")
+    got = [r["p_holm_vs_original"] for r in rows if r["variant"] == "key_first"]
+    assert got and all(p is not None for p in got)
+    assert all(r["p_holm_vs_original"] is None for r in rows if r["variant"] == "original")

@@ -181,13 +181,19 @@ def layer_curves(
     where += _in("s.layer", layers, args)
     where += _in("s.model", models, args)
     order = ", ".join(f"'{v}'" for v in VARIANT_ORDER)
+    # the p-values: contrasts, or for the key sentence's sent_* curves sentence_contrasts
+    pairs = "contrasts"
+    if metric.startswith("sent_") and fetch_rows(
+        con, "SELECT 1 FROM duckdb_tables() WHERE table_name = 'sentence_contrasts'"
+    ):
+        pairs = "(SELECT * FROM sentence_contrasts WHERE sentence = 'key')"
     sql = f"""
         SELECT s.run_id, s.model, r.intervention, s.variant, s.layer,
                s.layer / r.n_layers AS rel_depth, s.n, s.mean, s.std, s.ci_low, s.ci_high,
                c.p_holm AS p_holm_vs_original
         FROM layer_summary AS s
         JOIN runs AS r USING (run_id)
-        LEFT JOIN contrasts AS c
+        LEFT JOIN {pairs} AS c
           ON c.run_id = s.run_id AND c.metric = s.metric AND c.layer = s.layer
          AND c.variant_a = s.variant AND c.variant_b = 'original'
          AND c.band IS NULL AND c.baseline_run_id IS NULL
