@@ -451,3 +451,24 @@ def test_layer_curves_of_a_sentence_metric_carry_its_p_values(demo_db_factory):
     got = [r["p_holm_vs_original"] for r in rows if r["variant"] == "key_first"]
     assert got and all(p is not None for p in got)
     assert all(r["p_holm_vs_original"] is None for r in rows if r["variant"] == "original")
+
+
+def test_dose_view_sql_equals_sentence_dose(tmp_path):
+    """The report's dose view (DuckDB) is homog.sentence_stats.sentence_dose (pandas)."""
+    import duckdb
+
+    from homog.report.sentences_view import DOSE_SQL
+    from homog.sentence_stats import sentence_dose
+    from homog.store.schema import TABLES, create_schema
+
+    frame = deep_frame(6, "sent_attn_in").assign(run_id="r1")
+    con = duckdb.connect(str(tmp_path / "d.duckdb"))
+    create_schema(con)
+    con.execute("INSERT INTO runs (run_id, model, intervention) VALUES ('r1', 'm', 'none')")
+    con.register("f", frame[TABLES["sentence_metrics"].names])
+    con.execute("INSERT INTO sentence_metrics SELECT * FROM f")
+    got = con.execute(DOSE_SQL).df().set_index(["metric", "layer", "bin"])
+    want = sentence_dose(frame).set_index(["metric", "layer", "bin"])
+    assert len(got) == len(want)
+    np.testing.assert_allclose(got["value"], want.loc[got.index, "value"], atol=1e-12)
+    assert (got["n"].to_numpy() == want.loc[got.index, "n"].to_numpy()).all()

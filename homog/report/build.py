@@ -20,6 +20,7 @@ from homog.report.claims import claims_table
 from homog.report.document import Section, to_html, to_markdown
 from homog.report.posenc_view import POSENC_SQL
 from homog.report.sentences_view import CURVE_SQL as SENTENCE_CURVE_SQL
+from homog.report.sentences_view import DOSE_SQL as SENTENCE_DOSE_SQL
 
 FORMATS = ("html", "md")
 REPORT_TABLES = ("runs", "layer_metrics", "contrasts", "texts", "mauve_scores", "posenc_results",
@@ -82,6 +83,7 @@ def read_inputs(con: Any) -> dict[str, pd.DataFrame]:
         # the moved sentence (issue 40; homog.report.sentences_view)
         "sentences": get("sentence_contrasts", "SELECT * FROM sentence_contrasts"),
         "sentence_curve": get("sentence_metrics", SENTENCE_CURVE_SQL),
+        "sentence_dose": get("sentence_metrics", SENTENCE_DOSE_SQL),
         "posenc": get("posenc_results", POSENC_SQL),
         "ablation": get(
             "head_ablation",
@@ -296,7 +298,12 @@ def build_report(
                 claims_section(claims, st.alpha, ci=st.ci, test=st.test),
                 position_section(con, data, variants, figdir, st.alpha),
                 sentences_section(
-                    data["sentences"], data["sentence_curve"], data["runs"], figdir, st.alpha
+                    data["sentences"],
+                    data["sentence_curve"],
+                    data["runs"],
+                    figdir,
+                    st.alpha,
+                    dose=data["sentence_dose"],
                 ),
                 cost_section(data["probe"], figdir),
                 *figure_sections(con, data["runs"], data["mauve"], figdir, variants),

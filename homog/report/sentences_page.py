@@ -52,7 +52,7 @@ def render(db: Path, params_path: str | None, figdir: Path, link: str) -> list[s
         con.close()
     figdir.mkdir(parents=True, exist_ok=True)
     sec = sentences_section(data["sentences"], data["sentence_curve"], data["runs"], figdir,
-                            params.stats.alpha)  # fmt: skip
+                            params.stats.alpha, dose=data["sentence_dose"])  # fmt: skip
     sec.paragraphs.insert(0, counts_line(data["runs"], followed))
     page = to_markdown("x", "", [sec], link).split("\n")[4:]  # from the section's title
     return ["#" + page[0], *page[1:]]  # one level down: the page's section holds it

@@ -37,6 +37,19 @@ CURVE_SQL = (
     "GROUP BY ALL ORDER BY ALL"
 )
 
+# the dose view (homog.sentence_stats.sentence_dose in SQL): every followed sentence of every
+# variant, its value minus its mean over the family's members (sentence fixed effects),
+# averaged per fifth of relative position
+DOSE_SQL = (
+    "SELECT model, metric, layer, bin, (bin + 0.5) / 5 AS position, avg(value - centre) AS "
+    "value, count(*) AS n FROM (SELECT r.model, s.metric, s.layer, s.value, "
+    "least(floor(s.rel_position * 5), 4)::INTEGER AS bin, avg(s.value) OVER (PARTITION BY "
+    "s.run_id, s.sample_id, s.sentence, s.layer, s.metric) AS centre "
+    "FROM sentence_metrics s JOIN runs r USING (run_id) "
+    "WHERE coalesce(r.intervention, 'none') = 'none' "
+    "AND s.metric IN ('sent_cos_centroid', 'sent_attn_in')) GROUP BY ALL ORDER BY ALL"
+)
+
 
 def _g(x) -> str:
     return f"{float(x):.3g}" if pd.notna(x) else "n/a"
@@ -167,8 +180,56 @@ def _figure(curve: pd.DataFrame, model: str, path: Path) -> Path | None:
     return path
 
 
+def _dose_figure(dose: pd.DataFrame, path: Path) -> Path | None:
+    """Per model (columns) and metric (rows): the dose view's value against position, one
+    line per band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from homog.plot import legend_below
+    from homog.stats import band_of_layers
+
+    if dose is None or dose.empty:
+        return None
+    models = list(dict.fromkeys(dose["model"]))
+    metrics = [m for m in PRIMARY_METRICS if m in set(dose["metric"])]
+    fig, axes = plt.subplots(len(metrics), len(models), squeeze=False,
+                             figsize=(3.6 * len(models), 2.4 * len(metrics)))  # fmt: skip
+    handles = {}
+    for j, model in enumerate(models):
+        d = dose[dose["model"] == model]
+        bands = band_of_layers(sorted(set(d["layer"])))
+        for i, metric in enumerate(metrics):
+            ax = axes[i][j]
+            for k, band in enumerate(b for b in BANDS if b in bands):
+                sel = d[(d["metric"] == metric) & d["layer"].isin(bands[band])]
+                pts = sel.groupby("position")["value"].mean()
+                (h,) = ax.plot(pts.index, pts.values, "o-", ms=3, lw=1.1, color=f"C{k}")
+                handles[band] = h
+            ax.axhline(0, color="#999", lw=0.7)
+            ax.set_title(f"{model}", fontsize=8)
+            ax.tick_params(labelsize=7)
+            if j == 0:
+                ax.set_ylabel(f"{metric}\n(sentence fixed effects)", fontsize=7)
+            if i == len(metrics) - 1:
+                ax.set_xlabel("relative position of the sentence", fontsize=7)
+    fig.tight_layout()
+    legend_below(fig, list(handles.values()), list(handles), ncol=len(handles))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
 def sentences_section(
-    sc: pd.DataFrame, curve: pd.DataFrame, runs: pd.DataFrame, figdir: Path, alpha: float
+    sc: pd.DataFrame,
+    curve: pd.DataFrame,
+    runs: pd.DataFrame,
+    figdir: Path,
+    alpha: float,
+    dose: pd.DataFrame | None = None,
 ) -> Section:
     """The section (see the module doc)."""
     sec = Section(TITLE, figure_width=100)
@@ -218,4 +279,9 @@ def sentences_section(
             sec.figures.append((path, f"{model}: the key sentence's change from its original "
                                       "place against its position, per band, and the control "
                                       "sentence's (key_control)"))  # fmt: skip
+    path = _dose_figure(dose, figdir / "sentences__dose.png")
+    if path is not None:
+        sec.figures.append((path, "The dose view: every followed sentence of every variant, "
+                                  "its value minus its mean over the family (sentence fixed "
+                                  "effects), per fifth of relative position and band"))  # fmt: skip
     return sec
