@@ -106,8 +106,12 @@ def layer_curves_figure(
     *,
     x: str = "layer",
     significance: float | None = 0.05,
+    difference: bool = False,
 ) -> Path:
     """Plot ``homog.store.layer_curves`` rows: one panel per model, one line per variant.
+
+    ``difference``: the rows are ``homog.store.difference_curves`` (each variant minus the
+    original, paired per text): a zero line, and the y axis says so.
 
     Shaded bands are the 95 % CIs; intervention runs are dashed/dotted; with ``significance``
     a dot on a variant's curve flags layers where it differs from the original (Holm-corrected
@@ -170,7 +174,11 @@ def layer_curves_figure(
 
                 ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.set_xlabel("layer" if x == "layer" else "relative depth")
-            ax.set_ylabel(METRIC_LABELS.get(metric, metric))
+            label = METRIC_LABELS.get(metric, metric)
+            if difference:
+                ax.axhline(0, color="0.55", lw=0.8, zorder=1)
+                label = f"{label}: variant − original"
+            ax.set_ylabel(label)
         for ax in list(axes.flat)[len(models) :]:
             ax.set_visible(False)
         handles, labels = axes.flat[0].get_legend_handles_labels()
@@ -179,7 +187,11 @@ def layer_curves_figure(
                 if lab not in labels:
                     handles.append(h)
                     labels.append(lab)
-        note = "shaded: 95% CI over texts (unchanged runs)"
+        note = (
+            "paired difference from the original; shaded: its 95% CI (unchanged runs)"
+            if difference
+            else "shaded: 95% CI over texts (unchanged runs)"
+        )
         if significance is not None:
             note += f"; dots: Holm p < {significance:g} vs original"
         fig.text(0.99, 1.0, note, ha="right", va="bottom", fontsize=7, color="0.4")

@@ -247,11 +247,22 @@ def test_duckdb_interrupt_inside_load_is_a_keyboard_interrupt(tmp_path, monkeypa
 
 
 def _damage(db: Path) -> None:
-    """Overwrite the middle of the file (data blocks, not the headers) with garbage."""
-    size = db.stat().st_size
+    """Overwrite the middle of every data block that holds layer_metrics (as DuckDB's
+    storage_info places them: three 4 KiB headers, then blocks of the file's block size) with
+    garbage, leaving the headers and the catalog alone."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        size = con.execute("SELECT block_size FROM pragma_database_size()").fetchone()[0]
+        blocks = sorted({b for (b,) in con.execute(
+            "SELECT DISTINCT block_id FROM pragma_storage_info('layer_metrics') "
+            "WHERE block_id >= 0").fetchall()})  # fmt: skip
+    finally:
+        con.close()
+    assert blocks, "layer_metrics holds no persistent block to damage"
     with open(db, "r+b") as fh:
-        fh.seek(size // 2)
-        fh.write(os.urandom(min(256 * 1024, size // 4)))
+        for b in blocks:
+            fh.seek(3 * 4096 + b * size + size // 4)
+            fh.write(os.urandom(size // 2))
 
 
 def test_damaged_block_is_a_clear_error(tmp_path, db):

@@ -472,3 +472,35 @@ def test_dose_view_sql_equals_sentence_dose(tmp_path):
     assert len(got) == len(want)
     np.testing.assert_allclose(got["value"], want.loc[got.index, "value"], atol=1e-12)
     assert (got["n"].to_numpy() == want.loc[got.index, "n"].to_numpy()).all()
+
+
+def test_plot_draws_the_difference_view_by_default(demo_db_factory, tmp_path):
+    """issue 42: layer curves are each variant minus the original (the contrasts' paired
+    mean and CI) unless --raw; difference_curves carries the contrasts' own numbers."""
+    from click.testing import CliRunner
+
+    from homog.cli import main
+    from homog.store.query import connect, difference_curves, layer_curves
+
+    db = str(demo_db_factory(2, 8))
+    con = connect(db)
+    rows = layer_curves(con, "erank")
+    diff = difference_curves(con, rows, "erank")
+    assert diff and {r["variant"] for r in diff} <= {r["variant"] for r in rows} - {"original"}
+    r = diff[0]
+    want = con.execute(
+        "SELECT mean_diff, ci_low, ci_high FROM contrasts WHERE run_id = ? AND variant_a = ? "
+        "AND variant_b = 'original' AND layer = ? AND metric = 'erank' AND band IS NULL "
+        "AND baseline_run_id IS NULL", [r["run_id"], r["variant"], r["layer"]]
+    ).fetchone()  # fmt: skip
+    assert (r["mean"], r["ci_low"], r["ci_high"]) == pytest.approx(want)
+    con.close()
+    for args in ([], ["--raw"]):
+        out = tmp_path / f"e{len(args)}.png"
+        res = CliRunner().invoke(main, ["plot", "--metric", "erank", "--db", db, "-o", str(out),
+                                        *args])  # fmt: skip
+        assert res.exit_code == 0, res.output
+        assert out.read_bytes()[:4] == b"\x89PNG"
+    res = CliRunner().invoke(main, ["plot", "--metric", "erank", "--db", db, "--variants",
+                                    "original", "-o", str(tmp_path / "o.png")])  # fmt: skip
+    assert res.exit_code == 1 and "--raw" in res.output  # the original alone has no difference

@@ -388,6 +388,12 @@ def _export_json(con: Any, source: str, out: Path, force: bool) -> int:
     help="x axis of layer curves.",
 )
 @click.option(
+    "--raw",
+    is_flag=True,
+    help="Curves: each variant's own mean per layer (default: each variant minus the original, "
+    "paired per text, with its CI).",
+)
+@click.option(
     "-o",
     "--out",
     "out",
@@ -405,19 +411,22 @@ def plot(
     run_ids: tuple[str, ...],
     head: int | None,
     x_axis: str,
+    raw: bool,
     out: Path,
     force: bool,
     db_path: Path | None,
 ) -> None:
     """Paper figures: layer curves per variant and model, or attention position heatmaps.
 
-    An existing OUT is overwritten only when homog drew it (its metadata names `homog plot`)
-    or with --force.
+    Layer curves show each variant minus the original, paired per text, with the 95 % CI of
+    the stats stage's contrasts (a difference of 1 % is invisible between raw curves); --raw
+    draws each variant's own mean. An existing OUT is overwritten only when homog drew it (its
+    metadata names `homog plot`) or with --force.
 
     \b
     Example:
       homog plot --metric erank -o erank.png
-      homog plot --metric erank --x rel_depth --variants original,front,end -o erank.pdf
+      homog plot --metric erank --raw --x rel_depth --variants original,front,end -o erank.pdf
       homog plot --kind attention --runs RUN_ID --variants front -o attn.png
     """
     from homog import plot as plots
@@ -435,7 +444,14 @@ def plot(
             variants=split_values(variants) or None,
             models=split_values(models) or None,
         )
-        plots.layer_curves_figure(rows, metric, out, x=x_axis)
+        diff = [] if raw else q.difference_curves(con, rows, metric)
+        if not raw and not diff:
+            raise HomogError(
+                f"no paired contrasts of {metric} against the original in the database (run "
+                "`homog stats` and `homog load`), or none of the variants asked for is paired "
+                "with it: add --raw for each variant's own curve"
+            )
+        plots.layer_curves_figure(diff or rows, metric, out, x=x_axis, difference=not raw)
     else:
         ids = _run_ids(con, run_ids) or [r["run_id"] for r in q.list_runs(con)][:1]
         vs = split_values(variants) or ["original"]

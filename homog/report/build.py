@@ -112,7 +112,7 @@ def figure_sections(
     """Layer curves with CIs, MAUVE, and the attention heatmaps (two per row)."""
     from homog.plot import attention_heatmap_figure, layer_curves_figure
     from homog.report.figures import mauve_figure
-    from homog.store.query import attention_profile, layer_curves, metrics
+    from homog.store.query import attention_profile, difference_curves, layer_curves, metrics
 
     curves = Section(
         "Layer curves",
@@ -126,8 +126,17 @@ def figure_sections(
     for metric in CURVE_METRICS:
         if metric in present:
             rows = layer_curves(con, metric)
-            path = layer_curves_figure(rows, metric, figdir / f"curves_{metric}.png")
-            curves.figures.append((path, f"{metric} per layer, mean over texts with 95% CI"))
+            # the difference view: a 1 % difference is invisible between raw curves
+            diff = difference_curves(con, rows, metric)
+            if diff:
+                path = layer_curves_figure(diff, metric, figdir / f"curves_{metric}.png",
+                                           difference=True)  # fmt: skip
+                caption = (f"{metric} per layer: each variant minus the original, paired per "
+                           "text, with its 95% CI (raw curves: homog plot --raw)")  # fmt: skip
+            else:
+                path = layer_curves_figure(rows, metric, figdir / f"curves_{metric}.png")
+                caption = f"{metric} per layer, mean over texts with 95% CI"
+            curves.figures.append((path, caption))
     if not mauve.empty:
         path = mauve_figure(mauve.to_dict("records"), figdir / "mauve.png")
         curves.figures.append((path, "MAUVE between consecutive layers (unchanged runs)"))

@@ -227,6 +227,36 @@ def layer_curves(
     return rows
 
 
+def difference_curves(
+    con: duckdb.DuckDBPyConnection, rows: Sequence[dict[str, Any]], metric: str
+) -> list[dict[str, Any]]:
+    """``layer_curves`` rows turned into each variant's paired difference from the original
+    (variant - original per text, mean and 95 % bootstrap CI of the stats stage's per-layer
+    ``contrasts``; ``sentence_contrasts``' key rows for a ``sent_*`` metric), one row per
+    (run, variant other than the original, layer) that has a contrast; ``mean``,
+    ``ci_low``, ``ci_high`` hold the difference, the rest is the curve's row."""
+    table, key = "contrasts", ""
+    if metric.startswith("sent_"):
+        table, key = "sentence_contrasts", "AND sentence = 'key'"
+    have = {r[0] for r in fetch_rows(con, "SELECT table_name FROM duckdb_tables()")}
+    if table not in have or not rows:
+        return []
+    found = fetch_rows(
+        con,
+        f"SELECT run_id, variant_a, layer, mean_diff, ci_low, ci_high FROM {table} "
+        f"WHERE metric = ? AND variant_b = 'original' AND band IS NULL {key} "
+        "AND baseline_run_id IS NULL AND layer IS NOT NULL",
+        [metric],
+    )
+    diff = {(r[0], r[1], r[2]): r[3:] for r in found}
+    out = []
+    for r in rows:
+        d = diff.get((r["run_id"], r["variant"], r["layer"]))
+        if r["variant"] != "original" and d is not None:
+            out.append({**r, "mean": d[0], "ci_low": d[1], "ci_high": d[2]})
+    return out
+
+
 def contrasts(
     con: duckdb.DuckDBPyConnection,
     metric: str,
