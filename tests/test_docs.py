@@ -335,3 +335,22 @@ def test_mkdocs_nav_names_existing_pages():
     generated = set(gen_refs.PAGES)
     for page in pages(config["nav"]):
         assert page in generated or (DOCS / page).exists(), page
+
+
+def test_readme_pictures_show_todays_tool(demo_db_factory, tmp_path):
+    """docs/images/pictures.json (written by docs/images/shoot.py with the pictures) names
+    what they show that the tool could change: the report's first heading, the TUI's screen
+    bar and the screen. When today's tool differs, take the pictures again:
+    python docs/images/shoot.py --db study/data/homog.duckdb --report study/data/report/report.html"""
+    import json
+
+    from homog.report import build_report
+    from tui.app import LAZY_SCREENS
+    from tui.components.nav_bar import SCREENS
+
+    shown = json.loads((DOCS / "images" / "pictures.json").read_text())
+    page = build_report(demo_db_factory(2, 8), tmp_path / "r.html").read_text()
+    first = re.search(r"<h2[^>]*>([^<]+)", page).group(1).strip()
+    assert shown["report_first_heading"] == first
+    assert shown["tui_screens"] == [title for _, title in SCREENS]
+    assert shown["tui_screen"] in LAZY_SCREENS

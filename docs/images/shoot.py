@@ -5,7 +5,10 @@
 - ``tui.png``: `homog tui`'s Compare screen (the first two runs chosen, as a user would with
   space, down, space, enter), saved by Textual as SVG and converted with ``rsvg-convert``;
 - ``report.png``: the top of the report, rendered by headless Chromium
-  (``chromium-headless-shell`` or ``chromium``).
+  (``chromium-headless-shell`` or ``chromium``);
+- ``pictures.json``: what the pictures show that the tool could change (the report's first
+  heading, the TUI's screen bar and the screen shown): tests/test_docs.py fails when today's
+  tool no longer matches it, so the pictures are taken again.
 
 Both converters are Debian packages (``librsvg2-bin``, ``chromium-headless-shell``).
 """
@@ -14,7 +17,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -23,7 +28,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-async def tui_svg(db: Path, svg: Path, size: tuple[int, int]) -> None:
+async def tui_svg(db: Path, svg: Path, size: tuple[int, int]) -> str:
+    """Save the Compare screen as ``svg``; returns the screen's mode."""
     from tui.app import HomogApp
 
     app = HomogApp(str(db), watch_interval=3600)
@@ -40,6 +46,7 @@ async def tui_svg(db: Path, svg: Path, size: tuple[int, int]) -> None:
             await pilot.press(key)
             await settle()
         app.save_screenshot(filename=svg.name, path=str(svg.parent))
+        return str(app.current_mode)
 
 
 def report_png(report: Path, png: Path, width: int, height: int) -> None:
@@ -62,7 +69,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         svg = Path(tmp) / "tui.svg"
-        asyncio.run(tui_svg(args.db, svg, (120, 34)))  # as given: the TUI shows it
+        mode = asyncio.run(tui_svg(args.db, svg, (120, 34)))  # as given: the TUI shows it
         subprocess.run(
             ["rsvg-convert", "--zoom", "1", "-o", str(args.out / "tui.png"), str(svg)], check=True
         )
@@ -70,6 +77,19 @@ def main() -> None:
     for name in ("tui.png", "report.png"):
         small(args.out / name)
         print(args.out / name, os.path.getsize(args.out / name), "bytes")
+    (args.out / "pictures.json").write_text(json.dumps(shown(args.report, mode), indent=2) + "\n")
+
+
+def shown(report: Path, mode: str) -> dict[str, object]:
+    """pictures.json: the report's first heading, the TUI's screen bar and its screen."""
+    from tui.components.nav_bar import SCREENS
+
+    first = re.search(r"<h2[^>]*>([^<]+)", report.read_text())
+    return {
+        "report_first_heading": first.group(1).strip() if first else None,
+        "tui_screens": [title for _, title in SCREENS],
+        "tui_screen": mode,
+    }
 
 
 def small(png: Path) -> None:
