@@ -340,8 +340,8 @@ def test_mkdocs_nav_names_existing_pages():
 def test_readme_pictures_show_todays_tool(demo_db_factory, tmp_path):
     """docs/images/pictures.json (written by docs/images/shoot.py with the pictures) names
     what they show that the tool could change: the report's first heading, the TUI's screen
-    bar and the screen. When today's tool differs, take the pictures again:
-    python docs/images/shoot.py --db study/data/homog.duckdb --report study/data/report/report.html"""
+    bar and the screen. When today's tool differs, take the pictures again (shoot.py --db
+    study/data/homog.duckdb --report study/data/report/report.html)."""
     import json
 
     from homog.report import build_report
