@@ -262,7 +262,7 @@ def stats_stage(
     mauve = pd.concat(mauve_parts, ignore_index=True) if mauve_parts else None
     dose = dose_tables(params, layout, found, frames)
     separable = separability_tables(params, runs, frames)
-    sentences = sentence_tables(params, found)
+    sentences = sentence_contrasts_of_runs(params, found)
     with atomic_path(out_dir, directory=True) as tmp:
         contrasts.to_parquet(tmp / "contrasts.parquet", index=False)
         sentences.to_parquet(tmp / "sentence_contrasts.parquet", index=False)
@@ -304,7 +304,9 @@ def stats_stage(
             "runs": len(runs)}  # fmt: skip
 
 
-def sentence_tables(params: Params, found: list[tuple[dict[str, Any], Path]]) -> pd.DataFrame:
+def sentence_contrasts_of_runs(
+    params: Params, found: list[tuple[dict[str, Any], Path]]
+) -> pd.DataFrame:
     """The sentence_contrasts rows (homog.sentence_stats) of every run whose directory holds
     a sentence_metrics.parquet (an empty table when none does)."""
     from homog.sentence_stats import SENTENCE_CONTRAST_COLUMNS, run_sentence_contrasts

@@ -48,24 +48,11 @@ def show_runs(rows: list[dict[str, Any]], short: dict[str, str], *, wide: bool) 
 
 
 def contrast_rows(con: Any, metric: str, run_ids: Sequence[str]) -> dict[tuple, dict]:
-    """(run_id, variant, layer) -> the paired contrast of that variant against the original
-    at that layer (mean_diff, ci_low, ci_high, p_holm), from ``contrasts``; for a sentence
-    metric (``sent_*``: the key sentence's curve) from ``sentence_contrasts``' key rows."""
-    table, key = "contrasts", ""
-    if metric.startswith("sent_"):
-        tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-        if "sentence_contrasts" not in tables:
-            return {}
-        table, key = "sentence_contrasts", "AND sentence = 'key'"
-    cur = con.execute(
-        f"""SELECT run_id, variant_a, layer, mean_diff, ci_low, ci_high, p_holm FROM {table}
-           WHERE metric = ? AND variant_b = 'original' AND band IS NULL {key}
-             AND baseline_run_id IS NULL AND layer IS NOT NULL
-             AND run_id IN (SELECT unnest(?))""",
-        [metric, list(run_ids)],
-    )
-    keys = ("mean_diff", "ci_low", "ci_high", "p_holm")
-    return {(r[0], r[1], r[2]): dict(zip(keys, r[3:], strict=True)) for r in cur.fetchall()}
+    """(run_id, variant, layer) -> the paired contrast against the original
+    (:func:`homog.store.query.paired_layers`)."""
+    from homog.store.query import paired_layers
+
+    return paired_layers(con, metric, list(run_ids))
 
 
 def _num(v: Any) -> float | None:

@@ -270,7 +270,6 @@ def attach_sentences(tokenizer: Any, df: Any, encoded: Sequence[Any]) -> dict[st
         return_special_tokens_mask=True,
         return_offsets_mapping=True,
     )
-    keys = dict(zip(zip(df["variant"], df["sample_id"], strict=True), range(len(df)), strict=True))
     key_of, control_of = {}, {}
     for i, (v, s) in enumerate(zip(df["variant"], df["sample_id"], strict=True)):
         if v == "original":
@@ -280,8 +279,7 @@ def attach_sentences(tokenizer: Any, df: Any, encoded: Sequence[Any]) -> dict[st
             )
     token_spans, meta, left = {}, {}, Counter()
     for j, i in enumerate(which):
-        t = encoded[i]
-        assert keys[(t.variant, t.sample_id)] == i
+        t = encoded[i]  # encode_texts keeps df's order: text i is row i
         found, lost = sentence_tokens(
             enc["offset_mapping"][j], enc["special_tokens_mask"][j], spans[i], len(t.input_ids)
         )

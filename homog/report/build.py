@@ -143,12 +143,13 @@ def figure_sections(
     heat = Section("Attention by key position", figure_width=48)
     if not curves.figures:
         curves.paragraphs.append("No layer metrics in the database.")
+    profiles = "attention_profile" in _tables(con)
     for run in runs[runs["intervention"].fillna("none") == "none"].itertuples():
         # the variants this run has profiles of (a run may cover some of the texts' variants,
         # e.g. the position family only)
         have = {r[0] for r in con.execute(
             "SELECT DISTINCT variant FROM attention_profile WHERE run_id = ?", [run.run_id]
-        ).fetchall()} if "attention_profile" in _tables(con) else set()  # fmt: skip
+        ).fetchall()} if profiles else set()  # fmt: skip
         for variant in [v for v in ("original", "front", "key_first", "key_last")
                         if v in variants and v in have]:  # fmt: skip
             rows = attention_profile(con, run.run_id, variant)

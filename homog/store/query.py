@@ -181,12 +181,7 @@ def layer_curves(
     where += _in("s.layer", layers, args)
     where += _in("s.model", models, args)
     order = ", ".join(f"'{v}'" for v in VARIANT_ORDER)
-    # the p-values: contrasts, or for the key sentence's sent_* curves sentence_contrasts
-    pairs = "contrasts"
-    if metric.startswith("sent_") and fetch_rows(
-        con, "SELECT 1 FROM duckdb_tables() WHERE table_name = 'sentence_contrasts'"
-    ):
-        pairs = "(SELECT * FROM sentence_contrasts WHERE sentence = 'key')"
+    pairs = _pair_source(con, metric) or "contrasts"
     sql = f"""
         SELECT s.run_id, s.model, r.intervention, s.variant, s.layer,
                s.layer / r.n_layers AS rel_depth, s.n, s.mean, s.std, s.ci_low, s.ci_high,
@@ -227,33 +222,52 @@ def layer_curves(
     return rows
 
 
+def _pair_source(con: duckdb.DuckDBPyConnection, metric: str) -> str | None:
+    """The relation holding ``metric``'s per-layer paired contrasts: ``contrasts``, or for a
+    ``sent_*`` metric (the key sentence's curve) the key rows of ``sentence_contrasts``; None
+    when the database lacks that table."""
+    table = "sentence_contrasts" if metric.startswith("sent_") else "contrasts"
+    if not fetch_rows(con, "SELECT 1 FROM duckdb_tables() WHERE table_name = ?", [table]):
+        return None
+    return f"(SELECT * FROM {table} WHERE sentence = 'key')" if table != "contrasts" else table
+
+
+def paired_layers(
+    con: duckdb.DuckDBPyConnection, metric: str, run_ids: Sequence[str] | None = None
+) -> dict[tuple[str, str, int], dict[str, Any]]:
+    """(run_id, variant, layer) -> the paired contrast of that variant against the original
+    at that layer (mean_diff, ci_low, ci_high, p_holm), from :func:`_pair_source`'s table;
+    ``run_ids`` None: every run."""
+    source = _pair_source(con, metric)
+    if source is None:
+        return {}
+    args: list[Any] = [metric]
+    where = _in("run_id", run_ids, args)
+    rows = fetch_rows(
+        con,
+        f"SELECT run_id, variant_a, layer, mean_diff, ci_low, ci_high, p_holm FROM {source} "
+        "WHERE metric = ? AND variant_b = 'original' AND band IS NULL "
+        f"AND baseline_run_id IS NULL AND layer IS NOT NULL{where}",
+        args,
+    )
+    keys = ("mean_diff", "ci_low", "ci_high", "p_holm")
+    return {(r[0], r[1], r[2]): dict(zip(keys, r[3:], strict=True)) for r in rows}
+
+
 def difference_curves(
     con: duckdb.DuckDBPyConnection, rows: Sequence[dict[str, Any]], metric: str
 ) -> list[dict[str, Any]]:
     """``layer_curves`` rows turned into each variant's paired difference from the original
-    (variant - original per text, mean and 95 % bootstrap CI of the stats stage's per-layer
-    ``contrasts``; ``sentence_contrasts``' key rows for a ``sent_*`` metric), one row per
-    (run, variant other than the original, layer) that has a contrast; ``mean``,
+    (variant - original per text, mean and 95 % bootstrap CI of :func:`paired_layers`), one
+    row per (run, variant other than the original, layer) that has a contrast; ``mean``,
     ``ci_low``, ``ci_high`` hold the difference, the rest is the curve's row."""
-    table, key = "contrasts", ""
-    if metric.startswith("sent_"):
-        table, key = "sentence_contrasts", "AND sentence = 'key'"
-    have = {r[0] for r in fetch_rows(con, "SELECT table_name FROM duckdb_tables()")}
-    if table not in have or not rows:
-        return []
-    found = fetch_rows(
-        con,
-        f"SELECT run_id, variant_a, layer, mean_diff, ci_low, ci_high FROM {table} "
-        f"WHERE metric = ? AND variant_b = 'original' AND band IS NULL {key} "
-        "AND baseline_run_id IS NULL AND layer IS NOT NULL",
-        [metric],
-    )
-    diff = {(r[0], r[1], r[2]): r[3:] for r in found}
+    diff = paired_layers(con, metric) if rows else {}
     out = []
     for r in rows:
         d = diff.get((r["run_id"], r["variant"], r["layer"]))
         if r["variant"] != "original" and d is not None:
-            out.append({**r, "mean": d[0], "ci_low": d[1], "ci_high": d[2]})
+            out.append({**r, "mean": d["mean_diff"], "ci_low": d["ci_low"],
+                        "ci_high": d["ci_high"]})  # fmt: skip
     return out
 
 
