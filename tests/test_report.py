@@ -210,6 +210,8 @@ def test_no_row_inside_its_margin_reads_supported_or_reversed(project):
     assert inside.any()  # the test can fail: some rows are inside their margin
     assert not t[inside]["verdict"].isin(["supported", "reversed"]).any()
     assert set(t[inside]["verdict"]) <= {"negligible", "equivalent"}
+    # every row says what its margin is based on (claim 2's rows: that they have none)
+    assert (t["sesoi_basis"].astype(str).str.len() > 0).all(), t[t["sesoi_basis"] == ""]
 
 
 def test_claims_match_the_designed_effects(project):

@@ -115,6 +115,7 @@ def progression_claims(
                     p_value=float(paired_p(d[None, :], test=test, n_perm=n_perm, seed=seed)[0]),
                     band="late - early",
                     sign=-1,
+                    sesoi_basis="none: this change is the depth basis of the other rows' SESOI",
                 )
             )
             verdict = {"in the middle band": SUPPORTED, "outside the middle band": REVERSED}
@@ -133,6 +134,7 @@ def progression_claims(
                     f"(layers 2..L-1), {ci:.0%} bootstrap interval over texts: {where}",
                     unit="layer index",
                     band="middle",
+                    sesoi_basis="none: the interval's place against the middle band decides",
                 )
             )
     return rows
