@@ -61,8 +61,8 @@ def rss_mib(field: str) -> float:
 def attention_only(lm, mode: str, lengths: torch.Tensor, block: int | str) -> list:
     """Hooks (attn_eager) or sinks (attn_blockwise) that compute the attention statistics
     of every layer and drop them; none for the bare forward."""
-    from homog.extract.attn_blockwise import SinkHandle, attention_sums, block_rows
     from homog.metrics.attention import attention_stats, stats_from_sums
+    from homog.metrics.attn_blockwise import SinkHandle, attention_sums, block_rows
 
     block = block_rows(block, "cpu")
     if mode == "attn_blockwise":

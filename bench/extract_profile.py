@@ -44,7 +44,7 @@ STEPS = [
     ("homog.extract.host_spectra", "DeviceBatch.flush", "batched.flush"),
     ("homog.extract.hooks", "Extractor._stacked_metrics", "stack.compute"),
     ("homog.extract.hooks", "Extractor._summarise_attention", "attention.stats"),
-    ("homog.extract.attn_blockwise", "attention_sums", "attention.sums"),
+    ("homog.metrics.attn_blockwise", "attention_sums", "attention.sums"),
     ("homog.extract.hooks", "Extractor._check_stored", "check_stored"),
     ("homog.metrics.massive", "massive_activations", "massive"),
     ("homog.metrics.spectra", "pool", "pool"),

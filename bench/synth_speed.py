@@ -21,7 +21,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from homog.config import BertScoreConfig
+from homog.config.synth import BertScoreConfig
 from homog.synth.bertscore import make_scorer
 
 

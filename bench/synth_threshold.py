@@ -19,11 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
-from homog.corpus import load_source, prepare_corpus
+from homog.corpus.stage import load_source, prepare_corpus
 from homog.synth import build_variants
 from homog.synth.bertscore import Scorer, separation
-from homog.synth.keyphrase import YakeExtractor, split_sentences
+from homog.synth.keyphrase import YakeExtractor
 from homog.synth.rephrase.rule import RuleRephraser
+from homog.text.sentences import split_sentences
 
 
 def half_swap(a: str, b: str) -> str:

@@ -313,7 +313,7 @@ def params_reference() -> str:
         "# params.yaml reference",
         "",
         "Generated when the site is built (`docs/gen_refs.py`): each key's type and default "
-        "from the config dataclasses (`homog/config.py`, the only place defaults live), its "
+        "from the config dataclasses (`homog/config/`, the only place defaults live), its "
         "meaning from its comment in `params.yaml`. Every stage reads its own section; "
         "`dvc exp run -S key=value` overrides any key. A misspelt key or a value of the wrong "
         "type stops the command before any work, naming the key and the valid ones. A key that "

@@ -393,7 +393,7 @@ def load_model(
     dtype: float32 | bfloat16 | float16; device: cpu | cuda | auto; device_map: None or
     "auto" (spread over GPUs with accelerate); attention: ready the model for attention
     statistics, with ``attention_impl`` "blockwise" (SDPA forward, statistics from q and k:
-    ``homog.extract.attn_blockwise``; eager with a warning for architectures it does not
+    ``homog.metrics.attn_blockwise``; eager with a warning for architectures it does not
     know) or "eager" (eager attention returns the weights); SDPA without attention.
     ``info["attn_implementation"]`` says which was set. seed fixes the weights of random models
     (for presets the CPU can hold, the same on every device and dtype, up to rounding;
@@ -403,7 +403,7 @@ def load_model(
     """
     from transformers import AutoModelForCausalLM
 
-    from homog.extract.attn_blockwise import choose_implementation
+    from homog.metrics.attn_blockwise import choose_implementation
 
     dev = resolve_device(device)
     tdtype = torch_dtype(dtype)

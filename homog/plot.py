@@ -16,20 +16,11 @@ import numpy as np
 from homog.errors import HomogError
 from homog.io import atomic_path
 from homog.layout import writable_dir
+from homog.variants import COLORS, EXTRA_COLORS
 
-# Colour-blind-safe (Okabe-Ito) colours per variant; fixed so figures stay comparable.
-VARIANT_COLORS = {
-    "original": "#000000",
-    "front": "#D55E00",
-    "end": "#0072B2",
-    "control": "#009E73",
-    # the position family (homog.synth.position): the rest of Okabe-Ito, the control grey
-    "key_first": "#E69F00",
-    "key_mid": "#CC79A7",
-    "key_last": "#56B4E9",
-    "key_control": "#999999",
-}
-EXTRA_COLORS = ("#F0E442", "#882255", "#44AA99", "#117733")
+# Colour-blind-safe (Okabe-Ito) colours per variant (homog.variants); fixed so figures stay
+# comparable. A variant beyond the registry's (a sweep's key_p25) takes the next EXTRA_COLORS.
+VARIANT_COLORS = COLORS
 INTERVENTION_STYLES = {"none": "-", "zero_pos": "--", "shuffle_pos": ":"}
 METRIC_LABELS = {
     "erank": "effective rank",

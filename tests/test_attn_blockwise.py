@@ -1,4 +1,4 @@
-"""The blockwise attention statistics (homog.extract.attn_blockwise) against eager weights.
+"""The blockwise attention statistics (homog.metrics.attn_blockwise) against eager weights.
 
 Equality is checked in float32 as: relative 1e-5 on every statistic, plus an absolute 1e-8
 on the attention masses (attn_first, attn_last, profile, attn_massive; shares of one) and
@@ -22,7 +22,9 @@ from conftest import extract_config, largest_tensor_mode
 from homog.config import ExtractConfig, parse_params
 from homog.errors import HomogError
 from homog.extract import Extractor, plan_samples
-from homog.extract.attn_blockwise import (
+from homog.extract.plan import EncodedText
+from homog.metrics.attention import attention_stats, stats_from_sums
+from homog.metrics.attn_blockwise import (
     ATTENTION_FUNCTION,
     DEFAULT_BLOCK,
     SinkHandle,
@@ -31,8 +33,6 @@ from homog.extract.attn_blockwise import (
     choose_implementation,
     unsupported_reason,
 )
-from homog.extract.plan import EncodedText
-from homog.metrics.attention import attention_stats, stats_from_sums
 from homog.models import load_model
 
 TEXTS = [

@@ -26,7 +26,7 @@ import pytest
 from scipy import stats as sps
 
 from homog.report.claims import claims_table
-from homog.stats import band_of_layers, run_contrasts
+from homog.stats.contrasts import band_of_layers, run_contrasts
 
 N, L, K, BETA, SESOI, ALPHA = 60, 8, 0.3, 1.2, 0.1, 0.05
 VARIANTS = ("original", "front", "key_first", "key_mid", "key_last", "key_control")
@@ -246,7 +246,7 @@ def test_mixed_model_recomputed_with_statsmodels(run):
 
 
 def test_dose_response_slope_recomputed_with_fixed_effects_ols(run):
-    from homog.dose import dose_response
+    from homog.stats.dose import dose_response
 
     frame, texts, _, _ = run
     out = dose_response(frame, texts, "r1", n_boot=300, seed=0, exclude=("n_tokens",))
@@ -280,7 +280,7 @@ def test_stage_load_and_report_carry_the_new_columns(tmp_path):
     import duckdb
 
     from homog.layout import Layout
-    from homog.stats_stage import stats_stage
+    from homog.stats.stage import stats_stage
     from homog.store import load
     from homog.store.query import summary_names
 
@@ -334,9 +334,9 @@ def test_stage_load_and_report_carry_the_new_columns(tmp_path):
 
 
 def test_dose_response_figure_draws_points_and_lines(run, tmp_path):
-    from homog.dose import dose_response
     from homog.errors import HomogError
     from homog.plot import dose_response_figure
+    from homog.stats.dose import dose_response
 
     frame, texts, _, _ = run
     out = dose_response(frame, texts, "r1", n_boot=100, seed=0, exclude=("n_tokens",))
@@ -349,7 +349,7 @@ def test_dose_response_figure_draws_points_and_lines(run, tmp_path):
 
 def test_dose_response_legend_gives_p_and_holm_p(run, tmp_path, monkeypatch):
     import homog.plot as plot
-    from homog.dose import dose_response
+    from homog.stats.dose import dose_response
 
     frame, texts, _, _ = run
     out = dose_response(frame, texts, "r1", n_boot=100, seed=0, exclude=("n_tokens",))
@@ -407,7 +407,7 @@ def test_rounding_at_layer_0_is_not_a_lexical_confound():
 def test_dose_slope_of_rounding_is_zero_with_p_one():
     """Layer-0 values of reordered tokens differ by ~1e-15 relative, in a direction that can
     follow the position: that is no dose-response (slope 0, p 1), while a real 1e-6 one is."""
-    from homog.dose import dose_rows
+    from homog.stats.dose import dose_rows
 
     rng = np.random.default_rng(0)
     base = rng.uniform(20, 40, size=24)
@@ -434,7 +434,7 @@ def test_dose_slope_of_rounding_is_zero_with_p_one():
 def test_dose_p_holm_is_holm_over_the_runs_slopes(run):
     from statsmodels.stats.multitest import multipletests
 
-    from homog.dose import dose_response
+    from homog.stats.dose import dose_response
 
     frame, texts, _, _ = run
     out = dose_response(frame, texts, "r1", n_boot=100, seed=0, exclude=("n_tokens",))
@@ -449,7 +449,7 @@ def test_adjustable_needs_enough_texts_with_a_token_change():
     """A row is adjusted only when at least 3 texts, and 5 % of them, change their token
     count, and the changes vary; one changed text of 311 (the 380-review study's gemma3 case)
     or a constant change is not adjusted."""
-    from homog.adjusted import adjustable, min_changed
+    from homog.stats.adjusted import adjustable, min_changed
 
     assert min_changed(311) == 16 and min_changed(20) == 3 and min_changed(60) == 3
     t = np.zeros(311)

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from conftest import IMDB_SAMPLE
 
 from homog.cli import main
-from homog.corpus import (
+from homog.corpus.stage import (
     CORPUS_COLUMNS,
     DEMO_PATH,
     build_corpus,

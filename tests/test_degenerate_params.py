@@ -19,7 +19,7 @@ from hostile_helpers import clean_error
 
 from homog.cli import main
 from homog.config import parse_params
-from homog.corpus import prepare_corpus
+from homog.corpus.stage import prepare_corpus
 from homog.errors import HomogError
 
 

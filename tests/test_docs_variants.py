@@ -16,8 +16,8 @@ import pytest
 
 from homog.config import load_config
 from homog.store.query import VARIANT_ORDER
-from homog.synth.position import family_names
 from homog.synth.selection import VARIANTS
+from homog.variants import family_names
 
 ROOT = Path(__file__).resolve().parents[1]
 WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8}

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from homog.dose import dose_response
-from homog.stats import VARIANT_PAIRS, band_of_layers, run_contrasts
+from homog.stats.contrasts import VARIANT_PAIRS, band_of_layers, run_contrasts
+from homog.stats.dose import dose_response
 
 N, L = 24, 8  # texts, last layer: interior layers 1..7, early [1, 2], late [6, 7]
 
@@ -202,7 +202,7 @@ def test_three_positions_identify_the_u_shape_exactly():
 
 
 def test_per_text_contributions_sum_to_the_quadratic():
-    from homog.dose import within_quadratic
+    from homog.stats.dose import within_quadratic
 
     rng = np.random.default_rng(10)
     x = np.stack([np.zeros(N), rng.uniform(0.3, 0.6, N), rng.uniform(0.8, 1.0, N)])
@@ -218,7 +218,7 @@ def test_per_text_contributions_sum_to_the_quadratic():
 
 
 def test_dose_holm_is_per_kind():
-    from homog.paired_tests import holm
+    from homog.stats.paired_tests import holm
 
     xs = {"key_first": np.zeros(N), "key_mid": np.full(N, 0.5), "key_last": np.ones(N)}
     vals = curves(seed=8, shift={"original": 0.0, "key_first": 0.4, "key_mid": 0.0,
@@ -245,7 +245,7 @@ def test_stats_params_take_the_sesoi_basis_and_check_it():
 
 
 def test_intervention_rows_take_the_unchanged_runs_original_depth():
-    from homog.stats import intervention_contrasts
+    from homog.stats.contrasts import intervention_contrasts
 
     base = curves(seed=11, shift={"original": 0.0, "front": 0.2})
     moved = {v: x + 0.1 for v, x in base.items()}

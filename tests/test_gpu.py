@@ -17,8 +17,8 @@ from conftest import extract_config
 from test_attn_blockwise import eager, random_batch, synthetic_texts
 
 from homog.extract import Extractor, plan_samples
-from homog.extract.attn_blockwise import SinkHandle, attention_sums
 from homog.metrics.attention import attention_stats, stats_from_sums
+from homog.metrics.attn_blockwise import SinkHandle, attention_sums
 from homog.models import load_model
 
 pytestmark = [
@@ -153,7 +153,7 @@ def test_cuda_eager_and_blockwise_agree_on_real_size_layer_shapes():
         torch.manual_seed(0)
         from transformers import AutoModelForCausalLM
 
-        from homog.extract.attn_blockwise import choose_implementation
+        from homog.metrics.attn_blockwise import choose_implementation
 
         with torch.device("cuda"):
             hf = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)

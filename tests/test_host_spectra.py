@@ -357,7 +357,7 @@ def test_stacked_layers_on_real_reviews(model, monkeypatch):
 
     import homog.extract.host_spectra as hs
     from homog.config import load_config
-    from homog.corpus import clean_text
+    from homog.corpus.stage import clean_text
     from homog.extract.plan import encode_texts
     from homog.models import load_model, resolve_source
 

@@ -23,7 +23,7 @@ HUGE = "import numpy as np; np.ones((10**12, 6))"
 
 STATS_OOM = f"""
 import sys
-import homog.stats_stage as stage
+import homog.stats.stage as stage
 from homog.io import atomic_path
 
 def stats_stage(params, *a, **k):  # the real stage's writer, failing half-way
@@ -147,7 +147,7 @@ def _config_keys() -> set[str]:
     import dataclasses
 
     from homog.config import Params
-    from homog.posenc.preset_table import PRESETS
+    from homog.config.posenc_presets import PRESETS
 
     keys: set[str] = set()
 

@@ -272,7 +272,7 @@ def test_type_problems_accept_other_numbers_and_homogs_own_db(demo_db_factory, t
 
     import duckdb
 
-    from homog.store.schema import schema_problems
+    from homog.schema.tables import schema_problems
 
     con = duckdb.connect(str(demo_db_factory(2, 4)), read_only=True)
     assert schema_problems(con) == []
@@ -297,7 +297,7 @@ def test_type_problems_accept_other_numbers_and_homogs_own_db(demo_db_factory, t
 def test_corpus_error_suggests_extract_max_tokens(n):
     import pandas as pd
 
-    from homog.corpus import prepare_corpus
+    from homog.corpus.stage import prepare_corpus
     from homog.errors import HomogError
 
     raw = pd.DataFrame({"text": [f"a fine film number {i}. It was good." for i in range(6)],

@@ -24,8 +24,8 @@ from test_store import table_rows, write_project, write_run
 
 from homog.cli import main
 from homog.errors import HomogError
+from homog.schema.tables import TABLES, create_schema, materialize_layer_summary
 from homog.store import load
-from homog.store.schema import TABLES, create_schema, materialize_layer_summary
 
 
 def digest(path: Path) -> str:

@@ -9,14 +9,9 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from homog.synth.position import (
-    CONTROL,
-    choose_control,
-    family_orders,
-    family_problem,
-    join,
-)
+from homog.synth.position import choose_control, family_orders, family_problem, join
 from homog.synth.position_stage import build_family
+from homog.variants import CONTROL
 
 REPEATED = ["It was good."] * 6
 DISTINCT = ["The film opens slowly.", "The acting is superb.", "The score soars.",

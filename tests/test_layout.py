@@ -33,9 +33,9 @@ def test_paths_are_those_dvc_yaml_declares():
 # modules that shape no number of an extract output (paths, errors, progress bars, typing)
 EXTRACT_INFRASTRUCTURE = {
     "homog", "homog.config", "homog.errors", "homog.lazy", "homog.progress", "homog.typed",
-    "homog.posenc", "homog.validate", "homog.config_position", "homog.config_synth",
-    "homog.config_posenc", "homog.posenc.preset_table", "homog.config_probe",
-    "homog.config_primary",  # stats.primary: the claims' families, no extract number
+    "homog.posenc", "homog.validate", "homog.config.position", "homog.config.synth",
+    "homog.config.posenc", "homog.config.posenc_presets", "homog.config.probe",
+    "homog.config.primary",  # stats.primary: the claims' families, no extract number
     "homog.owned",  # which output files homog wrote (the --force policy), no number
 }  # fmt: skip
 
@@ -65,14 +65,15 @@ def test_extract_stage_declares_the_modules_its_numbers_come_from():
 
 
 def test_corpus_stage_declares_the_modules_it_imports():
-    """The corpus stage cuts reviews with every model's tokenizer (homog.corpus_cut): each
+    """The corpus stage cuts reviews with every model's tokenizer (homog.corpus.cut): each
     homog module it imports is a dep of stage corpus, or infrastructure (package inits, paths,
     params), so a change to the cut re-runs the stage."""
     import subprocess
     import sys
 
     code = (
-        "import sys; import homog.corpus, homog.corpus_cut, homog.synth.tokens, homog.models; "
+        "import sys; import homog.corpus.stage, homog.corpus.cut, homog.text.tokens, "
+        "homog.models; "
         "print(' '.join(sorted(m for m in sys.modules if m.startswith('homog'))))"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
@@ -83,7 +84,7 @@ def test_corpus_stage_declares_the_modules_it_imports():
     modules = set(done.stdout.split()) - infrastructure
     deps = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["corpus"]["deps"]
     missing = [m for m in sorted(modules) if m.replace(".", "/") + ".py" not in deps]
-    assert "homog.corpus_cut" in modules and not missing
+    assert "homog.corpus.cut" in modules and not missing
 
 
 def test_safe_name_and_root():

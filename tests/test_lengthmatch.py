@@ -11,7 +11,7 @@ from test_parse_rephraser import rewrites
 
 from homog.config import as_params
 from homog.errors import HomogError
-from homog.synth.keyphrase import edges, split_sentences, words
+from homog.synth.keyphrase import edges, words
 from homog.synth.lengthmatch import (
     LengthFilter,
     edge_shares,
@@ -23,7 +23,8 @@ from homog.synth.rephrase.parse import ParseRephraser, load_parser
 from homog.synth.rephrase.shifts import OptionalComma, expand
 from homog.synth.salience import Salience
 from homog.synth.stage import Sentences, Variants, assemble, rebuild
-from homog.synth.tokens import model_tokenizers, token_counts
+from homog.text.sentences import split_sentences
+from homog.text.tokens import model_tokenizers, token_counts
 
 
 @pytest.fixture(scope="module")
@@ -301,7 +302,7 @@ def test_a_first_sentence_is_measured_after_the_leading_space(lf, tokenizers):
     ("Twisted, bizarre" -> "Bizarre, ..."). Without the leading space both first words are one
     token under gemma3; with it (as every variant text starts) " Bizarre" is two. The filter
     and the whole-text counts must see the text as the model does."""
-    from homog.synth.position import LEAD
+    from homog.text.sentences import LEAD
 
     gemma = tokenizers["gemma3-270m"]
     context = "Twisted, bizarre, enchanting, and hilarious! I couldn't stop laughing."

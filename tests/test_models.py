@@ -48,7 +48,7 @@ def test_resolve_device():
     "preset", ["tiny-llama", "tiny-gemma", "tiny-qwen", "tiny-qwen3", "tiny-gemma-softcap"]
 )
 def test_tiny_presets_load_with_each_attention(preset):
-    from homog.extract.attn_blockwise import ATTENTION_FUNCTION
+    from homog.metrics.attn_blockwise import ATTENTION_FUNCTION
 
     lm = load_model(f"random:{preset}", device="cpu", attention=True)
     spec = RANDOM_PRESETS[preset]

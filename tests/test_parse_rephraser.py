@@ -366,9 +366,9 @@ def test_retry_takes_another_phrase_when_every_rewrite_reads_badly(nlp):
     fluency check, so the next phrase is tried, and kept because it reaches an edge."""
     import numpy as np
 
-    from homog.synth.keyphrase import split_sentences
     from homog.synth.rephrase import TARGETS
     from homog.synth.stage import Sentences, _at_edges, retry_phrases
+    from homog.text.sentences import split_sentences
 
     s = "The crew filmed the last chase in a disused quarry near Leeds."
     free = ParseRephraser(nlp=nlp, fluency=None)

@@ -6,7 +6,7 @@ import pytest
 import torch
 from test_posenc_model import one_thread  # noqa: F401  (autouse: one torch thread)
 
-from homog.posenc import ENCODINGS
+from homog.config.posenc import ENCODINGS
 from homog.posenc.ablate import ablated, head_ablation
 from homog.posenc.decompose import (
     ADDITIVE_TERMS,

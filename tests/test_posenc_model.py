@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from homog.posenc import ENCODINGS
+from homog.config.posenc import ENCODINGS
 from homog.posenc.model import (
     Encoder,
     EncoderConfig,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from homog.config.posenc_presets import PRESETS
 from homog.io import HomogError
-from homog.posenc.preset_table import PRESETS
 from homog.posenc.presets import resolve
 from homog.posenc.tasks import PAD, make_count, make_distance, make_task
 

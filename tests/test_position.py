@@ -8,22 +8,21 @@ from collections import Counter
 import pytest
 
 from homog.config import parse_params
-from homog.corpus_cut import budget_check, cut_texts
+from homog.corpus.cut import budget_check, cut_texts
 from homog.errors import HomogError
 from homog.synth.position import (
-    LEAD,
     choose_control,
-    family_names,
     family_orders,
     join,
     key_choice,
     move,
     starts,
     target_index,
-    variant_name,
     word_share,
 )
 from homog.synth.salience import Salience
+from homog.text.sentences import LEAD
+from homog.variants import family_names, variant_name
 
 SENTENCES = [
     "The film opens in a small town.",
@@ -164,10 +163,10 @@ def test_position_params_are_checked() -> None:
 def demo_docs(n: int = 10) -> dict:
     import pandas as pd
 
-    from homog.corpus import DEMO_PATH, clean_text
-    from homog.synth.keyphrase import split_sentences
+    from homog.corpus.stage import DEMO_PATH, clean_text
     from homog.synth.salience import content_words
     from homog.synth.stage import Sentences
+    from homog.text.sentences import split_sentences
 
     docs = {}
     for k, text in enumerate(pd.read_json(DEMO_PATH, lines=True)["text"].head(n)):
@@ -244,8 +243,8 @@ def test_fit_budget_reverts_the_largest_growth_until_it_fits() -> None:
     import pandas as pd
 
     from homog.synth.budget import fit_budget
-    from homog.synth.keyphrase import split_sentences
     from homog.synth.stage import Sentences, Variants, rebuild
+    from homog.text.sentences import split_sentences
 
     text = "One two. Three four. Five six."
     doc = Sentences(text, split_sentences(text), ["one", "three", "five"])

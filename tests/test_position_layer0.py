@@ -13,12 +13,12 @@ import pandas as pd
 import pytest
 from conftest import IMDB_SAMPLE
 
-from homog.corpus import DEMO_PATH, clean_text
-from homog.corpus_cut import budget_check, cut_texts
-from homog.synth.keyphrase import split_sentences
+from homog.corpus.cut import budget_check, cut_texts
+from homog.corpus.stage import DEMO_PATH, clean_text
 from homog.synth.position_stage import build_family
 from homog.synth.salience import Salience, content_words
 from homog.synth.stage import Sentences
+from homog.text.sentences import split_sentences
 
 LAYER0 = ("erank", "mev", "schatten_1", "schatten_4", "resultant_length")
 

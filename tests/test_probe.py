@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 from conftest import IMDB_SAMPLE, TINY
 
-from homog.config import ExtractConfig, ProbeConfig, parse_params
+from homog.config import ExtractConfig, parse_params
+from homog.config.probe import ProbeConfig
 from homog.probe import fit as probe_fit
 from homog.probe.cost import cost_slopes, fe_slope
 from homog.probe.fit import assign_folds, probe_texts

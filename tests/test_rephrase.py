@@ -9,13 +9,7 @@ import pytest
 
 from homog import config
 from homog.errors import HomogError
-from homog.synth.keyphrase import (
-    YakeExtractor,
-    make_extractor,
-    phrase_span,
-    relative_position,
-    split_sentences,
-)
+from homog.synth.keyphrase import YakeExtractor, make_extractor, phrase_span, relative_position
 from homog.synth.rephrase import (
     REPHRASERS,
     Rephraser,
@@ -26,6 +20,7 @@ from homog.synth.rephrase import (
 )
 from homog.synth.rephrase.llm import clean_generation
 from homog.synth.rephrase.rule import RuleRephraser, candidates, parse_sentence
+from homog.text.sentences import split_sentences
 
 RULE = RuleRephraser()
 

@@ -22,8 +22,8 @@ from scipy.stats import wilcoxon
 
 from homog.cli import main
 from homog.layout import Layout
-from homog.paired_tests import sign_flip_p
 from homog.report import build_report, claims_table
+from homog.stats.paired_tests import sign_flip_p
 
 N_TEXTS, N_LAYERS, ALPHA = 24, 9, 0.05
 # per variant: shift of erank at each layer (front much lower, end slightly higher, control 0)
@@ -50,7 +50,7 @@ def write_run(layout: Layout, model: str, intervention: str, rng, extra: float) 
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
-    from homog.stats_stage import stats_stage
+    from homog.stats.stage import stats_stage
     from homog.store import load
 
     root = tmp_path_factory.mktemp("report")
@@ -98,7 +98,7 @@ def expected_verdict(effect, p, eq_lo, eq_hi, sesoi, sign, lo, hi, p_tost=math.n
 
 
 def holm_sm(p) -> np.ndarray:
-    """Holm by statsmodels (independent of homog.paired_tests.holm); NaN entries stay NaN."""
+    """Holm by statsmodels (independent of homog.stats.paired_tests.holm); NaN entries stay NaN."""
     from statsmodels.stats.multitest import multipletests
 
     p = np.asarray(p, dtype=float)

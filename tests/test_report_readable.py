@@ -63,7 +63,7 @@ def write_run(layout: Layout, model: str, intervention: str, rng) -> None:
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
-    from homog.stats_stage import stats_stage
+    from homog.stats.stage import stats_stage
     from homog.store import load
 
     root = tmp_path_factory.mktemp("readable")
@@ -265,7 +265,7 @@ def md_tables(text: str) -> dict[str, list[dict[str, str]]]:
 
 
 def test_markdown_page_numbers_equal_the_database(project, tmp_path):
-    from homog.stats import band_of_layers
+    from homog.stats.contrasts import band_of_layers
 
     db = Layout(project).db()
     page = tmp_path / "docs" / "results.md"
@@ -479,7 +479,7 @@ def test_layer0_rows_recomputed(project):
 
 
 def test_posenc_rows_give_spread_and_say_how_the_setups_differ(tmp_path):
-    from homog.posenc.preset_table import PRESETS
+    from homog.config.posenc_presets import PRESETS
 
     acc = {"rope": [0.95, 0.93, 0.97], "nope": [0.776, 0.777, 0.778]}
     frame = pd.DataFrame(

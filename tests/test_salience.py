@@ -82,7 +82,7 @@ def test_token_helpers_match_extraction() -> None:
 
     from homog.extract.plan import encode_texts
     from homog.models import load_tokenizer
-    from homog.synth.tokens import token_counts, token_ids, token_multisets
+    from homog.text.tokens import token_counts, token_ids, token_multisets
 
     tok, _ = load_tokenizer("random:tiny-llama")
     texts = [" Great film. It was fun.", "It was fun. Great film."]

@@ -218,7 +218,7 @@ def small_stats(n: int, basis: str = "sd"):
 
 
 def test_sentence_contrasts_pair_within_sentence():
-    from homog.sentence_stats import run_sentence_contrasts, sentence_dose
+    from homog.stats.sentences import run_sentence_contrasts, sentence_dose
 
     frame = synthetic_frame()
     out = run_sentence_contrasts(frame, "run", stats=small_stats(200))
@@ -256,7 +256,7 @@ def test_report_section_gives_verdicts_and_the_layer0_control(tmp_path):
 
     from homog.report.document import to_html
     from homog.report.sentences_view import sentence_line, sentences_section, verdict_rows
-    from homog.sentence_stats import run_sentence_contrasts
+    from homog.stats.sentences import run_sentence_contrasts
 
     frame = deep_frame(16, "sent_cos_centroid")  # a primary metric
     sc = run_sentence_contrasts(frame, "r1", stats=small_stats(200))
@@ -288,7 +288,7 @@ def test_layer_summary_holds_the_key_sentence_curves(tmp_path):
     and the TUI show a sentence metric per layer and variant."""
     import duckdb
 
-    from homog.store.schema import create_schema, materialize_layer_summary
+    from homog.schema.tables import create_schema, materialize_layer_summary
 
     con = duckdb.connect(str(tmp_path / "x.duckdb"))
     create_schema(con)
@@ -315,8 +315,8 @@ def test_sentences_page_writes_its_block(tmp_path):
     import duckdb
 
     from homog.report.sentences_page import END, START, main
-    from homog.sentence_stats import run_sentence_contrasts
-    from homog.store.schema import TABLES, create_schema
+    from homog.schema.tables import TABLES, create_schema
+    from homog.stats.sentences import run_sentence_contrasts
 
     frame = deep_frame(10, "sent_attn_in")
     sc = run_sentence_contrasts(frame, "r1", stats=small_stats(100))
@@ -345,8 +345,8 @@ def real_family(n_reviews: int = 4) -> pd.DataFrame:
     12 sentences and at most ~120 words: key sentence 1, with synth's joining and spans."""
     from conftest import IMDB_SAMPLE
 
-    from homog.synth.keyphrase import split_sentences
     from homog.synth.position import family_orders
+    from homog.text.sentences import split_sentences
 
     rows = []
     with open(IMDB_SAMPLE) as fh:
@@ -454,12 +454,12 @@ def test_layer_curves_of_a_sentence_metric_carry_its_p_values(demo_db_factory):
 
 
 def test_dose_view_sql_equals_sentence_dose(tmp_path):
-    """The report's dose view (DuckDB) is homog.sentence_stats.sentence_dose (pandas)."""
+    """The report's dose view (DuckDB) is homog.stats.sentences.sentence_dose (pandas)."""
     import duckdb
 
     from homog.report.sentences_view import DOSE_SQL
-    from homog.sentence_stats import sentence_dose
-    from homog.store.schema import TABLES, create_schema
+    from homog.schema.tables import TABLES, create_schema
+    from homog.stats.sentences import sentence_dose
 
     frame = deep_frame(6, "sent_attn_in").assign(run_id="r1")
     con = duckdb.connect(str(tmp_path / "d.duckdb"))

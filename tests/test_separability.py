@@ -1,4 +1,4 @@
-"""Claim 4 as separability (homog.separability): a planted signal is found, no signal and
+"""Claim 4 as separability (homog.stats.separability): a planted signal is found, no signal and
 identical rows sit at chance (identical: exactly 0.5), and the pieces agree with sklearn."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from homog.separability import (
+from homog.stats.separability import (
     _folds,
     _oof_sklearn,
     fit_logistic,
@@ -51,7 +51,7 @@ def test_no_signal_sits_at_chance():
 
 
 def test_identical_rows_give_exactly_one_half_without_a_fit(monkeypatch):
-    import homog.separability as sep
+    import homog.stats.separability as sep
 
     xa, _ = pair(3, shift=0.0)
     monkeypatch.setattr(sep, "_oof_sklearn", lambda *a: pytest.fail("fitted identical rows"))
@@ -141,7 +141,7 @@ def test_stage_writes_separability_and_load_puts_it_in_duckdb(tmp_path):
     import duckdb
 
     from homog.layout import Layout
-    from homog.stats_stage import stats_stage
+    from homog.stats.stage import stats_stage
     from homog.store import load
 
     layout = Layout(tmp_path)

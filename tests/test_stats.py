@@ -9,13 +9,13 @@ import pandas as pd
 import pytest
 from scipy.stats import rankdata, wilcoxon
 
-from homog.paired_tests import bootstrap_ci, holm, paired_p, sign_flip_p, wilcoxon_p
-from homog.stats import (
+from homog.stats.contrasts import (
     band_of_layers,
     intervention_contrasts,
     paired_contrasts,
     run_contrasts,
 )
+from homog.stats.paired_tests import bootstrap_ci, holm, paired_p, sign_flip_p, wilcoxon_p
 
 
 def test_holm_matches_hand_computation():
@@ -201,7 +201,7 @@ def test_rounding_differences_read_as_no_difference():
     """A reordering changes values by ~1e-14 relative with agreeing signs: a paired test would
     call that significant. paired_difference sets it to 0, so mean 0, CI [0, 0], p 1, also in
     the layer-0 column; a real difference of 1e-6 relative stays and is tested."""
-    from homog.paired_tests import paired_difference
+    from homog.stats.paired_tests import paired_difference
 
     f = frame({"original": 0.0}, n_texts=20)
     f["value"] = f["value"] + 30.0  # erank-like level
@@ -290,7 +290,7 @@ def _params(interventions=("none", "zero_pos")):
 
 
 def _baselines(root, params):
-    from homog.stats_stage import compute_all
+    from homog.stats.stage import compute_all
 
     logged: list[str] = []
     out = compute_all(params, root, log=logged.append)
@@ -319,7 +319,7 @@ def test_interrupted_re_extract_is_not_paired_with_the_new_run(tmp_path):
 
 
 def test_stats_reads_only_the_interventions_params_name(tmp_path):
-    from homog.stats_stage import compute_all
+    from homog.stats.stage import compute_all
 
     _run_dir(tmp_path, "none", "n1", "k", 64)
     _run_dir(tmp_path, "shuffle_pos", "s1", "k", 64)  # left from params that named it

@@ -389,14 +389,14 @@ WHERE t.n IS NULL OR v.n IS NULL OR t.n <> v.n
 
 
 def summary_mismatches(con: duckdb.DuckDBPyConnection) -> int:
-    from homog.store.schema import LAYER_SUMMARY_SELECT
+    from homog.schema.tables import LAYER_SUMMARY_SELECT
 
     return con.execute(SUMMARY_MISMATCHES.format(select=LAYER_SUMMARY_SELECT)).fetchone()[0]
 
 
 def to_old_layout(db: Path) -> None:
     """Turn a database into what homog built before materialising: layer_summary a view."""
-    from homog.store.schema import LAYER_SUMMARY_VIEW
+    from homog.schema.tables import LAYER_SUMMARY_VIEW
 
     con = duckdb.connect(str(db))
     try:
@@ -407,8 +407,8 @@ def to_old_layout(db: Path) -> None:
 
 
 def test_layer_summary_is_a_table_equal_to_the_view(tmp_path):
+    from homog.schema.tables import LAYER_SUMMARY_SELECT
     from homog.store import LAYER_SUMMARY, summary_kind
-    from homog.store.schema import LAYER_SUMMARY_SELECT
 
     params = write_project(tmp_path, [("m1", "none", "r1"), ("m2", "zero_pos", "r2")])
     # Non-finite values are left out of the summary: one NaN among finite values, one group

@@ -19,11 +19,11 @@ from click.testing import CliRunner
 from conftest import IMDB_SAMPLE, ROOT, project_params
 
 from homog.cli import main
-from homog.corpus import build_corpus
+from homog.corpus.stage import build_corpus
 from homog.errors import HomogError
 from homog.synth import TEXT_COLUMNS, VARIANTS, Sentences, assemble, build_synth, select
 from homog.synth.bertscore import Scorer, passes, resolve_backbone, separation
-from homog.synth.keyphrase import split_sentences
+from homog.text.sentences import split_sentences
 
 
 @pytest.fixture(scope="module")

@@ -43,7 +43,7 @@ def corpus(params_path: Path, out: Path, force: bool) -> None:
     models: (no_fit: not even its first sentence fits). An existing --out file that homog
     did not write is refused unless --force.
     """
-    from homog.corpus import build_corpus
+    from homog.corpus.stage import build_corpus
 
     # the default path is homog's own (data/); elsewhere only homog's files are replaced
     force = force or out == LAYOUT.corpus

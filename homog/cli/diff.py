@@ -3,7 +3,7 @@
 Per metric and depth band (``--by-layer``: per layer too), the mean of the paired differences
 A - B over the texts both runs hold, its bootstrap CI and the paired test's p (Holm over the
 layers, and over the bands), computed by the stats stage's own functions
-(:func:`homog.stats.intervention_contrasts`) on the runs' ``layer_metrics`` rows.
+(:func:`homog.stats.contrasts.intervention_contrasts`) on the runs' ``layer_metrics`` rows.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ COLUMNS = ("metric", "variant", "band", "layer", "n", "mean_diff", "ci_low", "ci
 def _rows(con: Any, run_id: str, variants: list[str], metrics: list[str] | None):
     import pandas as pd
 
-    from homog.stats import NOT_CONTRASTED
+    from homog.stats.contrasts import NOT_CONTRASTED
 
     args: list[Any] = [run_id, variants]
     where = "run_id = ? AND variant IN (SELECT unnest(?))"
@@ -61,7 +61,7 @@ def paired_run_diff(
     Raises HomogError when the runs differ in depth, share no texts, or have no rows for the
     chosen variants or metrics (naming what is there).
     """
-    from homog.stats import intervention_contrasts
+    from homog.stats.contrasts import intervention_contrasts
     from homog.store import list_runs
     from homog.store import metrics as all_metrics
     from homog.store import variants as all_variants

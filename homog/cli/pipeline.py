@@ -51,7 +51,7 @@ def stats(params_path: Path) -> None:
     Example:
       homog stats && dvc metrics show
     """
-    from homog.stats_stage import stats_stage
+    from homog.stats.stage import stats_stage
 
     counts = stats_stage(load_config(params_path))
     click.echo(

@@ -5,9 +5,9 @@ from __future__ import annotations
 import click
 
 from homog.cli.options import params_option
+from homog.config.posenc import ENCODINGS
+from homog.config.posenc_presets import PRESETS
 from homog.layout import Layout
-from homog.posenc import ENCODINGS
-from homog.posenc.preset_table import PRESETS
 
 pe_option = click.option(
     "--pe", required=True, type=click.Choice(ENCODINGS), help="Positional encoding."

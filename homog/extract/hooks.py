@@ -148,9 +148,9 @@ class Extractor:
 
     def _attach_attention(self, loaded: Any) -> list[Any]:
         """Hooks (eager: the weights each attention module returns) or sinks (blockwise:
-        its q and k, ``homog.extract.attn_blockwise``) for the attention statistics, by the
+        its q and k, ``homog.metrics.attn_blockwise``) for the attention statistics, by the
         implementation the modules run now. HomogError when they run neither."""
-        from homog.extract.attn_blockwise import ATTENTION_FUNCTION, SinkHandle
+        from homog.metrics.attn_blockwise import ATTENTION_FUNCTION, SinkHandle
 
         modules = loaded.attn_modules
         impl = getattr(getattr(modules[0], "config", None), "_attn_implementation", None)
@@ -165,8 +165,8 @@ class Extractor:
 
     def _attention_sink(self, index: int) -> Callable[..., None]:
         def sink(query: Any, key: Any, **kw: Any) -> None:
-            from homog.extract.attn_blockwise import attention_sums, block_rows
             from homog.metrics.attention import check_lengths
+            from homog.metrics.attn_blockwise import attention_sums, block_rows
 
             st = self._state
             if st is None:

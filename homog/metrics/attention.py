@@ -23,7 +23,7 @@ Per text (``TEXT_METRICS``, with ``sink_epsilon`` / ``positions``):
 
 Everything is pure tensor computation on the weights' device; nothing loops over texts.
 ``attention_stats`` reduces dense weights; ``stats_from_sums`` finishes from the per-head sums
-over query rows, which the blockwise path (``homog.extract.attn_blockwise``) accumulates.
+over query rows, which the blockwise path (``homog.metrics.attn_blockwise``) accumulates.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def stats_from_sums(
 
     column_sum: (B, H, n) float32, sum_i A_ij; entropy_sum: (B, H), sum_i H(A_i.);
     lengths: (B,) real tokens (checked by the caller). Both the dense path
-    (``attention_stats``) and the blockwise one (``homog.extract.attn_blockwise``, which
+    (``attention_stats``) and the blockwise one (``homog.metrics.attn_blockwise``, which
     adds up these sums block of query rows by block) end here, so they share every formula.
     """
     b, h, n = column_sum.shape

@@ -6,7 +6,7 @@ triggers); each head is ablated in turn and each head's attention logits are spl
 content and position terms. Modules: ``tasks`` (data), ``model`` (the encoder), ``presets``
 (configs), ``train``, ``ablate``, ``decompose`` (also for pretrained RoPE LMs).
 
-This module imports no torch, so the CLI can list the choices cheaply.
+The encodings and presets are named in ``homog.config.posenc`` and
+``homog.config.posenc_presets``, so the CLI and the params check list the choices without this
+package.
 """
-
-ENCODINGS = ("nope", "sinusoidal", "learned", "t5", "alibi", "rope", "partial_rope", "mla")

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from homog.config import PosencConfig
+from homog.config.posenc import PosencConfig
 from homog.io import atomic_path, write_json
 from homog.posenc.decompose import encoder_decomposition
 from homog.posenc.model import Encoder

@@ -26,7 +26,7 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from homog.posenc import ENCODINGS
+from homog.config.posenc import ENCODINGS
 
 ADDITIVE = ("nope", "sinusoidal", "learned", "t5", "alibi")  # logits split by decompose
 ROTARY = ("rope", "partial_rope", "mla")

@@ -29,8 +29,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from homog.config_posenc import PosencConfig
-from homog.posenc.preset_table import apply_overrides
+from homog.config.posenc import PosencConfig
+from homog.config.posenc_presets import apply_overrides
 from homog.typed import section
 
 

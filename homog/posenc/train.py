@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch.nn import functional as F
 
-from homog.config import PosencConfig
+from homog.config.posenc import PosencConfig
 from homog.io import HomogError, atomic_path, write_json
 from homog.posenc.model import ENCODINGS, Encoder, EncoderConfig
 from homog.posenc.presets import as_posenc, resolve

@@ -12,10 +12,10 @@ slope of the outcome on erank with two-way fixed effects:
 
 Outcomes: ``probe_margin`` (scheme ``train_original``: one probe reads every variant; the
 margin averaged over the band's layers) and ``lm_margin`` (the zero-shot margin). Bands (from
-``homog.stats.band_of_layers``): ``late`` (the late band's mean erank and mean margin) and
+``homog.stats.contrasts.band_of_layers``): ``late`` (the late band's mean erank and mean margin) and
 ``final`` (the final-norm layer). The slope is in margin units per unit of erank: positive
 means a lower erank (more homogenization) goes with a smaller margin on the true label, a
-cost. CI: percentile bootstrap over reviews (``homog.paired_tests.resample_counts``, a
+cost. CI: percentile bootstrap over reviews (``homog.stats.paired_tests.resample_counts``, a
 review's texts drawn together); p: twice the smaller bootstrap tail at 0; Holm over the
 rows; verdict ``cost`` (slope > 0) or ``benefit`` (< 0) when p_holm < alpha, else
 ``no link shown``.
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from homog.paired_tests import holm, resample_counts
+from homog.stats.paired_tests import holm, resample_counts
 
 OUTCOMES: tuple[str, ...] = ("probe_margin", "lm_margin")
 BANDS: tuple[str, ...] = ("late", "final")
@@ -126,7 +126,7 @@ def cost_slopes(
     """
     import pandas as pd
 
-    from homog.stats import band_of_layers
+    from homog.stats.contrasts import band_of_layers
 
     cols = ["outcome", "band", "contrast", "value", "ci_low", "ci_high", "p_value", "p_holm",
             "n", "n_texts", "verdict"]  # fmt: skip

@@ -1,14 +1,14 @@
 """Per-text probe and zero-shot outputs -> the rows of the ``probe_metrics`` table (pure).
 
 Every row is a mean over reviews with a percentile bootstrap CI over reviews
-(``homog.paired_tests.bootstrap_ci``, the stats stage's draws). Kinds:
+(``homog.stats.paired_tests.bootstrap_ci``, the stats stage's draws). Kinds:
 
 - ``level``: the accuracy (share of texts with margin > 0) or the mean margin of one
   (intervention, scheme, variant, layer); the zero-shot rows have scheme ``zero_shot`` and
   layer NULL, and beside them ``lm_auc``: the ROC AUC of the zero-shot log-odds against the
   label, with a bootstrap CI over the same resamples of reviews (``auc_rows``);
 - ``diff``: the paired difference against a baseline over the reviews both hold, per review
-  (correct as 0/1, margin), with a sign-flip p (``homog.paired_tests.paired_p``), Holm over
+  (correct as 0/1, margin), with a sign-flip p (``homog.stats.paired_tests.paired_p``), Holm over
   the family of the stage's diff rows of one metric (``p_holm``) and a verdict: ``lower`` or
   ``higher`` when p_holm < alpha, else ``no difference shown``. ``baseline`` names what is
   subtracted: ``original`` (the variant against the original, same intervention) or ``none``
@@ -22,7 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from homog.paired_tests import bootstrap_ci, holm, paired_difference, paired_p, resample_counts
+from homog.stats.paired_tests import (
+    bootstrap_ci,
+    holm,
+    paired_difference,
+    paired_p,
+    resample_counts,
+)
 
 METRICS: tuple[str, ...] = ("accuracy", "margin")
 # the zero-shot log-odds' ROC AUC against the label (level rows of scheme zero_shot only)
@@ -179,7 +185,7 @@ def bootstrap_auc(
     y: np.ndarray, score: np.ndarray, *, n_boot: int = 2000, ci: float = 0.95, seed: int = 0
 ) -> tuple[float, float, float]:
     """(AUC, CI low, CI high): ``sklearn.metrics.roc_auc_score(y, score)`` and the percentile
-    bootstrap CI over the n items (one per review: ``homog.paired_tests.resample_counts``, the
+    bootstrap CI over the n items (one per review: ``homog.stats.paired_tests.resample_counts``, the
     stats stage's draws; resamples holding one class only are left out). NaN when ``y``
     holds one class."""
     from sklearn.metrics import roc_auc_score

@@ -14,7 +14,9 @@ from typing import Any
 
 import numpy as np
 
-POSITION_FAMILY = ("key_first", "key_mid", "key_last", "key_control")
+from homog.variants import POSITION, VARIANTS
+
+POSITION_FAMILY = tuple(v.name for v in VARIANTS if v.family == POSITION)  # homog.variants
 
 
 def _level(rows: Any, scheme: str, metric: str) -> Any:

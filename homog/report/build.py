@@ -357,7 +357,7 @@ def _check_out(out: Path, files: Path | None, *, force: bool, db: Path) -> Path:
 
 
 def _check_schema(con: Any, db: Path) -> None:
-    from homog.store.schema import schema_problems
+    from homog.schema.tables import schema_problems
 
     problems = schema_problems(con, REPORT_TABLES)
     if problems:

@@ -52,8 +52,7 @@ from dataclasses import asdict
 
 import pandas as pd
 
-from homog.config_primary import U_SHAPE, PrimaryConfig
-from homog.paired_tests import NUMERIC_TOLERANCE, holm
+from homog.config.primary import U_SHAPE, PrimaryConfig
 from homog.report.claims_progression import progression_claims
 from homog.report.claims_rows import (
     CONTROL,
@@ -71,7 +70,8 @@ from homog.report.claims_rows import (
     token_set_of,
     unit_of,
 )
-from homog.stats import ALL_BANDS
+from homog.stats.contrasts import ALL_BANDS
+from homog.stats.paired_tests import NUMERIC_TOLERANCE, holm
 
 BIASED = ("front", "end", "key_first", "key_last")
 CONTROL_OF = {"front": "control", "end": "control", "key_first": "key_control",
@@ -331,7 +331,7 @@ def claims_table(
 
 
 # A layer-0 difference below NUMERIC_TOLERANCE of the original's level is rounding, not words.
-# The stats stage already sets such per-text differences to 0 (homog.paired_tests); this guard
+# The stats stage already sets such per-text differences to 0 (homog.stats.paired_tests); this guard
 # keeps databases written before that from marking them.
 
 

@@ -4,7 +4,8 @@ Per unchanged run and per metric of ``erank`` and its token sets present in ``la
 (original variant), two rows:
 
 - "late - early (original)": per text, the late band's mean minus the early band's mean
-  (bands of :func:`homog.stats.band_of_layers`: layers 1..L-1), its mean, the stats stage's
+  (bands of :func:`homog.stats.contrasts.band_of_layers`: layers 1..L-1), its mean, the stats
+  stage's
   bootstrap CI and paired test (``stats.test``); claimed sign -1. Its p enters the model's
   family Holm (report/claims.py).
 - "steepest fall (original)": the layer l in 2..L-1 where the mean curve falls most from
@@ -21,10 +22,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from homog.adjusted import raw_size
-from homog.paired_tests import bootstrap_ci, paired_p, resample_counts
 from homog.report.claims_rows import INCONCLUSIVE, REVERSED, SUPPORTED, Claim, token_set_of, unit_of
-from homog.stats import band_of_layers
+from homog.stats.adjusted import raw_size
+from homog.stats.contrasts import band_of_layers
+from homog.stats.paired_tests import bootstrap_ci, paired_p, resample_counts
 
 PROGRESSION_METRICS = ("erank", "erank__no_sink", "erank__standardized")
 

@@ -1,6 +1,6 @@
 """Claim 4 as table rows: does a classifier tell original from biased text by its metrics?
 
-The stats stage's ``separability`` table (``homog.separability``) holds, per unchanged run,
+The stats stage's ``separability`` table (``homog.stats.separability``) holds, per unchanged run,
 variant and metric (or ``profile``, every metric at once), the out-of-fold AUC of a
 cross-validated logistic regression (folds grouped by review) on the per-text, per-layer
 metric profile (scope ``layers``: layers 1..L) and on layer 0 alone (scope ``layer0``: the

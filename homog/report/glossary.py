@@ -11,28 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from homog.report.document import Section, Table
+from homog.variants import VARIANTS as REGISTRY
 
-VARIANTS = {
-    "original": "the review as drawn from the corpus (after the corpus stage's cleaning).",
-    "front": "every sentence that has a key phrase rewritten so that the key phrase sits as "
-    "early in the sentence as possible (synth stage).",
-    "end": "the same rewrite toward the end: the key phrase as late in the sentence as possible.",
-    "control": "the same kind of rewrite (clause moves) that keeps the key phrase where it was "
-    "(its relative position changes by at most synth.control_tolerance): a difference between "
-    "front/end and control is position, a difference between control and original is "
-    "paraphrase.",
-    "key_first": "the review's key sentence (the one that holds its most salient key phrase) "
-    "placed first; the other sentences keep their order and every token is kept.",
-    "key_mid": "the key sentence placed in the middle of the review; the other sentences keep "
-    "their order and every token is kept.",
-    "key_last": "the key sentence placed last; the other sentences keep their order and every "
-    "token is kept.",
-    "key_control": "a non-key sentence of similar token length moved by the same distance, in "
-    "the same direction, as the position family's largest move in that text: the negative "
-    "control of the key_* family (same tokens, same kind of move, key sentence not moved).",
-    "key_ends": "not a text: the stats stage's per-text mean of key_first and key_last (the key "
-    "sentence at either edge), contrasted with key_mid for the U-shape (claim 1u).",
-}
+VARIANTS = {v.name: v.definition for v in REGISTRY}  # homog.variants, in order
 INTERVENTIONS = {
     "none": "the unchanged model.",
     "zero_pos": "position ids all 0: rotary/learned positions carry nothing, the causal mask "

@@ -19,9 +19,10 @@ from typing import Any
 import pandas as pd
 
 from homog.report.document import Section, Table
+from homog.variants import TEXT_VARIANTS
 
 NA = "n/a"
-ORDER = ("original", "front", "end", "control", "key_first", "key_mid", "key_last", "key_control")
+ORDER = TEXT_VARIANTS  # homog.variants
 
 
 def _dig(d: Any, *keys: str) -> Any:

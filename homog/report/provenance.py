@@ -128,7 +128,7 @@ def gather(
     if params is None:
         prov.missing.append(
             f"params ({params_name} not found: alpha, bootstrap and test settings are the "
-            "defaults of homog/config.py; corpus and synth params unknown)"
+            "defaults of homog/config; corpus and synth params unknown)"
         )
     else:
         prov.corpus.update(

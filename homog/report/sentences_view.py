@@ -1,6 +1,6 @@
 """The report's section "Where position acts": the moved sentence itself (issue 40).
 
-From the stats stage's ``sentence_contrasts`` (homog.sentence_stats) and a per-variant summary
+From the stats stage's ``sentence_contrasts`` (homog.stats.sentences) and a per-variant summary
 of ``sentence_metrics``: per model, the position effect (the key sentence moved to an edge
 minus the control sentence moved as far) and the U-shape of the key sentence ((first + last)
 / 2 - middle), per band, with CIs, SESOI and the verdict rule of docs/statistics.md in their
@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from homog.paired_tests import holm
 from homog.report.claims_rows import decide, excludes, inside_margin
 from homog.report.document import Section, Table
+from homog.stats.paired_tests import holm
 
 TITLE = "Where position acts"
 # the section's primary family: the sentence metrics and bands it tests
@@ -37,7 +37,7 @@ CURVE_SQL = (
     "GROUP BY ALL ORDER BY ALL"
 )
 
-# the dose view (homog.sentence_stats.sentence_dose in SQL): every followed sentence of every
+# the dose view (homog.stats.sentences.sentence_dose in SQL): every followed sentence of every
 # variant, its value minus its mean over the family's members (sentence fixed effects),
 # averaged per fifth of relative position
 DOSE_SQL = (
@@ -132,7 +132,7 @@ def _figure(curve: pd.DataFrame, model: str, path: Path) -> Path | None:
     import matplotlib.pyplot as plt
 
     from homog.plot import legend_below
-    from homog.stats import band_of_layers
+    from homog.stats.contrasts import band_of_layers
 
     c = curve[curve["model"] == model]
     if c.empty:
@@ -189,7 +189,7 @@ def _dose_figure(dose: pd.DataFrame, path: Path) -> Path | None:
     import matplotlib.pyplot as plt
 
     from homog.plot import legend_below
-    from homog.stats import band_of_layers
+    from homog.stats.contrasts import band_of_layers
 
     if dose is None or dose.empty:
         return None

@@ -3,7 +3,7 @@
 Everything the pipeline produces ends up in one DuckDB file (``homog.layout.default_db``;
 schema and contract in docs/design.md). The package splits into
 
-- :mod:`homog.store.schema`: table definitions (no I/O);
+- :mod:`homog.schema.tables`: table definitions (no I/O);
 - :mod:`homog.store.loader`: finding stage outputs and the atomic, idempotent, locked load;
 - :mod:`homog.store.guard`: the guards of every reader connection (DuckDB's sandbox, the
   statement allow-list, lock errors told from damage);
@@ -150,6 +150,16 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what type checkers and IDEs see: the eager imports
+    from homog.schema.tables import (
+        LAYER_SUMMARY,
+        SCHEMA_VERSION,
+        TABLES,
+        Table,
+        create_schema,
+        materialize_layer_summary,
+        summary_kind,
+        table_names,
+    )
     from homog.store.guard import (
         READ_ONLY_FUNCTIONS,
         READER_CONFIG,
@@ -182,16 +192,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the eager imports
         run_ids,
         summary_names,
         variants,
-    )
-    from homog.store.schema import (
-        LAYER_SUMMARY,
-        SCHEMA_VERSION,
-        TABLES,
-        Table,
-        create_schema,
-        materialize_layer_summary,
-        summary_kind,
-        table_names,
     )
     from homog.store.sql import (
         check_export_target,

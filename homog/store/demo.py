@@ -2,7 +2,8 @@
 
 A fixture, not part of the read-only query API (:mod:`homog.store.query`). It builds through
 the same atomic helper as the load (:func:`homog.store.loader.atomic_database`) and adjusts
-the contrasts' p-values with the stats stage's Holm correction (:func:`homog.paired_tests.holm`).
+the contrasts' p-values with the stats stage's Holm correction
+(:func:`homog.stats.paired_tests.holm`).
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from typing import Any
 import duckdb
 
 from homog.errors import HomogError
+from homog.schema.tables import create_schema, materialize_layer_summary
 from homog.store.demo_more import fill_probe, fill_sentences, fill_u_shape
 from homog.store.loader import atomic_database
-from homog.store.schema import create_schema, materialize_layer_summary
 
 DEMO_MODELS = (
     # (model key, source, n_layers, d_model, n_heads)
@@ -74,7 +75,8 @@ def make_demo_db(
     mauve_scores, contrasts (normal-approximation p-values, Holm over layers), posenc_results,
     head_ablation and logit_decomposition. With the defaults (10 runs, 200 texts) layer_metrics
     has about 2.2 M rows and the build takes a few seconds: the rows come from DuckDB SQL,
-    the Holm correction of the contrasts from :func:`homog.paired_tests.holm`. The file is written
+    the Holm correction of the contrasts from :func:`homog.stats.paired_tests.holm`. The file is
+    written
     atomically by :func:`homog.store.loader.atomic_database`. ``layer_summary`` is materialised
     as ``homog load`` does (``summary='table'``), or left the view that databases built by
     older homog hold (``summary='view'``, the benchmark's "before"). Raises HomogError for
@@ -232,7 +234,7 @@ def _fill_contrasts(con: duckdb.DuckDBPyConnection) -> None:
     not the stage's ``stats.test`` p-values); the Holm family is (run, variant, metric), as in
     the stats stage.
     """
-    from homog.paired_tests import holm
+    from homog.stats.paired_tests import holm
 
     con.execute("""
         CREATE TEMP TABLE d AS

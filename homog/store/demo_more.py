@@ -77,14 +77,14 @@ FAMILY = {"original": [0, 1, 2, 3, 4], "key_first": [1, 0, 2, 3, 4], "key_mid": 
 def fill_sentences(con: duckdb.DuckDBPyConnection, *, seed: int, n_texts: int = 8) -> None:
     """sentence_metrics of n_texts reviews of 5 sentences for the first two unchanged runs
     (key sentence 1, control sentence 4; two keep the demo quick to build), each value rising
-    towards the edges with depth, and their sentence_contrasts (homog.sentence_stats, a small
+    towards the edges with depth, and their sentence_contrasts (homog.stats.sentences, a small
     bootstrap)."""
     from types import SimpleNamespace
 
     import pandas as pd
 
     from homog.extract.sentences import SENT_HIDDEN
-    from homog.sentence_stats import SENTENCE_CONTRAST_COLUMNS, run_sentence_contrasts
+    from homog.stats.sentences import SENTENCE_CONTRAST_COLUMNS, run_sentence_contrasts
 
     rng = np.random.default_rng(seed + 2)
     runs = con.execute(

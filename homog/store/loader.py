@@ -25,14 +25,14 @@ from homog.config import Params, as_params
 from homog.errors import HomogError
 from homog.io import check_target
 from homog.layout import Layout, find_runs, writable_dir
-from homog.store.guard import damaged, lock_error, quote_literal
-from homog.store.schema import (
+from homog.schema.tables import (
     SCHEMA_VERSION,
     TABLES,
     Table,
     create_schema,
     materialize_layer_summary,
 )
+from homog.store.guard import damaged, lock_error, quote_literal
 from homog.store.target import (
     atomic_database,
     interrupted,

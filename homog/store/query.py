@@ -18,13 +18,11 @@ import duckdb
 from homog.errors import HomogError
 from homog.store.guard import damaged, open_reader
 from homog.store.sql import check_names, database_path, fetch_dicts, fetch_rows
+from homog.variants import TEXT_VARIANTS
 
 CREATE_HINT = "create it with `dvc repro` (the whole pipeline) or `homog load` (after the stages)"
-# the paper's variants, then the position family (homog.synth.position; a finer sweep's
-# key_p25 ... sort after these by name)
-VARIANT_ORDER = (
-    "original", "front", "end", "control", "key_first", "key_mid", "key_last", "key_control",
-)  # fmt: skip
+# the registry's order (homog.variants; a finer sweep's key_p25 ... sorts after by name)
+VARIANT_ORDER = TEXT_VARIANTS
 
 
 def connect(db_path: str | os.PathLike[str]) -> duckdb.DuckDBPyConnection:
@@ -62,7 +60,7 @@ def check_schema(con: duckdb.DuckDBPyConnection, tables: Sequence[str] = ()) -> 
     lacks columns of the schema or has a column of a type readers cannot compute on (a
     VARCHAR ``layer_metrics.value``): the message names table, column, found and expected
     type, and says to rebuild with `homog load`."""
-    from homog.store.schema import schema_problems
+    from homog.schema.tables import schema_problems
 
     problems = schema_problems(con, tables)
     if problems:
@@ -123,7 +121,7 @@ def summary_names(con: duckdb.DuckDBPyConnection) -> tuple[list[str], list[str]]
     value, which the summary leaves out (nothing to draw).
     """
     from homog.extract import PER_TEXT_METRICS
-    from homog.store.schema import summary_kind
+    from homog.schema.tables import summary_kind
 
     try:
         kind = summary_kind(con)

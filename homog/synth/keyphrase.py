@@ -1,7 +1,6 @@
 """Sentences, key phrases and where a key phrase sits in its sentence.
 
-- ``split_sentences(text)`` -> sentence spans (start, end) so variants can be rebuilt by
-  replacing sentences in place, keeping everything between them.
+- Sentences are split by ``homog.text.sentences.split_sentences``.
 - ``KeyphraseExtractor``: a small interface (``extract(text, top_k) -> list[str]``, best first);
   ``YakeExtractor`` is the default. Add an extractor by writing a class with that method and
   registering it in ``EXTRACTORS``.
@@ -19,74 +18,10 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
-from homog.config import KeyphraseConfig
+from homog.config.synth import KeyphraseConfig
 from homog.errors import HomogError
 
 _WORD = re.compile(r"\w+(?:['\u2019]\w+)*")
-# A sentence ends at . ! ? (repeats allowed) plus closing quotes/brackets, followed by space
-# and something that opens a sentence. Reviews often open a sentence in lower case: a lone
-# "." before a lower-case word splits too ("It was pointless. every episode ..."), but not
-# "..", "?" or "!" ("Really? yes, really."; "like the Avon Lady.. and lost big time").
-_BOUNDARY = re.compile(r"[.!?]+[\"'\u201d\u2019)\]]*\s+(?=[\"'\u201c\u2018(\[]?[^\W_])")
-_LOWER_OK = re.compile(r"\.\s+$")
-_ABBREV = {
-    "mr",
-    "mrs",
-    "ms",
-    "dr",
-    "st",
-    "jr",
-    "sr",
-    "vs",
-    "etc",
-    "no",
-    "vol",
-    "prof",
-    "mt",
-    "ft",
-    "e.g",
-    "i.e",
-    "approx",
-    "dept",
-    "inc",
-    "ltd",
-    "co",
-    "a.k.a",
-    "aka",
-    "a.m",
-    "p.m",
-    "u.s",
-    "u.k",
-    "cf",
-}
-
-
-def split_sentences(text: str) -> list[tuple[int, int]]:
-    """Sentence spans [(start, end), ...] of ``text`` (pure).
-
-    Splits after . ! ? when the next word starts with a capital or a digit (after an
-    optional opening quote), and after a lone "." before a lower-case word; not after
-    abbreviations (Mr., Dr., e.g.) or single-letter initials (J. R.). Spans cover sentences
-    without the whitespace between them.
-    """
-    spans: list[tuple[int, int]] = []
-    start = 0
-    for m in _BOUNDARY.finditer(text):
-        opening = text[m.end() : m.end() + 2].lstrip("\"'\u201c\u2018([")[:1]
-        if opening.islower() and not _LOWER_OK.fullmatch(m.group()):
-            continue
-        head = text[start : m.start()]
-        last = head.rsplit(None, 1)[-1] if head.split() else ""
-        token = last.lower().rstrip(".")
-        if text[m.start()] == "." and (token in _ABBREV or (len(token) == 1 and token.isalpha())):
-            continue
-        end = m.end() - (len(m.group()) - len(m.group().rstrip()))
-        spans.append((start, end))
-        start = m.end()
-    if text[start:].strip():
-        end = len(text.rstrip())
-        spans.append((start, end))
-    return spans
 
 
 def words(text: str) -> list[str]:

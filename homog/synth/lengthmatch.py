@@ -2,7 +2,7 @@
 
 With ``synth.length_match: true`` a front/end/control rewrite is kept only when the text keeps
 its token count under every model's tokenizer (the keys of ``models:``, tokenized as
-extraction tokenizes, ``homog.synth.tokens``):
+extraction tokenizes, ``homog.text.tokens``):
 
 - the parse rephraser asks ``LengthFilter.keep`` about every rewrite it ranks, each measured
   in a window of the review around its sentence (tokens may merge across a join), before the
@@ -59,7 +59,7 @@ class LengthFilter:
     @classmethod
     def from_params(cls, params: Params) -> LengthFilter:
         """A filter over the tokenizers of every key of ``params.models``."""
-        from homog.synth.tokens import model_tokenizers
+        from homog.text.tokens import model_tokenizers
 
         return cls(model_tokenizers(params))
 
@@ -68,8 +68,8 @@ class LengthFilter:
         order, as the model sees it: after ``LEAD`` (every variant text starts with it, and
         the first word is another token without it: "Bizarre" vs " Bizarre"); one batch per
         tokenizer for the texts not seen before."""
-        from homog.synth.position import LEAD
-        from homog.synth.tokens import token_counts
+        from homog.text.sentences import LEAD
+        from homog.text.tokens import token_counts
 
         todo = [t for t in dict.fromkeys(texts) if t not in self._cache]
         if todo:
@@ -330,7 +330,7 @@ def manipulation(
     params: Params, variants: Variants, keep: pd.Series, lf: LengthFilter, reverts: dict
 ) -> dict[str, Any]:
     """``report.json["manipulation"]``'s ``length_match`` and ``edges`` (module docstring)."""
-    from homog.synth.tokens import token_budgets
+    from homog.text.tokens import token_budgets
 
     return {
         "length_match": length_report(variants, keep, lf, params.synth.length_match, reverts),

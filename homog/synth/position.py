@@ -36,24 +36,14 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-LEAD = " "
+from homog.text.sentences import LEAD
+from homog.variants import CONTROL, variant_name
+
 MIN_SENTENCES = 3
-CONTROL = "key_control"
-NAMED = {0.0: "key_first", 0.5: "key_mid", 1.0: "key_last"}
 # key_control's cost: a token of length difference weighs a quarter of a token of shift (on
 # 300 IMDB reviews any weight from 0 to 0.5 gives a mean control / family ratio of 0.92;
 # 0.25 keeps the moved sentence's length near the key sentence's)
 LENGTH_WEIGHT = 0.25
-
-
-def variant_name(p: float) -> str:
-    """key_first / key_mid / key_last for 0 / 0.5 / 1, else key_p<round(100 p)> (key_p25)."""
-    return NAMED.get(float(p), f"key_p{round(100 * p)}")
-
-
-def family_names(positions: Sequence[float]) -> list[str]:
-    """The family's variant names in order: one per position, then key_control."""
-    return [variant_name(p) for p in positions] + [CONTROL]
 
 
 def join(sentences: Sequence[str]) -> str:

@@ -39,7 +39,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from homog.synth.position import CONTROL, LEAD
+from homog.text.sentences import LEAD
+from homog.variants import CONTROL
 
 
 def _r(x: float) -> float | None:
@@ -51,7 +52,7 @@ def token_measures(
 ) -> dict[str, dict[str, dict[str, float | None]]]:
     """model -> variant -> measures (see the module doc) of ``table`` (variant, sample_id,
     text; every sample_id has an ``original``)."""
-    from homog.synth.tokens import encode
+    from homog.text.tokens import encode
 
     out: dict[str, dict[str, dict[str, float | None]]] = {}
     texts = table["text"].tolist()
@@ -106,7 +107,7 @@ def key_sentence_measures(records: pd.DataFrame) -> dict[str, dict[str, Any]]:
 
 def family_measures(records: pd.DataFrame, positions: Sequence[float]) -> dict[str, Any]:
     """The key sentence's travel and key_control's shift beside the family's (module doc)."""
-    from homog.synth.position import variant_name
+    from homog.variants import variant_name
 
     r = records.assign(
         share=_share(records, "key_start"), moved=_share(records, "moved_start")

@@ -29,7 +29,6 @@ from typing import Any
 import pandas as pd
 
 from homog.synth.position import (
-    LEAD,
     MIN_SENTENCES,
     Family,
     family_orders,
@@ -41,7 +40,8 @@ from homog.synth.position import (
     word_share,
 )
 from homog.synth.salience import Salience
-from homog.synth.tokens import encode
+from homog.text.sentences import LEAD
+from homog.text.tokens import encode
 
 # the family's own columns of the texts table: the key sentence (index in this text, first
 # word's share of the words), every sentence's character span in this text

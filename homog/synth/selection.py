@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from homog.config import SynthConfig
+from homog.config.synth import SynthConfig
 from homog.errors import HomogError
 from homog.synth.rephrase import TARGETS
 

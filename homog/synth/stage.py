@@ -36,22 +36,17 @@ from typing import Any
 
 import pandas as pd
 
-from homog.config import KeyphraseConfig, Params, as_params
-from homog.corpus import read_corpus
-from homog.corpus_cut import budget_check
+from homog.config import Params, as_params
+from homog.config.synth import KeyphraseConfig
+from homog.corpus.cut import budget_check
+from homog.corpus.stage import read_corpus
 from homog.errors import HomogError
 from homog.io import atomic_path, write_json
 from homog.layout import Layout, writable_dir
 from homog.synth import lengthmatch
 from homog.synth.bertscore import make_scorer
 from homog.synth.budget import fit_budget
-from homog.synth.keyphrase import (
-    KeyphraseExtractor,
-    edges,
-    extractor_from_config,
-    split_sentences,
-)
-from homog.synth.position import family_names
+from homog.synth.keyphrase import KeyphraseExtractor, edges, extractor_from_config
 from homog.synth.position_report import manipulation
 from homog.synth.position_stage import FAMILY_COLUMNS, build_family, with_family
 from homog.synth.rephrase import TARGETS, Rephraser, Rewrite, rephraser_from_params
@@ -64,8 +59,10 @@ from homog.synth.selection import (
     select,
 )
 from homog.synth.timing import Phases
-from homog.synth.tokens import model_tokenizers, token_budgets
 from homog.synth.variants import Sentences, Variants, assemble, mean_position
+from homog.text.sentences import split_sentences
+from homog.text.tokens import model_tokenizers, token_budgets
+from homog.variants import family_names
 
 TEXT_COLUMNS = ["dataset", "variant", "sample_id", "text", "label", "keyphrase", "bertscore_f1",
                 *FAMILY_COLUMNS]  # fmt: skip

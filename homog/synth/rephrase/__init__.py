@@ -36,11 +36,13 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
-from homog.config import LLMRephraserConfig, Params, SynthConfig
+from homog.config import Params
+from homog.config.synth import LLMRephraserConfig, SynthConfig
 from homog.errors import HomogError
 from homog.synth.keyphrase import phrase_span, relative_position
+from homog.variants import PAPER_VARIANTS
 
-TARGETS = ("front", "end", "control")
+TARGETS = PAPER_VARIANTS  # front, end, control (homog.variants)
 
 # name -> "module:class"; imported lazily by ``rephraser_class``.
 REPHRASERS: dict[str, str] = {

@@ -16,7 +16,8 @@ import dataclasses
 import re
 from typing import Any
 
-from homog.config import FluencyConfig, LLMRephraserConfig, Params, SynthConfig
+from homog.config import Params
+from homog.config.synth import FluencyConfig, LLMRephraserConfig, SynthConfig
 from homog.synth.rephrase import Rephraser, Rewrite, check_target, position_ok
 
 PROMPTS = {

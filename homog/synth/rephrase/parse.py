@@ -25,7 +25,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from homog.config import FluencyConfig, KeyphraseConfig, Params, ParserConfig, SynthConfig
+from homog.config import Params
+from homog.config.synth import FluencyConfig, KeyphraseConfig, ParserConfig, SynthConfig
 from homog.errors import HomogError
 from homog.synth.keyphrase import edges, phrase_span, relative_position, words
 from homog.synth.rephrase import Rephraser, Rewrite, check_target

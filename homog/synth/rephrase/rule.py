@@ -44,7 +44,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from homog.config import Params, SynthConfig
+from homog.config import Params
+from homog.config.synth import SynthConfig
 from homog.synth.keyphrase import words
 from homog.synth.rephrase import Rephraser, Rewrite, choose
 from homog.synth.rephrase.lexicon import (

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from homog.config_position import PositionConfig
+from homog.config.position import PositionConfig
 from homog.validate import check as _check
 
 

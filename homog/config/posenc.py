@@ -1,17 +1,19 @@
 """The ``posenc:`` section of params.yaml (the positional-encoding lab). Its own module, below
 ``homog.posenc.presets`` (which resolves a section against its preset) and ``homog.config``
 (which re-exports ``PosencConfig``): the section's check reads the preset table
-(``homog.posenc.preset_table``) without importing the presets' resolver."""
+(``homog.config.posenc_presets``) without importing the presets' resolver."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from homog.posenc import ENCODINGS
-from homog.posenc.preset_table import PRESETS, apply_overrides
+from homog.config.posenc_presets import PRESETS, apply_overrides
 from homog.validate import check as _check
 from homog.validate import check_posenc
+
+# the positional encodings the lab trains (homog.posenc.model builds each)
+ENCODINGS = ("nope", "sinusoidal", "learned", "t5", "alibi", "rope", "partial_rope", "mla")
 
 POSENC_TASKS: tuple[str, ...] = ("distance", "count")
 
@@ -24,7 +26,7 @@ class PosencConfig:
     (``homog.posenc.presets.resolve`` checks them against the preset).
     """
 
-    preset: str = "cpu"  # a key of homog.posenc.preset_table.PRESETS
+    preset: str = "cpu"  # a key of homog.config.posenc_presets.PRESETS
     tasks: tuple[Literal["distance", "count"], ...] = POSENC_TASKS
     encodings: tuple[str, ...] = ENCODINGS
     device: str = "auto"

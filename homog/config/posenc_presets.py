@@ -1,6 +1,6 @@
 """The posenc presets as data (``PRESETS``; ``homog.posenc.presets`` describes each) and how
 overrides apply to one. Imports nothing of homog's config, so both the ``posenc:`` section's
-check (``homog.config_posenc``) and the resolver (``homog.posenc.presets``) read it."""
+check (``homog.config.posenc``) and the resolver (``homog.posenc.presets``) read it."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Column types of a database checked against the store's schema (issue 39 item 13).
 
-``schema_problems`` (homog.store.schema) names a table that lacks columns; this module names a
+``schema_problems`` (homog.schema.tables) names a table that lacks columns; this module names a
 column whose type readers cannot compute on: a ``layer_metrics.value`` stored as VARCHAR gave
 ``claims``, ``diff`` and ``report`` pandas' ``TypeError: dtype 'str' does not support operation
 'mean'``. A column of the schema must be of its type's family: a number (any integer, float or

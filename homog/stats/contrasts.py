@@ -13,14 +13,14 @@ skewed differences) is kept as an option. Rows of depth get the same treatment, 
 them: ``layer0`` (the embeddings), the depth bands (first 25 %, middle 50 %, last 25 % of the
 layers between 0 and L; the per-text mean over the band's layers) and ``final`` (layer L).
 Every row also gets the length-adjusted effect, size, equivalence test and layer-0 control of
-:mod:`homog.contrast_rows`, and band rows of ``stats.mixed_metrics`` the mixed model of
-:mod:`homog.mixed` (docs/statistics.md). An intervention run (``zero_pos``,
+:mod:`homog.stats.contrast_rows`, and band rows of ``stats.mixed_metrics`` the mixed model of
+:mod:`homog.stats.mixed` (docs/statistics.md). An intervention run (``zero_pos``,
 ``shuffle_pos``) is compared with the unchanged
 (``none``) run of the same model and config (the same ``pair_key``: everything but the
 intervention), variant by variant (``baseline_run_id`` set); only the interventions that
 ``extract.interventions`` names are read.
 
-Per-text differences within rounding (``homog.paired_tests.NUMERIC_TOLERANCE``, 1e-9 of the
+Per-text differences within rounding (``homog.stats.paired_tests.NUMERIC_TOLERANCE``, 1e-9 of the
 values) count as exact zeros (``paired_difference``): a reordering of the same tokens changes
 layer 0 by ~1e-14, which must read as no difference, not as a significant one.
 All-zero differences (a variant against itself, or a metric that does not move) have no
@@ -38,12 +38,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from homog.contrast_rows import extra_columns, sesoi_rule
 from homog.extract import TOKEN_COUNT
 from homog.metrics.sets import N_REMOVED
-from homog.mixed import MIXED_COLUMNS, fit_mixed, pair_effects
-from homog.paired_tests import bootstrap_ci, holm, paired_difference, paired_p
-from homog.store.schema import TABLES
+from homog.schema.tables import TABLES
+from homog.stats.contrast_rows import extra_columns, sesoi_rule
+from homog.stats.mixed import MIXED_COLUMNS, fit_mixed, pair_effects
+from homog.stats.paired_tests import bootstrap_ci, holm, paired_difference, paired_p
 
 # the derived variant of the U-shape: per text, layer and metric the mean of key_first's and
 # key_last's values (texts that have both); its token count is the mean of theirs
@@ -194,7 +194,7 @@ def pair_rows(
 
     tokens: per-text metric-token counts of a and b; baseline: the original's [layer x
     sample_id] table (default: b's); mixed: band -> the mixed model's columns for this pair;
-    sesoi_of_metric, who, alpha: see :func:`homog.contrast_rows.extra_columns`.
+    sesoi_of_metric, who, alpha: see :func:`homog.stats.contrast_rows.extra_columns`.
     """
     opts = {"n_boot": n_boot, "ci": ci, "seed": seed, "test": test, "n_perm": n_perm}
     a, b = side_a.align(side_b, join="inner")
@@ -279,7 +279,7 @@ def with_key_ends(
 def sesoi_of_table(
     factor: float, basis: str, table: pd.DataFrame, who: str
 ) -> tuple[float | None, str]:
-    """:func:`homog.contrast_rows.sesoi_rule` of ``table``, with its bands."""
+    """:func:`homog.stats.contrast_rows.sesoi_rule` of ``table``, with its bands."""
     return sesoi_rule(factor, basis, table, band_of_layers(list(table.index)), who)
 
 
@@ -308,9 +308,9 @@ def run_contrasts(
     TOKEN_COUNT rows, when present, adjust the contrasts for length. Pairs whose variants are
     absent are skipped; KEY_ENDS is derived from key_first and key_last (:func:`with_key_ends`).
     ``mixed_metrics``: the metrics whose band rows also get the secondary mixed model
-    (homog.mixed; ``stats.mixed_metrics``; KEY_ENDS is not a variant of the fit, so its
+    (homog.stats.mixed; ``stats.mixed_metrics``; KEY_ENDS is not a variant of the fit, so its
     columns are NaN). ``sesoi``, ``sesoi_basis``: the smallest effect of interest
-    (:func:`homog.contrast_rows.sesoi_rule`); ``alpha``: the equivalence CI is 1 - 2 alpha.
+    (:func:`homog.stats.contrast_rows.sesoi_rule`); ``alpha``: the equivalence CI is 1 - 2 alpha.
     Returns CONTRAST_COLUMNS rows.
     """
     opts = {"n_boot": n_boot, "ci": ci, "seed": seed, "test": test, "n_perm": n_perm}

@@ -1,7 +1,8 @@
 """The ``stats`` stage: read the runs' layer_metrics, write contrasts, dose-response, metrics.
 
-The computation is in :mod:`homog.stats` (paired contrasts), :mod:`homog.contrast_rows`
-(length adjustment, layer-0 control, TOST) and :mod:`homog.dose` (the position family's
+The computation is in :mod:`homog.stats.contrasts` (paired contrasts),
+:mod:`homog.stats.contrast_rows`
+(length adjustment, layer-0 control, TOST) and :mod:`homog.stats.dose` (the position family's
 dose-response); this module reads and writes the files (docs/design.md, docs/statistics.md).
 """
 
@@ -20,7 +21,12 @@ from homog.config import Params, as_params
 from homog.extract import TOKEN_COUNT
 from homog.io import HomogError, atomic_path, read_output, write_json
 from homog.layout import Layout, find_runs
-from homog.stats import NOT_CONTRASTED, finish_contrasts, intervention_contrasts, run_contrasts
+from homog.stats.contrasts import (
+    NOT_CONTRASTED,
+    finish_contrasts,
+    intervention_contrasts,
+    run_contrasts,
+)
 
 
 def _read_metrics(run_dir: Path) -> pd.DataFrame:
@@ -239,10 +245,10 @@ def stats_stage(
     """The ``stats`` stage: writes ``data/stats/`` (contrasts.parquet, dose_response.parquet,
     metrics.json, plots/).
 
-    ``dose_response.parquet``: the position family's slopes and points (:mod:`homog.dose`)
+    ``dose_response.parquet``: the position family's slopes and points (:mod:`homog.stats.dose`)
     from the texts' ``key_position`` (an empty table when the texts have none).
     ``separability.parquet``: claim 4's classifier AUCs of the unchanged runs
-    (:mod:`homog.separability`).
+    (:mod:`homog.stats.separability`).
 
     ``plots/<metric>__<model>.csv``: the unchanged run's layer curve of ``metric`` (PLOT_METRICS),
     columns layer, rel_depth and one per variant (DVC plots). Returns counts.
@@ -307,9 +313,9 @@ def stats_stage(
 def sentence_contrasts_of_runs(
     params: Params, found: list[tuple[dict[str, Any], Path]]
 ) -> pd.DataFrame:
-    """The sentence_contrasts rows (homog.sentence_stats) of every run whose directory holds
+    """The sentence_contrasts rows (homog.stats.sentences) of every run whose directory holds
     a sentence_metrics.parquet (an empty table when none does)."""
-    from homog.sentence_stats import SENTENCE_CONTRAST_COLUMNS, run_sentence_contrasts
+    from homog.stats.sentences import SENTENCE_CONTRAST_COLUMNS, run_sentence_contrasts
 
     parts = []
     for run, run_dir in found:
@@ -339,8 +345,8 @@ def key_positions(path: Path) -> pd.DataFrame | None:
 def dose_tables(
     params: Params, layout: Layout, found: Sequence[tuple[dict[str, Any], Path]], frames
 ) -> pd.DataFrame:
-    """The dose-response rows of every run (:func:`homog.dose.dose_response`)."""
-    from homog.dose import DOSE_COLUMNS, dose_response
+    """The dose-response rows of every run (:func:`homog.stats.dose.dose_response`)."""
+    from homog.stats.dose import DOSE_COLUMNS, dose_response
 
     positions = key_positions(layout.texts)
     st = params.stats
@@ -363,10 +369,11 @@ def dose_tables(
 def separability_tables(
     params: Params, runs: Sequence[dict[str, Any]], frames: Mapping[str, pd.DataFrame]
 ) -> pd.DataFrame:
-    """The separability rows of every unchanged run (:func:`homog.separability.run_separability`;
+    """The separability rows of every unchanged run
+    (:func:`homog.stats.separability.run_separability`;
     n_boot capped at its MAX_BOOT, ``stats.separability_perm`` permutations)."""
-    from homog.separability import SEP_COLUMNS, SEP_METRICS, run_separability
-    from homog.stats import pivot_metrics
+    from homog.stats.contrasts import pivot_metrics
+    from homog.stats.separability import SEP_COLUMNS, SEP_METRICS, run_separability
 
     parts = []
     for r in runs:

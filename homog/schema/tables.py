@@ -19,20 +19,20 @@ Additive extensions (documented in the README):
   the unchanged run's id, ``variant_a = variant_b`` and ``mean_diff`` is intervention minus
   unchanged. ``n`` is the number of paired texts.
 - ``contrasts`` also carries the length adjustment, size, equivalence, layer-0 and mixed-model
-  columns of issue 29 (``n_tokens_diff`` .. ``mm_p_value``; homog/contrast_rows.py and
+  columns of issue 29 (``n_tokens_diff`` .. ``mm_p_value``; homog/stats/contrast_rows.py and
   docs/statistics.md define each); ``band`` also takes ``'layer0'`` (the embeddings) and
   ``'final'`` (the final-norm output), which the depth bands leave out.
 - ``dose_response(run_id, metric, band, kind, variant, key_position, value, ci_low, ci_high,
   p_value, n, intercept, p_holm)``: the position family's within-text slope of each metric on the
   key sentence's position (``kind = 'slope'``) and the per-variant points (``'point'``);
-  homog/dose.py.
+  homog/stats/dose.py.
 - ``layer_metrics`` holds one ``n_tokens`` row per text at layer 0 (the metric tokens).
 - ``probe_metrics(model, intervention, scheme, kind, baseline, variant, layer, band, metric,
   value, ci_low, ci_high, p_value, p_holm, n, verdict)`` and ``lm_sentiment(model,
   intervention, variant, sample_id, label, log_odds, margin, correct, n_prompt_tokens,
   truncated)``: the probe stage (homog/probe, docs/probe.md), keyed by model.
 - ``sentence_metrics`` and ``sentence_contrasts``: every position-family sentence per layer
-  and the key sentence's paired contrasts (issue 40; homog/store/schema_sentences.py).
+  and the key sentence's paired contrasts (issue 40; homog/schema/sentences.py).
 - ``homog_meta(key, value)``: ``schema_version``.
 - ``layer_summary`` is a table that ``load`` materialises (same name, columns and types as the
   view that older databases hold; readers use it either way).
@@ -46,8 +46,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from homog.store.schema_sentences import SENTENCE_CONTRASTS, SENTENCE_METRICS
-from homog.store.schema_types import Table, type_problems
+from homog.schema.column_types import Table, type_problems
+from homog.schema.sentences import SENTENCE_CONTRASTS, SENTENCE_METRICS
 
 if TYPE_CHECKING:
     import duckdb
@@ -58,7 +58,8 @@ SCHEMA_VERSION = "1"
 V = "VARCHAR"
 I = "INTEGER"  # noqa: E741 - a type name, not a loop variable
 D = "DOUBLE"
-# issue 38 (homog/contrast_rows.py, homog/dose.py, homog/separability.py; docs/database.md)
+# issue 38 (homog/stats/contrast_rows.py, homog/stats/dose.py, homog/stats/separability.py;
+# docs/database.md)
 EQUIVALENCE = (("sesoi_basis", V), ("eq_ci_low", D), ("eq_ci_high", D))
 SEPARABILITY = (("run_id", V), ("variant_a", V), ("variant_b", V), ("metric", V), ("scope", V),
                 ("auc", D), ("ci_low", D), ("ci_high", D), ("p_value", D), ("n", I),
@@ -205,7 +206,7 @@ TABLES: dict[str, Table] = {
                 ("baseline_run_id", V),
                 ("n", I),
                 # length adjustment, size, equivalence, layer-0 control, mixed model
-                # (homog/contrast_rows.py, homog/mixed.py; docs/statistics.md)
+                # (homog/stats/contrast_rows.py, homog/stats/mixed.py; docs/statistics.md)
                 ("n_tokens_diff", D),
                 ("adjusted", "BOOLEAN"),
                 ("adj_diff", D),

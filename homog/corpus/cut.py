@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from homog.synth.keyphrase import split_sentences
-from homog.synth.position import LEAD
+from homog.text.sentences import LEAD, split_sentences
 
 # texts -> whether each fits every model's budget
 FitCheck = Callable[[Sequence[str]], list[bool]]
@@ -51,7 +50,7 @@ def cut_texts(texts: Sequence[str], fits: FitCheck) -> list[str | None]:
 
 def budget_check(tokenizers: dict[str, Any], budgets: dict[str, int]) -> FitCheck:
     """A ``FitCheck``: every model's token count (special tokens included) <= its budget."""
-    from homog.synth.tokens import token_counts
+    from homog.text.tokens import token_counts
 
     def fits(texts: Sequence[str]) -> list[bool]:
         ok = [True] * len(texts)
@@ -65,7 +64,7 @@ def budget_check(tokenizers: dict[str, Any], budgets: dict[str, int]) -> FitChec
 
 def params_check(params: Any) -> tuple[FitCheck, dict[str, int]]:
     """(``budget_check`` for every model of ``params.models``, model key -> budget)."""
-    from homog.synth.tokens import model_tokenizers, token_budgets
+    from homog.text.tokens import model_tokenizers, token_budgets
 
     budgets = token_budgets(params)
     return budget_check(model_tokenizers(params), budgets), budgets

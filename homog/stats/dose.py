@@ -48,9 +48,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from homog.paired_tests import NUMERIC_TOLERANCE, holm, paired_p, resample_counts
+from homog.stats.paired_tests import NUMERIC_TOLERANCE, holm, paired_p, resample_counts
+from homog.variants import CONTROL
 
-CONTROL = "key_control"
 DOSE_COLUMNS = ("run_id", "metric", "band", "kind", "variant", "key_position", "value",
                 "ci_low", "ci_high", "p_value", "n", "intercept", "p_holm", "sesoi",
                 "sesoi_basis", "eq_ci_low", "eq_ci_high")  # fmt: skip
@@ -74,7 +74,7 @@ def within_slopes(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     xc = np.where(m, xs - xbar, 0.0)
     dev = np.where(m, ys - ybar, 0.0)
     # a text whose values differ only by rounding (the same tokens reordered, at layer 0)
-    # has no slope: its deviations are set to exactly 0 (homog.paired_tests.NUMERIC_TOLERANCE)
+    # has no slope: its deviations are set to exactly 0 (homog.stats.paired_tests.NUMERIC_TOLERANCE)
     scale = np.where(m, np.abs(ys), 0.0).max(axis=0)
     dev = np.where((np.abs(dev) <= NUMERIC_TOLERANCE * scale).all(axis=0), 0.0, dev)
     sxy = (xc * dev).sum(0)
@@ -257,10 +257,10 @@ def dose_response(
     """DOSE_COLUMNS rows of one run. ``frame``: its layer_metrics rows; ``positions``: rows
     (variant, sample_id, key_position) of the texts (None or no position: no rows);
     ``exclude``: metrics not to model (counts and indices); ``sesoi``, ``sesoi_basis``: the
-    smallest effect of interest (homog.contrast_rows.sesoi_rule) of the original of
+    smallest effect of interest (homog.stats.contrast_rows.sesoi_rule) of the original of
     ``reference`` (layer_metrics rows; default ``frame``: the unchanged run's for an
     intervention run); ``alpha``: the equivalence CI is 1 - 2 alpha."""
-    from homog.stats import band_of_layers, pivot_metrics
+    from homog.stats.contrasts import band_of_layers, pivot_metrics
 
     empty = pd.DataFrame({c: pd.Series(dtype=object) for c in DOSE_COLUMNS})
     if positions is None or positions.empty or "key_position" not in positions:
@@ -293,12 +293,12 @@ def dose_response(
 def metric_sesoi(
     original: pd.DataFrame | None, bands: dict[str, list[int]], factor: float, basis: str
 ) -> tuple[np.ndarray, list[str | None]] | None:
-    """Per band the slope's SESOI and its basis text (homog.contrast_rows.sesoi_rule): the
+    """Per band the slope's SESOI and its basis text (homog.stats.contrast_rows.sesoi_rule): the
     metric's SESOI, as a slope is the change from the first word to the last in metric units;
     on the sd basis (or its fallback) ``factor`` x the original's between-text SD of the band.
     None without an original."""
-    from homog.contrast_rows import sesoi_rule
-    from homog.stats import band_of_layers
+    from homog.stats.contrast_rows import sesoi_rule
+    from homog.stats.contrasts import band_of_layers
 
     if original is None:
         return None

@@ -39,8 +39,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
-from homog.paired_tests import NUMERIC_TOLERANCE, resample_counts
-from homog.store.schema import TABLES
+from homog.schema.tables import TABLES
+from homog.stats.paired_tests import NUMERIC_TOLERANCE, resample_counts
 
 SEP_VARIANTS = ("front", "end", "key_first", "key_last", "key_control")
 SEP_METRICS = ("erank", "mev", "resultant_length", "attn_first")
@@ -231,7 +231,7 @@ def run_separability(
     metrics: Sequence[str] = SEP_METRICS,
 ) -> pd.DataFrame:
     """SEP_COLUMNS rows of one unchanged run; ``tables``: (variant, metric) -> [layer x
-    sample_id] (homog.stats.pivot_metrics of its layer_metrics)."""
+    sample_id] (homog.stats.contrasts.pivot_metrics of its layer_metrics)."""
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(1):  # small matrices: BLAS threads only wait for each other

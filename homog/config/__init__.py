@@ -27,18 +27,11 @@ from typing import Any, Literal
 
 import yaml
 
-# sections in their own modules are re-exported (noqa F401): ``from homog.config import X``
-from homog.config_posenc import PosencConfig  # noqa: F401
-from homog.config_primary import PrimaryConfig
-from homog.config_probe import ProbeConfig  # noqa: F401
-from homog.config_synth import (  # noqa: F401
-    BertScoreConfig,
-    FluencyConfig,
-    KeyphraseConfig,
-    LLMRephraserConfig,
-    ParserConfig,
-    SynthConfig,
-)
+# sections in their own modules (import them from there)
+from homog.config.posenc import PosencConfig
+from homog.config.primary import PrimaryConfig
+from homog.config.probe import ProbeConfig
+from homog.config.synth import SynthConfig
 from homog.errors import HomogError
 from homog.typed import coerce, section, value_name
 from homog.validate import (
@@ -54,6 +47,8 @@ DEFAULT_PARAMS = Path("params.yaml")
 DTYPES = ("float32", "bfloat16", "float16")
 INTERVENTIONS: tuple[str, ...] = ("none", "zero_pos", "shuffle_pos")
 ENGINES: tuple[str, ...] = ("local", "ray")
+# stats.test: the paired tests of homog.stats.paired_tests
+TESTS: tuple[str, ...] = ("sign_flip", "wilcoxon")
 REPHRASERS: tuple[str, ...] = ("parse", "rule", "llm")
 # issue 39: below this the metrics stop meaning anything (ExtractConfig.__post_init__)
 MIN_TOKENS = 8
@@ -253,17 +248,16 @@ class StatsConfig:
     # what stats.sesoi scales (issue 38): depth (the original's mean early-to-late band change
     # of the metric, one value per run and metric) | sd (the original's between-text SD per row)
     sesoi_basis: str = "depth"
-    # label permutations of the separability classifier's p (homog.separability); 0: no p
+    # label permutations of the separability classifier's p (homog.stats.separability); 0: no p
     separability_perm: int = 999
     # metrics of the secondary mixed model per band (statsmodels MixedLM, ~2 s per fit at
     # 300 texts x 8 variants); [] turns it off
     mixed_metrics: tuple[str, ...] = ("erank", "erank__no_sink", "erank__standardized", "mev",
                                       "attn_first")  # fmt: skip
-    # the pre-registered primary endpoints: their own Holm family (homog.config_primary)
+    # the pre-registered primary endpoints: their own Holm family (homog.config.primary)
     primary: PrimaryConfig = field(default_factory=PrimaryConfig)
 
     def __post_init__(self) -> None:
-        from homog.paired_tests import TESTS
 
         _check(0 < self.sesoi <= 2, f"stats.sesoi must lie in (0, 2], got {self.sesoi}")
         _check(

@@ -73,7 +73,7 @@ class CorpusReport:
     eligible_by_label: dict[str, int] = field(default_factory=dict)
     drawn: int = 0
     drawn_by_label: dict[str, int] = field(default_factory=dict)
-    # the cut to extraction's token budget (``homog.corpus_cut``): rows whose first sentence
+    # the cut to extraction's token budget (``homog.corpus.cut``): rows whose first sentence
     # alone does not fit; drawn reviews that were cut, and the words that dropped
     no_fit: int = 0
     cut: int = 0
@@ -268,8 +268,8 @@ def prepare_corpus(
     Returns (corpus with CORPUS_COLUMNS sorted by sample_id, report of counts). Labels are
     strings; without a label column every text has label ``"none"``. The draw is a fixed-seed
     permutation of each label's texts ordered by sample_id, so it does not depend on the row
-    order of the source. ``fits`` (optional, ``homog.corpus_cut.FitCheck``): every text is
-    cut at a sentence boundary to fit (``homog.corpus_cut.cut_texts``) before the word
+    order of the source. ``fits`` (optional, ``homog.corpus.cut.FitCheck``): every text is
+    cut at a sentence boundary to fit (``homog.corpus.cut.cut_texts``) before the word
     filters; texts that cannot fit are dropped (``no_fit``). ``n`` is split as evenly as
     possible over the labels (the first labels in sorted order take the remainder). Raises
     HomogError for a missing text or label column and when fewer eligible texts than needed
@@ -303,7 +303,7 @@ def prepare_corpus(
     report.duplicates = before - len(df)
     uncut = df["text"].map(word_count)
     if fits is not None:
-        from homog.corpus_cut import cut_texts
+        from homog.corpus.cut import cut_texts
 
         cut = pd.Series(cut_texts(df["text"].tolist(), fits), index=df.index, dtype=object)
         report.no_fit = int(cut.isna().sum())
@@ -409,7 +409,7 @@ def build_corpus(
     Reads ``params.corpus`` (source, split, text_column, label_column, id_column, n,
     min_words, max_words, name), ``params.seed``, and ``params.models`` with
     ``params.extract.max_tokens``: every review is cut at a sentence boundary to fit every
-    model's budget (``homog.corpus_cut``); a mapping is checked first
+    model's budget (``homog.corpus.cut``); a mapping is checked first
     (``homog.config.as_params``). Raises HomogError on bad params or bad input.
     """
     params = as_params(params)
@@ -419,7 +419,7 @@ def build_corpus(
     _check_owned(out, force)
     writable_dir(out.parent, what="corpus")
     raw = load_source(cfg.source, split=cfg.split, root=root)
-    from homog.corpus_cut import params_check
+    from homog.corpus.cut import params_check
 
     fits, budgets = params_check(params)
     corpus, report = prepare_corpus(

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from homog.config import TESTS
 from homog.errors import HomogError
 
 # A per-text difference within this share of the larger of its two values is floating-point
@@ -111,9 +112,6 @@ def wilcoxon_p(diffs: np.ndarray) -> float:
         return float(
             wilcoxon(d, zero_method="wilcox", alternative="two-sided", method=method).pvalue
         )
-
-
-TESTS = ("sign_flip", "wilcoxon")
 
 
 @functools.lru_cache(maxsize=8)

@@ -1,4 +1,4 @@
-"""The columns of the sentence tables (issue 40, docs/sentences.md; homog.store.schema holds
+"""The columns of the sentence tables (issue 40, docs/sentences.md; homog.schema.tables holds
 them in TABLES). Public contracts like every table: extended, never renamed.
 
 - ``sentence_metrics``: one row per (run, variant, review, sentence, layer, metric) of the
@@ -8,8 +8,8 @@ them in TABLES). Public contracts like every table: extended, never renamed.
   ``is_control`` whether it is the key sentence / the sentence key_control moves. Hidden
   layers 0..L for ``sent_cos_centroid``, ``sent_cos_first``, ``sent_erank``,
   ``sent_erank_c``, ``sent_norm``; attention layers 1..L for ``sent_attn_in``.
-- ``sentence_contrasts``: the contrasts table's columns (homog.stats) for the moved
-  sentence, paired within sentence (homog.sentence_stats): ``sentence`` says whose values
+- ``sentence_contrasts``: the contrasts table's columns (homog.stats.contrasts) for the moved
+  sentence, paired within sentence (homog.stats.sentences): ``sentence`` says whose values
   are compared: ``key`` (the key sentence; variant_a key_first / key_mid / key_last /
   key_ends against variant_b original or key_mid), ``control`` (the sentence key_control
   moves, key_control - original) and ``key - control`` (the position effect:
@@ -28,7 +28,7 @@ SENTENCE_METRICS: tuple[tuple[str, str], ...] = (
     ("rel_position", D), ("n_tokens", I), ("is_key", B), ("is_control", B), ("layer", I),
     ("metric", V), ("value", D),
 )  # fmt: skip
-# the contrasts table's columns after sentence (homog.store.schema keeps them equal)
+# the contrasts table's columns after sentence (homog.schema.tables keeps them equal)
 CONTRAST_TAIL: tuple[tuple[str, str], ...] = (
     ("run_id", V), ("variant_a", V), ("variant_b", V), ("layer", I), ("metric", V),
     ("mean_diff", D), ("ci_low", D), ("ci_high", D), ("p_value", D), ("p_holm", D),

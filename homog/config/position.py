@@ -1,6 +1,6 @@
 """``synth.position:``: the token-preserving position family (``homog.synth.position``).
 
-Its own module so ``homog.config`` stays small; ``SynthConfig`` (``homog.config_synth``)
+Its own module so ``homog.config`` stays small; ``SynthConfig`` (``homog.config.synth``)
 imports it.
 """
 
@@ -18,7 +18,7 @@ class PositionConfig:
     positions: tuple[float, ...] = (0.0, 0.5, 1.0)
 
     def __post_init__(self) -> None:
-        from homog.synth.position import variant_name
+        from homog.variants import variant_name
 
         bad = [p for p in self.positions if not 0 <= p <= 1]
         names = [variant_name(p) for p in self.positions]

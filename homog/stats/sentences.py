@@ -26,8 +26,8 @@ The position effect is (K_far - K_orig) - (C_ctrl - C_orig), per review: variant
 holds K_far - (C_ctrl - C_orig) and variant_b's K_orig, so every column of the contrasts
 table (CIs, dz, TOST against the smallest effect of interest, the layer-0 control) keeps its
 meaning. The smallest effect of interest is ``stats.sesoi`` x ``stats.sesoi_basis`` of the key
-sentence in the original (homog.contrast_rows.sesoi_rule). Rows per layer and per band
-(layer0, early, middle, late, final: homog.stats.band_of_layers).
+sentence in the original (homog.stats.contrast_rows.sesoi_rule). Rows per layer and per band
+(layer0, early, middle, late, final: homog.stats.contrasts.band_of_layers).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from homog.store.schema import TABLES
+from homog.schema.tables import TABLES
 
 SENTENCE_CONTRAST_COLUMNS = TABLES["sentence_contrasts"].names
 KEY, CONTROL, EFFECT = "key", "control", "key - control"
@@ -117,7 +117,7 @@ def run_sentence_contrasts(
 ) -> pd.DataFrame:
     """SENTENCE_CONTRAST_COLUMNS rows of one run's sentence_metrics ``frame``, with the
     bootstrap, test and equivalence options of ``stats`` (``params.stats``)."""
-    from homog.stats import pair_rows, sesoi_of_table
+    from homog.stats.contrasts import pair_rows, sesoi_of_table
 
     opts = {"n_boot": stats.n_boot, "ci": stats.ci, "seed": seed, "test": stats.test,
             "n_perm": stats.n_perm}  # fmt: skip

@@ -1,16 +1,18 @@
 """The contrasts table's columns beyond the raw paired difference (pure: frames in, frames out).
 
 For the rows of one (run, variant pair, metric): the layers and the bands of
-:func:`homog.stats.band_of_layers` (``layer0``, ``early``, ``middle``, ``late``, ``final``),
+:func:`homog.stats.contrasts.band_of_layers` (``layer0``, ``early``, ``middle``, ``late``,
+``final``),
 each a per-text table [row x sample_id] of both sides. Besides the raw mean difference, its
 bootstrap CI and paired test (columns of the store's first schema, computed by
-:func:`homog.stats.paired_contrasts`), every row gets (docs/statistics.md has the formulas):
+:func:`homog.stats.contrasts.paired_contrasts`), every row gets (docs/statistics.md has the
+formulas):
 
 - ``n_tokens_diff``: mean over the row's texts of the metric-token count difference a - b;
-- ``adjusted``: whether the row is adjusted for length (``homog.adjusted.adjustable``: enough
+- ``adjusted``: whether the row is adjusted for length (``homog.stats.adjusted.adjustable``: enough
   texts change their token count, and the changes vary);
   ``adj_diff``, ``adj_ci_low``, ``adj_ci_high``, ``adj_p_value``: the intercept of the
-  per-text regression of the difference on the token difference (homog.adjusted), NaN when
+  per-text regression of the difference on the token difference (homog.stats.adjusted), NaN when
   not adjusted;
 - ``dz``: the effect the verdict reads (adj_diff when adjusted, else mean_diff) over the SD of
   the per-text differences it is the mean of;
@@ -39,15 +41,15 @@ import math
 import numpy as np
 import pandas as pd
 
-from homog.adjusted import adjustable, adjusted_block, raw_block, raw_size, tost_p
-from homog.paired_tests import bootstrap_ci, paired_difference, paired_p
+from homog.stats.adjusted import adjustable, adjusted_block, raw_block, raw_size, tost_p
+from homog.stats.paired_tests import bootstrap_ci, paired_difference, paired_p
 
 SESOI_BASES = ("depth", "sd")
 
 
 def depth_change(table: pd.DataFrame | None, bands: dict[str, list[int]]) -> float:
     """|mean over texts of (early-band value - late-band value)| of a [layer x sample_id] table
-    (``bands``: :func:`homog.stats.band_of_layers` of its layers; texts with both bands
+    (``bands``: :func:`homog.stats.contrasts.band_of_layers` of its layers; texts with both bands
     finite). NaN when there is no early and late band or no such text."""
     if table is None or table.empty:
         return math.nan
@@ -184,7 +186,8 @@ def extra_columns(
             out["eq_ci_low"][idx], out["eq_ci_high"][idx] = eff["eq_low"], eff["eq_high"]
         else:  # the raw effect's size (its CI and p are the raw columns)
             eff = raw_size(dm)
-            # the same resamples as the raw CI (homog.stats.paired_contrasts: same n and seed)
+            # the same resamples as the raw CI (homog.stats.contrasts.paired_contrasts: same n and
+            # seed)
             eq = bootstrap_ci(dm, n_boot=n_boot, ci=eq_ci, seed=seed)
             out["eq_ci_low"][idx], out["eq_ci_high"][idx] = eq
         with np.errstate(divide="ignore", invalid="ignore"):

@@ -26,7 +26,7 @@ import math
 import numpy as np
 from scipy import stats as sps
 
-from homog.paired_tests import bootstrap_ci, resample_counts
+from homog.stats.paired_tests import bootstrap_ci, resample_counts
 
 MIN_CHANGED = (3, 0.05)  # texts with a token change before a row is adjusted: count, share
 
