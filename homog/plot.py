@@ -16,24 +16,14 @@ import numpy as np
 from homog.errors import HomogError
 from homog.io import atomic_path
 from homog.layout import writable_dir
+from homog.metrics.registry import METRICS
 from homog.variants import COLORS, EXTRA_COLORS
 
 # Colour-blind-safe (Okabe-Ito) colours per variant (homog.variants); fixed so figures stay
 # comparable. A variant beyond the registry's (a sweep's key_p25) takes the next EXTRA_COLORS.
 VARIANT_COLORS = COLORS
 INTERVENTION_STYLES = {"none": "-", "zero_pos": "--", "shuffle_pos": ":"}
-METRIC_LABELS = {
-    "erank": "effective rank",
-    "mev": "max. explainable variance",
-    "schatten_1": "Schatten-1 (normalised)",
-    "schatten_4": "Schatten-4 (normalised)",
-    "resultant_length": "resultant length",
-    "mean_cosine": "mean pairwise cosine",
-    "norm_mean": "mean token norm",
-    "attn_first": "attention to first token",
-    "attn_last": "attention to last token",
-    "attn_entropy": "attention entropy (nats)",
-}
+METRIC_LABELS = {m.name: m.label for m in METRICS if m.label}  # homog.metrics.registry
 
 
 def figure_style() -> dict[str, Any]:

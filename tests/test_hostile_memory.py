@@ -62,7 +62,7 @@ def test_stats_numpy_memory_error_is_one_line_and_keeps_the_old_output(tmp_path)
 def test_export_memory_error_half_way_leaves_no_file(tmp_path, monkeypatch, demo_db_factory):
     """`homog export ... -o x.json` whose rows run out of memory after the first batch was
     written: no x.json, no temporary beside it, the user's file there untouched."""
-    import homog.cli.query as query
+    import homog.cli.sql as query
 
     real = query._relation_rows
 

@@ -111,8 +111,8 @@ def _interrupts():
     [
         (["claims"], "homog.cli.claims.connect_db"),
         (["diff", "a", "b"], "homog.cli.diff.connect_db"),
-        (["sql", "SELECT 1"], "homog.cli.query.connect_db"),
-        (["export", "runs", "-o", "-"], "homog.cli.query.connect_db"),
+        (["sql", "SELECT 1"], "homog.cli.sql.connect_db"),
+        (["export", "runs", "-o", "-"], "homog.cli.sql.connect_db"),
         (["runs"], "homog.cli.query.connect_db"),
     ],
 )
@@ -136,7 +136,7 @@ def test_sql_error_wrapping_an_interrupt_is_an_interrupt(demo_db_factory, monkey
         exc = duckdb.InterruptException("INTERRUPT Error: Interrupted!")
         raise sql_error(exc) from exc
 
-    monkeypatch.setattr("homog.cli.query.connect_db", stop)
+    monkeypatch.setattr("homog.cli.sql.connect_db", stop)
     res = homog_sql(demo_db_factory(1, 4), "SELECT 1")
     assert res.exit_code == 130 and res.output == "interrupted\n", res.output
     assert isinstance(sql_error(ValueError("x")), HomogError)

@@ -15,12 +15,13 @@ import click
 from homog.cli.options import (
     connect_db,
     db_option,
+    format_option,
     model_option,
     params_option,
     plain,
     split_values,
+    wide_option,
 )
-from homog.cli.query import format_option, wide_option
 from homog.cli.tables import emit
 from homog.errors import HomogError
 

@@ -17,13 +17,14 @@ from homog.cli.claims import stats_settings
 from homog.cli.options import (
     connect_db,
     db_option,
+    format_option,
     params_option,
     plain,
     resolve_runs,
     short_ids,
     split_values,
+    wide_option,
 )
-from homog.cli.query import format_option, wide_option
 from homog.cli.tables import emit
 from homog.errors import HomogError
 

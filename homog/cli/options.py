@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -200,3 +200,22 @@ def plain(v: Any) -> Any:
     if isinstance(v, float) and math.isnan(v):
         return None
     return v
+
+
+def format_option(f: Callable) -> Callable:
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(["table", "csv", "json"]),
+        default="table",
+        show_default=True,
+        help="Output format.",
+    )(f)
+
+
+def wide_option(f: Callable) -> Callable:
+    return click.option(
+        "--wide",
+        is_flag=True,
+        help="Table: every column, full run ids (lines may be wider than the terminal).",
+    )(f)

@@ -14,8 +14,7 @@ from typing import Any
 
 import click
 
-from homog.cli.options import texts_option
-from homog.cli.query import format_option, wide_option
+from homog.cli.options import format_option, texts_option, wide_option
 from homog.errors import HomogError
 
 RERUN = "rerun `homog synth` (or `dvc repro synth`)"

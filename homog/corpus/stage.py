@@ -32,7 +32,7 @@ from homog.layout import Layout, writable_dir
 from homog.owned import check_owned_file, write_parquet
 
 # The demo reviews ship with the project: found beside the package, whatever the cwd.
-DEMO_PATH = Layout(Path(__file__).resolve().parents[1]).demo_corpus
+DEMO_PATH = Layout(Path(__file__).resolve().parents[2]).demo_corpus
 LAYOUT = Layout()  # the paths of a project run from its root (the CLI's defaults)
 CORPUS_COLUMNS = ["dataset", "sample_id", "text", "label"]
 

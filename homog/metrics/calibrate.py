@@ -13,17 +13,11 @@ from dataclasses import dataclass
 
 import torch
 
+from homog.metrics.registry import METRICS
 from homog.metrics.spectra import METRIC_NAMES, layer_metrics
 
 # Direction in which each metric moves as representations collapse (+1 up, -1 down).
-COLLAPSE_DIRECTION = {
-    "erank": -1,
-    "mev": +1,
-    "schatten_1": -1,
-    "schatten_4": +1,
-    "resultant_length": +1,
-    "mean_cosine": +1,
-}
+COLLAPSE_DIRECTION = {m.name: m.direction for m in METRICS if m.direction is not None}
 # Stated tolerances of the low-precision paths against float64 (max relative difference on
 # random, LM-like data: a shared offset plus noise, n=64 tokens, d=128).
 PRECISION_TOLERANCE = {torch.float32: 1e-6, torch.bfloat16: 2e-3}

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from homog.metrics.registry import METRICS
+
 SUPPORTED, REVERSED = "supported", "reversed"
 NEGLIGIBLE, EQUIVALENT, INCONCLUSIVE = "negligible", "equivalent", "inconclusive"
 VERDICTS = (SUPPORTED, REVERSED, NEGLIGIBLE, EQUIVALENT, INCONCLUSIVE)
@@ -16,15 +18,7 @@ NOT_SUPPORTED = "not supported"  # the verdict before issue 29 (now equivalent /
 PRIMARY, EXPLORATORY, CONTROL = "primary", "exploratory", "control"
 FAMILIES = (PRIMARY, EXPLORATORY, CONTROL)
 
-UNITS = {
-    "erank": "effective rank (dimensions)",
-    "mev": "share of variance on the first singular direction (0-1)",
-    "attn_first": "attention mass on the first token (0-1, mean over queries and heads)",
-    "attn_last": "attention mass on the last token (0-1)",
-    "resultant_length": "resultant length of the unit token vectors (0-1)",
-    "mean_cosine": "mean pairwise cosine (-1 to 1)",
-    "sink_rate": "share of heads with an attention sink (0-1)",
-}
+UNITS = {m.name: m.unit for m in METRICS if m.unit}  # homog.metrics.registry
 
 
 def token_set_of(metric: str) -> str:

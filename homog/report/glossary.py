@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from homog.metrics.registry import METRICS as METRIC_REGISTRY
 from homog.report.document import Section, Table
 from homog.variants import VARIANTS as REGISTRY
 
@@ -30,48 +31,7 @@ TOKEN_SETS = {
     "a constant feature becomes 0): removes rogue dimensions; stored as metric__standardized.",
 }
 # metric -> (definition, unit of a value and of a difference)
-METRICS = {
-    "erank": (
-        "effective rank exp(-sum p_i ln p_i), p_i = sigma_i / sum_j sigma_j, over the singular "
-        "values of the text's n x d hidden states (Roy & Vetterli 2007); lower = more "
-        "homogeneous.",
-        "effective dimensions (1 to min(n, d))",
-    ),
-    "mev": (
-        "maximum explainable variance sigma_1^2 / sum sigma_i^2: the share of the top "
-        "direction; higher = more homogeneous.",
-        "share of variance (0-1)",
-    ),
-    "schatten_1": (
-        "sum sigma_i / sqrt(sum sigma_i^2) (normalised Schatten-1 norm).",
-        "ratio (1 to sqrt(rank))",
-    ),
-    "schatten_4": (
-        "(sum sigma_i^4)^(1/4) / sqrt(sum sigma_i^2) (normalised Schatten-4 norm).",
-        "ratio (0-1)",
-    ),
-    "resultant_length": (
-        "|| (1/n) sum_i x_i / ||x_i|| ||: the length of the mean unit token vector; higher = "
-        "tokens point the same way.",
-        "length (0-1)",
-    ),
-    "mean_cosine": (
-        "(n R^2 - 1) / (n - 1), R = resultant length: the mean off-diagonal cosine.",
-        "cosine (-1 to 1)",
-    ),
-    "norm_mean": ("mean token norm.", "norm units of the model"),
-    "attn_first": (
-        "attention column mass of the first token, c_0 = (1/n) sum_i A_i0, per head, mean over "
-        "heads.",
-        "share of attention (0-1)",
-    ),
-    "attn_last": ("column mass of the last token, c_(n-1).", "share of attention (0-1)"),
-    "attn_entropy": ("mean over queries of the attention row's entropy.", "nats"),
-    "sink_rate": (
-        "share of heads whose attn_first exceeds extract.sink_epsilon (0.3) (Gu et al. 2025).",
-        "share of heads (0-1)",
-    ),
-}
+METRICS = {m.name: (m.definition, m.glossary_unit) for m in METRIC_REGISTRY}
 BANDS_TEXT = (
     "Depth bands split a model's layers into early (first 25 %), middle (50 %) and late (last "
     "25 %) (band sizes round(n/4)); a band's value is the per-text mean over its layers. "

@@ -85,7 +85,7 @@ _EXPORTS: dict[str, str] = {
             "summary_kind",
             "table_names",
         ),
-        "schema",
+        "homog.schema.tables",  # below the stages (the contract they write)
     ),
 }
 
@@ -140,7 +140,8 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    path = module if "." in module else f"{__name__}.{module}"
+    value = getattr(importlib.import_module(path), name)
     globals()[name] = value
     return value
 

@@ -14,6 +14,7 @@ from typing import Any
 import duckdb
 
 from homog.errors import HomogError
+from homog.metrics.registry import METRICS
 from homog.schema.tables import create_schema, materialize_layer_summary
 from homog.store.demo_more import fill_probe, fill_sentences, fill_u_shape
 from homog.store.loader import atomic_database
@@ -26,18 +27,7 @@ DEMO_MODELS = (
 )
 DEMO_INTERVENTIONS = ("none", "zero_pos", "shuffle_pos")
 # metric -> (value at layer 0, value at the last layer, noise sd, shift per unit of bias)
-DEMO_METRICS = {
-    "erank": (60.0, 20.0, 4.0, -6.0),
-    "mev": (0.10, 0.45, 0.04, 0.05),
-    "schatten_1": (7.0, 3.5, 0.5, -0.6),
-    "schatten_4": (0.5, 0.85, 0.04, 0.04),
-    "resultant_length": (0.3, 0.8, 0.05, 0.05),
-    "mean_cosine": (0.1, 0.6, 0.05, 0.05),
-    "norm_mean": (1.0, 60.0, 3.0, 2.0),
-    "attn_first": (0.2, 0.7, 0.05, 0.06),
-    "attn_last": (0.1, 0.05, 0.02, 0.01),
-    "attn_entropy": (2.5, 1.2, 0.2, -0.15),
-}
+DEMO_METRICS = {m.name: m.demo for m in METRICS if m.demo}  # homog.metrics.registry
 
 
 # Tables make_demo_db fills, in the order its counts are reported.

@@ -1,0 +1,85 @@
+"""The metrics: one entry per metric, read by the spectra, the calibration, the figures, the
+report's glossary and claims, and the demo database (issue 43's registry). No torch.
+
+Each entry names the metric as the tables store it (a token set's variant adds ``__no_sink``
+or ``__standardized``: ``token_sets``), its kind (``hidden``: one value per layer from the
+text's token matrix, computed by ``homog.metrics.spectra``; ``attention``: from the attention
+weights, ``homog.metrics.attention``), its axis label, its unit (a short one for the glossary,
+the long one the claims table gives a difference in, None where the claims use the name), the
+sentence that defines it, the direction it moves as representations collapse (+1 up, -1 down,
+None: no rule; ``homog calibrate`` checks it) and the demo database's shape for it (value at
+layer 0, value at the last layer, noise sd, shift per unit of bias; None: not in the demo).
+
+Adding a metric is one entry here plus its computation (a formula in ``spectra`` for a
+``hidden`` metric).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+HIDDEN, ATTENTION = "hidden", "attention"
+TOKEN_SETS = ("all", "no_sink", "standardized")
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    kind: str
+    label: str | None
+    glossary_unit: str
+    definition: str
+    unit: str | None = None
+    direction: int | None = None
+    demo: tuple[float, float, float, float] | None = None
+    token_sets: tuple[str, ...] = ("all",)
+
+
+_SETS = TOKEN_SETS  # the hidden-state metrics come in every token set
+
+METRICS: tuple[Metric, ...] = (
+    Metric("erank", HIDDEN, "effective rank", "effective dimensions (1 to min(n, d))",
+           "effective rank exp(-sum p_i ln p_i), p_i = sigma_i / sum_j sigma_j, over the "
+           "singular values of the text's n x d hidden states (Roy & Vetterli 2007); lower = "
+           "more homogeneous.",
+           unit="effective rank (dimensions)", direction=-1, demo=(60.0, 20.0, 4.0, -6.0),
+           token_sets=_SETS),
+    Metric("mev", HIDDEN, "max. explainable variance", "share of variance (0-1)",
+           "maximum explainable variance sigma_1^2 / sum sigma_i^2: the share of the top "
+           "direction; higher = more homogeneous.",
+           unit="share of variance on the first singular direction (0-1)", direction=+1,
+           demo=(0.10, 0.45, 0.04, 0.05), token_sets=_SETS),
+    Metric("schatten_1", HIDDEN, "Schatten-1 (normalised)", "ratio (1 to sqrt(rank))",
+           "sum sigma_i / sqrt(sum sigma_i^2) (normalised Schatten-1 norm).",
+           direction=-1, demo=(7.0, 3.5, 0.5, -0.6), token_sets=_SETS),
+    Metric("schatten_4", HIDDEN, "Schatten-4 (normalised)", "ratio (0-1)",
+           "(sum sigma_i^4)^(1/4) / sqrt(sum sigma_i^2) (normalised Schatten-4 norm).",
+           direction=+1, demo=(0.5, 0.85, 0.04, 0.04), token_sets=_SETS),
+    Metric("resultant_length", HIDDEN, "resultant length", "length (0-1)",
+           "|| (1/n) sum_i x_i / ||x_i|| ||: the length of the mean unit token vector; higher "
+           "= tokens point the same way.",
+           unit="resultant length of the unit token vectors (0-1)", direction=+1,
+           demo=(0.3, 0.8, 0.05, 0.05), token_sets=_SETS),
+    Metric("mean_cosine", HIDDEN, "mean pairwise cosine", "cosine (-1 to 1)",
+           "(n R^2 - 1) / (n - 1), R = resultant length: the mean off-diagonal cosine.",
+           unit="mean pairwise cosine (-1 to 1)", direction=+1, demo=(0.1, 0.6, 0.05, 0.05),
+           token_sets=_SETS),
+    Metric("norm_mean", HIDDEN, "mean token norm", "norm units of the model",
+           "mean token norm.", demo=(1.0, 60.0, 3.0, 2.0), token_sets=_SETS),
+    Metric("attn_first", ATTENTION, "attention to first token", "share of attention (0-1)",
+           "attention column mass of the first token, c_0 = (1/n) sum_i A_i0, per head, mean "
+           "over heads.",
+           unit="attention mass on the first token (0-1, mean over queries and heads)",
+           demo=(0.2, 0.7, 0.05, 0.06)),
+    Metric("attn_last", ATTENTION, "attention to last token", "share of attention (0-1)",
+           "column mass of the last token, c_(n-1).",
+           unit="attention mass on the last token (0-1)", demo=(0.1, 0.05, 0.02, 0.01)),
+    Metric("attn_entropy", ATTENTION, "attention entropy (nats)", "nats",
+           "mean over queries of the attention row's entropy.", demo=(2.5, 1.2, 0.2, -0.15)),
+    Metric("sink_rate", ATTENTION, None, "share of heads (0-1)",
+           "share of heads whose attn_first exceeds extract.sink_epsilon (0.3) (Gu et al. "
+           "2025).",
+           unit="share of heads with an attention sink (0-1)"),
+)  # fmt: skip
+BY_NAME = {m.name: m for m in METRICS}
+HIDDEN_METRICS = tuple(m.name for m in METRICS if m.kind == HIDDEN)
