@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from homog.corpus.stage import load_source, prepare_corpus
+from homog.corpus.sources import load_source
+from homog.corpus.stage import prepare_corpus
 from homog.synth import build_variants
 from homog.synth.bertscore import Scorer, separation
 from homog.synth.keyphrase import YakeExtractor

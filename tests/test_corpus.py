@@ -10,13 +10,11 @@ from click.testing import CliRunner
 from conftest import IMDB_SAMPLE
 
 from homog.cli import main
+from homog.corpus.sources import DEMO_PATH, dataset_name, load_source
 from homog.corpus.stage import (
     CORPUS_COLUMNS,
-    DEMO_PATH,
     build_corpus,
     clean_text,
-    dataset_name,
-    load_source,
     prepare_corpus,
 )
 from homog.errors import HomogError

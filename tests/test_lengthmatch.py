@@ -22,7 +22,8 @@ from homog.synth.lengthmatch import (
 from homog.synth.rephrase.parse import ParseRephraser, load_parser
 from homog.synth.rephrase.shifts import OptionalComma, expand
 from homog.synth.salience import Salience
-from homog.synth.stage import Sentences, Variants, assemble, rebuild
+from homog.synth.stage import Variants, assemble, rebuild
+from homog.synth.variants import Sentences
 from homog.text.sentences import split_sentences
 from homog.text.tokens import model_tokenizers, token_counts
 

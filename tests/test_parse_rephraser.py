@@ -294,7 +294,7 @@ def test_fluency_filter_takes_the_furthest_fluent_rewrite(nlp):
 
 
 def test_noun_chunks_are_key_phrase_candidates(nlp):
-    from homog.synth.rephrase.parse import noun_chunks
+    from homog.synth.rephrase.parsed import noun_chunks
 
     s = "The man the movie starts with in the opening sequence is the only reason the film won."
     # determiners dropped, pronoun-like heads ("this one", "everyone") skipped
@@ -367,7 +367,8 @@ def test_retry_takes_another_phrase_when_every_rewrite_reads_badly(nlp):
     import numpy as np
 
     from homog.synth.rephrase import TARGETS
-    from homog.synth.stage import Sentences, _at_edges, retry_phrases
+    from homog.synth.variants import Sentences
+    from homog.synth.variants_build import _at_edges, retry_phrases
     from homog.text.sentences import split_sentences
 
     s = "The crew filmed the last chase in a disused quarry near Leeds."

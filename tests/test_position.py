@@ -163,9 +163,10 @@ def test_position_params_are_checked() -> None:
 def demo_docs(n: int = 10) -> dict:
     import pandas as pd
 
-    from homog.corpus.stage import DEMO_PATH, clean_text
+    from homog.corpus.sources import DEMO_PATH
+    from homog.corpus.stage import clean_text
     from homog.synth.salience import content_words
-    from homog.synth.stage import Sentences
+    from homog.synth.variants import Sentences
     from homog.text.sentences import split_sentences
 
     docs = {}
@@ -243,7 +244,8 @@ def test_fit_budget_reverts_the_largest_growth_until_it_fits() -> None:
     import pandas as pd
 
     from homog.synth.budget import fit_budget
-    from homog.synth.stage import Sentences, Variants, rebuild
+    from homog.synth.stage import Variants, rebuild
+    from homog.synth.variants import Sentences
     from homog.text.sentences import split_sentences
 
     text = "One two. Three four. Five six."

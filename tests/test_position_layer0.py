@@ -14,10 +14,11 @@ import pytest
 from conftest import IMDB_SAMPLE
 
 from homog.corpus.cut import budget_check, cut_texts
-from homog.corpus.stage import DEMO_PATH, clean_text
+from homog.corpus.sources import DEMO_PATH
+from homog.corpus.stage import clean_text
 from homog.synth.position_stage import build_family
 from homog.synth.salience import Salience, content_words
-from homog.synth.stage import Sentences
+from homog.synth.variants import Sentences
 from homog.text.sentences import split_sentences
 
 LAYER0 = ("erank", "mev", "schatten_1", "schatten_4", "resultant_length")

