@@ -116,72 +116,95 @@ def layer_curves_figure(
         extra = itertools.cycle(EXTRA_COLORS)
         colors = dict(VARIANT_COLORS)
         for ax, model in zip(axes.flat, models, strict=False):
-            mrows = [r for r in rows if r["model"] == model]
-            series: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-            for r in mrows:
-                series.setdefault(
-                    (r["run_id"], r.get("intervention") or "none", r["variant"]), []
-                ).append(r)
-            for (_, intervention, variant), pts in series.items():
-                pts = sorted(pts, key=lambda r: r["layer"])
-                xs = np.array([r[x] for r in pts], dtype=float)
-                mean = np.array([np.nan if r["mean"] is None else r["mean"] for r in pts])
-                lo = np.array([np.nan if r["ci_low"] is None else r["ci_low"] for r in pts])
-                hi = np.array([np.nan if r["ci_high"] is None else r["ci_high"] for r in pts])
+            for (_, intervention, variant), pts in curve_series(rows, model).items():
                 if variant not in colors:  # a colour of its own for a variant not named above
                     colors[variant] = next(extra)
-                color = colors[variant]
-                style = INTERVENTION_STYLES.get(intervention, "-.")
-                label = variant if intervention == "none" else f"{variant} ({intervention})"
-                ax.plot(xs, mean, style, color=color, lw=1.4, label=label)
-                if intervention == "none":  # bands for interventions too would be unreadable
-                    ax.fill_between(xs, lo, hi, color=color, alpha=0.12, lw=0)
-                if significance is not None and variant != "original":
-                    p = np.array(
-                        [
-                            np.nan
-                            if r.get("p_holm_vs_original") is None
-                            else r["p_holm_vs_original"]
-                            for r in pts
-                        ]
-                    )
-                    sig = (p < significance) & np.isfinite(mean)
-                    if sig.any() and intervention == "none":
-                        # on the curve itself: a mark can never leave the data's range
-                        ax.plot(xs[sig], mean[sig], "o", color=color, ms=2.6, mew=0, zorder=3)
-            ax.set_title(model)
-            if x == "layer":
-                from matplotlib.ticker import MaxNLocator
-
-                ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-            ax.set_xlabel("layer" if x == "layer" else "relative depth")
-            label = METRIC_LABELS.get(metric, metric)
-            if difference:
-                ax.axhline(0, color="0.55", lw=0.8, zorder=1)
-                label = f"{label}: variant − original"
-            ax.set_ylabel(label)
+                _draw_curve(ax, pts, x, intervention, variant, colors[variant], significance)
+            _label_curve_panel(ax, model, metric, x, difference)
         for ax in list(axes.flat)[len(models) :]:
             ax.set_visible(False)
-        handles, labels = axes.flat[0].get_legend_handles_labels()
-        for ax in list(axes.flat)[1 : len(models)]:
-            for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
-                if lab not in labels:
-                    handles.append(h)
-                    labels.append(lab)
-        note = (
-            "paired difference from the original; shaded: its 95% CI (unchanged runs)"
-            if difference
-            else "shaded: 95% CI over texts (unchanged runs)"
-        )
-        if significance is not None:
-            note += f"; dots: Holm p < {significance:g} vs original"
-        fig.text(0.99, 1.0, note, ha="right", va="bottom", fontsize=7, color="0.4")
+        handles, labels = _panel_legend(list(axes.flat)[: len(models)])
+        fig.text(0.99, 1.0, curves_note(difference, significance), ha="right", va="bottom",
+                 fontsize=7, color="0.4")  # fmt: skip
         fig.tight_layout()
         legend_below(fig, handles, labels, ncol=min(4 if ncols == 1 else 6, len(labels)))
         try:
             return save_figure(fig, out)
         finally:
             plt.close(fig)
+
+
+def curve_series(
+    rows: Sequence[dict[str, Any]], model: str
+) -> dict[tuple[str, str, str], list[dict[str, Any]]]:
+    """One model's rows by (run_id, intervention, variant), in first-seen order, each by layer."""
+    series: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        if r["model"] == model:
+            key = (r["run_id"], r.get("intervention") or "none", r["variant"])
+            series.setdefault(key, []).append(r)
+    return {key: sorted(pts, key=lambda r: r["layer"]) for key, pts in series.items()}
+
+
+def _column(pts: Sequence[dict[str, Any]], key: str) -> np.ndarray:
+    """The ``key`` values of ``pts`` as an array, None as NaN."""
+    return np.array([np.nan if r[key] is None else r[key] for r in pts])
+
+
+def _draw_curve(ax, pts, x: str, intervention: str, variant: str, color, significance) -> None:
+    """One series' line, its CI band (unchanged runs) and its significance dots."""
+    xs = np.array([r[x] for r in pts], dtype=float)
+    mean, lo, hi = _column(pts, "mean"), _column(pts, "ci_low"), _column(pts, "ci_high")
+    style = INTERVENTION_STYLES.get(intervention, "-.")
+    label = variant if intervention == "none" else f"{variant} ({intervention})"
+    ax.plot(xs, mean, style, color=color, lw=1.4, label=label)
+    if intervention == "none":  # bands for interventions too would be unreadable
+        ax.fill_between(xs, lo, hi, color=color, alpha=0.12, lw=0)
+    if significance is not None and variant != "original":
+        p = np.array([np.nan if r.get("p_holm_vs_original") is None
+                      else r["p_holm_vs_original"] for r in pts])  # fmt: skip
+        sig = (p < significance) & np.isfinite(mean)
+        if sig.any() and intervention == "none":
+            # on the curve itself: a mark can never leave the data's range
+            ax.plot(xs[sig], mean[sig], "o", color=color, ms=2.6, mew=0, zorder=3)
+
+
+def _label_curve_panel(ax, model: str, metric: str, x: str, difference: bool) -> None:
+    """A panel's title, axis labels and (for differences) its zero line."""
+    ax.set_title(model)
+    if x == "layer":
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("layer" if x == "layer" else "relative depth")
+    label = METRIC_LABELS.get(metric, metric)
+    if difference:
+        ax.axhline(0, color="0.55", lw=0.8, zorder=1)
+        label = f"{label}: variant − original"
+    ax.set_ylabel(label)
+
+
+def _panel_legend(axes: Sequence[Any]) -> tuple[list[Any], list[str]]:
+    """The legend entries of every panel, each label once, in first-seen order."""
+    handles, labels = axes[0].get_legend_handles_labels()
+    for ax in axes[1:]:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    return handles, labels
+
+
+def curves_note(difference: bool, significance: float | None) -> str:
+    """The layer-curves figure's corner note: what the band and the dots are."""
+    note = (
+        "paired difference from the original; shaded: its 95% CI (unchanged runs)"
+        if difference
+        else "shaded: 95% CI over texts (unchanged runs)"
+    )
+    if significance is not None:
+        note += f"; dots: Holm p < {significance:g} vs original"
+    return note
 
 
 def attention_heatmap_figure(
@@ -264,51 +287,7 @@ def dose_response_figure(
         for ax, band in zip(axes.flat, bands, strict=True):
             for model in models:
                 sel = [r for r in rows if r["band"] == band and r["model"] == model]
-                pts = sorted(
-                    (r for r in sel if r["kind"] == "point"), key=lambda r: r["key_position"]
-                )
-                c = colors[model]
-                if pts:
-                    xs = np.array([r["key_position"] for r in pts], dtype=float)
-                    ys = np.array([r["value"] for r in pts], dtype=float)
-                    err = np.array(
-                        [[y - r["ci_low"], r["ci_high"] - y] for r, y in zip(pts, ys, strict=True)]
-                    ).T
-                    ax.errorbar(
-                        xs,
-                        ys,
-                        yerr=np.clip(np.nan_to_num(err), 0, None),
-                        fmt="o",
-                        color=c,
-                        ms=3.5,
-                        capsize=2,
-                        lw=1,
-                    )
-                    for k, (r, x_, y_) in enumerate(zip(pts, xs, ys, strict=True)):
-                        ax.annotate(  # alternate above / below: near positions stay legible
-                            r["variant"].removeprefix("key_"),
-                            (x_, y_),
-                            fontsize=6,
-                            color="0.35",
-                            xytext=(3, 3 if k % 2 == 0 else -8),
-                            textcoords="offset points",
-                        )
-                for r in (r for r in sel if r["kind"] == "slope"):
-                    if pts and r["intercept"] is not None and np.isfinite(r["value"]):
-                        line = np.array([xs.min(), xs.max()])
-                        label = (f"{model}: {r['value']:+.3g} [{r['ci_low']:+.3g}, "
-                                 f"{r['ci_high']:+.3g}]\np = {r['p_value']:.2g}")  # fmt: skip
-                        ph = r.get("p_holm")
-                        if ph is not None and np.isfinite(ph):
-                            label += f", Holm p = {ph:.2g}"
-                        ax.plot(
-                            line,
-                            r["intercept"] + r["value"] * line,
-                            "-",
-                            color=c,
-                            lw=1.2,
-                            label=label,
-                        )
+                _draw_dose(ax, sel, model, colors[model])
             ax.set_title(band)
             ax.legend(
                 fontsize=6, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.12),
@@ -323,3 +302,44 @@ def dose_response_figure(
             return save_figure(fig, out)
         finally:
             plt.close(fig)
+
+
+def _draw_dose(ax, sel: Sequence[dict[str, Any]], model: str, color: str) -> None:
+    """One model's points (by key position) and slope lines in one band's panel."""
+    pts = sorted((r for r in sel if r["kind"] == "point"), key=lambda r: r["key_position"])
+    if pts:
+        xs = _draw_dose_points(ax, pts, color)
+    for r in (r for r in sel if r["kind"] == "slope"):
+        if pts and r["intercept"] is not None and np.isfinite(r["value"]):
+            line = np.array([xs.min(), xs.max()])
+            label = slope_label(model, r)
+            ax.plot(line, r["intercept"] + r["value"] * line, "-", color=color, lw=1.2, label=label)
+
+
+def _draw_dose_points(ax, pts: Sequence[dict[str, Any]], color: str) -> np.ndarray:
+    """The points with their intervals, each named by its variant; their x positions."""
+    xs = np.array([r["key_position"] for r in pts], dtype=float)
+    ys = np.array([r["value"] for r in pts], dtype=float)
+    err = np.array([[y - r["ci_low"], r["ci_high"] - y] for r, y in zip(pts, ys, strict=True)]).T
+    ax.errorbar(xs, ys, yerr=np.clip(np.nan_to_num(err), 0, None), fmt="o", color=color,
+                ms=3.5, capsize=2, lw=1)  # fmt: skip
+    for k, (r, x_, y_) in enumerate(zip(pts, xs, ys, strict=True)):
+        ax.annotate(  # alternate above / below: near positions stay legible
+            r["variant"].removeprefix("key_"),
+            (x_, y_),
+            fontsize=6,
+            color="0.35",
+            xytext=(3, 3 if k % 2 == 0 else -8),
+            textcoords="offset points",
+        )
+    return xs
+
+
+def slope_label(model: str, r: dict[str, Any]) -> str:
+    """A slope row's legend entry: model, slope [CI], p and (where present) Holm p."""
+    label = (f"{model}: {r['value']:+.3g} [{r['ci_low']:+.3g}, "
+             f"{r['ci_high']:+.3g}]\np = {r['p_value']:.2g}")  # fmt: skip
+    ph = r.get("p_holm")
+    if ph is not None and np.isfinite(ph):
+        label += f", Holm p = {ph:.2g}"
+    return label

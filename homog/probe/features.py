@@ -21,6 +21,7 @@ of those reruns only the fit (``homog.probe.stage``). Writes ``<out>/`` (by defa
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,20 @@ def save_vectors(path: Path, vectors: np.ndarray) -> int:
     return path.stat().st_size
 
 
+@dataclass
+class Passes:
+    """What the forward passes gave so far, in run order (``run_features`` fills it)."""
+
+    timings: dict[str, float]
+    index_parts: list[Any] = field(default_factory=list)
+    lm_parts: list[Any] = field(default_factory=list)
+    order: list[str] = field(default_factory=list)
+    hashes: dict[str, str] = field(default_factory=dict)
+    pooled_bytes: dict[str, int] = field(default_factory=dict)
+    n_texts: dict[str, int] = field(default_factory=dict)
+    n_forward: int = 0
+
+
 def run_features(
     params: Any,
     model: str,
@@ -111,16 +126,10 @@ def run_features(
 ) -> dict[str, Any]:
     """Run the model once per intervention and write the features to ``out_dir``; return
     (and write) the ``features.json`` record."""
-    import pandas as pd
-
-    from homog.extract.plan import texts_hash
     from homog.extract.run import intervention_groups
     from homog.models import load_model
-    from homog.probe.lm import zero_shot
-    from homog.probe.pooled import pooled_means
-    from homog.progress import rate_progress
 
-    cfg, probe = params.extract, params.probe
+    cfg = params.extract
     df, interventions = texts_with_labels(params, texts)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -129,60 +138,104 @@ def run_features(
     if loaded is None:
         loaded = load_model(source, dtype=cfg.dtype, device=cfg.device,
                             device_map=cfg.device_map, attention=False, seed=cfg.seed)  # fmt: skip
-    timings: dict[str, float] = {"load_s": round(time.perf_counter() - t0, 2)}
-    index_parts, lm_parts, order, hashes = [], [], [], {}
-    pooled_bytes, n_texts, n_forward = {}, {}, 0
+    passes = Passes(timings={"load_s": round(time.perf_counter() - t0, 2)})
     for sub, ivs, _ in intervention_groups(df, interventions, cfg):
         for iv in ivs:
-            total = len(sub) * (2 if probe.lm else 1)
-            with rate_progress(f"{model}/{iv}", total, show=show_progress) as advance:
-                t1 = time.perf_counter()
-                pooled = pooled_means(loaded, sub, cfg, iv, vector_dtype=probe.vector_dtype,
-                                      on_batch=lambda n: advance(n, 0))  # fmt: skip
-                timings[f"pooled_{iv}_s"] = round(time.perf_counter() - t1, 2)
-                pooled_bytes[iv] = save_vectors(out / f"pooled_{iv}.npy", pooled["vectors"])
-                index_parts.append(pd.DataFrame({
-                    "intervention": iv,
-                    "row": np.arange(len(sub)),
-                    "variant": pooled["variant"],
-                    "sample_id": pooled["sample_id"],
-                    "label": sub["label"].to_numpy(),  # pooled_means keeps sub's order
-                    "n_tokens": pooled["n_tokens"],
-                    "truncated": pooled["truncated"],
-                }))  # fmt: skip
-                order.append(iv)
-                hashes[iv] = texts_hash(sub)
-                n_texts[iv] = len(sub)
-                n_forward += len(sub)
-                if probe.lm:
-                    t1 = time.perf_counter()
-                    answers = zero_shot(loaded, sub, cfg, probe, iv,
-                                        on_batch=lambda n: advance(n, 0))  # fmt: skip
-                    lm_parts.append(answers.assign(intervention=iv))
-                    timings[f"lm_{iv}_s"] = round(time.perf_counter() - t1, 2)
-                    n_forward += len(sub)
-    index = pd.concat(index_parts, ignore_index=True).reindex(columns=INDEX_COLUMNS)
+            _forward(loaded, sub, iv, params, out, passes, model=model, show=show_progress)
+    sizes = _write_tables(out, passes)
+    fp = fingerprint(params, source, df)
+    cpu_s = round(time.process_time() - cpu0, 1)
+    record = features_record(model, source, loaded, params.probe.vector_dtype, passes, sizes,
+                             fp=fp, cpu_s=cpu_s)  # fmt: skip
+    write_json(out / "features.json", record)
+    return record
+
+
+def _forward(
+    loaded: Any, sub: Any, iv: str, params: Any, out: Path, passes: Passes, *, model: str,
+    show: bool,
+) -> None:  # fmt: skip
+    """One intervention's forward passes over ``sub``: its pooled vectors written to ``out``
+    and, under ``probe.lm``, its zero-shot answers; recorded in ``passes``."""
+    from homog.extract.plan import texts_hash
+    from homog.probe.lm import zero_shot
+    from homog.probe.pooled import pooled_means
+    from homog.progress import rate_progress
+
+    cfg, probe = params.extract, params.probe
+    total = len(sub) * (2 if probe.lm else 1)
+    with rate_progress(f"{model}/{iv}", total, show=show) as advance:
+        t1 = time.perf_counter()
+        pooled = pooled_means(loaded, sub, cfg, iv, vector_dtype=probe.vector_dtype,
+                              on_batch=lambda n: advance(n, 0))  # fmt: skip
+        passes.timings[f"pooled_{iv}_s"] = round(time.perf_counter() - t1, 2)
+        passes.pooled_bytes[iv] = save_vectors(out / f"pooled_{iv}.npy", pooled["vectors"])
+        passes.index_parts.append(index_part(iv, sub, pooled))
+        passes.order.append(iv)
+        passes.hashes[iv] = texts_hash(sub)
+        passes.n_texts[iv] = len(sub)
+        passes.n_forward += len(sub)
+        if probe.lm:
+            t1 = time.perf_counter()
+            answers = zero_shot(loaded, sub, cfg, probe, iv,
+                                on_batch=lambda n: advance(n, 0))  # fmt: skip
+            passes.lm_parts.append(answers.assign(intervention=iv))
+            passes.timings[f"lm_{iv}_s"] = round(time.perf_counter() - t1, 2)
+            passes.n_forward += len(sub)
+
+
+def index_part(iv: str, sub: Any, pooled: dict[str, Any]) -> Any:
+    """The index rows of one intervention's pooled vectors (``INDEX_COLUMNS``)."""
+    import pandas as pd
+
+    return pd.DataFrame({
+        "intervention": iv,
+        "row": np.arange(len(sub)),
+        "variant": pooled["variant"],
+        "sample_id": pooled["sample_id"],
+        "label": sub["label"].to_numpy(),  # pooled_means keeps sub's order
+        "n_tokens": pooled["n_tokens"],
+        "truncated": pooled["truncated"],
+    })  # fmt: skip
+
+
+def _write_tables(out: Path, passes: Passes) -> dict[str, int]:
+    """Write index.parquet and zero_shot.parquet (removing an earlier run's answers and
+    vectors no longer run); the tables' sizes in bytes."""
+    import pandas as pd
+
+    index = pd.concat(passes.index_parts, ignore_index=True).reindex(columns=INDEX_COLUMNS)
     sizes = {"index": _write_parquet(index, out / "index.parquet")}
     lm_path = out / "zero_shot.parquet"
-    if lm_parts:
-        lm_df = pd.concat(lm_parts, ignore_index=True).reindex(columns=ZERO_SHOT_COLUMNS)
+    if passes.lm_parts:
+        lm_df = pd.concat(passes.lm_parts, ignore_index=True).reindex(columns=ZERO_SHOT_COLUMNS)
         sizes["zero_shot"] = _write_parquet(lm_df, lm_path)
     elif lm_path.exists():
         lm_path.unlink()  # an earlier run's answers (probe.lm: false now)
     for stale in out.glob("pooled_*.npy"):
-        if stale.stem.removeprefix("pooled_") not in order:
+        if stale.stem.removeprefix("pooled_") not in passes.order:
             stale.unlink()  # an intervention no longer run
+    return sizes
+
+
+def features_record(
+    model: str, source: str, loaded: Any, vector_dtype: str, passes: Passes,
+    sizes: dict[str, int], *, fp: str, cpu_s: float,
+) -> dict[str, Any]:  # fmt: skip
+    """The ``features.json`` record: the model's facts, the interventions, hashes, the
+    fingerprint ``fp``, sizes per 1,000 texts, timings, forward passes and CPU seconds."""
+    pooled_bytes, n_texts = passes.pooled_bytes, passes.n_texts
     all_texts = sum(n_texts.values())
     shared = sum(sizes.values())  # the index and zero-shot tables, over every intervention
-    record = {
+    return {
         "model": model,
         "model_source": source,
         "n_layers": loaded.n_layers,
         "d_model": loaded.d_model,
-        "vector_dtype": probe.vector_dtype,
-        "interventions": order,
-        "texts_hash": hashes,
-        "fingerprint": fingerprint(params, source, df),
+        "vector_dtype": vector_dtype,
+        "interventions": passes.order,
+        "texts_hash": passes.hashes,
+        "fingerprint": fp,
         "n_texts": n_texts,
         "pooled_bytes": pooled_bytes,
         "pooled_bytes_per_1000_texts": {
@@ -193,12 +246,10 @@ def run_features(
         "features_bytes_per_1000_texts": round(
             (sum(pooled_bytes.values()) + shared) * 1000 / max(all_texts, 1)
         ),
-        "timings": timings,
-        "forward_passes": n_forward,
-        "features_cpu_s": round(time.process_time() - cpu0, 1),
+        "timings": passes.timings,
+        "forward_passes": passes.n_forward,
+        "features_cpu_s": cpu_s,
     }
-    write_json(out / "features.json", record)
-    return record
 
 
 def read_features(out_dir: str | Path) -> dict[str, Any]:

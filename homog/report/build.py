@@ -16,26 +16,32 @@ from homog.config import Params
 from homog.errors import HomogError
 from homog.io import atomic_path, check_target, remove_stale
 from homog.owned import HTML_MARK, MD_MARK, check_owned_dir, check_owned_file, mark_dir
+from homog.plot import attention_heatmap_figure, layer_curves_figure
+from homog.report.answer import answer_section
 from homog.report.claims import claims_table
+from homog.report.claims_view import claims_section, summary_section
+from homog.report.cost import cost_section
 from homog.report.document import Section, to_html, to_markdown
-from homog.report.posenc_view import POSENC_SQL
+from homog.report.figures import mauve_figure
+from homog.report.glossary import VARIANTS, glossary_section
+from homog.report.manipulation import manipulation_section
+from homog.report.posenc_view import POSENC_SQL, posenc_section
+from homog.report.position import position_section
+from homog.report.provenance import gather, provenance_sections, shown
 from homog.report.sentences_view import CURVE_SQL as SENTENCE_CURVE_SQL
 from homog.report.sentences_view import DOSE_SQL as SENTENCE_DOSE_SQL
+from homog.report.sentences_view import sentence_line, sentences_section, verdict_rows
+from homog.store.query import attention_profile, connect, difference_curves, layer_curves
+from homog.store.query import metrics as metric_names
 
 FORMATS = ("html", "md")
 REPORT_TABLES = ("runs", "layer_metrics", "contrasts", "texts", "mauve_scores", "posenc_results",
                  "head_ablation", "attention_profile")  # fmt: skip
 # erank__no_sink / erank__standardized: does the effect survive without sink tokens and rogue
 # dimensions (extract.token_sets); sink_rate: where the attention sinks form (when present)
-CURVE_METRICS = (
-    "erank",
-    "erank__no_sink",
-    "erank__standardized",
-    "mev",
-    "attn_first",
-    "sink_rate",
-    "resultant_length",
-)
+CURVE_METRICS = ("erank", "erank__no_sink", "erank__standardized", "mev", "attn_first",
+                 "sink_rate", "resultant_length")  # fmt: skip
+TITLE = "homog report: token homogenization under positional bias"
 CLAIM_COLUMNS = [
     "claim", "statement", "metric", "scope", "effect", "ci_low", "ci_high", "p_holm", "n",
     "verdict", "note",
@@ -110,10 +116,6 @@ def figure_sections(
     con: Any, runs: pd.DataFrame, mauve: pd.DataFrame, figdir: Path, variants: list[str]
 ) -> list[Section]:
     """Layer curves with CIs, MAUVE, and the attention heatmaps (two per row)."""
-    from homog.plot import attention_heatmap_figure, layer_curves_figure
-    from homog.report.figures import mauve_figure
-    from homog.store.query import attention_profile, difference_curves, layer_curves, metrics
-
     curves = Section(
         "Layer curves",
         paragraphs=[
@@ -122,7 +124,7 @@ def figure_sections(
             "the stats stage's per-layer contrasts)."
         ],
     )
-    present = set(metrics(con)) if not runs.empty else set()
+    present = set(metric_names(con)) if not runs.empty else set()
     for metric in CURVE_METRICS:
         if metric in present:
             rows = layer_curves(con, metric)
@@ -165,8 +167,6 @@ def figure_sections(
 
 def _variants(con: Any, data: dict[str, pd.DataFrame]) -> list[str]:
     """Every variant the database holds (texts and contrasts), in the glossary's order."""
-    from homog.report.glossary import VARIANTS
-
     seen = set(data["texts"]["variant"]) if not data["texts"].empty else set()
     if not data["contrasts"].empty:
         seen |= set(data["contrasts"]["variant_a"]) | set(data["contrasts"]["variant_b"])
@@ -231,26 +231,7 @@ def build_report(
     a figures directory that would replace the page's directory or hold the database, and a
     page or folder of the user's without ``force``.
     """
-    from homog.report.answer import answer_section
-    from homog.report.claims_view import claims_section, summary_section
-    from homog.report.cost import cost_section
-    from homog.report.glossary import glossary_section
-    from homog.report.manipulation import manipulation_section
-    from homog.report.posenc_view import posenc_section
-    from homog.report.position import position_section
-    from homog.report.provenance import gather, provenance_sections, shown
-    from homog.report.sentences_view import sentence_line, sentences_section, verdict_rows
-    from homog.store.query import connect
-
-    if fmt not in FORMATS:
-        raise HomogError(f"unknown report format {fmt!r}: use one of {', '.join(FORMATS)}")
-    stdout = str(out) == "-"
-    if stdout and fmt == "md":
-        raise HomogError(
-            "-o - streams one self-contained file, and a Markdown report has its figures in "
-            "files beside it: give the page a file name (e.g. -o report.md), or use the HTML "
-            "format for stdout"
-        )
+    stdout = _check_format(fmt, out)
     out = Path(out)
     db = Path(db_path)
     files = figures_dir_for(out, figures_dir) if fmt == "md" else None
@@ -261,77 +242,96 @@ def build_report(
     try:
         _check_schema(con, db)
         data = read_inputs(con)
-        st = known.stats
         claims = claims_of(data, known)
-        synth = None
         synth_path = Path(synth_report) if synth_report is not None else None
-        if synth_path is not None and synth_path.exists():
-            try:
-                synth = json.loads(synth_path.read_text())
-            except json.JSONDecodeError as exc:
-                raise HomogError(f"synth report {synth_path} is not valid JSON: {exc}") from exc
+        synth = _read_synth(synth_path)
         command = f"homog report --db {shown(db)} -o {'-' if stdout else shown(out)}" + (
             f" --format md --figures-dir {shown(files)}" if fmt == "md" else ""
         )
-        texts = data["texts"]
-        originals = texts.loc[texts["variant"] == "original", "n_texts"] if len(texts) else None
-        prov = gather(
-            data["runs"], db, command, root=root, params=params, params_name=params_name,
-            synth=synth, synth_path=synth_path,
-            n_original_texts=int(originals.sum()) if originals is not None and len(originals)
-            else None,
-        )  # fmt: skip
-        metrics = sorted(set(data["contrasts"]["metric"])) if len(data["contrasts"]) else []
-        interventions = (
-            list(dict.fromkeys(data["runs"]["intervention"].fillna("none")))
-            if len(data["runs"]) else []
-        )  # fmt: skip
+        prov = gather(data["runs"], db, command, root=root, params=params,
+                      params_name=params_name, synth=synth, synth_path=synth_path,
+                      n_original_texts=original_texts(data["texts"]))  # fmt: skip
         variants = _variants(con, data)
         # the pid in the name: a killed report's folder is removed by the next report
         remove_stale(tempfile.gettempdir(), r"^homog-report-(\d+)-[A-Za-z0-9_]+$")
         with tempfile.TemporaryDirectory(prefix=f"homog-report-{os.getpid()}-") as tmp:
-            figdir = Path(tmp)
-            sections = [
-                answer_section(
-                    claims,
-                    figdir,
-                    probe=data["probe"],
-                    sentences=sentence_line(
-                        verdict_rows(data["sentences"], data["runs"], st.alpha)
-                    ),
-                ),
-                summary_section(claims, st.alpha),
-                glossary_section(
-                    variants, interventions, metrics, layer_roles="layer0_effect" in claims.columns
-                ),
-                manipulation_section(texts, synth),
-                claims_section(claims, st.alpha, ci=st.ci, test=st.test),
-                position_section(con, data, variants, figdir, st.alpha),
-                sentences_section(
-                    data["sentences"],
-                    data["sentence_curve"],
-                    data["runs"],
-                    figdir,
-                    st.alpha,
-                    dose=data["sentence_dose"],
-                ),
-                cost_section(data["probe"], figdir),
-                *figure_sections(con, data["runs"], data["mauve"], figdir, variants),
-                posenc_section(data["posenc"], data["ablation"], figdir, _posenc_config(params)),
-                *provenance_sections(prov, data["runs"]),
-            ]
-            title = "homog report: token homogenization under positional bias"
-            n_models = data["runs"]["model"].nunique() if len(data["runs"]) else 0
-            intro = (
-                f"{len(data['runs'])} runs of {n_models} model(s) from {shown(db)}. Does "
-                "positional bias drive token homogenization (arXiv 2508.17126)? Each claim is "
-                "checked per model on paired texts; the answer comes first, then each claim, "
-                "the glossary and every row."
-            )
-            _write(out, fmt, title, intro, sections, files)
+            sections = report_sections(con, data, claims, Path(tmp), variants=variants,
+                                       stats=known.stats, params=params, synth=synth,
+                                       prov=prov)  # fmt: skip
+            _write(out, fmt, TITLE, intro_of(data["runs"], db), sections, files)
     finally:
         con.close()
     return out
+
+
+def _check_format(fmt: str, out: str | os.PathLike[str]) -> bool:
+    """Whether ``out`` is stdout (``-``); HomogError for an unknown format, or Markdown there."""
+    if fmt not in FORMATS:
+        raise HomogError(f"unknown report format {fmt!r}: use one of {', '.join(FORMATS)}")
+    stdout = str(out) == "-"
+    if stdout and fmt == "md":
+        raise HomogError(
+            "-o - streams one self-contained file, and a Markdown report has its figures in "
+            "files beside it: give the page a file name (e.g. -o report.md), or use the HTML "
+            "format for stdout"
+        )
+    return stdout
+
+
+def _read_synth(path: Path | None) -> dict[str, Any] | None:
+    """The synth report.json (None when not given or missing); HomogError when not JSON."""
+    if path is None or not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise HomogError(f"synth report {path} is not valid JSON: {exc}") from exc
+
+
+def original_texts(texts: pd.DataFrame) -> int | None:
+    """How many original texts the texts counts hold (None when it has no original row)."""
+    originals = texts.loc[texts["variant"] == "original", "n_texts"] if len(texts) else None
+    return int(originals.sum()) if originals is not None and len(originals) else None
+
+
+def report_sections(
+    con: Any, data: dict[str, pd.DataFrame], claims: pd.DataFrame, figdir: Path, *,
+    variants: list[str], stats: Any, params: Params | None, synth: dict[str, Any] | None,
+    prov: Any,
+) -> list[Section]:  # fmt: skip
+    """The page's sections in order (answer first, provenance last), figures in ``figdir``."""
+    runs, contrasts, alpha = data["runs"], data["contrasts"], stats.alpha
+    metrics = sorted(set(contrasts["metric"])) if len(contrasts) else []
+    interventions = list(dict.fromkeys(runs["intervention"].fillna("none"))) if len(runs) else []
+    sentences = sentence_line(verdict_rows(data["sentences"], runs, alpha))
+    roles = "layer0_effect" in claims.columns
+    dose = data["sentence_dose"]
+    return [
+        answer_section(claims, figdir, probe=data["probe"], sentences=sentences),
+        summary_section(claims, alpha),
+        glossary_section(variants, interventions, metrics, layer_roles=roles),
+        manipulation_section(data["texts"], synth),
+        claims_section(claims, alpha, ci=stats.ci, test=stats.test),
+        position_section(con, data, variants, figdir, alpha),
+        sentences_section(
+            data["sentences"], data["sentence_curve"], runs, figdir, alpha, dose=dose
+        ),
+        cost_section(data["probe"], figdir),
+        *figure_sections(con, runs, data["mauve"], figdir, variants),
+        posenc_section(data["posenc"], data["ablation"], figdir, _posenc_config(params)),
+        *provenance_sections(prov, runs),
+    ]
+
+
+def intro_of(runs: pd.DataFrame, db: Path) -> str:
+    """The page's opening paragraph: the runs and models read, and the question asked."""
+    n_models = runs["model"].nunique() if len(runs) else 0
+    return (
+        f"{len(runs)} runs of {n_models} model(s) from {shown(db)}. Does "
+        "positional bias drive token homogenization (arXiv 2508.17126)? Each claim is "
+        "checked per model on paired texts; the answer comes first, then each claim, "
+        "the glossary and every row."
+    )
 
 
 def _check_out(out: Path, files: Path | None, *, force: bool, db: Path) -> Path:

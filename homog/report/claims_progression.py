@@ -18,6 +18,7 @@ Per unchanged run and per metric of ``erank`` and its token sets present in ``la
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -62,80 +63,110 @@ def progression_claims(
     unchanged = runs[runs["intervention"].fillna("none") == "none"]
     for run in unchanged.itertuples():
         for metric in PROGRESSION_METRICS:
-            m = layer_metrics[
-                (layer_metrics["run_id"] == run.run_id)
-                & (layer_metrics["variant"] == "original")
-                & (layer_metrics["metric"] == metric)
-            ]
-            if m.empty:
-                continue
-            wide = m.pivot_table(index="sample_id", columns="layer", values="value").dropna()
-            bands = band_of_layers(list(wide.columns))
-            if "early" not in bands or len(wide) < 2:
-                continue
-            d = (wide[bands["late"]].mean(axis=1) - wide[bands["early"]].mean(axis=1)).to_numpy()
-            low, high = bootstrap_ci(d[None, :], n_boot=n_boot, ci=ci, seed=seed)
-            inner = [x for x in wide.columns if 1 < x < max(wide.columns)]
-            point, s_low, s_high = steepest_fall(wide, inner, n_boot=n_boot, ci=ci, seed=seed)
-            middle = bands["middle"]
-            where = (
-                "in the middle band" if middle[0] <= s_low and s_high <= middle[-1]
-                else "outside the middle band" if s_high < middle[0] or s_low > middle[-1]
-                else "straddling the middle band"
-            )  # fmt: skip
-            size = raw_size(d[None, :])
-            common = {
-                "model": run.model,
-                "claim": "2",
-                "metric": metric,
-                "n": int(d.size),
-                "token_set": token_set_of(metric),
-            }
-            rows.append(
-                Claim(
-                    **common,
-                    statement=f"homogenization is progressive ({metric} falls from the early "
-                    "to the late layers)",
-                    comparison="late - early (original)",
-                    scope=f"layers {bands['early'][0]}-{bands['early'][-1]} vs "
-                    f"{bands['late'][0]}-{bands['late'][-1]}",
-                    effect=float(d.mean()),
-                    ci_low=float(low[0]),
-                    ci_high=float(high[0]),
-                    p_holm=math.nan,
-                    verdict="",
-                    note=f"steepest fall at layer {point} [{s_low}, {s_high}], {where} "
-                    f"(layers {middle[0]}-{middle[-1]})",
-                    raw_effect=float(d.mean()),
-                    dz=float(size["effect"][0] / size["sd"][0]) if size["sd"][0] > 0 else math.nan,
-                    baseline_mean=float(wide[bands["early"]].mean(axis=1).mean()),
-                    pct_of_baseline=100
-                    * float(d.mean())
-                    / float(wide[bands["early"]].mean(axis=1).mean()),
-                    unit=unit_of(metric),
-                    p_value=float(paired_p(d[None, :], test=test, n_perm=n_perm, seed=seed)[0]),
-                    band="late - early",
-                    sign=-1,
-                    sesoi_basis="none: this change is the depth basis of the other rows' SESOI",
-                )
-            )
-            verdict = {"in the middle band": SUPPORTED, "outside the middle band": REVERSED}
-            rows.append(
-                Claim(
-                    **common,
-                    statement=f"the steepest fall of {metric} lies in the middle layers",
-                    comparison="steepest fall (original)",
-                    scope=f"middle band: layers {middle[0]}-{middle[-1]}",
-                    effect=float(point),
-                    ci_low=float(s_low),
-                    ci_high=float(s_high),
-                    p_holm=math.nan,
-                    verdict=verdict.get(where, INCONCLUSIVE),
-                    note=f"layer where the mean curve falls most from the layer before "
-                    f"(layers 2..L-1), {ci:.0%} bootstrap interval over texts: {where}",
-                    unit="layer index",
-                    band="middle",
-                    sesoi_basis="none: the interval's place against the middle band decides",
-                )
-            )
+            wide = original_wide(layer_metrics, run.run_id, metric)
+            if wide is not None:
+                rows.extend(metric_claims(wide, run.model, metric, n_boot=n_boot, ci=ci,
+                                          seed=seed, test=test, n_perm=n_perm))  # fmt: skip
     return rows
+
+
+def original_wide(layer_metrics: pd.DataFrame, run_id: str, metric: str) -> pd.DataFrame | None:
+    """One run's original-variant values of ``metric`` as [text x layer], complete texts only
+    (None when the run has none)."""
+    m = layer_metrics[
+        (layer_metrics["run_id"] == run_id)
+        & (layer_metrics["variant"] == "original")
+        & (layer_metrics["metric"] == metric)
+    ]
+    if m.empty:
+        return None
+    return m.pivot_table(index="sample_id", columns="layer", values="value").dropna()
+
+
+def band_place(middle: list[int], low: int, high: int) -> str:
+    """Where the interval [low, high] lies against the ``middle`` band's layers, in words."""
+    return (
+        "in the middle band" if middle[0] <= low and high <= middle[-1]
+        else "outside the middle band" if high < middle[0] or low > middle[-1]
+        else "straddling the middle band"
+    )  # fmt: skip
+
+
+def metric_claims(
+    wide: pd.DataFrame, model: str, metric: str, *, n_boot: int, ci: float, seed: int,
+    test: str, n_perm: int,
+) -> list[Claim]:  # fmt: skip
+    """Claim 2's two rows for one run and metric from its [text x layer] frame ``wide``: the
+    late - early change and the steepest fall (none without an early band or two texts)."""
+    bands = band_of_layers(list(wide.columns))
+    if "early" not in bands or len(wide) < 2:
+        return []
+    d = (wide[bands["late"]].mean(axis=1) - wide[bands["early"]].mean(axis=1)).to_numpy()
+    low, high = bootstrap_ci(d[None, :], n_boot=n_boot, ci=ci, seed=seed)
+    inner = [x for x in wide.columns if 1 < x < max(wide.columns)]
+    point, s_low, s_high = steepest_fall(wide, inner, n_boot=n_boot, ci=ci, seed=seed)
+    middle = bands["middle"]
+    where = band_place(middle, s_low, s_high)
+    common = {
+        "model": model,
+        "claim": "2",
+        "metric": metric,
+        "n": int(d.size),
+        "token_set": token_set_of(metric),
+    }
+    progressive = _progressive_row(
+        common, wide, bands, d, (float(low[0]), float(high[0])),
+        note=f"steepest fall at layer {point} [{s_low}, {s_high}], {where} "
+        f"(layers {middle[0]}-{middle[-1]})",
+        test=test, n_perm=n_perm, seed=seed,
+    )  # fmt: skip
+    verdict = {"in the middle band": SUPPORTED, "outside the middle band": REVERSED}
+    steepest = Claim(
+        **common,
+        statement=f"the steepest fall of {metric} lies in the middle layers",
+        comparison="steepest fall (original)",
+        scope=f"middle band: layers {middle[0]}-{middle[-1]}",
+        effect=float(point),
+        ci_low=float(s_low),
+        ci_high=float(s_high),
+        p_holm=math.nan,
+        verdict=verdict.get(where, INCONCLUSIVE),
+        note=f"layer where the mean curve falls most from the layer before "
+        f"(layers 2..L-1), {ci:.0%} bootstrap interval over texts: {where}",
+        unit="layer index",
+        band="middle",
+        sesoi_basis="none: the interval's place against the middle band decides",
+    )
+    return [progressive, steepest]
+
+
+def _progressive_row(
+    common: dict[str, Any], wide: pd.DataFrame, bands: dict[str, list[int]], d: np.ndarray,
+    interval: tuple[float, float], *, note: str, test: str, n_perm: int, seed: int,
+) -> Claim:  # fmt: skip
+    """The "late - early (original)" row of the per-text changes ``d`` and their interval."""
+    metric = common["metric"]
+    size = raw_size(d[None, :])
+    return Claim(
+        **common,
+        statement=f"homogenization is progressive ({metric} falls from the early "
+        "to the late layers)",
+        comparison="late - early (original)",
+        scope=f"layers {bands['early'][0]}-{bands['early'][-1]} vs "
+        f"{bands['late'][0]}-{bands['late'][-1]}",
+        effect=float(d.mean()),
+        ci_low=interval[0],
+        ci_high=interval[1],
+        p_holm=math.nan,
+        verdict="",
+        note=note,
+        raw_effect=float(d.mean()),
+        dz=float(size["effect"][0] / size["sd"][0]) if size["sd"][0] > 0 else math.nan,
+        baseline_mean=float(wide[bands["early"]].mean(axis=1).mean()),
+        pct_of_baseline=100 * float(d.mean()) / float(wide[bands["early"]].mean(axis=1).mean()),
+        unit=unit_of(metric),
+        p_value=float(paired_p(d[None, :], test=test, n_perm=n_perm, seed=seed)[0]),
+        band="late - early",
+        sign=-1,
+        sesoi_basis="none: this change is the depth basis of the other rows' SESOI",
+    )

@@ -23,6 +23,12 @@ from homog.variants import TEXT_VARIANTS
 
 NA = "n/a"
 ORDER = TEXT_VARIANTS  # homog.variants
+# the columns of the per-model and the length-match tables
+TOKEN_CHANGE_HEADER = ("model", "variant", "token change (mean)", "no token change (share)",
+                       "multiset equal (share)")  # fmt: skip
+LENGTH_MATCH_HEADER = ("variant", "kept (share of sentences)", "rewritten / length mismatch",
+                       "token change: texts per change, per model",
+                       "move kinds (top 5)")  # fmt: skip
 
 
 def _dig(d: Any, *keys: str) -> Any:
@@ -188,71 +194,18 @@ def manipulation_section(texts: pd.DataFrame, report: dict[str, Any] | None) -> 
     sec.tables.append(Table(header, body, "per variant"))
     if report and missing:
         sec.after.append("Not in the database or this report.json: " + ", ".join(missing) + ".")
-    per_model = _part(report, "per_model")
-    rows = [
-        [
-            model,
-            v,
-            *(
-                _plain(m.get(k)) if m.get(k) is not None else NA
-                for k in ("token_change_mean", "token_change_zero_share", "multiset_equal_share")
-            ),
-        ]
-        for model, per in per_model.items()
-        for v, m in (per or {}).items()
-        if isinstance(m, dict)
-    ]
+    rows = token_change_rows(report)
     if rows:
         sec.tables.append(
-            Table(
-                [
-                    "model",
-                    "variant",
-                    "token change (mean)",
-                    "no token change (share)",
-                    "multiset equal (share)",
-                ],
-                rows,
-                "token change per model's tokenizer",
-            )
+            Table(list(TOKEN_CHANGE_HEADER), rows, "token change per model's tokenizer")
         )
     lm = _length_match(report)
     if lm:
-        rows = [
-            [
-                v,
-                _plain(m.get("kept_share", NA)),
-                f"{m.get('rewritten', NA)} / {m.get('length_mismatch', NA)}",
-                "; ".join(f"{model}: {_counts(t.get('distribution'))}"
-                          for model, t in (m.get("token_change") or {}).items()) or NA,
-                _shares(m.get("kinds")),
-            ]
-            for v, m in lm.items()
-        ]  # fmt: skip
-        sec.tables.append(
-            Table(
-                [
-                    "variant",
-                    "kept (share of sentences)",
-                    "rewritten / length mismatch",
-                    "token change: texts per change, per model",
-                    "move kinds (top 5)",
-                ],
-                rows,
-                "length-matched rewrites (synth.length_match)",
-            )  # fmt: skip
-        )
-        block = _part(report, "length_match")
-        said = []
-        if block.get("texts_kept_share") is not None:
-            said.append(f"{_plain(block['texts_kept_share']):.0%} of the texts kept")
-        if block.get("control_kind_distance") is not None:
-            said.append(
-                f"the control's move kinds are {block['control_kind_distance']:.2f} (total "
-                "variation: 0 the same mix, 1 none in common) from front's and end's"
-            )
-        if said:
-            sec.paragraphs.append("Length match: " + "; ".join(said) + ".")
+        sec.tables.append(Table(list(LENGTH_MATCH_HEADER), length_match_rows(lm),
+                                "length-matched rewrites (synth.length_match)"))  # fmt: skip
+        line = length_match_line(_part(report, "length_match"))
+        if line:
+            sec.paragraphs.append(line)
     if "texts_in" in report:
         dropped = report.get("dropped") or {}
         sec.paragraphs.append(
@@ -261,3 +214,48 @@ def manipulation_section(texts: pd.DataFrame, report: dict[str, Any] | None) -> 
             + "."
         )
     return sec
+
+
+def token_change_rows(report: dict[str, Any]) -> list[list[Any]]:
+    """Per model and variant of ``manipulation.per_model``: the token change measures."""
+    return [
+        [
+            model,
+            v,
+            *(
+                _plain(m.get(k)) if m.get(k) is not None else NA
+                for k in ("token_change_mean", "token_change_zero_share", "multiset_equal_share")
+            ),
+        ]
+        for model, per in _part(report, "per_model").items()
+        for v, m in (per or {}).items()
+        if isinstance(m, dict)
+    ]
+
+
+def length_match_rows(lm: dict[str, dict[str, Any]]) -> list[list[Any]]:
+    """Per variant of ``length_match.variants``: kept, rewritten, token change, move kinds."""
+    return [
+        [
+            v,
+            _plain(m.get("kept_share", NA)),
+            f"{m.get('rewritten', NA)} / {m.get('length_mismatch', NA)}",
+            "; ".join(f"{model}: {_counts(t.get('distribution'))}"
+                      for model, t in (m.get("token_change") or {}).items()) or NA,
+            _shares(m.get("kinds")),
+        ]
+        for v, m in lm.items()
+    ]  # fmt: skip
+
+
+def length_match_line(block: dict[str, Any]) -> str | None:
+    """The length match's texts kept and control-kind distance in words (None without them)."""
+    said = []
+    if block.get("texts_kept_share") is not None:
+        said.append(f"{_plain(block['texts_kept_share']):.0%} of the texts kept")
+    if block.get("control_kind_distance") is not None:
+        said.append(
+            f"the control's move kinds are {block['control_kind_distance']:.2f} (total "
+            "variation: 0 the same mix, 1 none in common) from front's and end's"
+        )
+    return "Length match: " + "; ".join(said) + "." if said else None
