@@ -226,7 +226,7 @@ def build_family(
         dropped=dropped,
         kept=kept,
         reasons=reasons,
-        key_phrases={sid: families[sid][1] for sid in kept},
+        key_phrases={sid: fam[1] for sid, fam in families.items() if sid in kept},  # in order
     )
 
 
