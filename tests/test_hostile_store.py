@@ -24,7 +24,8 @@ from test_store import table_rows, write_project, write_run
 
 from homog.cli import main
 from homog.errors import HomogError
-from homog.schema.tables import TABLES, create_schema, materialize_layer_summary
+from homog.schema.summary import materialize_layer_summary
+from homog.schema.tables import TABLES, create_schema
 from homog.store import load
 
 

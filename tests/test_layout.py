@@ -36,6 +36,7 @@ EXTRACT_INFRASTRUCTURE = {
     "homog.posenc", "homog.validate", "homog.config.position", "homog.config.synth",
     "homog.config.posenc", "homog.config.posenc_presets", "homog.config.probe",
     "homog.config.primary",  # stats.primary: the claims' families, no extract number
+    "homog.config.stats",  # the stats: section, no extract number
     "homog.owned",  # which output files homog wrote (the --force policy), no number
 }  # fmt: skip
 

@@ -288,7 +288,8 @@ def test_layer_summary_holds_the_key_sentence_curves(tmp_path):
     and the TUI show a sentence metric per layer and variant."""
     import duckdb
 
-    from homog.schema.tables import create_schema, materialize_layer_summary
+    from homog.schema.summary import materialize_layer_summary
+    from homog.schema.tables import create_schema
 
     con = duckdb.connect(str(tmp_path / "x.duckdb"))
     create_schema(con)

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import homog.store.loader as loader
+import homog.store.fill as fill
 from homog.errors import HomogError
 from homog.store import TABLES, collect_sources, create_schema, load, load_database
 
@@ -279,7 +279,7 @@ def test_failed_load_leaves_previous_database(tmp_path, monkeypatch):
     load(params, root=tmp_path)
     before = digest(db)
     write_run(tmp_path, "m1", "zero_pos", "r2")
-    real = loader._new_rows_sql
+    real = fill.new_rows_sql
     calls = {"n": 0}
 
     def boom(*args, **kw):
@@ -288,7 +288,7 @@ def test_failed_load_leaves_previous_database(tmp_path, monkeypatch):
             raise RuntimeError("simulated crash")
         return real(*args, **kw)
 
-    monkeypatch.setattr(loader, "_new_rows_sql", boom)
+    monkeypatch.setattr(fill, "new_rows_sql", boom)
     with pytest.raises(RuntimeError):
         load(params, root=tmp_path)
     assert digest(db) == before
@@ -389,14 +389,14 @@ WHERE t.n IS NULL OR v.n IS NULL OR t.n <> v.n
 
 
 def summary_mismatches(con: duckdb.DuckDBPyConnection) -> int:
-    from homog.schema.tables import LAYER_SUMMARY_SELECT
+    from homog.schema.summary import LAYER_SUMMARY_SELECT
 
     return con.execute(SUMMARY_MISMATCHES.format(select=LAYER_SUMMARY_SELECT)).fetchone()[0]
 
 
 def to_old_layout(db: Path) -> None:
     """Turn a database into what homog built before materialising: layer_summary a view."""
-    from homog.schema.tables import LAYER_SUMMARY_VIEW
+    from homog.schema.summary import LAYER_SUMMARY_VIEW
 
     con = duckdb.connect(str(db))
     try:
@@ -407,7 +407,7 @@ def to_old_layout(db: Path) -> None:
 
 
 def test_layer_summary_is_a_table_equal_to_the_view(tmp_path):
-    from homog.schema.tables import LAYER_SUMMARY_SELECT
+    from homog.schema.summary import LAYER_SUMMARY_SELECT
     from homog.store import LAYER_SUMMARY, summary_kind
 
     params = write_project(tmp_path, [("m1", "none", "r1"), ("m2", "zero_pos", "r2")])

@@ -16,7 +16,7 @@ from textual.widgets import Select  # noqa: E402
 
 from tui.app import HomogApp  # noqa: E402
 from tui.components.curve_plot import CurvePlot  # noqa: E402
-from tui.screens.compare import split_token_set, with_token_set  # noqa: E402
+from tui.curves import split_token_set, with_token_set  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 

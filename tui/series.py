@@ -76,6 +76,25 @@ def in_view(view: str, group: str | None, r: Row, runs: Mapping[str, Row]) -> bo
     return True
 
 
+def view_rows(
+    view: str,
+    group: str | None,
+    rows: Iterable[Row],
+    contrasts: Iterable[Row],
+    runs: Mapping[str, Row],
+    shown: set[str],
+    order: Sequence[str] = (),
+) -> list[Row]:
+    """The rows a view draws of the variants ``shown``: the layer ``rows`` in the view's group,
+    or in the 'diff' view the :func:`diff_rows` of ``contrasts`` (variants in ``order``)."""
+    if view == "diff":
+        depth = {rid: r.get("n_layers") or 1 for rid, r in runs.items()}
+        return [r for r in diff_rows(contrasts, depth, order)
+                if r["variant"].removesuffix("−original") in shown]  # fmt: skip
+    rows = [r for r in rows if r["variant"] in shown]
+    return [r for r in rows if in_view(view, group, r, runs)]
+
+
 def build_lines(
     rows: Iterable[Row], runs: Mapping[str, Row], short: Mapping[str, str], *, relative: bool
 ) -> tuple[list[Line], dict[tuple[str, str], int]]:
@@ -219,6 +238,15 @@ def at_floor(row: Row, floors: Mapping[tuple[str, str], Floor]) -> bool:
     floor = floors.get((row["run_id"], variant))
     p = row.get("p_holm_vs_original")
     return floor is not None and p is not None and math.isclose(float(p), floor.holm, rel_tol=1e-9)
+
+
+def line_floors(lines: Iterable[Line], floors: Mapping[tuple[str, str], Floor]) -> list[Floor]:
+    """The floors of the families ``lines`` draw (a 'diff' line named by its variant)."""
+    return [
+        floors[(ln.run_id, ln.variant.removesuffix("−original"))]
+        for ln in lines
+        if (ln.run_id, ln.variant.removesuffix("−original")) in floors
+    ]
 
 
 def floor_note(floors: Iterable[Floor]) -> str:

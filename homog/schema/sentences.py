@@ -28,7 +28,7 @@ SENTENCE_METRICS: tuple[tuple[str, str], ...] = (
     ("rel_position", D), ("n_tokens", I), ("is_key", B), ("is_control", B), ("layer", I),
     ("metric", V), ("value", D),
 )  # fmt: skip
-# the contrasts table's columns after sentence (homog.schema.tables keeps them equal)
+# the contrasts table's columns after sentence (homog.schema.stats_tables keeps them equal)
 CONTRAST_TAIL: tuple[tuple[str, str], ...] = (
     ("run_id", V), ("variant_a", V), ("variant_b", V), ("layer", I), ("metric", V),
     ("mean_diff", D), ("ci_low", D), ("ci_high", D), ("p_value", D), ("p_holm", D),

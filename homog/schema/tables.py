@@ -35,10 +35,11 @@ Additive extensions (documented in the README):
   and the key sentence's paired contrasts (issue 40; homog/schema/sentences.py).
 - ``homog_meta(key, value)``: ``schema_version``.
 - ``layer_summary`` is a table that ``load`` materialises (same name, columns and types as the
-  view that older databases hold; readers use it either way).
+  view that older databases hold; readers use it either way; homog/schema/summary.py).
 
-Definitions only: no files are read or written here (``create_schema`` and
-``materialize_layer_summary`` run their SQL on a connection they are given).
+The columns of the stats stage's tables are in homog/schema/stats_tables.py, those of the
+sentence tables in homog/schema/sentences.py. Definitions only: no files are read or written
+here (``create_schema`` runs its SQL on a connection it is given).
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ from typing import TYPE_CHECKING
 
 from homog.schema.column_types import Table, type_problems
 from homog.schema.sentences import SENTENCE_CONTRASTS, SENTENCE_METRICS
+from homog.schema.stats_tables import CONTRASTS, DOSE_RESPONSE, SEPARABILITY
+from homog.schema.summary import LAYER_SUMMARY, LAYER_SUMMARY_VIEW, summary_kind
 
 if TYPE_CHECKING:
     import duckdb
@@ -58,13 +61,6 @@ SCHEMA_VERSION = "1"
 V = "VARCHAR"
 I = "INTEGER"  # noqa: E741 - a type name, not a loop variable
 D = "DOUBLE"
-# issue 38 (homog/stats/contrast_rows.py, homog/stats/dose.py, homog/stats/separability.py;
-# docs/database.md)
-EQUIVALENCE = (("sesoi_basis", V), ("eq_ci_low", D), ("eq_ci_high", D))
-SEPARABILITY = (("run_id", V), ("variant_a", V), ("variant_b", V), ("metric", V), ("scope", V),
-                ("auc", D), ("ci_low", D), ("ci_high", D), ("p_value", D), ("n", I),
-                ("n_layers", I))  # fmt: skip
-
 TABLES: dict[str, Table] = {
     t.name: t
     for t in [
@@ -191,67 +187,14 @@ TABLES: dict[str, Table] = {
         ),
         Table(
             "contrasts",
-            (
-                ("run_id", V),
-                ("variant_a", V),
-                ("variant_b", V),
-                ("layer", I),
-                ("metric", V),
-                ("mean_diff", D),
-                ("ci_low", D),
-                ("ci_high", D),
-                ("p_value", D),
-                ("p_holm", D),
-                ("band", V),
-                ("baseline_run_id", V),
-                ("n", I),
-                # length adjustment, size, equivalence, layer-0 control, mixed model
-                # (homog/stats/contrast_rows.py, homog/stats/mixed.py; docs/statistics.md)
-                ("n_tokens_diff", D),
-                ("adjusted", "BOOLEAN"),
-                ("adj_diff", D),
-                ("adj_ci_low", D),
-                ("adj_ci_high", D),
-                ("adj_p_value", D),
-                ("dz", D),
-                ("baseline_mean", D),
-                ("baseline_sd", D),
-                ("sesoi", D),
-                ("p_tost", D),
-                ("layer0_diff", D),
-                ("layer0_p_value", D),
-                ("rel_layer0_diff", D),
-                ("rel_layer0_ci_low", D),
-                ("rel_layer0_ci_high", D),
-                ("mm_diff", D),
-                ("mm_ci_low", D),
-                ("mm_ci_high", D),
-                ("mm_p_value", D),
-                *EQUIVALENCE,
-            ),
+            CONTRASTS,
             scope="run",
             order_by=("run_id", "metric", "variant_a", "variant_b", "band", "layer"),
             required=("run_id", "variant_a", "variant_b", "layer", "metric", "mean_diff"),
         ),
         Table(
             "dose_response",
-            (
-                ("run_id", V),
-                ("metric", V),
-                ("band", V),
-                ("kind", V),
-                ("variant", V),
-                ("key_position", D),
-                ("value", D),
-                ("ci_low", D),
-                ("ci_high", D),
-                ("p_value", D),
-                ("n", I),
-                ("intercept", D),
-                ("p_holm", D),
-                ("sesoi", D),
-                *EQUIVALENCE,
-            ),
+            DOSE_RESPONSE,
             scope="run",
             order_by=("run_id", "metric", "band", "kind", "variant"),
             required=("run_id", "metric", "band", "kind", "value"),
@@ -352,86 +295,6 @@ TABLES: dict[str, Table] = {
         ),
     ]
 }
-
-# Normal-approximation 95 % interval over texts. DuckDB has no t quantile; with the >= 20 texts
-# of any real run the difference from a t interval is under 5 %. Non-finite values (e.g.
-# mean_cosine of a one-token text) are left out of n, mean and std instead of poisoning them.
-LAYER_SUMMARY_SELECT = """
-SELECT run_id, model, variant, layer, metric, n, mean, std,
-       mean - 1.959963984540054 * std / sqrt(n) AS ci_low,
-       mean + 1.959963984540054 * std / sqrt(n) AS ci_high
-FROM (
-    SELECT m.run_id, r.model, m.variant, m.layer, m.metric,
-           count(m.value) AS n, avg(m.value ORDER BY m.sample_id) AS mean,
-           stddev_samp(m.value ORDER BY m.sample_id) AS std
-    FROM layer_metrics AS m
-    JOIN runs AS r USING (run_id)
-    WHERE isfinite(m.value)
-    GROUP BY m.run_id, r.model, m.variant, m.layer, m.metric
-)
-"""
-# How databases built before homog materialised the summary define it (and how
-# ``create_schema(con, summary="view")`` still can): the same SELECT, evaluated at every read.
-LAYER_SUMMARY_VIEW = f"CREATE OR REPLACE VIEW layer_summary AS {LAYER_SUMMARY_SELECT}"
-
-# ``layer_summary`` as ``homog load`` materialises it: the view's columns and types, one row per
-# (run, variant, layer, metric), stored in the order the CLI and the TUI filter by (metric
-# first: a metric switch reads one contiguous stretch). Not in TABLES: it is derived from
-# layer_metrics and runs by :func:`materialize_layer_summary`, never loaded from stage outputs.
-LAYER_SUMMARY = Table(
-    "layer_summary",
-    (
-        ("run_id", V),
-        ("model", V),
-        ("variant", V),
-        ("layer", I),
-        ("metric", V),
-        ("n", "BIGINT"),
-        ("mean", D),
-        ("std", D),
-        ("ci_low", D),
-        ("ci_high", D),
-    ),
-    scope="run",
-    order_by=("metric", "run_id", "variant", "layer"),
-)
-
-
-def summary_kind(con: duckdb.DuckDBPyConnection) -> str | None:
-    """'table' when ``layer_summary`` is materialised, 'view' in a database built before
-    (or by ``create_schema(con, summary="view")``), None when there is none."""
-    row = con.execute(
-        "SELECT table_type FROM information_schema.tables "
-        "WHERE table_name = 'layer_summary' AND table_schema = current_schema() "
-        "AND table_catalog = current_database()"
-    ).fetchone()
-    if row is None:
-        return None
-    return "view" if row[0] == "VIEW" else "table"
-
-
-def materialize_layer_summary(con: duckdb.DuckDBPyConnection) -> int:
-    """(Re)build ``layer_summary`` as a table from ``layer_metrics`` and ``runs``; return its
-    row count.
-
-    Input: a writable connection whose ``layer_metrics`` and ``runs`` are complete (the load
-    calls this last). A ``layer_summary`` view (an older database) is replaced by the table;
-    an existing table is emptied and refilled. With a ``sentence_metrics`` table the key
-    sentence's ``sent_*`` rows are summarised too (issue 40: curves for compare and the TUI).
-    """
-    if summary_kind(con) == "view":
-        con.execute("DROP VIEW layer_summary")
-    con.execute(LAYER_SUMMARY.ddl())
-    con.execute("DELETE FROM layer_summary")
-    order = ", ".join(f'"{c}"' for c in LAYER_SUMMARY.order_by)
-    select = LAYER_SUMMARY_SELECT
-    if con.execute(
-        "SELECT 1 FROM duckdb_tables() WHERE table_name = 'sentence_metrics'"
-    ).fetchall():
-        key = select.replace("layer_metrics AS m", "sentence_metrics AS m")
-        select += " UNION ALL " + key.replace("WHERE isfinite", "WHERE m.is_key AND isfinite")
-    con.execute(f"INSERT INTO layer_summary {select} ORDER BY {order}")
-    return con.execute("SELECT count(*) FROM layer_summary").fetchone()[0]
 
 
 def create_schema(con: duckdb.DuckDBPyConnection, *, summary: str = "table") -> None:

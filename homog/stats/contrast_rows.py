@@ -172,34 +172,8 @@ def extra_columns(
         idx = np.array(rows)
         dm = d[idx][:, m]
         tm = t[m]
-        has_t = bool(np.isfinite(tm).all())
-        if has_t:
-            out["n_tokens_diff"][idx] = tm.mean()
-        adjust = has_t and adjustable(tm)
-        if adjust:
-            eff = adjusted_block(dm, tm, **opts, eq_ci=eq_ci)
-            out["adjusted"][idx] = True
-            out["adj_diff"][idx] = eff["effect"]
-            out["adj_ci_low"][idx] = eff["ci_low"]
-            out["adj_ci_high"][idx] = eff["ci_high"]
-            out["adj_p_value"][idx] = eff["p"]
-            out["eq_ci_low"][idx], out["eq_ci_high"][idx] = eff["eq_low"], eff["eq_high"]
-        else:  # the raw effect's size (its CI and p are the raw columns)
-            eff = raw_size(dm)
-            # the same resamples as the raw CI (homog.stats.contrasts.paired_contrasts: same n and
-            # seed)
-            eq = bootstrap_ci(dm, n_boot=n_boot, ci=eq_ci, seed=seed)
-            out["eq_ci_low"][idx], out["eq_ci_high"][idx] = eq
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out["dz"][idx] = np.where(
-                eff["sd"] > 0, eff["effect"] / eff["sd"], np.where(eff["effect"] == 0, 0.0, np.nan)
-            )
-        bm = base[idx][:, m]
-        out["baseline_mean"][idx] = np.nanmean(bm, axis=1)
-        bsd = np.array(
-            [np.nanstd(r, ddof=1) if np.isfinite(r).sum() >= 2 else math.nan for r in bm]
-        )
-        out["baseline_sd"][idx] = bsd
+        eff, adjust = _effect_columns(out, idx, dm, tm, opts, eq_ci)
+        bsd = _size_columns(out, idx, eff, base[idx][:, m])
         if fixed is None:
             delta = sesoi * bsd
             out["sesoi_basis"][idx] = _sd_text(sesoi, who, bsd, note)
@@ -208,20 +182,85 @@ def extra_columns(
             out["sesoi_basis"][idx] = note
         out["sesoi"][idx] = delta
         out["p_tost"][idx] = tost_p(eff["effect"], eff["se"], eff["df"], delta)
-        m0 = np.isfinite(d0[m])
-        if m0.sum() >= 2:
-            d0m = d0[m][m0]
-            out["layer0_diff"][idx] = d0m.mean()
-            out["layer0_p_value"][idx] = paired_p(
-                d0m[None, :], test=test, n_perm=n_perm, seed=seed
-            )[0]
-            rel = dm[:, m0] - d0m[None, :]
-            trel = tm[m0]
-            if adjust and adjustable(trel):
-                r = adjusted_block(rel, trel, **opts)
-            else:
-                r = raw_block(rel, **opts)
-            out["rel_layer0_diff"][idx] = r["effect"]
-            out["rel_layer0_ci_low"][idx] = r["ci_low"]
-            out["rel_layer0_ci_high"][idx] = r["ci_high"]
+        _layer0_columns(out, idx, dm, tm, d0[m], adjust, opts, test=test, n_perm=n_perm)
     return pd.DataFrame(out)
+
+
+def _effect_columns(
+    out: dict[str, np.ndarray],
+    idx: np.ndarray,
+    dm: np.ndarray,
+    tm: np.ndarray,
+    opts: dict,
+    eq_ci: float,
+) -> tuple[dict, bool]:
+    """Fill the token-difference, length-adjustment and equivalence-CI columns of rows ``idx``
+    (differences ``dm``, token differences ``tm``); return the verdict's effect and whether
+    it is adjusted."""
+    has_t = bool(np.isfinite(tm).all())
+    if has_t:
+        out["n_tokens_diff"][idx] = tm.mean()
+    adjust = has_t and adjustable(tm)
+    if adjust:
+        eff = adjusted_block(dm, tm, **opts, eq_ci=eq_ci)
+        out["adjusted"][idx] = True
+        out["adj_diff"][idx] = eff["effect"]
+        out["adj_ci_low"][idx] = eff["ci_low"]
+        out["adj_ci_high"][idx] = eff["ci_high"]
+        out["adj_p_value"][idx] = eff["p"]
+        out["eq_ci_low"][idx], out["eq_ci_high"][idx] = eff["eq_low"], eff["eq_high"]
+    else:  # the raw effect's size (its CI and p are the raw columns)
+        eff = raw_size(dm)
+        # the same resamples as the raw CI (homog.stats.contrasts.paired_contrasts: same n and
+        # seed)
+        eq = bootstrap_ci(dm, n_boot=opts["n_boot"], ci=eq_ci, seed=opts["seed"])
+        out["eq_ci_low"][idx], out["eq_ci_high"][idx] = eq
+    return eff, adjust
+
+
+def _size_columns(
+    out: dict[str, np.ndarray], idx: np.ndarray, eff: dict, bm: np.ndarray
+) -> np.ndarray:
+    """Fill ``dz`` and the baseline's mean and SD of rows ``idx`` (baseline values ``bm``);
+    return the baseline SDs."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["dz"][idx] = np.where(
+            eff["sd"] > 0, eff["effect"] / eff["sd"], np.where(eff["effect"] == 0, 0.0, np.nan)
+        )
+    out["baseline_mean"][idx] = np.nanmean(bm, axis=1)
+    bsd = np.array([np.nanstd(r, ddof=1) if np.isfinite(r).sum() >= 2 else math.nan for r in bm])
+    out["baseline_sd"][idx] = bsd
+    return bsd
+
+
+def _layer0_columns(
+    out: dict[str, np.ndarray],
+    idx: np.ndarray,
+    dm: np.ndarray,
+    tm: np.ndarray,
+    d0: np.ndarray,
+    adjust: bool,
+    opts: dict,
+    *,
+    test: str,
+    n_perm: int,
+) -> None:
+    """Fill the layer-0 and relative-to-layer-0 columns of rows ``idx`` (``d0``: the texts'
+    layer-0 differences); nothing with fewer than two finite ones."""
+    m0 = np.isfinite(d0)
+    if m0.sum() < 2:
+        return
+    d0m = d0[m0]
+    out["layer0_diff"][idx] = d0m.mean()
+    out["layer0_p_value"][idx] = paired_p(
+        d0m[None, :], test=test, n_perm=n_perm, seed=opts["seed"]
+    )[0]
+    rel = dm[:, m0] - d0m[None, :]
+    trel = tm[m0]
+    if adjust and adjustable(trel):
+        r = adjusted_block(rel, trel, **opts)
+    else:
+        r = raw_block(rel, **opts)
+    out["rel_layer0_diff"][idx] = r["effect"]
+    out["rel_layer0_ci_low"][idx] = r["ci_low"]
+    out["rel_layer0_ci_high"][idx] = r["ci_high"]

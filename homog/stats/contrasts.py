@@ -42,7 +42,7 @@ from homog.extract import TOKEN_COUNT
 from homog.metrics.sets import N_REMOVED
 from homog.schema.tables import TABLES
 from homog.stats.contrast_rows import extra_columns, sesoi_rule
-from homog.stats.mixed import MIXED_COLUMNS, fit_mixed, pair_effects
+from homog.stats.mixed import MIXED_COLUMNS, band_effects
 from homog.stats.paired_tests import bootstrap_ci, holm, paired_difference, paired_p
 
 # the derived variant of the U-shape: per text, layer and metric the mean of key_first's and
@@ -241,18 +241,7 @@ def _mixed(
     """(a, b) -> band -> the mixed model's columns (one fit per band over every variant)."""
     variants = sorted(v for v, m in tables if m == metric)
     layers = sorted(set.intersection(*(set(tables[(v, metric)].index) for v in variants)))
-    out: dict[tuple[str, str], dict[str, dict[str, float]]] = {p: {} for p in pairs}
-    for band, ls in band_of_layers(layers).items():
-        long = []
-        for v in variants:
-            vals = tables[(v, metric)].loc[ls].mean(axis=0, skipna=False)
-            tok = tokens.get(v, pd.Series(dtype=float)).reindex(vals.index)
-            long.append(pd.DataFrame({"variant": v, "sample_id": vals.index, "value": vals.values,
-                                      "n_tokens": tok.to_numpy(dtype=float)}))  # fmt: skip
-        effects = pair_effects(fit_mixed(pd.concat(long, ignore_index=True)), pairs, ci)
-        for pair, cols in effects.items():
-            out[pair][band] = cols
-    return out
+    return band_effects(tables, tokens, metric, variants, band_of_layers(layers), pairs, ci)
 
 
 def with_key_ends(

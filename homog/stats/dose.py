@@ -161,6 +161,23 @@ def dose_rows(
     variants = [v for v in dose_variants(positions) if v in tables]
     if len(variants) < 2:
         return []
+    x, y = dose_values(tables, positions, variants, bands)
+    key = {"run_id": run_id, "metric": metric}
+    out: list[dict] = []
+    if x.shape[1] >= 2:
+        out += _fitted_rows(key, bands, x, y, n_boot=n_boot, ci=ci, seed=seed, test=test,
+                            n_perm=n_perm, sesoi=sesoi, alpha=alpha)  # fmt: skip
+    return out + _point_rows(key, bands, variants, x, y)
+
+
+def dose_values(
+    tables: dict[str, pd.DataFrame],
+    positions: pd.DataFrame,
+    variants: list[str],
+    bands: dict[str, list[int]],
+) -> tuple[np.ndarray, np.ndarray]:
+    """(positions x [V, n], band means y [V, G, n]) of ``variants`` over the texts all of them
+    have (sorted ``sample_id``s; ``tables``: variant -> [layer x sample_id])."""
     samples = sorted(set.intersection(*(set(tables[v].columns) for v in variants)))
     pos = positions.set_index(["variant", "sample_id"])["key_position"]
     x = np.array([[pos.get((v, s), math.nan) for s in samples] for v in variants], dtype=float)
@@ -175,52 +192,78 @@ def dose_rows(
             for v in variants
         ]
     )  # [V, G, n]
+    return x, y
+
+
+def _fitted_rows(
+    key: dict,
+    bands: dict[str, list[int]],
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    n_boot: int,
+    ci: float,
+    seed: int,
+    test: str,
+    n_perm: int,
+    sesoi: tuple[np.ndarray, list[str]] | None,
+    alpha: float,
+) -> list[dict]:
+    """Per band the slope row and, with three variants or more, the quadratic row (``key``:
+    run_id and metric) of values y [V, G, n] at positions x [V, n], n >= 2 texts."""
     sxy, sxx, used = within_slopes(x, y)
+    w = resample_counts(x.shape[1], n_boot, seed)  # [B, n]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        slope = sxy.sum(1) / sxx.sum(1)
+        boot = (sxy @ w.T) / (sxx @ w.T)  # [G, B]
+    half = (1 - ci) / 2
+    low, high = np.nanquantile(boot, [half, 1 - half], axis=1)
+    p = paired_p(sxy, test=test, n_perm=n_perm, seed=seed)
+    eq_low, eq_high = _eq(boot, alpha)
+    delta, basis = sesoi if sesoi is not None else (np.full(len(bands), np.nan),
+                                                    [None] * len(bands))  # fmt: skip
+    quad = x.shape[0] >= 3
+    if quad:
+        theta, q, qused = within_quadratic(x, y)
+        qboot = quadratic_boot(x, y, w)
+        with np.errstate(invalid="ignore"):
+            qlow, qhigh = np.nanquantile(qboot, [half, 1 - half], axis=1)
+        qeq_low, qeq_high = _eq(qboot, alpha)
+        qp = paired_p(q, test=test, n_perm=n_perm, seed=seed)
     out: list[dict] = []
-    n = len(samples)
-    if n >= 2:
-        w = resample_counts(n, n_boot, seed)  # [B, n]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            slope = sxy.sum(1) / sxx.sum(1)
-            boot = (sxy @ w.T) / (sxx @ w.T)  # [G, B]
-        half = (1 - ci) / 2
-        low, high = np.nanquantile(boot, [half, 1 - half], axis=1)
-        p = paired_p(sxy, test=test, n_perm=n_perm, seed=seed)
-        eq_low, eq_high = _eq(boot, alpha)
-        delta, basis = sesoi if sesoi is not None else (np.full(len(bands), np.nan),
-                                                        [None] * len(bands))  # fmt: skip
-        quad = len(variants) >= 3
+    for g, band in enumerate(bands):
+        u = used[g]
+        xm = np.nanmean(np.where(np.isfinite(y[:, g, :]), x, np.nan)[:, u])
+        ym = np.nanmean(y[:, g, u])
+        out.append({**key, "band": band, "kind": "slope",
+                    "variant": None, "key_position": None, "value": float(slope[g]),
+                    "ci_low": float(low[g]), "ci_high": float(high[g]),
+                    "p_value": float(p[g]), "n": int(u.sum()),
+                    "intercept": float(ym - slope[g] * xm), "sesoi": float(delta[g]),
+                    "sesoi_basis": basis[g], "eq_ci_low": float(eq_low[g]),
+                    "eq_ci_high": float(eq_high[g])})  # fmt: skip
         if quad:
-            theta, q, qused = within_quadratic(x, y)
-            qboot = quadratic_boot(x, y, w)
-            with np.errstate(invalid="ignore"):
-                qlow, qhigh = np.nanquantile(qboot, [half, 1 - half], axis=1)
-            qeq_low, qeq_high = _eq(qboot, alpha)
-            qp = paired_p(q, test=test, n_perm=n_perm, seed=seed)
-        for g, band in enumerate(bands):
-            u = used[g]
-            xm = np.nanmean(np.where(np.isfinite(y[:, g, :]), x, np.nan)[:, u])
-            ym = np.nanmean(y[:, g, u])
-            out.append({"run_id": run_id, "metric": metric, "band": band, "kind": "slope",
-                        "variant": None, "key_position": None, "value": float(slope[g]),
-                        "ci_low": float(low[g]), "ci_high": float(high[g]),
-                        "p_value": float(p[g]), "n": int(u.sum()),
-                        "intercept": float(ym - slope[g] * xm), "sesoi": float(delta[g]),
-                        "sesoi_basis": basis[g], "eq_ci_low": float(eq_low[g]),
-                        "eq_ci_high": float(eq_high[g])})  # fmt: skip
-            if quad:
-                out.append({"run_id": run_id, "metric": metric, "band": band,
-                            "kind": "quadratic", "variant": None, "key_position": None,
-                            "value": float(theta[g, 1]), "ci_low": float(qlow[g]),
-                            "ci_high": float(qhigh[g]), "p_value": float(qp[g]),
-                            "n": int(qused[g].sum()),
-                            "intercept": None, "sesoi": 4.0 * float(delta[g]),
-                            "sesoi_basis": None if basis[g] is None else f"4 x ({basis[g]})",
-                            "eq_ci_low": float(qeq_low[g]),
-                            "eq_ci_high": float(qeq_high[g])})  # fmt: skip
+            out.append({**key, "band": band,
+                        "kind": "quadratic", "variant": None, "key_position": None,
+                        "value": float(theta[g, 1]), "ci_low": float(qlow[g]),
+                        "ci_high": float(qhigh[g]), "p_value": float(qp[g]),
+                        "n": int(qused[g].sum()),
+                        "intercept": None, "sesoi": 4.0 * float(delta[g]),
+                        "sesoi_basis": None if basis[g] is None else f"4 x ({basis[g]})",
+                        "eq_ci_low": float(qeq_low[g]),
+                        "eq_ci_high": float(qeq_high[g])})  # fmt: skip
+    return out
+
+
+def _point_rows(
+    key: dict, bands: dict[str, list[int]], variants: list[str], x: np.ndarray, y: np.ndarray
+) -> list[dict]:
+    """Per variant and band the point row (``key``: run_id and metric): the mean position and
+    value over the texts, with the interval of the within-text deviations."""
     m = np.isfinite(y) & np.isfinite(x)[:, None, :]
     with np.errstate(invalid="ignore", divide="ignore"):
         text_mean = np.where(m, y, 0.0).sum(0) / m.sum(0)  # [G, n] over the text's variants
+    out: list[dict] = []
     for vi, v in enumerate(variants):
         for g, band in enumerate(bands):
             ok = m[vi, g] & np.isfinite(text_mean[g])
@@ -231,7 +274,7 @@ def dose_rows(
             # the interval of the within-text deviation (text means removed): what the slope sees
             dev = y[vi, g, ok] - text_mean[g, ok]
             half_w = 1.959963984540054 * dev.std(ddof=1) / math.sqrt(k) if k > 1 else math.nan
-            out.append({"run_id": run_id, "metric": metric, "band": band, "kind": "point",
+            out.append({**key, "band": band, "kind": "point",
                         "variant": v, "key_position": float(x[vi, ok].mean()), "value": mean,
                         "ci_low": mean - half_w, "ci_high": mean + half_w, "p_value": None,
                         "n": k, "intercept": None})  # fmt: skip

@@ -81,3 +81,29 @@ def pair_effects(fitted, pairs: Sequence[tuple[str, str]], ci: float) -> dict[tu
                 }
         out[(a, b)] = row
     return out
+
+
+def band_effects(
+    tables: dict[tuple[str, str], pd.DataFrame],
+    tokens: dict[str, pd.Series],
+    metric: str,
+    variants: Sequence[str],
+    bands: dict[str, list[int]],
+    pairs: Sequence[tuple[str, str]],
+    ci: float,
+) -> dict[tuple[str, str], dict[str, dict[str, float]]]:
+    """(a, b) -> band -> MIXED_COLUMNS of a - b: one fit per band of ``bands`` (name -> layers)
+    over the per-text band means of every one of ``variants`` (``tables``: (variant, metric)
+    -> [layer x sample_id]; ``tokens``: variant -> sample_id -> metric-token count)."""
+    out: dict[tuple[str, str], dict[str, dict[str, float]]] = {p: {} for p in pairs}
+    for band, ls in bands.items():
+        long = []
+        for v in variants:
+            vals = tables[(v, metric)].loc[ls].mean(axis=0, skipna=False)
+            tok = tokens.get(v, pd.Series(dtype=float)).reindex(vals.index)
+            long.append(pd.DataFrame({"variant": v, "sample_id": vals.index, "value": vals.values,
+                                      "n_tokens": tok.to_numpy(dtype=float)}))  # fmt: skip
+        effects = pair_effects(fit_mixed(pd.concat(long, ignore_index=True)), pairs, ci)
+        for pair, cols in effects.items():
+            out[pair][band] = cols
+    return out

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from homog.config import TESTS
+from homog.config.stats import TESTS
 from homog.errors import HomogError
 
 # A per-text difference within this share of the larger of its two values is floating-point

@@ -3,8 +3,10 @@
 Everything the pipeline produces ends up in one DuckDB file (``homog.layout.default_db``;
 schema and contract in docs/design.md). The package splits into
 
-- :mod:`homog.schema.tables`: table definitions (no I/O);
+- :mod:`homog.schema.tables`: table definitions (no I/O; ``layer_summary`` in
+  :mod:`homog.schema.summary`);
 - :mod:`homog.store.loader`: finding stage outputs and the atomic, idempotent, locked load;
+- :mod:`homog.store.fill`: the rows each table of a load gets (new, kept, dropped);
 - :mod:`homog.store.guard`: the guards of every reader connection (DuckDB's sandbox, the
   statement allow-list, lock errors told from damage);
 - :mod:`homog.store.query`: read-only queries shared by the CLI and the terminal UI;
@@ -76,16 +78,16 @@ _EXPORTS: dict[str, str] = {
     ),
     **dict.fromkeys(
         (
-            "LAYER_SUMMARY",
             "SCHEMA_VERSION",
             "TABLES",
             "Table",
             "create_schema",
-            "materialize_layer_summary",
-            "summary_kind",
             "table_names",
         ),
         "homog.schema.tables",  # below the stages (the contract they write)
+    ),
+    **dict.fromkeys(
+        ("LAYER_SUMMARY", "materialize_layer_summary", "summary_kind"), "homog.schema.summary"
     ),
 }
 
@@ -151,14 +153,12 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what type checkers and IDEs see: the eager imports
+    from homog.schema.summary import LAYER_SUMMARY, materialize_layer_summary, summary_kind
     from homog.schema.tables import (
-        LAYER_SUMMARY,
         SCHEMA_VERSION,
         TABLES,
         Table,
         create_schema,
-        materialize_layer_summary,
-        summary_kind,
         table_names,
     )
     from homog.store.guard import (

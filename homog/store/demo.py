@@ -15,7 +15,8 @@ import duckdb
 
 from homog.errors import HomogError
 from homog.metrics.registry import METRICS
-from homog.schema.tables import create_schema, materialize_layer_summary
+from homog.schema.summary import materialize_layer_summary
+from homog.schema.tables import create_schema
 from homog.store.demo_more import fill_probe, fill_sentences, fill_u_shape
 from homog.store.loader import atomic_database
 
@@ -136,6 +137,14 @@ def _fill_run_tables(
     con: duckdb.DuckDBPyConnection, n_texts: int, *, seed: int, n_bins: int
 ) -> None:
     """texts and every per-run table, from the ``runs`` rows already inserted."""
+    _create_demo_grid(con)
+    _fill_texts_and_metrics(con, n_texts, seed=seed)
+    _fill_attention(con, n_texts, seed=seed, n_bins=n_bins)
+    _fill_spectra_and_mauve(con, seed=seed)
+
+
+def _create_demo_grid(con: duckdb.DuckDBPyConnection) -> None:
+    """The temporary tables the fills cross: variants ``v``, metrics ``m``, run layers ``l``."""
     con.execute(
         "CREATE TEMP TABLE v AS SELECT * FROM (VALUES ('original', 0.0), ('front', 1.0), "
         "('end', 0.8), ('control', 0.2)) t(variant, bias)"
@@ -149,6 +158,10 @@ def _fill_run_tables(
         "CREATE TEMP TABLE l AS SELECT run_id, n_layers, intervention, n_heads, "
         "unnest(range(n_layers + 1)) AS layer FROM runs"
     )
+
+
+def _fill_texts_and_metrics(con: duckdb.DuckDBPyConnection, n_texts: int, *, seed: int) -> None:
+    """``texts`` (``n_texts`` per variant) and ``layer_metrics`` for every run, layer, metric."""
     con.execute(f"""
         INSERT INTO texts (dataset, variant, sample_id, text, label, keyphrase, bertscore_f1)
         SELECT 'demo', v.variant, printf('demo-%05d', t.i),
@@ -173,6 +186,12 @@ def _fill_run_tables(
         WHERE l.layer > 0 OR m.metric NOT LIKE 'attn_%'
         ORDER BY l.run_id, m.metric, v.variant, l.layer
     """)
+
+
+def _fill_attention(
+    con: duckdb.DuckDBPyConnection, n_texts: int, *, seed: int, n_bins: int
+) -> None:
+    """``attention_profile`` (``n_bins`` bins per head) and ``attention_heads``."""
     bin_noise = _noise(seed, "l.run_id", "v.variant", "l.layer", "h.head", "b.bin")
     con.execute(f"""
         INSERT INTO attention_profile
@@ -197,6 +216,10 @@ def _fill_run_tables(
         FROM l, v, range(l.n_heads) h(head), m
         WHERE l.layer > 0 AND m.metric LIKE 'attn_%'
     """)
+
+
+def _fill_spectra_and_mauve(con: duckdb.DuckDBPyConnection, *, seed: int) -> None:
+    """``dataset_spectra`` (both poolings) and ``mauve_scores`` for every run and layer."""
     con.execute(f"""
         INSERT INTO dataset_spectra
         SELECT l.run_id, v.variant, l.layer, p.pooling, s.metric,

@@ -10,12 +10,10 @@ Where each stage's outputs lie comes from :mod:`homog.layout`; the design is doc
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +23,9 @@ from homog.config import Params, as_params
 from homog.errors import HomogError
 from homog.io import check_target
 from homog.layout import Layout, find_runs, writable_dir
-from homog.schema.tables import (
-    SCHEMA_VERSION,
-    TABLES,
-    Table,
-    create_schema,
-    materialize_layer_summary,
-)
+from homog.schema.summary import materialize_layer_summary
+from homog.schema.tables import SCHEMA_VERSION, TABLES, create_schema
+from homog.store.fill import drop_gone_models, drop_orphans, fill_table, refuse_drop, run_row
 from homog.store.guard import damaged, lock_error, quote_literal
 from homog.store.target import (
     atomic_database,
@@ -133,92 +127,18 @@ def collect_sources(
 
 
 # ---------------------------------------------------------------------------------------------
-# One atomic build: homog.store.target (atomic_database, previous_database)
+# Building the database (one atomic build: homog.store.target; each table: homog.store.fill)
 
 
-# ---------------------------------------------------------------------------------------------
-# Building the database
-
-
-def _run_row(run: dict[str, Any]) -> dict[str, Any]:
-    """One ``runs`` row from a ``run.json`` dict (extra keys go to config/timings JSON)."""
-    row = {name: run.get(name) for name in TABLES["runs"].names}
-    config = run.get("config_json")
-    if config is not None and not isinstance(config, str):
-        row["config_json"] = json.dumps(config, sort_keys=True, default=str)
-    timings = run.get("timings", run.get("timings_json"))
-    if timings is not None and not isinstance(timings, str):
-        timings = json.dumps(timings, sort_keys=True, default=str)
-    row["timings_json"] = timings
-    created = run.get("created_at")
-    if isinstance(created, str):
-        try:
-            parsed = datetime.fromisoformat(created)
-        except ValueError as exc:
-            raise HomogError(
-                f"run {run.get('run_id')}: created_at {created!r} is not an ISO date"
-            ) from exc
-        if parsed.tzinfo is not None:
-            parsed = parsed.astimezone(UTC).replace(tzinfo=None)
-        row["created_at"] = parsed
-    return row
-
-
-def _quote_list(paths: Sequence[Path]) -> str:
-    return "[" + ", ".join(quote_literal(p) for p in paths) + "]"
-
-
-def _new_rows_sql(con: duckdb.DuckDBPyConnection, table: Table, files: Sequence[Path]) -> str:
-    """A SELECT over the Parquet ``files`` giving ``table``'s columns in order.
-
-    Missing optional columns become typed NULLs; a missing required column raises HomogError
-    naming the file and the stage that writes it.
-    """
-    for path in files:
-        try:
-            have = {
-                r[0]
-                for r in con.execute(
-                    f"DESCRIBE SELECT * FROM read_parquet({_quote_list([path])})"
-                ).fetchall()
-            }
-        except duckdb.Error as exc:
-            raise HomogError(f"cannot read {path}: {exc}; rerun the stage that writes it") from exc
-        missing = [c for c in table.required if c not in have]
-        if missing:
-            raise HomogError(
-                f"{path} lacks column(s) {', '.join(missing)} needed for table {table.name}; "
-                "rerun the stage that writes it (`dvc repro`)"
-            )
-    have_all = {
-        r[0]
-        for r in con.execute(
-            f"DESCRIBE SELECT * FROM read_parquet({_quote_list(files)}, union_by_name = true)"
-        ).fetchall()
-    }
-    cols = ", ".join(
-        f'CAST("{c}" AS {t}) AS "{c}"' if c in have_all else f'CAST(NULL AS {t}) AS "{c}"'
-        for c, t in table.columns
-    )
-    return f"SELECT {cols} FROM read_parquet({_quote_list(files)}, union_by_name = true)"
-
-
-def _build(
-    con: duckdb.DuckDBPyConnection, sources: Sources, previous: Path | None, prune: bool = False
-) -> dict:
-    """Fill the empty database behind ``con``: earlier rows kept, new rows replacing theirs.
-
-    Runs of models not in ``sources.keep_models`` (params ``models:``) and their rows are
-    dropped only with ``prune`` (else HomogError listing them, before any row is copied), and
-    rows of run-scoped tables whose run is not in ``runs`` too, each with a line in
-    ``sources.notices``.
-    """
+def _stage_new_runs(con: duckdb.DuckDBPyConnection, sources: Sources) -> None:
+    """Create the schema and the temporary ``new_runs`` and ``new_pes`` tables of this load
+    (HomogError for a run_id in more than one run.json)."""
     con.execute("SET enable_progress_bar = false")
     create_schema(con)
     con.execute("DELETE FROM homog_meta")
     import pandas as pd  # local: pandas is only needed while loading
 
-    runs_df = pd.DataFrame([_run_row(r) for r in sources.runs], columns=TABLES["runs"].names)
+    runs_df = pd.DataFrame([run_row(r) for r in sources.runs], columns=TABLES["runs"].names)
     dup = runs_df["run_id"][runs_df["run_id"].duplicated()].tolist()
     if dup:
         raise HomogError(f"run_id(s) {dup} appear in more than one run.json; rerun extract")
@@ -231,83 +151,35 @@ def _build(
     con.execute("CREATE TEMP TABLE new_pes (pe VARCHAR)")
     if sources.pes:
         con.executemany("INSERT INTO new_pes VALUES (?)", [[p] for p in sources.pes])
-    if previous is not None:
-        try:
-            con.execute(f"ATTACH {quote_literal(previous.as_posix())} AS prev (READ_ONLY)")
-        except duckdb.Error as exc:
-            if lock_error(previous, exc) is not None or isinstance(exc, duckdb.ParserException):
-                raise damaged(previous, exc) from exc
-            raise HomogError(
-                f"the existing database {previous} cannot be read ({exc}); move it aside "
-                "(keep it: it holds the runs of earlier params) and run `homog load` again to "
-                "build a new one from the stage outputs"
-            ) from exc
-        prev_tables = {
-            r[0]
-            for r in con.execute(
-                "SELECT table_name FROM duckdb_tables() WHERE database_name = 'prev'"
-            ).fetchall()
-        }
-    else:
-        prev_tables = set()
-    if "runs" in prev_tables and sources.keep_models is not None and not prune:
-        _refuse_drop(con, sources.keep_models)
 
-    counts: dict[str, int] = {}
-    for table in TABLES.values():
-        if table.name == "homog_meta":
-            continue
-        if table.name == "runs":
-            new_sql = "SELECT * FROM new_runs"
-        elif sources.files.get(table.name):
-            new_sql = _new_rows_sql(con, table, sources.files[table.name])
-        else:
-            new_sql = None
-        if new_sql is not None and table.name != "runs":  # new_runs exists already
-            con.execute(f"CREATE TEMP TABLE new_{table.name} AS {new_sql}")
-        parts = []
-        if new_sql is not None:
-            parts.append(f"SELECT * FROM new_{table.name}")
-        if table.name in prev_tables:
-            prev_cols = {
-                r[0]
-                for r in con.execute(
-                    "SELECT column_name FROM duckdb_columns() "
-                    "WHERE database_name = 'prev' AND table_name = ?",
-                    [table.name],
-                ).fetchall()
-            }
-            cols = ", ".join(
-                f'p."{c}"' if c in prev_cols else f'CAST(NULL AS {t}) AS "{c}"'
-                for c, t in table.columns
-            )
-            if table.scope == "run":
-                keep = "run_id NOT IN (SELECT run_id FROM new_runs)"
-                if new_sql is not None and table.name != "runs":  # e.g. an old contrasts file
-                    keep += f" AND run_id NOT IN (SELECT run_id FROM new_{table.name})"
-            elif table.scope == "pe":
-                keep = "pe NOT IN (SELECT pe FROM new_pes)"
-            elif new_sql is not None:
-                same = " AND ".join(f'n."{c}" IS NOT DISTINCT FROM p."{c}"' for c in table.scope)
-                keep = f"NOT EXISTS (SELECT 1 FROM new_{table.name} AS n WHERE {same})"
-            else:
-                keep = "TRUE"
-            parts.append(f"SELECT {cols} FROM prev.{table.name} AS p WHERE {keep}")
-        if not parts:
-            counts[table.name] = 0
-            continue
-        # every column after the storage order: ties broken the same way in every load
-        order = ", ".join(
-            f'"{c}"'
-            for c in (*table.order_by, *(c for c in table.names if c not in table.order_by))
-        )
-        con.execute(
-            f"INSERT INTO {table.name} SELECT * FROM ({' UNION ALL '.join(parts)}) ORDER BY {order}"
-        )
-        counts[table.name] = con.execute(f"SELECT count(*) FROM {table.name}").fetchone()[0]
-    con.execute("INSERT INTO homog_meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
+
+def _attach_previous(con: duckdb.DuckDBPyConnection, previous: Path | None) -> set[str]:
+    """Attach ``previous`` read-only as ``prev``; return its table names (none without it)."""
+    if previous is None:
+        return set()
+    try:
+        con.execute(f"ATTACH {quote_literal(previous.as_posix())} AS prev (READ_ONLY)")
+    except duckdb.Error as exc:
+        if lock_error(previous, exc) is not None or isinstance(exc, duckdb.ParserException):
+            raise damaged(previous, exc) from exc
+        raise HomogError(
+            f"the existing database {previous} cannot be read ({exc}); move it aside "
+            "(keep it: it holds the runs of earlier params) and run `homog load` again to "
+            "build a new one from the stage outputs"
+        ) from exc
+    return {
+        r[0]
+        for r in con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = 'prev'"
+        ).fetchall()
+    }
+
+
+def _drop_stale(con: duckdb.DuckDBPyConnection, sources: Sources, counts: dict) -> None:
+    """Drop the runs of models gone from ``models:`` and the rows of no run (recounting
+    ``counts`` when rows were dropped); HomogError for layer_metrics rows of no run.json."""
     if sources.keep_models is not None:
-        _drop_gone_models(con, sources.keep_models, sources.notices)
+        drop_gone_models(con, sources.keep_models, sources.notices)
     orphans = con.execute(
         "SELECT count(*) FROM layer_metrics WHERE run_id NOT IN (SELECT run_id FROM runs)"
     ).fetchone()[0]
@@ -316,77 +188,39 @@ def _build(
             f"{orphans} layer_metrics rows belong to no run.json; the extract outputs are "
             "inconsistent: rerun `dvc repro` (or `homog extract`)"
         )
-    _drop_orphans(con, sources.notices)
+    drop_orphans(con, sources.notices)
     if sources.notices:  # rows were dropped after counting
         for name in counts:
             counts[name] = con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
+
+
+def _build(
+    con: duckdb.DuckDBPyConnection, sources: Sources, previous: Path | None, prune: bool = False
+) -> dict:
+    """Fill the empty database behind ``con``: earlier rows kept, new rows replacing theirs.
+
+    Runs of models not in ``sources.keep_models`` (params ``models:``) and their rows are
+    dropped only with ``prune`` (else HomogError listing them, before any row is copied), and
+    rows of run-scoped tables whose run is not in ``runs`` too, each with a line in
+    ``sources.notices``.
+    """
+    _stage_new_runs(con, sources)
+    prev_tables = _attach_previous(con, previous)
+    if "runs" in prev_tables and sources.keep_models is not None and not prune:
+        refuse_drop(con, sources.keep_models)
+
+    counts: dict[str, int] = {}
+    for table in TABLES.values():
+        if table.name == "homog_meta":
+            continue
+        counts[table.name] = fill_table(con, table, sources.files.get(table.name), prev_tables)
+    con.execute("INSERT INTO homog_meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
+    _drop_stale(con, sources, counts)
     if previous is not None:
         con.execute("DETACH prev")
     # Last, from the complete layer_metrics and runs: every reader's summary is a lookup.
     counts["layer_summary"] = materialize_layer_summary(con)
     return counts
-
-
-RUN_TABLES = [t.name for t in TABLES.values() if t.scope == "run" and t.name != "runs"]
-
-
-def _drop_gone_models(con: duckdb.DuckDBPyConnection, keep: list[str], notices: list[str]) -> None:
-    """Drop the runs of models not in ``keep`` (params ``models:``) and all their rows."""
-    gone = con.execute(
-        "SELECT model, count(*) FROM runs WHERE model NOT IN (SELECT unnest(?::VARCHAR[])) "
-        "GROUP BY model ORDER BY model",
-        [keep],
-    ).fetchall()
-    if not gone:
-        return
-    ids = "SELECT run_id FROM runs WHERE model NOT IN (SELECT unnest(?::VARCHAR[]))"
-    for table in RUN_TABLES:
-        con.execute(f"DELETE FROM {table} WHERE run_id IN ({ids})", [keep])
-    con.execute("DELETE FROM runs WHERE model NOT IN (SELECT unnest(?::VARCHAR[]))", [keep])
-    names = ", ".join(f"{m} ({n} run{'s' if n > 1 else ''})" for m, n in gone)
-    notices.append(
-        f"dropped the runs of models no longer in params `models:` and all their rows: {names}; "
-        "to keep them, add the models back to `models:` and run `homog load` again"
-    )
-
-
-def _refuse_drop(con: duckdb.DuckDBPyConnection, keep: list[str]) -> None:
-    """HomogError listing the runs of the previous database whose models are not in ``keep``
-    (params ``models:``): dropping them needs ``--prune``."""
-    gone = con.execute(
-        "SELECT model, list(run_id ORDER BY run_id) FROM prev.runs "
-        "WHERE model NOT IN (SELECT unnest(?::VARCHAR[])) GROUP BY model ORDER BY model",
-        [keep],
-    ).fetchall()
-    if not gone:
-        return
-    shown = "; ".join(
-        f"{m}: {len(ids)} run{'s' if len(ids) > 1 else ''} ({', '.join(ids[:5])}"
-        + (", ..." if len(ids) > 5 else "")
-        + ")"
-        for m, ids in gone
-    )
-    raise HomogError(
-        f"the database holds runs of models that are not in params `models:` ({shown}); this "
-        "load would drop them and all their rows, so it stopped and the database is unchanged. "
-        "Pass --prune to drop them, or add the models back to `models:` (or load into "
-        "another --db)"
-    )
-
-
-def _drop_orphans(con: duckdb.DuckDBPyConnection, notices: list[str]) -> None:
-    """Drop rows of run-scoped tables whose run is not in ``runs`` (a contrasts file made
-    with other ``models:``), with a notice per table."""
-    for table in RUN_TABLES:
-        n = con.execute(
-            f"SELECT count(*) FROM {table} WHERE run_id NOT IN (SELECT run_id FROM runs)"
-        ).fetchone()[0]
-        if n:
-            con.execute(f"DELETE FROM {table} WHERE run_id NOT IN (SELECT run_id FROM runs)")
-            notices.append(
-                f"dropped {n} {table} rows of runs that are not in the database (their models "
-                "are not in params `models:`); rerun `homog stats` (`dvc repro`) to remake them"
-            )
 
 
 def load_database(

@@ -121,7 +121,7 @@ def summary_names(con: duckdb.DuckDBPyConnection) -> tuple[list[str], list[str]]
     value, which the summary leaves out (nothing to draw).
     """
     from homog.extract import PER_TEXT_METRICS
-    from homog.schema.tables import summary_kind
+    from homog.schema.summary import summary_kind
 
     try:
         kind = summary_kind(con)

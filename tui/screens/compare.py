@@ -9,7 +9,6 @@ of the same run, with the stats stage's CI and Holm p).
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from rich.text import Text
 from textual import on
@@ -27,54 +26,13 @@ from tui.components.curve_plot import CurvePlot
 from tui.components.curve_table import CurveTable
 from tui.components.legend import Legend
 from tui.components.ticks import TickBox, TickList
-from tui.core import ALPHA, Catalog, Row, as_rows
+from tui.core import ALPHA, Catalog, Row
+from tui.curves import TOKEN_SETS, fetch_curves, split_token_set, with_token_set
 from tui.messages import CurveKey, CurvesLoaded, QueryFailed
 from tui.screens.base import HomogScreen
 
 DEFAULT_METRIC = "erank"
 SPINNER_DELAY_S = 0.15  # a query shows the loading spinner only when it takes longer
-# token sets of the hidden-state metrics: `all` keeps the plain names, the others are stored
-# as <metric>__<set> (issue 13: one loud token can fake collapse in the `all` set)
-TOKEN_SETS: tuple[str, ...] = ("all", "no_sink", "standardized")
-
-
-def split_token_set(metric: str) -> tuple[str, str]:
-    """('erank', 'no_sink') for 'erank__no_sink'; ('erank', 'all') for 'erank'."""
-    base, _, token_set = metric.partition("__")
-    return (base, token_set) if token_set in TOKEN_SETS else (metric, "all")
-
-
-def with_token_set(metric: str, token_set: str) -> str:
-    """The name of ``metric`` in ``token_set`` ('erank', 'no_sink' -> 'erank__no_sink')."""
-    base, _ = split_token_set(metric)
-    return base if token_set == "all" else f"{base}__{token_set}"
-
-
-CONTRASTS_SQL = """
-    SELECT run_id, variant_a, variant_b, layer, mean_diff, ci_low, ci_high, p_value, p_holm,
-           band, baseline_run_id, n
-    FROM contrasts
-    WHERE metric = ? AND run_id IN (SELECT unnest(?)) AND band IS NULL
-      AND baseline_run_id IS NULL AND variant_b = 'original'
-"""
-
-
-def fetch_curves(con: Any, key: CurveKey, generation: int = 0) -> CurvesLoaded:
-    """Worker body: the layer curves of every variant for (metric, run_ids), a lookup on the
-    materialised ``layer_summary``, and the per-layer contrasts against the original (for the
-    differences view and the floor of p). ``generation`` travels back with the result (a
-    result from before a reload is dropped)."""
-    from homog.store import layer_curves
-
-    metric, run_ids = key
-    rows = layer_curves(con, metric, run_ids=list(run_ids))
-    try:
-        cur = con.execute(CONTRASTS_SQL, [metric, list(run_ids)])
-        cols = [d[0] for d in cur.description]
-        contrasts = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
-    except Exception:  # noqa: BLE001 - a database without contrasts: curves only
-        contrasts = []
-    return CurvesLoaded(key, as_rows(rows), generation, contrasts)
 
 
 class CompareScreen(HomogScreen):
@@ -388,13 +346,8 @@ class CompareScreen(HomogScreen):
         by_id = {r["run_id"]: r for r in catalog.runs}
         contrasts = self._contrasts.get(key, [])
         shown = set(variants)
-        if self.view == "diff":
-            depth = {rid: r.get("n_layers") or 1 for rid, r in by_id.items()}
-            rows = [r for r in S.diff_rows(contrasts, depth, catalog.variants)
-                    if r["variant"].removesuffix("−original") in shown]  # fmt: skip
-        else:
-            rows = [r for r in self._cache.get(key, []) if r["variant"] in shown]
-            rows = [r for r in rows if S.in_view(self.view, group, r, by_id)]
+        rows = S.view_rows(self.view, group, self._cache.get(key, []), contrasts, by_id,
+                           shown, catalog.variants)  # fmt: skip
         short = short_ids([r["run_id"] for r in catalog.runs])
         lines, numbers = S.build_lines(rows, by_id, short, relative=relative)
         floors = S.p_floors(contrasts)
@@ -419,11 +372,7 @@ class CompareScreen(HomogScreen):
         )
         self.query_one(Legend).show(lines)
         n_sig = self.query_one(CurveTable).show(rows, numbers, lambda r: S.at_floor(r, floors))
-        shown_floors = [
-            floors[(ln.run_id, ln.variant.removesuffix("−original"))]
-            for ln in lines
-            if (ln.run_id, ln.variant.removesuffix("−original")) in floors
-        ]
+        shown_floors = S.line_floors(lines, floors)
         self.query_one("#compare-note", Static).update(S.floor_note(shown_floors), layout=False)
         self.query_one("#compare-note").display = bool(shown_floors)
         token_set = split_token_set(metric)[1]

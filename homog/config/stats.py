@@ -1,0 +1,93 @@
+"""The ``stats:`` section of params.yaml: paired contrasts, their tests and the equivalence
+margin (docs/statistics.md).
+
+Its own module, imported by ``homog.config`` (``Params.stats``), like the posenc, probe and
+synth sections. The stats stage (``homog stats``, ``homog.stats``) and the probe's summaries
+read it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from homog.config.primary import PrimaryConfig
+from homog.validate import check as _check
+
+# stats.test: the paired tests of homog.stats.paired_tests
+TESTS: tuple[str, ...] = ("sign_flip", "wilcoxon")
+# stats.n_boot / n_perm: the bootstrap and the sign-flip test hold a [draws, texts] matrix
+MAX_DRAWS = 1_000_000
+
+
+@dataclass(frozen=True)
+class StatsConfig:
+    """``stats:``: paired contrasts with bootstrap CIs and Holm-corrected paired tests."""
+
+    n_boot: int = 2000
+    ci: float = 0.95
+    alpha: float = 0.05
+    test: str = "sign_flip"  # sign_flip (of the mean, like the CI) | wilcoxon
+    n_perm: int = 10000  # sign vectors of the sign-flip test (exact when 2^n <= n_perm)
+    # smallest effect of interest of the equivalence test, a share of what sesoi_basis names
+    # (docs/statistics.md)
+    sesoi: float = 0.1
+    # what stats.sesoi scales (issue 38): depth (the original's mean early-to-late band change
+    # of the metric, one value per run and metric) | sd (the original's between-text SD per row)
+    sesoi_basis: str = "depth"
+    # label permutations of the separability classifier's p (homog.stats.separability); 0: no p
+    separability_perm: int = 999
+    # metrics of the secondary mixed model per band (statsmodels MixedLM, ~2 s per fit at
+    # 300 texts x 8 variants); [] turns it off
+    mixed_metrics: tuple[str, ...] = ("erank", "erank__no_sink", "erank__standardized", "mev",
+                                      "attn_first")  # fmt: skip
+    # the pre-registered primary endpoints: their own Holm family (homog.config.primary)
+    primary: PrimaryConfig = field(default_factory=PrimaryConfig)
+
+    def __post_init__(self) -> None:
+
+        _check(0 < self.sesoi <= 2, f"stats.sesoi must lie in (0, 2], got {self.sesoi}")
+        _check(
+            self.sesoi_basis in ("depth", "sd"),
+            f"stats.sesoi_basis must be one of depth, sd, got {self.sesoi_basis!r}",
+        )
+        _check(
+            self.separability_perm >= 0,
+            f"stats.separability_perm must be >= 0, got {self.separability_perm}",
+        )
+
+        _check(
+            self.test in TESTS, f"stats.test must be one of {', '.join(TESTS)}, got {self.test!r}"
+        )
+        _check(self.n_perm >= 1, f"stats.n_perm must be >= 1, got {self.n_perm}")
+        _check(self.n_boot >= 1, f"stats.n_boot must be >= 1, got {self.n_boot}")
+        _check(0 < self.ci < 1, f"stats.ci must lie in (0, 1), got {self.ci}")
+        # below 0.5: the equivalence CI is the (1 - 2 alpha) interval
+        _check(0 < self.alpha < 0.5, f"stats.alpha must lie in (0, 0.5), got {self.alpha}")
+        _check_draws(self)
+
+
+def _check_draws(st: StatsConfig) -> None:
+    """Issue 39: n_boot and n_perm between what a CI at ``ci`` and a p at ``alpha`` need
+    and what memory allows (docs/guarantees.md)."""
+    least = math.ceil(round(2 / (1 - st.ci), 6))  # one draw beyond each end of the CI
+    _check(
+        st.n_boot >= least,
+        f"stats.n_boot must be >= {least} for a {st.ci:g} CI (2 / (1 - ci): one bootstrap draw "
+        f"beyond each end), got {st.n_boot}; with fewer the CI is the span of a few draws (n_boot "
+        "1: zero width). Use 1000 or more (default 2000)",
+    )
+    if st.test == "sign_flip":
+        _check(
+            1 / (st.n_perm + 1) < st.alpha,
+            f"stats.n_perm must be >= {math.floor(1 / st.alpha + 1e-9)} at alpha {st.alpha:g}, got "
+            f"{st.n_perm}: the smallest sign-flip p is 1 / (n_perm + 1), so no p could fall "
+            "below alpha. Use 10000 (the default) or more",
+        )
+    for name in ("n_boot", "n_perm"):
+        value = getattr(st, name)
+        _check(
+            value <= MAX_DRAWS,
+            f"stats.{name} must be <= {MAX_DRAWS:,}, got {value:,}: it draws an {name} x texts "
+            f"matrix of float64 (8 MB per text per million draws)",
+        )

@@ -1,0 +1,78 @@
+"""The columns of the stats stage's tables (homog.stats; homog.schema.tables holds them in
+TABLES). Public contracts like every table: extended, never renamed.
+
+- ``contrasts``: paired contrasts per layer and depth band, with the length adjustment, size,
+  equivalence, layer-0 and mixed-model columns of issue 29 (homog/stats/contrast_rows.py,
+  homog/stats/mixed.py; docs/statistics.md).
+- ``dose_response``: the position family's slopes on the key sentence's position and the
+  per-variant points (homog/stats/dose.py).
+- ``separability``: claim 4's classifiers (homog/stats/separability.py).
+"""
+
+from __future__ import annotations
+
+V = "VARCHAR"
+I = "INTEGER"  # noqa: E741 - a type name, not a loop variable
+D = "DOUBLE"
+
+# issue 38 (homog/stats/contrast_rows.py, homog/stats/dose.py, homog/stats/separability.py;
+# docs/database.md)
+EQUIVALENCE = (("sesoi_basis", V), ("eq_ci_low", D), ("eq_ci_high", D))
+SEPARABILITY = (("run_id", V), ("variant_a", V), ("variant_b", V), ("metric", V), ("scope", V),
+                ("auc", D), ("ci_low", D), ("ci_high", D), ("p_value", D), ("n", I),
+                ("n_layers", I))  # fmt: skip
+CONTRASTS: tuple[tuple[str, str], ...] = (
+    ("run_id", V),
+    ("variant_a", V),
+    ("variant_b", V),
+    ("layer", I),
+    ("metric", V),
+    ("mean_diff", D),
+    ("ci_low", D),
+    ("ci_high", D),
+    ("p_value", D),
+    ("p_holm", D),
+    ("band", V),
+    ("baseline_run_id", V),
+    ("n", I),
+    # length adjustment, size, equivalence, layer-0 control, mixed model
+    # (homog/stats/contrast_rows.py, homog/stats/mixed.py; docs/statistics.md)
+    ("n_tokens_diff", D),
+    ("adjusted", "BOOLEAN"),
+    ("adj_diff", D),
+    ("adj_ci_low", D),
+    ("adj_ci_high", D),
+    ("adj_p_value", D),
+    ("dz", D),
+    ("baseline_mean", D),
+    ("baseline_sd", D),
+    ("sesoi", D),
+    ("p_tost", D),
+    ("layer0_diff", D),
+    ("layer0_p_value", D),
+    ("rel_layer0_diff", D),
+    ("rel_layer0_ci_low", D),
+    ("rel_layer0_ci_high", D),
+    ("mm_diff", D),
+    ("mm_ci_low", D),
+    ("mm_ci_high", D),
+    ("mm_p_value", D),
+    *EQUIVALENCE,
+)
+DOSE_RESPONSE: tuple[tuple[str, str], ...] = (
+    ("run_id", V),
+    ("metric", V),
+    ("band", V),
+    ("kind", V),
+    ("variant", V),
+    ("key_position", D),
+    ("value", D),
+    ("ci_low", D),
+    ("ci_high", D),
+    ("p_value", D),
+    ("n", I),
+    ("intercept", D),
+    ("p_holm", D),
+    ("sesoi", D),
+    *EQUIVALENCE,
+)
