@@ -110,3 +110,18 @@ def test_a_planted_upward_import_is_found(tmp_path):
         ["cli", "stats"],
         ["config", "report"],
     ]
+
+
+def test_the_cli_names_no_module_above_it():
+    """The TUI joins the CLI through the ``homog.commands`` entry-point group (pyproject.toml),
+    as any other package's command would: no string in homog/ names a tui module."""
+    import tomllib
+
+    from homog.cli import COMMANDS
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["entry-points"]["homog.commands"]["tui"] == "tui.command:tui"
+    assert not [t for t in COMMANDS.values() if t.split(".")[0] != "homog"]
+    named = [str(p.relative_to(ROOT)) for p in (ROOT / "homog").rglob("*.py")
+             if "tui.command" in p.read_text(encoding="utf-8")]  # fmt: skip
+    assert not named, named

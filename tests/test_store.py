@@ -510,7 +510,8 @@ def test_store_public_names_resolve():
     import homog.store as store
 
     for name in store.__all__:
-        module = importlib.import_module(f"homog.store.{store._EXPORTS[name]}")
+        where = store._EXPORTS[name]
+        module = importlib.import_module(where if "." in where else f"homog.store.{where}")
         assert getattr(store, name) is getattr(module, name), name
     assert set(store.__all__) == set(store._EXPORTS)
     assert set(store.__all__) <= set(dir(store))

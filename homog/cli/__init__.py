@@ -1,11 +1,12 @@
 """The ``homog`` command line: a thin Click layer over the library.
 
 Subcommands are imported lazily (``COMMANDS`` maps a name to ``module:attribute``), so
-``homog --help`` stays fast and importing the CLI does not pull torch in; ``tui`` is one of
-them, so nothing imports ``tui`` or ``textual`` until ``homog tui`` runs. Other packages may
-add commands through the ``homog.commands`` entry-point group; the installed distributions
-are scanned for it (about 25 ms with ``importlib.metadata``'s import) only when a name is not
-built in, or when the commands are listed.
+``homog --help`` stays fast and importing the CLI does not pull torch in. Other packages add
+commands through the ``homog.commands`` entry-point group, and so does this project's TUI
+(its ``tui`` entry in pyproject.toml): the CLI names no module above it, and nothing
+imports ``tui`` or ``textual`` until ``homog tui`` runs. The installed distributions are
+scanned for the group (about 25 ms with ``importlib.metadata``'s import) only when a name is
+not built in, or when the commands are listed.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ COMMANDS: dict[str, str] = {
     "diff": "homog.cli.diff:diff",
     "posenc": "homog.cli.posenc:posenc",
     "probe": "homog.cli.probe:probe",
-    "tui": "tui.command:tui",
 }
 
 
