@@ -14,6 +14,7 @@ from its module on first use. The modules, in the order a run uses them:
 - ``run``: ``prepare_run`` / ``finish_run``, the steps both engines share;
 - ``local``: the local engine (``run_extract``, ``run_shards``);
 - ``ray_engine``: the Ray engine (``run_extract_ray``; Ray is imported only when it runs);
+- ``ray_actor``: the Ray engine's actors (``ShardWorker``) and their sizing (``actor_resources``);
 - ``engines``: the registry, ``extract_runner(params, engine)`` -> the engine's runner.
 """
 
