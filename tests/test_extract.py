@@ -232,7 +232,7 @@ def test_make_batches_respects_token_budget():
 
 
 def load_tokenizer():
-    from homog.models import embedded_tokenizer
+    from homog.models_gguf import embedded_tokenizer
 
     return embedded_tokenizer()
 

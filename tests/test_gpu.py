@@ -142,7 +142,7 @@ def test_cuda_eager_and_blockwise_agree_on_real_size_layer_shapes():
     bfloat16, 2 layers, 1,024 tokens: blockwise == eager statistics (masses atol 1e-3 in
     bfloat16), and blockwise's peak CUDA memory stays below eager's."""
     from homog.model_presets import random_config
-    from homog.models import embedded_tokenizer
+    from homog.models_gguf import embedded_tokenizer
 
     config = random_config("llama-8b", len(embedded_tokenizer()))
     config.num_hidden_layers = 2

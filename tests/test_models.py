@@ -9,12 +9,12 @@ from homog.config import as_params
 from homog.errors import HomogError
 from homog.model_presets import RANDOM_PRESETS, count_params
 from homog.models import (
-    embedded_tokenizer,
     load_model,
     random_config,
     resolve_device,
     resolve_source,
 )
+from homog.models_gguf import embedded_tokenizer
 
 MODELS = {"smollm2-135m": {"source": "embedded:smollm2-135m"}, "plain": "hf:some/model"}
 
@@ -89,14 +89,14 @@ def test_missing_path_and_unknown_embedded(tmp_path):
 
 def test_embedded_cache_is_reused(tmp_path, monkeypatch):
     """A converted model is loaded from the cache dir ($HOMOG_CACHE), not re-converted."""
-    from homog import models
+    from homog import models_gguf
 
-    first = models.embedded_dir("smollm2-135m")  # converts once (or reuses the user cache)
+    first = models_gguf.embedded_dir("smollm2-135m")  # converts once (or reuses the user cache)
     assert (first / "model.safetensors").exists() and (first / "tokenizer.json").exists()
-    monkeypatch.setattr(models, "_embedded_gguf", lambda name: pytest.fail("re-converted"))
-    assert models.embedded_dir("smollm2-135m") == first
+    monkeypatch.setattr(models_gguf, "_embedded_gguf", lambda name: pytest.fail("re-converted"))
+    assert models_gguf.embedded_dir("smollm2-135m") == first
     monkeypatch.setenv("HOMOG_CACHE", str(tmp_path))
-    assert models.cache_dir() == tmp_path
+    assert models_gguf.cache_dir() == tmp_path
 
 
 def test_hf_revision_parsing_loading_and_run_id(tmp_path, tiny):

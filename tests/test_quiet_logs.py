@@ -75,7 +75,11 @@ def test_embedded_model_conversion_writes_no_carriage_return(tmp_path):
     env.pop("HF_HUB_DISABLE_PROGRESS_BARS", None)
     with err.open("wb") as fh:
         subprocess.run(
-            [sys.executable, "-c", "from homog.models import embedded_dir as e; e('smollm2-135m')"],
+            [
+                sys.executable,
+                "-c",
+                "from homog.models_gguf import embedded_dir as e; e('smollm2-135m')",
+            ],
             env=env,
             stderr=fh,
             check=True,

@@ -21,7 +21,8 @@ from conftest import TINY
 from test_ray_engine import assert_same_outputs, config, demo_texts
 
 from homog.extract import run_extract
-from homog.extract.ray_engine import ShardWorker, run_extract_ray
+from homog.extract.ray_actor import ShardWorker
+from homog.extract.ray_engine import run_extract_ray
 from homog.extract.ray_faults import fault_report
 
 HAS_RAY = importlib.util.find_spec("ray") is not None

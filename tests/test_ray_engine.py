@@ -35,7 +35,8 @@ from homog.extract import (
     texts_hash,
     work_dir_for,
 )
-from homog.extract.ray_engine import ShardWorker, actor_resources, run_extract_ray
+from homog.extract.ray_actor import ShardWorker, actor_resources
+from homog.extract.ray_engine import run_extract_ray
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
 needs_ray = pytest.mark.skipif(not HAS_RAY, reason="Ray is not installed: pip install 'homog[ray]'")

@@ -7,13 +7,16 @@ from its module on first use. The modules, in the order a run uses them:
 - ``plan``: read and check the texts, tokenize, fix the MAUVE sample (seeded, before
   anything runs), cut shards and batches, name a run (``RunSpec``) and its work dir;
 - ``hooks``: the ``Extractor`` (forward hooks that reduce each layer on the device);
+- ``batch_state``: a batch's padded inputs and the per-layer slots its hooks fill;
 - ``batches``: ``run_batches`` and ``compute_shard``, which every engine calls, so a shard
   is batched the same way anywhere;
 - ``sentences``: the position family's sentences, token spans and per-sentence metrics;
 - ``outputs``: shard results -> output tables (pure), then one atomic write;
+- ``frames``: the output tables' rows, one builder per table (pure);
 - ``run``: ``prepare_run`` / ``finish_run``, the steps both engines share;
 - ``local``: the local engine (``run_extract``, ``run_shards``);
 - ``ray_engine``: the Ray engine (``run_extract_ray``; Ray is imported only when it runs);
+- ``ray_actor``: the Ray engine's actors (``ShardWorker``) and their sizing (``actor_resources``);
 - ``engines``: the registry, ``extract_runner(params, engine)`` -> the engine's runner.
 """
 
@@ -44,7 +47,8 @@ _LAZY = {
         ),
         "plan",
     ),
-    **dict.fromkeys(("Extractor", "POOLINGS"), "hooks"),
+    "Extractor": "hooks",
+    "POOLINGS": "batch_state",
     "compute_shard": "batches",
     "BatchResult": "result",
     **dict.fromkeys(("RunOutputs", "build_outputs", "merge_shards", "write_outputs"), "outputs"),

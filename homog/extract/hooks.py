@@ -6,6 +6,8 @@ per head, pooled vectors, sampled token vectors). Each layer's summaries are com
 device as soon as the layer's output exists, and only those small results go to the CPU;
 hidden states and attention weights are never kept. ``compute_shard`` runs one shard in
 batches; every engine calls it, so a shard holds the same batches wherever it runs.
+A batch's padded inputs, the slots its hooks fill (``BatchState``) and the ``BatchResult``
+assembled from them are ``homog.extract.batch_state``'s.
 
 Conventions (recorded in every run's ``config_json``): hidden layer 0 is the embedding output
 (as HF returns it, e.g. scaled by sqrt(d) in Gemma), layer l in 1..L-1 the output of block l,
@@ -17,66 +19,18 @@ real tokens keep positions 0..n-1; position ids are always passed explicitly.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import torch
 
 from homog.config import ExtractConfig
 from homog.errors import HomogError
-from homog.extract.batches import PendingBatch, stack_layers
-from homog.extract.plan import EncodedText, SamplePlan, position_ids
+from homog.extract.batch_state import POOLINGS, BatchInputs, BatchState, batch_result, pack_batch
+from homog.extract.batches import PendingBatch
+from homog.extract.plan import EncodedText, SamplePlan
 from homog.extract.result import BatchResult
 from homog.metrics.attention import HEAD_METRICS, TEXT_METRICS
 from homog.metrics.sets import hidden_metric_names
-
-POOLINGS: tuple[str, ...] = ("mean", "last")
-
-
-@dataclass
-class BatchState:
-    """What the hooks read and fill during one forward pass (``Extractor.run_batch``).
-
-    Inputs: the texts' names (for error messages), the metric-token mask (B, n) and real
-    lengths (B,) on the input device, the (row, position) pairs of the sampled tokens, the
-    device results are gathered on and the dtype vectors are kept in. Outputs, one slot per
-    layer (filled by the hooks): metrics and pooled vectors and sampled tokens per hidden
-    layer (L+1), heads and profile per attention layer (L).
-    """
-
-    names: list[str]
-    mask: torch.Tensor
-    lengths: torch.Tensor
-    sample_b: torch.Tensor
-    sample_p: torch.Tensor
-    device: Any
-    n_layers: int
-    # float32: massive activations (gemma3-270m: > 65,504 in layers 11-16) overflow float16
-    vec_dtype: torch.dtype = torch.float32
-    metrics: list[torch.Tensor | None] = field(init=False)
-    pooled: dict[str, list[torch.Tensor | None]] = field(init=False)
-    tokens: list[torch.Tensor | None] = field(init=False)
-    top: list[torch.Tensor | None] = field(init=False)
-    heads: list[torch.Tensor | None] = field(init=False)
-    profile: list[torch.Tensor | None] = field(init=False)
-    text_attn: list[torch.Tensor | None] = field(init=False)
-    # the batch's followed sentences (homog.extract.sentences.gather_index), None: none
-    sent_index: tuple[torch.Tensor, ...] | None = None
-    sent_hidden: list[torch.Tensor | None] = field(init=False)
-    sent_attn: list[torch.Tensor | None] = field(init=False)
-
-    def __post_init__(self) -> None:
-        hidden = self.n_layers + 1
-        self.metrics = [None] * hidden
-        self.pooled = {how: [None] * hidden for how in POOLINGS}
-        self.tokens = [None] * hidden
-        self.top = [None] * hidden
-        self.heads = [None] * self.n_layers
-        self.profile = [None] * self.n_layers
-        self.text_attn = [None] * self.n_layers
-        self.sent_hidden = [None] * hidden
-        self.sent_attn = [None] * self.n_layers
 
 
 class Extractor:
@@ -360,88 +314,19 @@ class Extractor:
     ) -> PendingBatch:
         """``run_batch`` up to the spectra the host may still be solving: the forward has
         run, ``.result()`` waits for them (``run_batches`` runs the next forward first)."""
-        from homog.metrics.spectra import token_mask
-
         lm = self.loaded
-        dev = lm.input_device
-        n_pad = max(len(t.input_ids) for t in texts)
-        b = len(texts)
         pad_id = lm.tokenizer.pad_token_id or 0
-        ids = np.full((b, n_pad), pad_id, dtype=np.int64)
-        attn = np.zeros((b, n_pad), dtype=np.int64)
-        special = np.zeros((b, n_pad), dtype=bool)
-        pos = np.zeros((b, n_pad), dtype=np.int64)
-        sample_b, sample_p = [], []
-        sent_rows, sent_bounds, sent_meta = [], [], []
-        for row, t in enumerate(texts):
-            for fields in t.sentences if t.sentences is not None else ():
-                sent_rows.append(row)
-                sent_bounds.append((int(fields[2]), int(fields[3])))
-                sent_meta.append([t.index, *fields.tolist()])
-            n = len(t.input_ids)
-            ids[row, :n], attn[row, :n], special[row, :n] = t.input_ids, 1, t.special
-            pos[row] = position_ids(intervention, t, n_pad, self.config.seed)
-            chosen = plan.tokens.get(t.index, np.zeros(0, dtype=np.int64))
-            sample_b += [row] * len(chosen)
-            sample_p += chosen.tolist()
-        attn_t = torch.from_numpy(attn)
-        mask = token_mask(attn_t, torch.from_numpy(special), self.config.exclude_special)
-        st = BatchState(
-            names=[t.name for t in texts],
-            mask=mask.to(dev),
-            lengths=attn_t.sum(1).to(dev),
-            sample_b=torch.tensor(sample_b, dtype=torch.long),
-            sample_p=torch.tensor(sample_p, dtype=torch.long),
-            device=dev,
-            n_layers=lm.n_layers,
-            vec_dtype=self.vec_dtype,
-        )
-        follow = self.config.sentence_metrics and bool(sent_rows)
+        inputs = pack_batch(texts, intervention, plan, pad_id, self.config.seed)
+        st = self._batch_state(texts, inputs)
+        follow = self.config.sentence_metrics and bool(inputs.sent_rows)
         if follow:
             from homog.extract.sentences import gather_index
 
-            st.sent_index = gather_index(sent_rows, sent_bounds)
+            st.sent_index = gather_index(inputs.sent_rows, inputs.sent_bounds)
         self._state = st
         try:
-            try:
-                with torch.inference_mode():
-                    lm.decoder(
-                        input_ids=torch.from_numpy(ids).to(dev),
-                        attention_mask=attn_t.to(dev),
-                        position_ids=torch.from_numpy(pos).to(dev),
-                        use_cache=False,
-                    )
-                    if self._stack is not None:
-                        self._stack.flush()
-                    if self._defer is not None:
-                        self._defer.flush()
-            except torch.OutOfMemoryError as exc:
-                raise HomogError(
-                    f"out of memory on {dev} for a batch of {b} texts x {n_pad} tokens "
-                    f"({', '.join(st.names[:3])} ...): lower extract.batch_tokens "
-                    f"(now {self.config.batch_tokens}) or extract.max_tokens"
-                ) from exc
-            missing = [i for i, v in enumerate(st.metrics) if v is None]
-            if missing:
-                raise HomogError(f"no hidden states were captured for layer(s) {missing}")
-            attention = self.config.attention
-            peers = self.config.peer_metrics
-            result = BatchResult(
-                indices=np.array([t.index for t in texts]),
-                n_tokens=attn.sum(1),
-                metrics=None,  # type: ignore[arg-type]  (PendingBatch.result fills it)
-                heads=stack_layers(st.heads, 1) if attention else None,
-                profile=stack_layers(st.profile, 1) if attention else None,
-                pooled_mean=stack_layers(st.pooled["mean"], 1),
-                pooled_last=stack_layers(st.pooled["last"], 1),
-                tokens=stack_layers(st.tokens, 0),
-                token_index=np.array([texts[r].index for r in sample_b], dtype=np.int64),
-                token_pos=np.array(sample_p, dtype=np.int64),
-                metric_names=np.array(self.metric_names),
-                text_attn=stack_layers(st.text_attn, 1) if attention and peers else None,
-                top=stack_layers(st.top, 1) if peers else None,
-                **self._sentence_fields(st, sent_meta, follow),
-            )
+            self._forward(st, inputs)
+            result = batch_result(st, texts, inputs, self.metric_names, self.config, follow)
         finally:
             self._state = None
             if self._stack is not None:
@@ -450,21 +335,48 @@ class Extractor:
                 self._defer.clear()  # what a failed forward left
         return PendingBatch(result, st.metrics)
 
-    def _sentence_fields(self, st: BatchState, meta: list[list[int]], follow: bool) -> dict:
-        """BatchResult's sentence arrays: empty (0 rows) when no text of the batch has
-        sentences, so that every batch of a run holds them (``BatchResult.concat``)."""
-        from homog.extract.sentences import SENT_HIDDEN, SENTENCE_FIELDS
+    def _batch_state(self, texts: Sequence[EncodedText], inputs: BatchInputs) -> BatchState:
+        """The hooks' ``BatchState`` for a batch: its metric-token mask and lengths on the
+        input device, its sampled (row, position) pairs, empty per-layer slots."""
+        from homog.metrics.spectra import token_mask
 
-        if not self.config.sentence_metrics:
-            return {}
-        L = self.loaded.n_layers
-        out = {
-            "sent_meta": np.array(meta, dtype=np.int64).reshape(-1, 1 + len(SENTENCE_FIELDS)),
-            "sent_hidden": np.zeros((0, L + 1, len(SENT_HIDDEN))),
-            "sent_attn": np.zeros((0, L)) if self.config.attention else None,
-        }
-        if follow:
-            out["sent_hidden"] = stack_layers(st.sent_hidden, 1)
-            if self.config.attention:
-                out["sent_attn"] = stack_layers(st.sent_attn, 1)
-        return out
+        dev = self.loaded.input_device
+        attn_t = torch.from_numpy(inputs.attn)
+        mask = token_mask(attn_t, torch.from_numpy(inputs.special), self.config.exclude_special)
+        return BatchState(
+            names=[t.name for t in texts],
+            mask=mask.to(dev),
+            lengths=attn_t.sum(1).to(dev),
+            sample_b=torch.tensor(inputs.sample_b, dtype=torch.long),
+            sample_p=torch.tensor(inputs.sample_p, dtype=torch.long),
+            device=dev,
+            n_layers=self.loaded.n_layers,
+            vec_dtype=self.vec_dtype,
+        )
+
+    def _forward(self, st: BatchState, inputs: BatchInputs) -> None:
+        """The decoder's forward pass over ``inputs`` (the hooks fill ``st``), then the stacked
+        or deferred layers' metrics; HomogError on out of memory or a layer not captured."""
+        dev = self.loaded.input_device
+        b, n_pad = inputs.ids.shape
+        try:
+            with torch.inference_mode():
+                self.loaded.decoder(
+                    input_ids=torch.from_numpy(inputs.ids).to(dev),
+                    attention_mask=torch.from_numpy(inputs.attn).to(dev),
+                    position_ids=torch.from_numpy(inputs.pos).to(dev),
+                    use_cache=False,
+                )
+                if self._stack is not None:
+                    self._stack.flush()
+                if self._defer is not None:
+                    self._defer.flush()
+        except torch.OutOfMemoryError as exc:
+            raise HomogError(
+                f"out of memory on {dev} for a batch of {b} texts x {n_pad} tokens "
+                f"({', '.join(st.names[:3])} ...): lower extract.batch_tokens "
+                f"(now {self.config.batch_tokens}) or extract.max_tokens"
+            ) from exc
+        missing = [i for i, v in enumerate(st.metrics) if v is None]
+        if missing:
+            raise HomogError(f"no hidden states were captured for layer(s) {missing}")

@@ -10,12 +10,12 @@ the same rows:
    ``prepare_run`` encodes the texts, plans the MAUVE sample and cuts the
    shards, as for the local engine. Each (intervention, shard) pair not already on disk
    becomes one row of a Ray Dataset.
-2. ``map_batches`` runs a pool of ``ShardWorker`` actors, one per GPU (``num_gpus`` each;
-   ``num_gpus_per_actor: k`` with ``extract.device_map: auto`` spreads one model larger than
-   a GPU over k GPUs of a node), or CPU actors when the cluster has no GPU. An actor loads
-   the model once and turns a shard into its ``BatchResult`` with the local engine's
-   ``compute_shard`` (the same batches, position ids and sampled token positions, so the
-   same values).
+2. ``map_batches`` runs a pool of ``ShardWorker`` actors (``homog.extract.ray_actor``), one
+   per GPU (``num_gpus`` each; ``num_gpus_per_actor: k`` with ``extract.device_map: auto``
+   spreads one model larger than a GPU over k GPUs of a node), or CPU actors when the
+   cluster has no GPU. An actor loads the model once and turns a shard into its
+   ``BatchResult`` with the local engine's ``compute_shard`` (the same batches, position
+   ids and sampled token positions, so the same values).
 3. The driver writes each returned shard atomically into the local engine's work dir as it
    arrives, then ``finish_run`` merges them into the final Parquet/npz outputs
    and run.json. Workers never touch the file system, so a cluster needs no shared storage.
@@ -39,7 +39,6 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import platform
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -47,18 +46,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from homog.config import ExtractConfig, RayConfig
 from homog.errors import HomogError
-from homog.extract.batches import compute_shard
-from homog.extract.hooks import Extractor
-from homog.extract.plan import EncodedText, SamplePlan, extract_inputs, n_tokens, shard_path
+from homog.extract.plan import EncodedText, extract_inputs, n_tokens, shard_path
+from homog.extract.ray_actor import ShardWorker, actor_resources
 from homog.extract.ray_faults import alive_nodes, fault_report, start_shard_log
 from homog.extract.result import BatchResult
 from homog.extract.run import PreparedRun, finish_run, prepare_run
 from homog.io import atomic_path, write_json
-from homog.models import ModelFacts, load_for, load_tokenizer
+from homog.models import ModelFacts, load_tokenizer
 from homog.progress import rate_progress
 
 MODEL_FACTS = "model.json"  # written in each work dir, so a fully resumed run needs no actor
@@ -75,90 +71,6 @@ def import_ray() -> Any:
             f"(or 'ray[data]>=2.30'), or use extract.engine: local ({exc})"
         ) from exc
     return ray
-
-
-# ---------------------------------------------------------------------------------------------
-# the actor
-
-
-class ShardWorker:
-    """A Ray Data actor: loads the model once, then maps rows (one shard each) to results.
-
-    Input rows: intervention (str), shard (int), payload (bytes: the pickled ``(texts,
-    tokens)``, the shard's ``EncodedText`` list and its part of the sample plan). Output
-    rows: intervention, shard, result (bytes: the pickled ``BatchResult``), facts (JSON: the
-    model's sizes, dtype, device and load time, for run.json), error (str, '' when none),
-    compute_s (the shard's time inside the actor: throughput without Ray's overheads).
-    A HomogError (bad input, NaN, CUDA missing on the node) comes back as the row's error
-    rather than as an exception, because Ray does not carry an exception's cause across
-    processes and the user would lose the message; the driver raises it.
-    """
-
-    def __init__(
-        self, source: str, config: dict[str, Any], num_threads: int = 0, shard_log: Any = None
-    ):
-        import torch
-
-        self.shard_log = shard_log  # a ShardLog actor handle (None: attempts not reported)
-
-        if num_threads > 0:  # CPU actors: as many torch threads as CPUs reserved, no more
-            torch.set_num_threads(num_threads)
-        self.config = ExtractConfig(**config)
-        self.error = ""
-        self.facts = "{}"
-        t0 = time.perf_counter()
-        try:
-            loaded = load_for(source, self.config)
-        except HomogError as exc:
-            self.error = f"{platform.node()}: {exc}"
-            return
-        self.extractor = Extractor(loaded, self.config)
-        # ModelFacts (for run.json, rebuilt by the driver with ModelFacts.from_dict) plus
-        # where and how fast the model loaded
-        self.facts = json.dumps(
-            {
-                **asdict(loaded.facts()),
-                "load_s": round(time.perf_counter() - t0, 2),
-                "node": platform.node(),
-            },
-            default=str,
-        )
-
-    def compute(
-        self, intervention: str, shard: int, texts: list[EncodedText], tokens: dict
-    ) -> BatchResult:
-        """One shard's ``BatchResult`` (``tokens``: the shard's part of ``SamplePlan.tokens``)."""
-        if self.error:
-            raise HomogError(self.error)
-        plan = SamplePlan(tokens=tokens)
-        return compute_shard(self.extractor, texts, intervention, plan, self.config.batch_tokens)
-
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        results, errors, seconds = [], [], []
-        rows = zip(batch["intervention"], batch["shard"], batch["payload"], strict=True)
-        for iv, k, payload in rows:
-            t0 = time.perf_counter()
-            if self.shard_log is not None:
-                import ray
-
-                node = ray.get_runtime_context().get_node_id()
-                ray.get(self.shard_log.started.remote(str(iv), int(k), node))
-            try:
-                result = self.compute(str(iv), int(k), *pickle.loads(payload))
-                results.append(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
-                errors.append("")
-            except HomogError as exc:
-                results.append(b"")
-                errors.append(str(exc))
-            seconds.append(time.perf_counter() - t0)
-        return {
-            "intervention": np.asarray(batch["intervention"]),
-            "shard": np.asarray(batch["shard"]),
-            "result": np.array(results, dtype=object),
-            "facts": np.array([self.facts] * len(results), dtype=object),
-            "error": np.array(errors, dtype=object),
-            "compute_s": np.array(seconds, dtype=np.float64),
-        }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -220,40 +132,6 @@ class ShardJob:
             result.save(tmp)
         if not (work / MODEL_FACTS).exists():
             write_json(work / MODEL_FACTS, json.loads(facts))
-
-
-def actor_resources(
-    config: ExtractConfig, ray_config: RayConfig, nodes: Sequence[dict[str, float]], n_todo: int
-) -> dict[str, Any]:
-    """How many actors to start and what each holds (pure: from the nodes' resources).
-
-    nodes: the resources of each live node (``{"CPU": 64, "GPU": 8}``); an actor must fit on
-    one node, so capacity is counted per node. GPU actors when a node has GPUs and
-    ``extract.device`` is not 'cpu'; CPU actors otherwise. Never more actors than shards to
-    compute. Raises HomogError when no node can hold one GPU actor (``extract.device: cuda``
-    on a CPU cluster, or ``ray.num_gpus_per_actor`` above any node's GPUs; Ray would wait for
-    ever) unless ``ray.actors`` is set, e.g. for an autoscaling cluster that adds GPU nodes.
-    Returns dict(actors, num_gpus, num_cpus, num_threads) (num_threads 0: torch's default).
-    """
-    per_cpu = float(ray_config.num_cpus_per_actor)
-    gpus = [float(n.get("GPU", 0)) for n in nodes]
-    use_gpu = config.device != "cpu" and (any(gpus) or config.device.startswith("cuda"))
-    if use_gpu:
-        per_gpu = float(ray_config.num_gpus_per_actor) or 1.0
-        capacity = sum(int(g // per_gpu) for g in gpus)
-        if capacity < 1 and ray_config.actors is None:
-            raise HomogError(
-                f"extract.device {config.device!r} needs GPUs but no node of the Ray cluster "
-                f"has ray.num_gpus_per_actor={per_gpu:g} GPU(s) (GPUs per node: "
-                f"{[int(g) for g in gpus]}): lower ray.num_gpus_per_actor, use extract.device: "
-                "cpu, or set ray.actors for an autoscaling cluster"
-            )
-        resources = {"num_gpus": per_gpu, "num_cpus": per_cpu, "num_threads": 0}
-    else:
-        capacity = max(1, sum(int(float(n.get("CPU", 0)) // per_cpu) for n in nodes))
-        resources = {"num_gpus": 0.0, "num_cpus": per_cpu, "num_threads": max(1, int(per_cpu))}
-    actors = int(ray_config.actors) if ray_config.actors is not None else capacity
-    return {"actors": max(1, min(actors, n_todo)), **resources}
 
 
 def run_extract_ray(
@@ -361,75 +239,115 @@ def run_job(
             "config": asdict(job.config),
             "num_threads": res["num_threads"],
         }
-        facts = None
         total = len(job.works) * job.prepared.n_texts
         done = total - job.n_texts(job.pending)
-        saved: set[tuple[str, int]] = set()
-        duplicates = 0
-        restarts = 0
         with rate_progress(label, total, completed=done, show=show_progress) as advance:
             actor_kwargs = {**kwargs, "shard_log": shard_log}
-            todo = list(job.pending)
-            while todo:
-                try:
-                    for row in _map_shards(ray, job, todo, worker, actor_kwargs, res, ray_config):
-                        iv, k = str(row["intervention"]), int(row["shard"])
-                        if row["error"]:
-                            raise HomogError(
-                                f"{row['error']} ({iv} shard {k}; the shards written so far "
-                                "are kept: re-run to resume)"
-                            )
-                        if (iv, k) in saved:  # a retried task's second result: counted once
-                            duplicates += 1
-                            continue
-                        saved.add((iv, k))
-                        facts = str(row["facts"])
-                        job.save(iv, k, pickle.loads(row["result"]), facts)
-                        advance(len(job.shards[k]), n_tokens(job.shards[k]))
-                        job.compute_s[iv] = job.compute_s.get(iv, 0.0) + float(row["compute_s"])
-                    todo = []
-                except ray.exceptions.RayError as exc:
-                    # Ray gave up on a shard (its actor's node is gone and the task retries
-                    # ran out while the actor restarted elsewhere): the shards written so far
-                    # stay; a new actor pool on the nodes still alive computes the rest.
-                    todo = [p for p in job.pending if p not in saved]
-                    restarts += 1
-                    if restarts > int(ray_config.max_retries) or not todo:
-                        raise HomogError(
-                            f"the Ray cluster failed {restarts} time(s) ({type(exc).__name__}); "
-                            "the shards written so far are kept: re-run to resume"
-                        ) from exc
-                    res = actor_resources(
-                        job.config, ray_config, list(alive_nodes(ray).values()), len(todo)
-                    )
-                    log(
-                        f"ray: {type(exc).__name__} (a lost node or actor); computing the "
-                        f"{len(todo)} remaining shard(s) on a new pool of {res['actors']} "
-                        f"actor(s) (restart {restarts} of at most {ray_config.max_retries})"
-                    )
+            facts, duplicates, restarts, res = _compute_pending(
+                ray, job, ray_config, worker, actor_kwargs, res, advance, log
+            )
         info["pool_restarts"] = restarts
         if shard_log is not None:
-            faults = fault_report(
-                ray.get(shard_log.snapshot.remote()), set(alive), set(alive_nodes(ray))
-            )
+            faults = _fault_info(ray, shard_log, alive, log)
             info.update(faults, duplicate_results=duplicates)
-            if faults["lost_nodes"] or faults["retried_shards"]:
-                log(
-                    f"ray: lost {len(faults['lost_nodes'])} node(s) during the run "
-                    f"({', '.join(n[:12] for n in faults['lost_nodes']) or 'none'}); retried "
-                    f"shard(s): {', '.join(faults['retried_shards']) or 'none'}; every shard "
-                    "is written once"
-                )
-        no_facts = [iv for iv, w in job.works.items() if not (w / MODEL_FACTS).exists()]
-        if no_facts:
-            remote = {"num_cpus": res["num_cpus"], "num_gpus": res["num_gpus"]}
-            facts = facts or ray.get(ray.remote(**remote)(_facts).remote(worker, kwargs))
-            for iv in no_facts:
-                write_json(job.works[iv] / MODEL_FACTS, json.loads(facts))
+        _write_missing_facts(ray, job, worker, kwargs, res, facts)
     finally:
         if started:
             ray.shutdown()
     return info
+
+
+def _compute_pending(
+    ray: Any,
+    job: ShardJob,
+    ray_config: RayConfig,
+    worker: type,
+    actor_kwargs: dict[str, Any],
+    res: dict[str, Any],
+    advance: Callable[[int, int], None],
+    log: Callable[[str], None],
+) -> tuple[str | None, int, int, dict[str, Any]]:
+    """Map the pending shards and save each result, on a new actor pool after a Ray failure.
+
+    Returns (the last model facts received or None, duplicate results, pool restarts, the
+    resources of the last pool).
+    """
+    facts = None
+    saved: set[tuple[str, int]] = set()
+    duplicates = 0
+    restarts = 0
+    todo = list(job.pending)
+    while todo:
+        try:
+            for row in _map_shards(ray, job, todo, worker, actor_kwargs, res, ray_config):
+                iv, k = str(row["intervention"]), int(row["shard"])
+                if row["error"]:
+                    raise HomogError(
+                        f"{row['error']} ({iv} shard {k}; the shards written so far "
+                        "are kept: re-run to resume)"
+                    )
+                if (iv, k) in saved:  # a retried task's second result: counted once
+                    duplicates += 1
+                    continue
+                saved.add((iv, k))
+                facts = str(row["facts"])
+                job.save(iv, k, pickle.loads(row["result"]), facts)
+                advance(len(job.shards[k]), n_tokens(job.shards[k]))
+                job.compute_s[iv] = job.compute_s.get(iv, 0.0) + float(row["compute_s"])
+            todo = []
+        except ray.exceptions.RayError as exc:
+            # Ray gave up on a shard (its actor's node is gone and the task retries
+            # ran out while the actor restarted elsewhere): the shards written so far
+            # stay; a new actor pool on the nodes still alive computes the rest.
+            todo = [p for p in job.pending if p not in saved]
+            restarts += 1
+            if restarts > int(ray_config.max_retries) or not todo:
+                raise HomogError(
+                    f"the Ray cluster failed {restarts} time(s) ({type(exc).__name__}); "
+                    "the shards written so far are kept: re-run to resume"
+                ) from exc
+            res = actor_resources(
+                job.config, ray_config, list(alive_nodes(ray).values()), len(todo)
+            )
+            log(
+                f"ray: {type(exc).__name__} (a lost node or actor); computing the "
+                f"{len(todo)} remaining shard(s) on a new pool of {res['actors']} "
+                f"actor(s) (restart {restarts} of at most {ray_config.max_retries})"
+            )
+    return facts, duplicates, restarts, res
+
+
+def _fault_info(
+    ray: Any, shard_log: Any, alive: dict[str, Any], log: Callable[[str], None]
+) -> dict[str, Any]:
+    """The ``fault_report`` of the run (nodes lost, shards retried), logged when not empty."""
+    faults = fault_report(ray.get(shard_log.snapshot.remote()), set(alive), set(alive_nodes(ray)))
+    if faults["lost_nodes"] or faults["retried_shards"]:
+        log(
+            f"ray: lost {len(faults['lost_nodes'])} node(s) during the run "
+            f"({', '.join(n[:12] for n in faults['lost_nodes']) or 'none'}); retried "
+            f"shard(s): {', '.join(faults['retried_shards']) or 'none'}; every shard "
+            "is written once"
+        )
+    return faults
+
+
+def _write_missing_facts(
+    ray: Any,
+    job: ShardJob,
+    worker: type,
+    kwargs: dict[str, Any],
+    res: dict[str, Any],
+    facts: str | None,
+) -> None:
+    """Write the model facts into the work dirs that lack them (``facts``, or one short task
+    that loads the model to read them when no shard was computed)."""
+    no_facts = [iv for iv, w in job.works.items() if not (w / MODEL_FACTS).exists()]
+    if no_facts:
+        remote = {"num_cpus": res["num_cpus"], "num_gpus": res["num_gpus"]}
+        facts = facts or ray.get(ray.remote(**remote)(_facts).remote(worker, kwargs))
+        for iv in no_facts:
+            write_json(job.works[iv] / MODEL_FACTS, json.loads(facts))
 
 
 def _facts(worker: type, kwargs: dict[str, Any]) -> str:

@@ -28,9 +28,9 @@ The peers' metrics, per set (``PEER_METRICS``):
   trace-normalised Gram matrix, S = ln(sum_i p_i^alpha) / (1 - alpha), alpha = 1:
   -sum p_i ln p_i, with p_i = sigma_i^2 / sum_j sigma_j^2 (Skean et al. 2025, "Layer by
   Layer"; the same eigenvalues as the spectral metrics, so the same centring convention).
-- ``curvature``: the mean angle (radians, in [0, pi]) between consecutive difference vectors
-  v_k = x_(k+1) - x_k of the set's token trajectory (in text order; pairs with a zero
-  difference vector are left out; NaN with fewer than 3 tokens).
+- ``curvature`` (``homog.metrics.curvature``): the mean angle (radians, in [0, pi]) between
+  consecutive difference vectors v_k = x_(k+1) - x_k of the set's token trajectory (in text
+  order; pairs with a zero difference vector are left out; NaN with fewer than 3 tokens).
 - ``twonn_id``: the TwoNN intrinsic dimension (Facco et al. 2017) as dadapy computes it:
   mu_i = r2_i / r1_i from each token's two nearest neighbours (Euclidean distances from the
   Gram matrix), the 90 % smallest ln mu kept (n_eff = floor(0.9 N)), the slope through the
@@ -44,10 +44,12 @@ Massive activations (``act_*``, with ``peers``) come from ``homog.metrics.massiv
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import Tensor
 
+from homog.metrics.curvature import curvature, curvature_from_vectors
 from homog.metrics.eigensolver import minor_spectra_supported
 from homog.metrics.massive import MASSIVE_METRICS, massive_activations
 from homog.metrics.pending import PendingSpectra, sharing_inputs
@@ -85,57 +87,6 @@ def hidden_metric_names(token_sets: tuple[str, ...] = (), peers: bool = False) -
 
 # ---------------------------------------------------------------------------------------------
 # the peers' metrics on one set
-
-
-def _compact(mask: Tensor) -> Tensor:
-    """Indices (..., n) that put the positions in ``mask`` first, in order."""
-    return torch.argsort((~mask).to(torch.int8), dim=-1, stable=True)
-
-
-def _mean_angle(dot: Tensor, n0: Tensor, n1: Tensor, mask: Tensor) -> Tensor:
-    """Mean over k of the angle between v_k and v_(k+1) from their dot products and squared
-    norms (..., n - 2), over the consecutive triples of the set's tokens; pairs with a zero
-    vector are left out; NaN when none is left."""
-    k = torch.arange(dot.shape[-1], device=mask.device)
-    ok = (k + 2 < mask.sum(-1, keepdim=True)) & (n0 > 0) & (n1 > 0)
-    cos = (dot / (n0 * n1).sqrt()).clamp(-1, 1)
-    angle = torch.where(ok, torch.arccos(torch.where(ok, cos, 0.0)), 0.0)
-    count = ok.sum(-1)
-    out = angle.sum(-1) / count
-    return torch.where(count > 0, out, torch.full_like(out, math.nan))
-
-
-def curvature_from_vectors(x: Tensor, mask: Tensor) -> Tensor:
-    """``curvature`` from the token vectors x (..., n, d) themselves: the difference vectors
-    of the compacted trajectory, O(n d) memory (for n > d, where no n x n matrix is made)."""
-    n = mask.shape[-1]
-    if n < 3:
-        return torch.full(mask.shape[:-1], math.nan, dtype=torch.float64, device=mask.device)
-    idx = _compact(mask)
-    xs = x.gather(-2, idx.unsqueeze(-1).expand(*idx.shape, x.shape[-1]))
-    v = xs[..., 1:, :] - xs[..., :-1, :]  # (..., n - 1, d)
-    v0, v1 = v[..., :-1, :], v[..., 1:, :]
-    return _mean_angle((v0 * v1).sum(-1), v0.square().sum(-1), v1.square().sum(-1), mask)
-
-
-def curvature(token_gram: Tensor, mask: Tensor) -> Tensor:
-    """Mean angle between consecutive difference vectors of the tokens in ``mask``, from
-    their n x n Gram matrix G (v_k . v_(k+1) = G12 - G11 - G02 + G01 for tokens 0, 1, 2 in a
-    row): O(n) work on a matrix already computed."""
-    n = mask.shape[-1]
-    if n < 3:
-        return torch.full(mask.shape[:-1], math.nan, dtype=torch.float64, device=mask.device)
-    idx = _compact(mask)
-    p0, p1, p2 = idx[..., :-2], idx[..., 1:-1], idx[..., 2:]
-    flat = token_gram.flatten(-2)
-
-    def g(p: Tensor, q: Tensor) -> Tensor:
-        return flat.gather(-1, p * n + q)
-
-    g11 = g(p1, p1)
-    v0 = (g(p0, p0) + g11 - 2 * g(p0, p1)).clamp_min(0)  # |v_k|^2
-    v1 = (g(p2, p2) + g11 - 2 * g(p1, p2)).clamp_min(0)  # |v_(k+1)|^2
-    return _mean_angle(g(p1, p2) - g11 - g(p0, p2) + g(p0, p1), v0, v1, mask)
 
 
 def sq_distances(token_gram: Tensor) -> Tensor:
@@ -356,6 +307,42 @@ def hidden_pending(
     mask, x, gram, sq_norms = prepare_tokens(hidden, mask)
     n, d = hidden.shape[-2:]
     small = n <= d
+    sets, extra = _token_sets(
+        x, mask, gram, sq_norms, token_sets, center, peers, small, sink_norm_ratio
+    )
+    if "no_sink" in token_sets and small and not center and minor_spectra_supported(gram):
+        grams = sharing_inputs(sets, mask)
+    else:
+        grams = (torch.stack([spectral_gram(s[1], s[3], s[2], s[5]) for s in sets]),)
+    near: dict[str, Tensor] = {}  # n > d: no_sink shares the nearest-neighbour search of all
+    if peers and not small and "no_sink" in token_sets:
+        near = _shared_neighbours(x, mask, sets[1][2])
+    out, few_of = _set_values(sets, x, peers, small, near)
+    out.update(extra)
+    top = None
+    if peers:
+        act, top = massive_activations(hidden, mask) if activations is None else (activations, None)
+        out.update(act)
+    names = hidden_metric_names(tuple(s for s in TOKEN_SETS if s in token_sets), peers)
+    suffixes = tuple(s[0] for s in sets)
+    pending = PendingSpectra(grams, max(n, d), suffixes, few_of, out, names, renyi_alpha, peers)
+    return pending, top
+
+
+def _token_sets(
+    x: Tensor,
+    mask: Tensor,
+    gram: Tensor,
+    sq_norms: Tensor,
+    token_sets: tuple[str, ...],
+    center: bool,
+    peers: bool,
+    small: bool,
+    sink_norm_ratio: float,
+) -> tuple[list[tuple[Any, ...]], dict[str, Tensor]]:
+    """The sets to measure, each (name suffix, x, mask, Gram, squared norms, centre?, token
+    Gram matrix for the peers' metrics or None), ``all`` first; and the extra metrics
+    (``n_removed__no_sink``). ``small``: n <= d."""
 
     def token_gram_of(xs: Tensor, g: Tensor) -> Tensor | None:
         # n > d: no n x n matrix (4,096 tokens: 134 MB per text and copy); the peers' metrics
@@ -381,14 +368,14 @@ def hidden_pending(
         g_st = smaller_gram(x_st)
         sq_st = g_st.diagonal(dim1=-2, dim2=-1) if small else x_st.square().sum(-1)
         sets.append(("__standardized", x_st, mask, g_st, sq_st, False, token_gram_of(x_st, g_st)))
+    return sets, extra
 
-    if "no_sink" in token_sets and small and not center and minor_spectra_supported(gram):
-        grams = sharing_inputs(sets, mask)
-    else:
-        grams = (torch.stack([spectral_gram(s[1], s[3], s[2], s[5]) for s in sets]),)
-    near: dict[str, Tensor] = {}  # n > d: no_sink shares the nearest-neighbour search of all
-    if peers and not small and "no_sink" in token_sets:
-        near = _shared_neighbours(x, mask, sets[1][2])
+
+def _set_values(
+    sets: list[tuple[Any, ...]], x: Tensor, peers: bool, small: bool, near: dict[str, Tensor]
+) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+    """Every set's metrics that need no eigenvalue, named ``<metric><suffix>`` (NaN for a
+    set with too few tokens), and per token set (not ``all``) its too-few mask."""
     out: dict[str, Tensor] = {}
     few_of: dict[str, Tensor] = {}
     distances: dict[int, Tensor] = {}  # no_sink shares the token Gram matrix of all
@@ -408,12 +395,4 @@ def hidden_pending(
             few_of[suffix] = few
             values = {k: torch.where(few, math.nan, v) for k, v in values.items()}
         out.update({f"{k}{suffix}": v for k, v in values.items()})
-    out.update(extra)
-    top = None
-    if peers:
-        act, top = massive_activations(hidden, mask) if activations is None else (activations, None)
-        out.update(act)
-    names = hidden_metric_names(tuple(s for s in TOKEN_SETS if s in token_sets), peers)
-    suffixes = tuple(s[0] for s in sets)
-    pending = PendingSpectra(grams, max(n, d), suffixes, few_of, out, names, renyi_alpha, peers)
-    return pending, top
+    return out, few_of

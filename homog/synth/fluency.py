@@ -210,7 +210,8 @@ def resolve_dtype(dtype: str, device: str = "cpu") -> str:
 def fluency_source(name: str, sources: dict[str, str]) -> str:
     """A ``models:`` key or a model source, as a source for ``homog.models.load_model``; the
     name of an embedded model (``smollm2-135m``) works even when ``models:`` lacks it."""
-    from homog.models import EMBEDDED, resolve_source
+    from homog.models import resolve_source
+    from homog.models_gguf import EMBEDDED
 
     if name not in sources and name in EMBEDDED:
         return f"embedded:{name}"
