@@ -1,6 +1,6 @@
 """The package's shape: no import circle among homog's modules, counting imports inside
 functions and under TYPE_CHECKING; no private name (one leading underscore) taken from
-another module of homog or tui; and no module over 500 lines."""
+another module of homog or tui; no module over 400 lines and no function over 80."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 
 from conftest import ROOT
 
-MAX_LINES = 500
+MAX_LINES = 400
+MAX_FUNCTION_LINES = 80  # from the def line to the last (decorators not counted)
 
 
 def module_files(package: str, root: Path = ROOT) -> dict[str, Path]:
@@ -142,7 +143,7 @@ def test_tui_has_no_import_circle():
     assert not circles, "import circles:\n" + "\n".join(circles)
 
 
-def test_no_module_is_over_500_lines():
+def test_no_module_is_over_400_lines():
     long = {
         str(path.relative_to(ROOT)): n
         for package in ("homog", "tui")
@@ -150,6 +151,35 @@ def test_no_module_is_over_500_lines():
         if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+def long_functions(path: Path) -> dict[str, int]:
+    """'file:function' -> lines, for each function of ``path`` over MAX_FUNCTION_LINES."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {
+        f"{path.name}:{node.name}": n
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and (n := node.end_lineno - node.lineno + 1) > MAX_FUNCTION_LINES
+    }
+
+
+def test_long_function_finder_counts_from_def_to_last_line(tmp_path):
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES - 1))
+    (tmp_path / "m.py").write_text(
+        f"@property\ndef ok():\n{body}\n\ndef long():\n{body}\n    return 1\n"
+    )
+    assert long_functions(tmp_path / "m.py") == {"m.py:long": MAX_FUNCTION_LINES + 1}
+
+
+def test_no_function_is_over_80_lines():
+    long = {
+        k: n
+        for package in ("homog", "tui")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for k, n in long_functions(path).items()
+    }
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"
 
 
 # Private names that may cross a module line, each (importer, owner, name): none.
