@@ -47,10 +47,10 @@ def test_glossary_and_colours_come_from_the_registry():
 
 
 def test_a_sweep_place_is_named_defined_and_sorted_after_the_registry():
-    assert variant_name(0.25) == "key_p25" and variant_name(1.0) == "key_last"
-    assert "25 %" in definition("key_p25") and definition("key_p2x") is None
-    names = ["key_p25", "key_last", "original", "key_p75", "front"]
-    assert sorted(names, key=order_key) == ["original", "front", "key_last", "key_p25", "key_p75"]
+    assert variant_name(0.35) == "key_p35" and variant_name(1.0) == "key_last"
+    assert "35 %" in definition("key_p35") and definition("key_p3x") is None
+    names = ["key_p35", "key_last", "original", "key_p75", "front"]
+    assert sorted(names, key=order_key) == ["original", "front", "key_last", "key_p35", "key_p75"]
 
 
 def test_docs_variants_table_lists_the_registry(tmp_path):
