@@ -3,7 +3,7 @@ these RoPE models give them no position) a text whose tokens are only reordered 
 Gram spectrum, so erank, mev, schatten_1, schatten_4 and resultant_length of every family
 variant equal the original's (1e-6 relative). Texts are built by the stage's own
 ``build_family`` and tokenized exactly as extraction does (``encode_texts``); the metrics are
-``homog.metrics.layer_metrics`` on the model's input embeddings (hidden_states[0]).
+``homog.metrics.spectra.layer_metrics`` on the model's input embeddings (hidden_states[0]).
 
 Fast: 8 demo reviews, smollm2-135m. Slow: 6 real IMDB reviews (../shared), both models."""
 

@@ -9,9 +9,8 @@
 - ``attention``: per-head attention statistics;
 - ``calibrate``: checks of the metrics on matrices whose truth is known.
 
-``homog.metrics.X`` for a name of ``spectra`` (what the flat metrics module held before
-this package) still works: it is looked up there when first read, so importing a submodule
-does not load torch through the spectra.
+``homog.metrics.<submodule>`` is imported on first use, so importing one submodule does not
+load torch through the others. Names are imported from the submodule that defines them.
 """
 
 from __future__ import annotations
@@ -20,21 +19,14 @@ import importlib
 from typing import Any
 
 SUBMODULES = ("spectra", "sets", "pending", "massive", "eigensolver", "eigensolver_gpu",
-              "attention", "calibrate")  # fmt: skip
+              "attention", "attn_blockwise", "curvature", "registry", "calibrate")  # fmt: skip
 
 
 def __getattr__(name: str) -> Any:
     if name in SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")
-    if name.startswith("__"):
-        raise AttributeError(name)
-    spectra = importlib.import_module(f"{__name__}.spectra")
-    try:
-        return getattr(spectra, name)
-    except AttributeError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    spectra = importlib.import_module(f"{__name__}.spectra")
-    return sorted(set(globals()) | set(SUBMODULES) | set(dir(spectra)))
+    return sorted(set(globals()) | set(SUBMODULES))

@@ -1,6 +1,6 @@
 """Token sets, the peers' per-layer metrics and massive activations, batched on the device.
 
-``hidden_metrics`` extends ``homog.metrics.layer_metrics`` (whose values it keeps for the
+``hidden_metrics`` extends ``homog.metrics.spectra.layer_metrics`` (whose values it keeps for the
 ``all`` set, to rounding: at most 2.5e-12 relative on real reviews) in the same pass over the
 same float64 Gram matrix.
 
