@@ -6,7 +6,10 @@
 - ``pending``: the spectra step of ``sets`` apart (solved later or elsewhere);
 - ``massive``: massive activations (act_*);
 - ``eigensolver``, ``eigensolver_gpu``: where the symmetric eigenvalues are solved;
-- ``attention``: per-head attention statistics;
+- ``attention``: per-head attention statistics; ``attn_blockwise``: attention computed in row
+  blocks with its statistics (the models install it);
+- ``curvature``: the peers' trajectory curvature;
+- ``registry``: every metric's name, unit, direction and glossary sentence (no torch);
 - ``calibrate``: checks of the metrics on matrices whose truth is known.
 
 ``homog.metrics.<submodule>`` is imported on first use, so importing one submodule does not
