@@ -13,6 +13,8 @@ stage homog synth --params "$P"
 for m in $models; do
   stage homog extract --model "$m" --params "$P"
   stage homog mauve --model "$m" --params "$P"
+  # does homogenization cost anything? (docs/probe.md): pooled vectors, zero-shot answers, probes
+  stage homog probe --model "$m" --params "$P"
 done
 stage homog stats --params "$P"
 stage homog load --params "$P"
