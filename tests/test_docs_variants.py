@@ -71,8 +71,8 @@ def counts(text: str) -> list[tuple[int, str]]:
 def test_the_variant_list_is_one_list() -> None:
     names = synth_variants()
     assert len(names) == 8 and len(set(names)) == len(names)
-    # the store's display order starts with the same names, in the same order
-    assert list(VARIANT_ORDER[: len(names)]) == names
+    # the store's display order (the registry's) has the same names in the same order
+    assert [v for v in VARIANT_ORDER if v in names] == names
 
 
 def test_every_stated_variant_count_is_the_codes() -> None:
