@@ -7,7 +7,7 @@ text's token matrix, computed by ``homog.metrics.spectra``; ``attention``: from 
 weights, ``homog.metrics.attention``), its axis label, its unit (a short one for the glossary,
 the long one the claims table gives a difference in, None where the claims use the name), the
 sentence that defines it, the direction it moves as representations collapse (+1 up, -1 down,
-None: no rule; ``homog calibrate`` checks it) and the demo database's shape for it (value at
+None: no rule; ``homog calibrate`` checks it, and how it scales with the vectors) and the demo database's shape for it (value at
 layer 0, value at the last layer, noise sd, shift per unit of bias; None: not in the demo).
 
 Adding a metric is one entry here plus its computation (a formula in ``spectra`` for a
@@ -33,6 +33,7 @@ class Metric:
     direction: int | None = None
     demo: tuple[float, float, float, float] | None = None
     token_sets: tuple[str, ...] = ("all",)
+    scale_power: int = 0  # the metric of c x X is c ** scale_power times that of X (calibration)
 
 
 _SETS = TOKEN_SETS  # the hidden-state metrics come in every token set
@@ -65,7 +66,7 @@ METRICS: tuple[Metric, ...] = (
            unit="mean pairwise cosine (-1 to 1)", direction=+1, demo=(0.1, 0.6, 0.05, 0.05),
            token_sets=_SETS),
     Metric("norm_mean", HIDDEN, "mean token norm", "norm units of the model",
-           "mean token norm.", demo=(1.0, 60.0, 3.0, 2.0), token_sets=_SETS),
+           "mean token norm.", demo=(1.0, 60.0, 3.0, 2.0), token_sets=_SETS, scale_power=1),
     Metric("attn_first", ATTENTION, "attention to first token", "share of attention (0-1)",
            "attention column mass of the first token, c_0 = (1/n) sum_i A_i0, per head, mean "
            "over heads.",
