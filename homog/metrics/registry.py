@@ -7,11 +7,13 @@ text's token matrix, computed by ``homog.metrics.spectra``; ``attention``: from 
 weights, ``homog.metrics.attention``), its axis label, its unit (a short one for the glossary,
 the long one the claims table gives a difference in, None where the claims use the name), the
 sentence that defines it, the direction it moves as representations collapse (+1 up, -1 down,
-None: no rule; ``homog calibrate`` checks it, and how it scales with the vectors) and the demo database's shape for it (value at
-layer 0, value at the last layer, noise sd, shift per unit of bias; None: not in the demo).
+None: no rule; ``homog calibrate`` checks it), how it scales with the vectors
+(``scale_power``) and the demo database's shape for it (value at layer 0, value at the last
+layer, noise sd, shift per unit of bias; None: not in the demo).
 
 Adding a metric is one entry here plus its computation (a formula in ``spectra`` for a
-``hidden`` metric).
+``hidden`` metric, and the same formula in the tests' independent reference) and its row in
+docs/metrics.md.
 """
 
 from __future__ import annotations
