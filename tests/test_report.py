@@ -325,6 +325,9 @@ def test_readme_answer_is_the_pages_answer(project, tmp_path):
     answer = page.read_text().split("## The answer")[1].split("\n## ")[0]
     for line in lines:
         assert line in answer
+    # and the other way: every line of the page's answer is in the README (the cost line too)
+    bold = [p for p in answer.split("\n\n") if p.startswith("**")]
+    assert bold and all(p.strip() in lines for p in bold), bold
     with pytest.raises(ValueError, match="current-answer"):
         from homog.report.answer import replace_block
 

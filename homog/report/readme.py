@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from homog.report.answer import answer_lines, replace_block
+from homog.report.answer import answer_lines, replace_block, with_extra
+from homog.report.cost import cost_line
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,10 +42,9 @@ def main(argv: list[str] | None = None) -> int:
         "study's database by `python -m homog.report.readme`:"
     )
     readme = Path(args.readme)
-    lines = answer_lines(claims)
+    sentence = None
     sentences = Path(args.sentences_db) if args.sentences_db else None
     if sentences is not None and sentences.exists():
-        from homog.report.answer import with_extra
         from homog.report.sentences_view import sentence_line, verdict_rows
 
         scon = connect(sentences)
@@ -52,8 +52,12 @@ def main(argv: list[str] | None = None) -> int:
             sdata = read_inputs(scon)
         finally:
             scon.close()
-        line = sentence_line(verdict_rows(sdata["sentences"], sdata["runs"], params.stats.alpha))
-        lines = with_extra(lines, [line])
+        sentence = sentence_line(
+            verdict_rows(sdata["sentences"], sdata["runs"], params.stats.alpha)
+        )
+    # the report's answer: the claims' lines, the moved sentence's, the probe stage's cost line
+    cost = cost_line(data["probe"]) if data["probe"] is not None else None
+    lines = with_extra(answer_lines(claims), [sentence, cost])
     readme.write_text(replace_block(readme.read_text(), lines, source))
     print(f"wrote the answer ({len(lines)} lines) into {readme}")
     return 0
