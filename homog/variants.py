@@ -84,6 +84,13 @@ def family_names(positions: tuple[float, ...] | list[float]) -> list[str]:
     return [variant_name(p) for p in positions] + [CONTROL]
 
 
+def colors_for(names: list[str] | tuple[str, ...] | set[str]) -> dict[str, str]:
+    """Each name's colour: the registry's, else the next of EXTRA_COLORS (in ``order_key``
+    order, so the same names get the same colours in every figure)."""
+    extra = iter(EXTRA_COLORS * (1 + len(names) // len(EXTRA_COLORS)))
+    return {n: COLORS[n] if n in COLORS else next(extra) for n in sorted(names, key=order_key)}
+
+
 def definition(name: str) -> str | None:
     """The sentence that defines ``name``: the registry's, or a sweep place's (key_p25)."""
     if name in BY_NAME:

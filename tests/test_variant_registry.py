@@ -80,3 +80,12 @@ def test_compare_orders_the_variants_as_the_registry(demo_db_factory, tmp_path):
     order = list(dict.fromkeys(r["variant"] for r in json.loads(out.output)))
     assert order == [*TEXT_VARIANTS, "key_p35"]
     assert set(BY_NAME) - set(order) == {"key_ends"}  # not a text
+
+
+def test_colors_for_gives_registry_colours_and_extras_in_order():
+    from homog.variants import COLORS, colors_for
+
+    got = colors_for({"key_p35", "original", "key_p75", "end"})
+    assert list(got) == ["original", "end", "key_p35", "key_p75"]
+    assert got["original"] == COLORS["original"] and got["end"] == COLORS["end"]
+    assert [got["key_p35"], got["key_p75"]] == list(EXTRA_COLORS[:2])

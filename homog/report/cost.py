@@ -55,6 +55,7 @@ def _figure(curves: pd.DataFrame, path: Path) -> Path | None:
     import matplotlib.pyplot as plt
 
     from homog.plot import legend_below
+    from homog.variants import colors_for, order_key
 
     sel = curves[(curves["scheme"] == "train_original") & (curves["intervention"] == "none")
                  & (curves["metric"] == "accuracy")]  # fmt: skip
@@ -62,8 +63,9 @@ def _figure(curves: pd.DataFrame, path: Path) -> Path | None:
         return None
     models = list(dict.fromkeys(sel["model"]))
     fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 3.2), squeeze=False)
-    # one colour per variant in every panel (the models may hold different variants)
-    colour = {v: f"C{i % 10}" for i, v in enumerate(sorted(set(sel["variant"])))}
+    # one colour per variant in every panel, the registry's (the models may hold different
+    # variants), legend in the registry's order
+    colour = colors_for(set(sel["variant"]))
     for ax, model in zip(axes[0], models, strict=True):
         for variant, g in sel[sel["model"] == model].groupby("variant", sort=True):
             g = g.sort_values("layer")
@@ -77,7 +79,7 @@ def _figure(curves: pd.DataFrame, path: Path) -> Path | None:
     for ax in axes[0]:
         for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
             seen.setdefault(label, h)
-    labels = sorted(seen)
+    labels = sorted(seen, key=order_key)
     legend_below(fig, [seen[k] for k in labels], labels, ncol=min(len(labels), 8))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100, bbox_inches="tight")
