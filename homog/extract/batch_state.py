@@ -15,7 +15,7 @@ import torch
 
 from homog.config import ExtractConfig
 from homog.extract.batches import stack_layers
-from homog.extract.plan import EncodedText, SamplePlan, position_ids
+from homog.extract.plan import EncodedText, SamplePlan, pad_batch
 from homog.extract.result import BatchResult
 
 POOLINGS: tuple[str, ...] = ("mean", "last")
@@ -92,12 +92,7 @@ def pack_batch(
 ) -> BatchInputs:
     """The ``BatchInputs`` of ``texts`` padded on the right with ``pad_id``, the position ids
     of ``intervention`` (seeded by ``seed``) and the tokens ``plan`` samples."""
-    n_pad = max(len(t.input_ids) for t in texts)
-    b = len(texts)
-    ids = np.full((b, n_pad), pad_id, dtype=np.int64)
-    attn = np.zeros((b, n_pad), dtype=np.int64)
-    special = np.zeros((b, n_pad), dtype=bool)
-    pos = np.zeros((b, n_pad), dtype=np.int64)
+    ids, attn, special, pos = pad_batch(texts, pad_id, intervention, seed)
     sample_b, sample_p = [], []
     sent_rows, sent_bounds, sent_meta = [], [], []
     for row, t in enumerate(texts):
@@ -105,9 +100,6 @@ def pack_batch(
             sent_rows.append(row)
             sent_bounds.append((int(fields[2]), int(fields[3])))
             sent_meta.append([t.index, *fields.tolist()])
-        n = len(t.input_ids)
-        ids[row, :n], attn[row, :n], special[row, :n] = t.input_ids, 1, t.special
-        pos[row] = position_ids(intervention, t, n_pad, seed)
         chosen = plan.tokens.get(t.index, np.zeros(0, dtype=np.int64))
         sample_b += [row] * len(chosen)
         sample_p += chosen.tolist()

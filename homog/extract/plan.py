@@ -295,3 +295,21 @@ def work_dir_for(out_dir: Path, spec: RunSpec) -> Path:
 def shard_path(work: Path, k: int) -> Path:
     """The file of shard k in a work dir (one name for every engine, so resume crosses them)."""
     return work / f"shard_{k:05d}.npz"
+
+
+def pad_batch(
+    texts: Sequence[EncodedText], pad_id: int, intervention: str, seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(input ids, attention mask, special mask, position ids), each (B, n_pad), of encoded
+    texts padded on the right, the positions those of ``intervention`` (as extraction's)."""
+    n_pad = max(len(t.input_ids) for t in texts)
+    b = len(texts)
+    ids = np.full((b, n_pad), pad_id, dtype=np.int64)
+    attn = np.zeros((b, n_pad), dtype=np.int64)
+    special = np.zeros((b, n_pad), dtype=bool)
+    pos = np.zeros((b, n_pad), dtype=np.int64)
+    for row, t in enumerate(texts):
+        n = len(t.input_ids)
+        ids[row, :n], attn[row, :n], special[row, :n] = t.input_ids, 1, t.special
+        pos[row] = position_ids(intervention, t, n_pad, seed)
+    return ids, attn, special, pos

@@ -81,8 +81,7 @@ def zero_shot(
     import pandas as pd
     import torch
 
-    from homog.extract.plan import EncodedText, make_batches
-    from homog.probe.pooled import pad_batch
+    from homog.extract.plan import EncodedText, make_batches, pad_batch
 
     tok = loaded.tokenizer
     ids = label_token_ids(tok, probe.positive_word, probe.negative_word)

@@ -23,26 +23,6 @@ from homog.errors import HomogError
 VECTOR_DTYPES = {"float16": np.float16, "float32": np.float32}
 
 
-def pad_batch(
-    texts: Sequence[Any], pad_id: int, intervention: str, seed: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(input ids, attention mask, special mask, position ids), each (B, n_pad), of encoded
-    texts padded on the right, the positions those of ``intervention`` (as extraction's)."""
-    from homog.extract.plan import position_ids
-
-    n_pad = max(len(t.input_ids) for t in texts)
-    b = len(texts)
-    ids = np.full((b, n_pad), pad_id, dtype=np.int64)
-    attn = np.zeros((b, n_pad), dtype=np.int64)
-    special = np.zeros((b, n_pad), dtype=bool)
-    pos = np.zeros((b, n_pad), dtype=np.int64)
-    for row, t in enumerate(texts):
-        n = len(t.input_ids)
-        ids[row, :n], attn[row, :n], special[row, :n] = t.input_ids, 1, t.special
-        pos[row] = position_ids(intervention, t, n_pad, seed)
-    return ids, attn, special, pos
-
-
 def _hidden_modules(loaded: Any) -> list[Any]:
     """The modules whose outputs are hidden layers 0..L (the Extractor's hook points)."""
     return [loaded.embed, *loaded.layers[:-1], loaded.norm]
@@ -68,7 +48,7 @@ def pooled_means(
     """
     import torch
 
-    from homog.extract.plan import encode_texts, make_batches
+    from homog.extract.plan import encode_texts, make_batches, pad_batch
     from homog.metrics.spectra import pool, token_mask
 
     if vector_dtype not in VECTOR_DTYPES:
