@@ -189,7 +189,9 @@ def rate_progress(
             counts["texts"] += texts
             counts["tokens"] += tokens
             dt = max(time.perf_counter() - start, 1e-9)
-            rate = f"{counts['texts'] / dt:.1f} texts/s {counts['tokens'] / dt:.0f} tok/s"
+            rate = f"{counts['texts'] / dt:.1f} texts/s"
+            if counts["tokens"]:  # a caller that counts only texts shows no "0 tok/s"
+                rate += f" {counts['tokens'] / dt:.0f} tok/s"
             bar.update(task, advance=texts, rate=rate)
 
         yield advance

@@ -110,3 +110,15 @@ def test_library_bars_are_off_when_stderr_is_not_a_terminal():
     assert enabled("log") == "False"
     assert enabled("tty") == "True"
     assert enabled("log", HF_HUB_DISABLE_PROGRESS_BARS="0") == "True"
+
+
+def test_rate_progress_counting_texts_only_shows_no_token_rate(monkeypatch):
+    import homog.progress as hp
+
+    out, buf = _console(False)
+    monkeypatch.setattr(hp, "console", out)
+    with rate_progress("probe", total=2) as advance:
+        advance(1, 0)
+        advance(1, 0)
+    lines = buf.getvalue().splitlines()
+    assert any("texts/s" in line for line in lines) and not any("tok/s" in ln for ln in lines)
