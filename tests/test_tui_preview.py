@@ -157,22 +157,25 @@ async def test_make_app_starts_the_preview(demo_db: Path) -> None:
         assert sorted(shown_run_ids(app)) == sorted(r["run_id"] for r in app.catalog.runs)
 
 
-def test_homog_finds_tui_without_scanning_entry_points(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Built-in commands (tui among them) never pay for the entry-point scan; unknown names
-    still reach the plugins."""
+def test_built_in_commands_skip_the_entry_point_scan_and_tui_is_a_plugin(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Built-in commands never pay for the entry-point scan; ``tui`` is found through the
+    ``homog.commands`` group (pyproject.toml), as any plugin, and unknown names stay unknown."""
     import homog.cli as cli
 
     calls: list[int] = []
 
     def plugins() -> dict[str, str]:
         calls.append(1)
-        return {"hello": "tui.command:tui"}
+        return {"tui": "tui.command:tui"}
 
     monkeypatch.setattr(cli, "_plugin_commands", plugins)
     ctx = click.Context(cli.main)
-    assert cli.main.get_command(ctx, "tui").name == "tui"
+    assert cli.main.get_command(ctx, "runs").name == "runs"
     assert calls == []
-    assert cli.main.get_command(ctx, "hello") is not None and calls == [1]
+    assert cli.main.get_command(ctx, "tui").name == "tui" and calls == [1]
+    assert "tui" not in cli.COMMANDS
     assert cli.main.get_command(ctx, "nope") is None
 
 
