@@ -5,7 +5,6 @@ Pure plotting over rows from :mod:`homog.store.query`; no database access here.
 
 from __future__ import annotations
 
-import itertools
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,7 +16,7 @@ from homog.errors import HomogError
 from homog.io import atomic_path
 from homog.layout import writable_dir
 from homog.metrics.registry import METRICS
-from homog.variants import COLORS, EXTRA_COLORS
+from homog.variants import COLORS, EXTRA_COLORS, colors_for
 
 # Colour-blind-safe (Okabe-Ito) colours per variant (homog.variants); fixed so figures stay
 # comparable. A variant beyond the registry's (a sweep's key_p25) takes the next EXTRA_COLORS.
@@ -113,12 +112,9 @@ def layer_curves_figure(
         fig, axes = plt.subplots(
             nrows, ncols, figsize=(max(4.2, 3.4 * ncols), 2.8 * nrows), squeeze=False, sharey=False
         )
-        extra = itertools.cycle(EXTRA_COLORS)
-        colors = dict(VARIANT_COLORS)
+        colors = colors_for({r["variant"] for r in rows})  # the registry's, then the extras
         for ax, model in zip(axes.flat, models, strict=False):
             for (_, intervention, variant), pts in curve_series(rows, model).items():
-                if variant not in colors:  # a colour of its own for a variant not named above
-                    colors[variant] = next(extra)
                 _draw_curve(ax, pts, x, intervention, variant, colors[variant], significance)
             _label_curve_panel(ax, model, metric, x, difference)
         for ax in list(axes.flat)[len(models) :]:

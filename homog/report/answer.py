@@ -253,6 +253,18 @@ def with_extra(lines: list[str], extra: list[str | None]) -> list[str]:
     return [*lines, *extra]
 
 
+def full_answer(
+    claims: pd.DataFrame, probe: pd.DataFrame | None, sentences: str | None
+) -> list[str]:
+    """The answer's lines: the claims', the moved sentence's line (``sentences``) and the
+    probe stage's cost line when the database has ``probe_metrics`` (the report's first
+    section and the README's answer are both these lines)."""
+    from homog.report.cost import cost_line
+
+    cost = cost_line(probe) if probe is not None else None
+    return with_extra(answer_lines(claims), [sentences, cost])
+
+
 def answer_section(
     claims: pd.DataFrame,
     figdir: Path,
@@ -262,11 +274,8 @@ def answer_section(
     """The report's first section: the answer lines (with the moved sentence's line,
     ``sentences``, and the probe stage's cost line when the database has ``probe_metrics``)
     and the forest plot of the primary family."""
-    from homog.report.cost import cost_line
-
     sec = Section("The answer", figure_width=50, figures_beside=True)
-    cost = cost_line(probe) if probe is not None else None
-    lines = with_extra(answer_lines(claims), [sentences, cost])
+    lines = full_answer(claims, probe, sentences)
     if not lines:
         sec.paragraphs.append("No claim rows: run `homog stats` and `homog load`.")
         return sec

@@ -9,8 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from homog.report.answer import answer_lines, replace_block, with_extra
-from homog.report.cost import cost_line
+from homog.report.answer import full_answer, replace_block
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,9 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         sentence = sentence_line(
             verdict_rows(sdata["sentences"], sdata["runs"], params.stats.alpha)
         )
-    # the report's answer: the claims' lines, the moved sentence's, the probe stage's cost line
-    cost = cost_line(data["probe"]) if data["probe"] is not None else None
-    lines = with_extra(answer_lines(claims), [sentence, cost])
+    lines = full_answer(claims, data["probe"], sentence)
     readme.write_text(replace_block(readme.read_text(), lines, source))
     print(f"wrote the answer ({len(lines)} lines) into {readme}")
     return 0
