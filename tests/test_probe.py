@@ -103,7 +103,8 @@ def _frames():
         for v in ("original", "key_first", "front"):
             for iv in ("none", "zero_pos"):
                 for layer in range(6):
-                    e = 20 + base + rng.normal() - (5 if iv == "zero_pos" else 0)
+                    # erank falls with depth (the SESOI's scale), and under zero_pos
+                    e = 30 + base + rng.normal() - 2 * layer - (5 if iv == "zero_pos" else 0)
                     rows.append((iv, v, f"s{s}", layer, e, 0.5 * e + rng.normal(scale=0.1)))
     f = pd.DataFrame(rows, columns=["intervention", "variant", "sample_id", "layer", "value",
                                     "margin"])  # fmt: skip
@@ -119,7 +120,12 @@ def test_cost_slopes_give_the_planted_within_text_slope():
     assert set(probe_rows["band"]) == {"late", "final"}
     assert set(out["contrast"]) == {"variant", "zero_pos"}
     assert np.allclose(probe_rows["value"], 0.5, atol=0.05)
-    assert (probe_rows["verdict"] == "cost").all()
+    # a cost (the claimed sign) far outside the margin: a tenth of the mean |margin| per the
+    # original's early-to-late erank fall
+    assert (probe_rows["verdict"] == "supported").all() and (
+        probe_rows["family"] == "primary"
+    ).all()
+    assert (probe_rows["sesoi"] < 0.2).all()
     assert (probe_rows["ci_low"] < 0.5).all() and (probe_rows["ci_high"] > 0.5).all()
     assert cost_slopes(probe, lm, None).empty
 
@@ -366,7 +372,7 @@ def test_zero_shot_auc_finds_a_planted_signal_and_chance_in_shuffled_labels():
     from homog.probe.lm import with_margin
     from homog.probe.summary import auc_rows, weighted_auc
 
-    stats = SimpleNamespace(n_boot=1000, ci=0.95, alpha=0.05, test="sign_flip", n_perm=1000,
+    stats = SimpleNamespace(n_boot=1000, ci=0.95, alpha=0.05, test="sign_flip", n_perm=1000, sesoi=0.1,
                             seed=0)  # fmt: skip
     known = norm.cdf(1.0 / np.sqrt(2))  # 0.760
     rows = pd.DataFrame(auc_rows(_zero_shot(400, 1.0, seed=0), "pos", stats))
@@ -387,7 +393,7 @@ def test_zero_shot_auc_finds_a_planted_signal_and_chance_in_shuffled_labels():
     assert np.allclose(weighted_auc(y, s, w), [roc_auc_score(y, s, sample_weight=x) for x in w])
     # through summarise: lm_auc level rows beside accuracy and margin, in no Holm family
     probe, _, _ = _frames()
-    probe = probe.assign(train_set=probe["variant"], correct=probe["margin"] > 0)
+    probe = probe.assign(train_set=probe["variant"], correct=probe["margin"] > 0, y=1)
     lm = with_margin(_zero_shot(40, 1.0, seed=3), "pos")
     out = summarise(probe.drop(columns="value"), lm, stats, positive_label="pos")
     auc = out[out["metric"] == "lm_auc"]

@@ -11,6 +11,7 @@ from homog.report.cost import cost_line, cost_section
 
 COLUMNS = ["model", "intervention", "scheme", "kind", "baseline", "variant", "layer", "band",
            "metric", "value", "ci_low", "ci_high", "p_value", "p_holm", "n", "verdict"]  # fmt: skip
+VERDICT = ["family", "sesoi", "sesoi_basis", "eq_ci_low", "eq_ci_high"]  # issue 41's columns
 
 
 def probe_metrics() -> pd.DataFrame:
@@ -28,25 +29,37 @@ def probe_metrics() -> pd.DataFrame:
             if model == "m1":  # m2 has no AUC rows (a table loaded before lm_auc existed)
                 rows.append((model, "none", "zero_shot", "level", None, variant, np.nan, None,
                              "lm_auc", 0.75, 0.65, 0.85, np.nan, np.nan, 40, None))  # fmt: skip
+        rows = [r + (None, np.nan, None, np.nan, np.nan) if len(r) == 16 else r for r in rows]
         rows.append((model, "none", "train_original", "diff", "original", "key_first", 0, None,
-                     "margin", 0.0, 0.0, 0.0, 1.0, 1.0, 40, "no difference shown"))  # fmt: skip
-        rows.append((model, "none", "train_original", "slope", "variants", None, np.nan, "late",
-                     "margin", 0.01, -0.02, 0.04, 0.5, 0.9, 40, "no link shown"))  # fmt: skip
-    return pd.DataFrame(rows, columns=COLUMNS)
+                     "margin", 0.0, 0.0, 0.0, 1.0, np.nan, 40, "equivalent", "control", 0.05,
+                     "basis", 0.0, 0.0))  # fmt: skip
+        rows.append((model, "none", "train_original", "diff", "original", "key_first", 3, None,
+                     "margin", 0.2, 0.1, 0.3, 0.001, 0.01, 40, "supported", "exploratory", 0.05,
+                     "basis", 0.12, 0.28))  # fmt: skip
+        rows.append((model, "none", "train_original", "slope", "original", None, np.nan, "late",
+                     "probe_margin_per_erank", 0.01, -0.02, 0.04, 0.5, 0.9, 40, "equivalent",
+                     "primary", 0.05, "basis", -0.015, 0.035))  # fmt: skip
+    return pd.DataFrame(rows, columns=COLUMNS + VERDICT)
 
 
 def test_cost_section_reads_best_layer_lm_and_slopes(tmp_path: Path):
     pm = probe_metrics()
     line = cost_line(pm)
     assert "m1: probe best at layer 3, accuracy 0.9 [0.8, 1]" in line
-    assert "m2: probe best at layer 1" in line and "1 no link shown" in line
+    assert "m2: probe best at layer 1" in line and "slopes on erank: 1 equivalent" in line
     sec = cost_section(pm, tmp_path)
-    lm, slopes = sec.tables
+    lm, slopes, diffs = sec.tables
     assert len(lm.rows) == 4 and {r[3] for r in lm.rows} == {0.7}
     assert lm.columns[6:9] == ["AUC", "AUC CI low", "AUC CI high"]
     assert [r[6:9] for r in lm.rows if r[0] == "m1"] == [[0.75, 0.65, 0.85]] * 2
     assert all(np.isnan(r[6:9]).all() for r in lm.rows if r[0] == "m2")
-    assert [r[-1] for r in slopes.rows] == ["no link shown", "no link shown"]
+    assert [r[-1] for r in slopes.rows] == ["equivalent", "equivalent"]
+    assert slopes.columns[7] == "SESOI" and [r[7] for r in slopes.rows] == [0.05, 0.05]
+    # the differences' verdicts tallied per family: the layer-0 control apart
+    assert diffs.columns[:6] == ["model", "baseline", "scheme", "grain", "metric", "family"]
+    tally = {(r[0], r[5]): r[7] for r in diffs.rows}
+    assert tally[("m1", "control")] == "1 equivalent"
+    assert tally[("m1", "exploratory")] == "1 supported"
     assert any("largest |difference|" in p and "is 0 " in p for p in sec.paragraphs)
     ((path, _),) = sec.figures
     assert path.exists() and path.stat().st_size > 1000

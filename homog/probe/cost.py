@@ -17,8 +17,13 @@ margin averaged over the band's layers) and ``lm_margin`` (the zero-shot margin)
 means a lower erank (more homogenization) goes with a smaller margin on the true label, a
 cost. CI: percentile bootstrap over reviews (``homog.stats.paired_tests.resample_counts``, a
 review's texts drawn together); p: twice the smaller bootstrap tail at 0; Holm over the
-rows; verdict ``cost`` (slope > 0) or ``benefit`` (< 0) when p_holm < alpha, else
-``no link shown``.
+model's rows (family ``primary``: the cost question's pre-registered endpoints); the
+equivalence CI (1 - 2 alpha) from the same draws; and the project's verdict
+(``homog.stats.verdicts``) with the claimed sign +1: ``supported`` (a cost shown, outside the
+margin), ``reversed`` (a benefit), ``negligible``, ``equivalent`` or ``inconclusive``. The
+SESOI (``slope_sesoi``) is ``stats.sesoi`` x the original's mean |margin| over its
+early-to-late erank change: at a slope inside it, all the homogenization the network does
+between its early and late layers would move the margin by less than that share of its size.
 """
 
 from __future__ import annotations
@@ -28,7 +33,9 @@ from typing import Any
 
 import numpy as np
 
+from homog.stats.contrast_rows import depth_change
 from homog.stats.paired_tests import holm, resample_counts
+from homog.stats.verdicts import PRIMARY, verdict_of
 
 OUTCOMES: tuple[str, ...] = ("probe_margin", "lm_margin")
 BANDS: tuple[str, ...] = ("late", "final")
@@ -79,26 +86,48 @@ def fe_slope(
 
 
 def slope_row(
-    frame: Any, *, review: str = "review", n_boot: int = 2000, ci: float = 0.95, seed: int = 0
-) -> dict[str, Any]:
-    """Slope, bootstrap CI over reviews, p and n of ``frame`` (columns y, x, unit, cond and
-    ``review``; complete rows only)."""
+    frame: Any, *, review: str = "review", n_boot: int = 2000, ci: float = 0.95, seed: int = 0,
+    alpha: float = 0.05,
+) -> dict[str, Any]:  # fmt: skip
+    """Slope, bootstrap CI over reviews, equivalence CI (1 - 2 alpha, the same draws), p and n
+    of ``frame`` (columns y, x, unit, cond and ``review``; complete rows only)."""
     frame = frame.dropna(subset=["y", "x"])
     y, x = frame["y"].to_numpy(float), frame["x"].to_numpy(float)
     unit, cond = frame["unit"].to_numpy(str), frame["cond"].to_numpy(str)
     reviews, ri = np.unique(frame[review].to_numpy(str), return_inverse=True)
-    out = {"value": np.nan, "ci_low": np.nan, "ci_high": np.nan, "p_value": np.nan,
-           "n": len(reviews), "n_texts": len(y)}  # fmt: skip
+    out = {"value": np.nan, "ci_low": np.nan, "ci_high": np.nan, "eq_ci_low": np.nan,
+           "eq_ci_high": np.nan, "p_value": np.nan, "n": len(reviews),
+           "n_texts": len(y)}  # fmt: skip
     if len(reviews) < 3 or np.ptp(x) == 0:
         return out
     z, yt = fe_design(y, x, unit, cond)
     slope = float(fe_slopes(z, yt, np.ones(len(yt)))[0])
     boot = fe_slopes(z, yt, resample_counts(len(reviews), n_boot, seed)[:, ri])
-    alpha = (1 - ci) / 2
-    low, high = np.quantile(boot, [alpha, 1 - alpha])
+    tail = (1 - ci) / 2
+    low, high, eq_low, eq_high = np.quantile(boot, [tail, 1 - tail, alpha, 1 - alpha])
     p = min(1.0, 2 * min((boot <= 0).mean(), (boot >= 0).mean()))
-    out.update(value=slope, ci_low=float(low), ci_high=float(high), p_value=float(p))
+    out.update(value=slope, ci_low=float(low), ci_high=float(high), eq_ci_low=float(eq_low),
+               eq_ci_high=float(eq_high), p_value=float(p))  # fmt: skip
     return out
+
+
+def slope_sesoi(
+    y: Any, erank: Any, bands: dict[str, list[int]], factor: float
+) -> tuple[float, str]:
+    """(SESOI in margin per erank, basis text): ``factor`` x the original's mean |margin|
+    (``y``: the merged frame's outcome ``y`` of intervention none, variant original) over the
+    original's early-to-late erank change (``homog.stats.contrast_rows.depth_change`` of
+    ``erank``'s none / original rows). NaN where either is 0 or missing."""
+    orig = erank[(erank["intervention"] == "none") & (erank["variant"] == "original")]
+    table = (
+        orig.pivot_table(index="layer", columns="sample_id", values="value") if len(orig) else None
+    )
+    depth = depth_change(table, bands)
+    size = float(np.abs(y.to_numpy(float)).mean()) if len(y) else np.nan
+    text = (f"{factor:g} x the original's mean |margin| ({size:.3g}) / its early-to-late erank "
+            f"change ({depth:.3g})")  # fmt: skip
+    ok = np.isfinite(size) and np.isfinite(depth) and depth > 0 and size > 0
+    return (factor * size / depth if ok else np.nan), text
 
 
 def _band_mean(frame: Any, layers: Sequence[int], keys: list[str], col: str) -> Any:
@@ -115,21 +144,24 @@ def cost_slopes(
     ci: float = 0.95,
     alpha: float = 0.05,
     seed: int = 0,
+    sesoi: float = 0.1,
 ) -> Any:
     """The slope rows of one model.
 
     probe: per-text probe outputs (intervention, scheme, variant, sample_id, layer, margin);
     lm: zero-shot outputs (intervention, variant, sample_id, margin); erank: per-text erank
     (intervention, variant, sample_id, layer, value), e.g. ``layer_metrics`` rows of metric
-    ``erank`` joined to their runs' intervention. Returns a frame (outcome, band, contrast,
-    value, ci_low, ci_high, p_value, p_holm, n, n_texts, verdict); empty without erank.
+    ``erank`` joined to their runs' intervention; sesoi: the factor of ``slope_sesoi``.
+    Returns a frame (outcome, band, contrast, value, ci_low, ci_high, p_value, p_holm, n,
+    n_texts, verdict, family, sesoi, sesoi_basis, eq_ci_low, eq_ci_high); empty without erank.
     """
     import pandas as pd
 
     from homog.stats.contrasts import band_of_layers
 
     cols = ["outcome", "band", "contrast", "value", "ci_low", "ci_high", "p_value", "p_holm",
-            "n", "n_texts", "verdict"]  # fmt: skip
+            "n", "n_texts", "verdict", "family", "sesoi", "sesoi_basis", "eq_ci_low",
+            "eq_ci_high"]  # fmt: skip
     if erank is None or not len(erank):
         return pd.DataFrame(columns=cols)
     keys = ["intervention", "variant", "sample_id"]
@@ -150,14 +182,23 @@ def cost_slopes(
             else:
                 y = data[keys + ["margin"]]
             both = x.merge(y.rename(columns={"margin": "y"}), on=keys)
+            orig = both[(both["intervention"] == "none") & (both["variant"] == "original")]
+            bound, basis = slope_sesoi(orig["y"], erank, bands, sesoi)
             for contrast, sub in _contrasts(both):
                 rows.append({"outcome": outcome, "band": band, "contrast": contrast,
-                             **slope_row(sub, n_boot=n_boot, ci=ci, seed=seed)})  # fmt: skip
-    frame = pd.DataFrame(rows, columns=[c for c in cols if c not in ("p_holm", "verdict")])
+                             "sesoi": bound, "sesoi_basis": basis,
+                             **slope_row(sub, n_boot=n_boot, ci=ci, seed=seed,
+                                         alpha=alpha)})  # fmt: skip
+    frame = pd.DataFrame(
+        rows, columns=[c for c in cols if c not in ("p_holm", "verdict", "family")]
+    )
     frame["p_holm"] = holm(frame["p_value"].to_numpy(float)) if len(frame) else []
-    p, v = frame["p_holm"].to_numpy(float), frame["value"].to_numpy(float)
-    with np.errstate(invalid="ignore"):
-        frame["verdict"] = np.where(p < alpha, np.where(v > 0, "cost", "benefit"), "no link shown")
+    frame["family"] = PRIMARY
+    frame["verdict"] = [
+        verdict_of(r["value"], r["ci_low"], r["ci_high"], r["eq_ci_low"], r["eq_ci_high"],
+                   r["sesoi"], r["p_holm"], alpha, sign=1)
+        for r in frame.to_dict("records")
+    ]  # fmt: skip
     return frame[cols]
 
 

@@ -28,7 +28,8 @@ from homog.layout import Layout
 
 PROBE_COLUMNS = ["model", "intervention", "scheme", "kind", "baseline", "variant", "layer",
                  "band", "metric", "value", "ci_low", "ci_high", "p_value", "p_holm", "n",
-                 "verdict"]  # fmt: skip
+                 "verdict", "family", "sesoi", "sesoi_basis", "eq_ci_low",
+                 "eq_ci_high"]  # fmt: skip
 LM_DTYPES = {"model": object, "intervention": object, "variant": object, "sample_id": object,
              "label": object, "log_odds": float, "margin": float, "correct": bool,
              "n_prompt_tokens": "int64", "truncated": bool}  # fmt: skip
@@ -66,6 +67,13 @@ def slope_rows(slopes: Any) -> Any:
     out["intervention"] = np.where(out["contrast"] == "zero_pos", "zero_pos", "none")
     out["metric"] = out["metric"] + "_per_erank"
     return out.drop(columns=["contrast", "n_texts"])
+
+
+def _stats(params: Any) -> SimpleNamespace:
+    """The ``stats:`` settings the summaries and slopes read, with the probe's seed."""
+    st = params.stats
+    return SimpleNamespace(n_boot=st.n_boot, ci=st.ci, alpha=st.alpha, test=st.test,
+                           n_perm=st.n_perm, seed=params.probe.seed, sesoi=st.sesoi)  # fmt: skip
 
 
 def run_fit(
@@ -126,19 +134,17 @@ def run_fit(
         lm_df = lm_df.reindex(columns=LM_COLUMNS)
     else:  # no zero-shot answers: an empty table (the stage's output exists either way)
         lm_df = pd.DataFrame({c: pd.Series(dtype=t) for c, t in LM_DTYPES.items()})
-    stats = SimpleNamespace(n_boot=params.stats.n_boot, ci=params.stats.ci,
-                            alpha=params.stats.alpha, test=params.stats.test,
-                            n_perm=params.stats.n_perm, seed=probe.seed)  # fmt: skip
+    stats = _stats(params)
     lm_in = lm_df if len(lm_df) else None
     metrics = summarise(probe_df, lm_in, stats, positive_label=probe.positive_label)
     erank = read_erank(Path(root), model, list(pooled))
     slopes = cost_slopes(probe_df, lm_in, erank, n_boot=stats.n_boot, ci=stats.ci,
-                         alpha=stats.alpha, seed=probe.seed)  # fmt: skip
+                         alpha=stats.alpha, seed=probe.seed, sesoi=stats.sesoi)  # fmt: skip
     if len(slopes):
         metrics = pd.concat([metrics, slope_rows(slopes)], ignore_index=True)
     timings["summary_s"] = round(time.perf_counter() - t1, 2)
     metrics = metrics.assign(model=model).reindex(columns=PROBE_COLUMNS)
-    for col in ("baseline", "band", "verdict"):  # all-null columns stay strings
+    for col in ("baseline", "band", "verdict", "family", "sesoi_basis"):  # all-null: strings
         metrics[col] = metrics[col].astype(object).where(metrics[col].notna(), None)
     _write_parquet(lm_df, out / "lm_sentiment.parquet")
     _write_parquet(metrics, out / "probe_metrics.parquet")

@@ -8,11 +8,16 @@ Every row is a mean over reviews with a percentile bootstrap CI over reviews
   layer NULL, and beside them ``lm_auc``: the ROC AUC of the zero-shot log-odds against the
   label, with a bootstrap CI over the same resamples of reviews (``auc_rows``);
 - ``diff``: the paired difference against a baseline over the reviews both hold, per review
-  (correct as 0/1, margin), with a sign-flip p (``homog.stats.paired_tests.paired_p``), Holm over
-  the family of the stage's diff rows of one metric (``p_holm``) and a verdict: ``lower`` or
-  ``higher`` when p_holm < alpha, else ``no difference shown``. ``baseline`` names what is
-  subtracted: ``original`` (the variant against the original, same intervention) or ``none``
-  (the intervention against the unchanged model, same variant).
+  (correct as 0/1, margin), with a sign-flip p (``homog.stats.paired_tests.paired_p``) and the
+  project's verdict (``homog.stats.verdicts``, docs/statistics.md) against a SESOI of
+  ``stats.sesoi`` x a basis (``sesoi_of``): for accuracy the baseline's accuracy above
+  chance (the majority label's share), for the margin the baseline's mean |margin|. Layer-0
+  rows are controls (family ``control``: no Holm family, the verdict reads the raw p); every
+  other diff row is in the family of its metric (``exploratory``: Holm over the model's diff
+  rows of that metric). ``eq_ci_low`` / ``eq_ci_high``: the (1 - 2 alpha) CI of the same
+  resamples, which the equivalence reads. ``baseline`` names what is subtracted:
+  ``original`` (the variant against the original, same intervention) or ``none`` (the
+  intervention against the unchanged model, same variant).
 """
 
 from __future__ import annotations
@@ -29,11 +34,13 @@ from homog.stats.paired_tests import (
     paired_p,
     resample_counts,
 )
+from homog.stats.verdicts import CONTROL, EXPLORATORY, verdict_of
 
 METRICS: tuple[str, ...] = ("accuracy", "margin")
 # the zero-shot log-odds' ROC AUC against the label (level rows of scheme zero_shot only)
 AUC_METRIC = "lm_auc"
-NO_DIFFERENCE = "no difference shown"
+# the columns the verdict rule adds to the diff and slope rows (issue 41)
+VERDICT_COLUMNS: tuple[str, ...] = ("family", "sesoi", "sesoi_basis", "eq_ci_low", "eq_ci_high")
 
 
 def _values(frame: Any, metric: str) -> np.ndarray:
@@ -62,6 +69,20 @@ def level_rows(texts: Any, keys: Sequence[str], stats: Any) -> list[dict[str, An
     return rows
 
 
+def sesoi_of(base: Any, metric: str, factor: float) -> tuple[float, str]:
+    """(SESOI, basis text) of a difference against the baseline texts ``base``: ``factor`` x
+    the baseline's accuracy above chance (the majority label's share; NaN when it reads no
+    better) or x its mean |margin| (log-odds)."""
+    if metric == "accuracy":
+        labels = base["y"] if "y" in base else base["label"].astype(str)
+        chance = float(labels.value_counts(normalize=True).max())
+        above = float(base["correct"].to_numpy(float).mean()) - chance
+        text = f"{factor:g} x the baseline's accuracy above chance ({above:.3g})"
+        return (factor * above if above > 0 else np.nan), text
+    size = float(np.abs(base["margin"].to_numpy(float)).mean())
+    return factor * size, f"{factor:g} x the baseline's mean |margin| ({size:.3g})"
+
+
 def diff_rows(
     texts: Any, keys: Sequence[str], by: str, base: str, stats: Any
 ) -> list[dict[str, Any]]:
@@ -69,7 +90,9 @@ def diff_rows(
 
     ``by`` is the column whose value ``base`` is the baseline (``variant``: ``original``;
     ``intervention``: ``none``); the other keys stay fixed within a pair, reviews are matched
-    by sample_id. p_holm and verdict are filled by ``finish``.
+    by sample_id. Each row has its CI, its equivalence CI (1 - 2 alpha, the same resamples)
+    and SESOI (``sesoi_of``, factor ``stats.sesoi``); p_holm, family and verdict are filled
+    by ``finish``.
     """
     rows = []
     rest = [k for k in keys if k != by]
@@ -86,51 +109,80 @@ def diff_rows(
                 a = _values(h.loc[common], metric)
                 b = _values(baseline.loc[common], metric)
                 d = paired_difference(a, b)[None, :]
-                low, high = bootstrap_ci(d, n_boot=stats.n_boot, ci=stats.ci, seed=stats.seed)
+                draws = dict(n_boot=stats.n_boot, seed=stats.seed)
+                low, high = bootstrap_ci(d, ci=stats.ci, **draws)
+                eq_low, eq_high = bootstrap_ci(d, ci=1 - 2 * stats.alpha, **draws)
                 p = paired_p(d, test=stats.test, n_perm=stats.n_perm, seed=stats.seed)
+                sesoi, basis = sesoi_of(baseline.loc[common], metric, stats.sesoi)
                 rows.append(
                     {**fixed, by: other, "kind": "diff", "baseline": base, "metric": metric,
                      "value": float(d.mean()), "ci_low": float(low[0]),
-                     "ci_high": float(high[0]), "p_value": float(p[0]), "n": d.shape[1]}
+                     "ci_high": float(high[0]), "p_value": float(p[0]), "n": d.shape[1],
+                     "sesoi": sesoi, "sesoi_basis": basis, "eq_ci_low": float(eq_low[0]),
+                     "eq_ci_high": float(eq_high[0])}
                 )  # fmt: skip
     return rows
 
 
 def finish(rows: list[dict[str, Any]], alpha: float) -> Any:
-    """The rows as a frame with p_holm (Holm per metric over the diff rows) and verdict."""
+    """The rows as a frame with family, p_holm (Holm per metric over the non-control diff
+    rows; NaN on level rows and controls) and verdict (``homog.stats.verdicts``: a diff row
+    claims no direction, so a significant difference outside the margin is ``supported``
+    whichever its sign; a control's verdict reads its raw p)."""
     import pandas as pd
 
     frame = pd.DataFrame(rows)
-    for col in ("baseline", "p_value", "p_holm", "verdict", "layer"):
+    for col in ("baseline", "p_value", "p_holm", "verdict", "layer", "band", *VERDICT_COLUMNS):
         if col not in frame:
             frame[col] = None
-    frame["p_holm"] = np.nan
     diff = frame["kind"] == "diff"
-    for _, idx in frame[diff].groupby("metric").groups.items():
+    layer0 = (frame["layer"] == 0).fillna(False).astype(bool)
+    if "band" in frame:
+        layer0 |= (frame["band"] == "layer0").fillna(False).astype(bool)
+    control = diff & layer0
+    frame["family"] = np.where(control, CONTROL, np.where(diff, EXPLORATORY, None))
+    frame["p_holm"] = np.nan
+    # Holm per metric, the per-layer rows apart from the band and zero-shot rows
+    level = np.where(frame["layer"].notna(), "layer", "band")
+    family = frame[diff & ~control].assign(_level=level[diff & ~control])
+    for _, idx in family.groupby(["metric", "_level"]).groups.items():
         frame.loc[idx, "p_holm"] = holm(frame.loc[idx, "p_value"].to_numpy(float))
-    p = frame["p_holm"].to_numpy(float)
-    v = frame["value"].to_numpy(float)
-    with np.errstate(invalid="ignore"):
-        sig = diff.to_numpy() & (p < alpha) & (v != 0)
-    frame["verdict"] = np.where(
-        ~diff.to_numpy(), None, np.where(sig, np.where(v < 0, "lower", "higher"), NO_DIFFERENCE)
-    )
+    frame["verdict"] = [
+        None if not is_diff else verdict_of(
+            r["value"], r["ci_low"], r["ci_high"], r["eq_ci_low"], r["eq_ci_high"],
+            r["sesoi"], r["p_value"] if is_control else r["p_holm"], alpha)
+        for r, is_diff, is_control in zip(frame.to_dict("records"), diff, control, strict=True)
+    ]  # fmt: skip
     return frame
 
 
-def summarise(probe: Any, lm: Any | None, stats: Any, positive_label: str | None = None) -> Any:
-    """The ``probe_metrics`` rows (without model) of per-text outputs of every intervention.
-
-    probe: ``homog.probe.fit.probe_texts`` frames with an ``intervention`` column; lm:
-    ``homog.probe.lm.with_margin`` frames with ``intervention`` (or None); stats: the
-    ``StatsConfig`` (n_boot, ci, alpha, test, n_perm, seed). In scheme ``per_variant`` a
-    variant with fewer reviews than the original is compared with the original's probe
-    trained on its reviews (train_set); the level rows are each variant's own probe. With
-    ``positive_label`` the zero-shot answers also get ``lm_auc`` rows (``auc_rows``).
-    """
+def band_texts(probe: Any) -> Any:
+    """Per text and band (``homog.stats.contrasts.band_of_layers`` of the probe's layers:
+    layer0, early, middle, late, final): the share of the band's layers where the text is read
+    right (``correct``) and its mean margin, beside intervention, scheme, train_set, variant,
+    sample_id and y."""
     import pandas as pd
 
-    keys = ["intervention", "scheme", "variant", "layer"]
+    from homog.stats.contrasts import band_of_layers
+
+    keys = ["intervention", "scheme", "train_set", "variant", "sample_id"]
+    parts = []
+    for band, layers in band_of_layers(sorted(set(probe["layer"]))).items():
+        sub = probe[probe["layer"].isin(layers)]
+        agg = sub.groupby(keys, as_index=False).agg(
+            correct=("correct", "mean"), margin=("margin", "mean"), y=("y", "first")
+        )
+        parts.append(agg.assign(band=band))
+    return pd.concat(parts, ignore_index=True) if parts else probe.iloc[:0].assign(band=None)
+
+
+def probe_rows(probe: Any, unit: str, stats: Any) -> list[dict[str, Any]]:
+    """The level and diff rows of the probes' per-text outputs per ``unit`` (``layer``, or
+    ``band`` for ``band_texts`` frames): against the original (train_original; per_variant
+    against the original's probe on the same reviews) and against ``none``."""
+    import pandas as pd
+
+    keys = ["intervention", "scheme", "variant", unit]
     own = (probe["scheme"] != "per_variant") | (probe["train_set"] == probe["variant"])
     main = probe[own]
     rows = level_rows(main, keys, stats)
@@ -144,6 +196,21 @@ def summarise(probe: Any, lm: Any | None, stats: Any, positive_label: str | None
         pair = pd.concat([per[(per["variant"] == v) & (per["train_set"] == v)], base])
         rows += diff_rows(pair, keys, "variant", "original", stats)
     rows += diff_rows(main, keys, "intervention", "none", stats)
+    return rows
+
+
+def summarise(probe: Any, lm: Any | None, stats: Any, positive_label: str | None = None) -> Any:
+    """The ``probe_metrics`` rows (without model) of per-text outputs of every intervention.
+
+    probe: ``homog.probe.fit.probe_texts`` frames with an ``intervention`` column; lm:
+    ``homog.probe.lm.with_margin`` frames with ``intervention`` (or None); stats: the
+    ``StatsConfig`` (n_boot, ci, alpha, test, n_perm, seed). In scheme ``per_variant`` a
+    variant with fewer reviews than the original is compared with the original's probe
+    trained on its reviews (train_set); the level rows are each variant's own probe. With
+    ``positive_label`` the zero-shot answers also get ``lm_auc`` rows (``auc_rows``).
+    """
+    rows = probe_rows(probe, "layer", stats)
+    rows += probe_rows(band_texts(probe), "band", stats)
     if lm is not None and len(lm):
         lm = lm.assign(scheme="zero_shot")
         lkeys = ["intervention", "scheme", "variant"]

@@ -31,7 +31,9 @@ def best_layer(rows: Any, intervention: str = "none", scheme: str = "train_origi
 
     acc = _level(rows, scheme, "accuracy")
     acc = acc[(acc["intervention"] == intervention) & (acc["variant"] == "original")]
+    acc = acc[acc["layer"].notna()]  # per layer (not the band rows)
     mar = _level(rows, scheme, "margin")[["model", "intervention", "variant", "layer", "value"]]
+    mar = mar[mar["layer"].notna()]
     both = acc.merge(mar.rename(columns={"value": "margin"}),
                      on=["model", "intervention", "variant", "layer"])  # fmt: skip
     if both.empty:
@@ -47,8 +49,11 @@ def best_layer(rows: Any, intervention: str = "none", scheme: str = "train_origi
 def layer0_check(rows: Any) -> Any:
     """Per model and scheme: the largest |difference| against the original at layer 0 over the
     position family (0 up to rounding: the same tokens, so the same mean-pooled vector)."""
+    at0 = (rows["layer"] == 0).fillna(False).astype(bool)
+    if "band" in rows:  # the layer0 band's rows (issue 41) are the same check
+        at0 |= (rows["band"] == "layer0").fillna(False).astype(bool)
     sel = (
-        (rows["kind"] == "diff") & (rows["baseline"] == "original") & (rows["layer"] == 0)
+        (rows["kind"] == "diff") & (rows["baseline"] == "original") & at0
         & rows["variant"].isin(POSITION_FAMILY)
     )  # fmt: skip
     sub = rows[sel].assign(abs_diff=lambda f: f["value"].abs())
@@ -72,12 +77,15 @@ def report_data(probe_metrics: Any) -> dict[str, Any]:
     zero_shot = rows["scheme"] == "zero_shot"
     keep = ["model", "intervention", "scheme", "variant", "layer", "metric", "value", "ci_low",
             "ci_high", "n"]  # fmt: skip
-    curves = rows[level & ~zero_shot][keep].sort_values(keep[:6]).reset_index(drop=True)
+    per_layer = rows["layer"].notna()
+    curves = rows[level & ~zero_shot & per_layer][keep].sort_values(keep[:6])
+    curves = curves.reset_index(drop=True)
     lm = rows[level & zero_shot][keep].sort_values(keep[:6]).reset_index(drop=True)
     diffs = rows[rows["kind"] == "diff"].reset_index(drop=True)
     slopes = rows[rows["kind"] == "slope"][
         ["model", "scheme", "metric", "band", "baseline", "value", "ci_low", "ci_high",
-         "p_value", "p_holm", "n", "verdict"]
+         "p_value", "p_holm", "n", "verdict", *[c for c in ("sesoi", "eq_ci_low", "eq_ci_high",
+                                                            "sesoi_basis") if c in rows]]
     ].reset_index(drop=True)  # fmt: skip
     return {
         "curves": curves,
@@ -126,8 +134,10 @@ def headline(rows: Any) -> dict[str, Any]:
                     "ci_low",
                     "ci_high",
                     "p_holm",
+                    "sesoi",
                     "verdict",
                 )
+                if k in r
             }
             for r in slopes.to_dict("records")
         ],  # fmt: skip

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from homog.report.claims_rows import CONTROL, EXPLORATORY, PRIMARY
 from homog.report.claims_view import tally
 from homog.report.document import Section
+from homog.stats.verdicts import CONTROL, EXPLORATORY, PRIMARY
 
 XMAX = 10.0  # the forest plot's x range in SESOI units (CIs beyond it are cut, arrowed)
 README_START, README_END = "<!-- current-answer -->", "<!-- /current-answer -->"

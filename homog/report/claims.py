@@ -16,7 +16,7 @@ what it is a share of) and belongs to one family:
 - **control**: the layer-0 rows (the position-free token embeddings), shown beside the
   claims as their negative control and counted in no Holm family (their p is the raw one).
 
-Verdicts at ``alpha`` (:func:`homog.report.claims_rows.decide`): **supported** / **reversed**
+Verdicts at ``alpha`` (:func:`homog.stats.verdicts.decide`): **supported** / **reversed**
 (significant, the effect's (1 - 2 alpha) CI not inside +-sesoi, the claimed sign or the
 other), **negligible** (significant but inside +-sesoi), **equivalent** (not significant and
 inside), **inconclusive** (neither).
@@ -54,7 +54,10 @@ import pandas as pd
 
 from homog.config.primary import U_SHAPE, PrimaryConfig
 from homog.report.claims_progression import progression_claims
-from homog.report.claims_rows import (
+from homog.report.claims_rows import Claim, token_set_of, unit_of
+from homog.stats.contrasts import ALL_BANDS
+from homog.stats.paired_tests import NUMERIC_TOLERANCE, holm
+from homog.stats.verdicts import (
     CONTROL,
     EQUIVALENT,
     EXPLORATORY,
@@ -63,15 +66,10 @@ from homog.report.claims_rows import (
     PRIMARY,
     REVERSED,
     SUPPORTED,
-    Claim,
     decide,
     excludes,
     inside_margin,
-    token_set_of,
-    unit_of,
 )
-from homog.stats.contrasts import ALL_BANDS
-from homog.stats.paired_tests import NUMERIC_TOLERANCE, holm
 
 BIASED = ("front", "end", "key_first", "key_last")
 CONTROL_OF = {"front": "control", "end": "control", "key_first": "key_control",

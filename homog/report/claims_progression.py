@@ -23,10 +23,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from homog.report.claims_rows import INCONCLUSIVE, REVERSED, SUPPORTED, Claim, token_set_of, unit_of
+from homog.report.claims_rows import Claim, token_set_of, unit_of
 from homog.stats.adjusted import raw_size
 from homog.stats.contrasts import band_of_layers
 from homog.stats.paired_tests import bootstrap_ci, paired_p, resample_counts
+from homog.stats.verdicts import INCONCLUSIVE, REVERSED, SUPPORTED
 
 PROGRESSION_METRICS = ("erank", "erank__no_sink", "erank__standardized")
 

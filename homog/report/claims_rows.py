@@ -5,18 +5,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 from homog.metrics.registry import METRICS
+from homog.stats.verdicts import EXPLORATORY
 
-SUPPORTED, REVERSED = "supported", "reversed"
-NEGLIGIBLE, EQUIVALENT, INCONCLUSIVE = "negligible", "equivalent", "inconclusive"
-VERDICTS = (SUPPORTED, REVERSED, NEGLIGIBLE, EQUIVALENT, INCONCLUSIVE)
+# the verdict rule and its words live in homog.stats.verdicts (the probe stage uses them too)
 NOT_SUPPORTED = "not supported"  # the verdict before issue 29 (now equivalent / inconclusive)
-# the families of docs/statistics.md: the pre-registered endpoints (stats.primary), every other
-# claim row, and the negative controls (layer 0: in no Holm family)
-PRIMARY, EXPLORATORY, CONTROL = "primary", "exploratory", "control"
-FAMILIES = (PRIMARY, EXPLORATORY, CONTROL)
 
 UNITS = {m.name: m.unit for m in METRICS if m.unit}  # homog.metrics.registry
 
@@ -95,41 +88,3 @@ class Claim:
     eq_ci_high: float = math.nan
     sign: int = 0
     null: float = 0.0
-
-
-def inside_margin(eq_low: float, eq_high: float, sesoi: float, p_tost: float = math.nan,
-                  alpha: float = 0.05) -> bool:  # fmt: skip
-    """Whether the effect lies within +-sesoi: its (1 - 2 alpha) CI ``[eq_low, eq_high]`` is
-    inside the open interval (-sesoi, +sesoi) (the CI form of TOST). A database without the
-    equivalence CI falls back on its TOST p-value (< alpha)."""
-    if not (math.isfinite(sesoi) and sesoi > 0):
-        return False
-    if math.isfinite(eq_low) and math.isfinite(eq_high):
-        return -sesoi < eq_low and eq_high < sesoi
-    return math.isfinite(p_tost) and p_tost < alpha
-
-
-def decide(effect: float, p_holm: float, inside: bool, sign: int | None, alpha: float,
-           excludes_zero: bool = False) -> str:  # fmt: skip
-    """The verdict of one row (docs/statistics.md), from its Holm p (the family's, or the raw p
-    of a control row), whether its equivalence CI lies within +-sesoi (``inside``) and whether
-    its CI excludes 0 (``excludes_zero``):
-
-    - supported / reversed: significant (p_holm < alpha, effect not 0) and not inside the
-      margin; the claimed sign (an undirected claim, ``sign`` None: any sign) or the other;
-    - negligible: inside the margin, and significant or its CI excludes 0 (a real effect too
-      small to matter; "too small" needs no correction for the many rows);
-    - equivalent: inside the margin, and its CI includes 0 and it is not significant;
-    - inconclusive: neither (the data cannot tell).
-    """
-    significant = math.isfinite(effect) and math.isfinite(p_holm) and p_holm < alpha and effect != 0
-    if inside:
-        return NEGLIGIBLE if significant or excludes_zero else EQUIVALENT
-    if significant:
-        return SUPPORTED if sign is None or np.sign(effect) == sign else REVERSED
-    return INCONCLUSIVE
-
-
-def excludes(ci_low: float, ci_high: float, null: float = 0.0) -> bool:
-    """Whether the CI [ci_low, ci_high] lies wholly on one side of ``null``."""
-    return math.isfinite(ci_low) and math.isfinite(ci_high) and (ci_low > null or ci_high < null)

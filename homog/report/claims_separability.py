@@ -19,7 +19,8 @@ import math
 
 import pandas as pd
 
-from homog.report.claims_rows import CONTROL, EXPLORATORY, Claim, token_set_of
+from homog.report.claims_rows import Claim, token_set_of
+from homog.stats.verdicts import CONTROL, EXPLORATORY
 
 AUC_SESOI = 0.05
 SEPARATION_VARIANTS = ("front", "end", "key_first", "key_last", "key_control")

@@ -21,9 +21,35 @@ def _g(x) -> str:
     return f"{float(x):.3g}" if pd.notna(x) else "n/a"
 
 
+def _tally(verdicts: pd.Series) -> str:
+    """``"6 equivalent, 2 inconclusive"`` in the verdicts' order (homog.stats.verdicts)."""
+    from homog.stats.verdicts import VERDICTS
+
+    counts = verdicts.value_counts()
+    order = [v for v in VERDICTS if v in counts] + [v for v in counts.index if v not in VERDICTS]
+    return ", ".join(f"{int(counts[v])} {v}" for v in order)
+
+
+def _zero_pos_effect(diffs: pd.DataFrame, model: str) -> str:
+    """``"zero_pos changes the final band's probe accuracy by -0.127 [...] (supported); "``
+    (train_original, original texts), or "" when the table has no such band row."""
+    if diffs.empty or "band" not in diffs:
+        return ""
+    sel = diffs[(diffs["model"] == model) & (diffs["baseline"] == "none")
+                & (diffs["intervention"] == "zero_pos") & (diffs["variant"] == "original")
+                & (diffs["scheme"] == "train_original") & (diffs["metric"] == "accuracy")
+                & (diffs["band"] == "final") & diffs["layer"].isna()]  # fmt: skip
+    if sel.empty:
+        return ""
+    r = sel.iloc[0]
+    return (f"zero_pos changes the final layer's probe accuracy by {_g(r['value'])} "
+            f"[{_g(r['ci_low'])}, {_g(r['ci_high'])}] ({r['verdict']}); ")  # fmt: skip
+
+
 def cost_line(probe_metrics: pd.DataFrame, data: dict | None = None) -> str | None:
-    """The answer's line: the slopes' verdicts per model, and the best probe layer (``data``:
-    ``report_data(probe_metrics)`` when the caller has it)."""
+    """The answer's line: the slopes' verdicts per model (the cost question's primary family),
+    and the best probe layer (``data``: ``report_data(probe_metrics)`` when the caller has
+    it)."""
     if probe_metrics is None or probe_metrics.empty:
         return None
     from homog.probe.view import report_data
@@ -34,18 +60,81 @@ def cost_line(probe_metrics: pd.DataFrame, data: dict | None = None) -> str | No
     for model in dict.fromkeys(probe_metrics["model"]):
         s = slopes[slopes["model"] == model]
         b = best[best["model"] == model]
-        verdicts = ", ".join(f"{n} {v}" for v, n in s["verdict"].value_counts().items())
         probe = (
             f"probe best at layer {int(b.iloc[0]['layer'])}, accuracy {_g(b.iloc[0]['value'])} "
             f"[{_g(b.iloc[0]['ci_low'])}, {_g(b.iloc[0]['ci_high'])}]"
             if len(b)
             else "no probe"
         )
-        parts.append(f"{model}: {probe}; slopes on erank: {verdicts or 'none'}")
+        zp = _zero_pos_effect(data["diffs"], model)
+        parts.append(f"{model}: {probe}; {zp}slopes on erank: {_tally(s['verdict']) or 'none'}")
     return (
-        "**Cost** (exploratory; does a lower erank go with a worse reading of the sentiment, "
-        f"within text?): {'; '.join(parts)}."
+        "**Cost** (does a lower erank go with a worse reading of the sentiment? Within-text "
+        "slopes, their own primary family; SESOI: a tenth of the margin per the early-to-late "
+        f"erank change): {'; '.join(parts)}."
     )
+
+
+def _grain(diffs: pd.DataFrame) -> pd.Series:
+    """Each diff row's grain: ``layer``, ``band`` (the band means) or ``zero-shot``."""
+    band = diffs["band"] if "band" in diffs else pd.Series(None, index=diffs.index)
+    return pd.Series(
+        [
+            "zero-shot" if s == "zero_shot" else "layer" if pd.notna(la) else "band"
+            for s, la, _ in zip(diffs["scheme"], diffs["layer"], band, strict=True)
+        ],
+        index=diffs.index,
+    )
+
+
+def diff_table(diffs: pd.DataFrame) -> Table | None:
+    """The paired differences' verdicts, tallied per model, baseline, scheme, grain (per
+    layer, per band, zero-shot), metric and family (controls: layer 0, raw p)."""
+    if diffs.empty or "family" not in diffs:
+        return None
+    keys = ["model", "baseline", "scheme", "grain", "metric", "family"]
+    diffs = diffs.assign(grain=_grain(diffs))
+    rows = [[*key, int(len(g)), _tally(g["verdict"]),
+             _g(g["sesoi"].median()) if g["sesoi"].notna().any() else "n/a"]
+            for key, g in diffs.groupby(keys, sort=True, dropna=False)]  # fmt: skip
+    return Table(
+        [*keys, "rows", "verdicts", "median SESOI"], rows,
+        "every paired difference against the original (baseline original) and against the "
+        "unchanged model (baseline none): the verdicts' tally. Holm runs per metric over the "
+        "per-layer rows, and apart over the band and zero-shot rows; a per-layer family of "
+        "hundreds of rows is near the sign-flip test's floor 1 / (n_perm + 1), so read the "
+        "bands (docs/probe.md)",
+    )  # fmt: skip
+
+
+def band_table(diffs: pd.DataFrame) -> Table | None:
+    """The probe's accuracy change per band (train_original; layer 0 is the control line),
+    per variant against the original and per intervention against ``none``."""
+    if diffs.empty or "family" not in diffs or "band" not in diffs:
+        return None
+    sel = diffs[
+        (diffs["scheme"] == "train_original")
+        & (diffs["metric"] == "accuracy")
+        & diffs["layer"].isna()
+        & diffs["band"].notna()
+        & (diffs["band"] != "layer0")
+    ]
+    if sel.empty:
+        return None
+    order = {b: i for i, b in enumerate(("early", "middle", "late", "final"))}
+    sel = sel.assign(_o=sel["band"].map(order)).sort_values(
+        ["model", "baseline", "intervention", "variant", "_o"],
+        ascending=[True, False, True, True, True],
+    )
+    return Table(
+        ["model", "intervention", "variant", "against", "band", "accuracy change", "CI low",
+         "CI high", "SESOI", "p_holm", "verdict"],
+        [[r.model, r.intervention, r.variant, r.baseline, r.band, r.value, r.ci_low, r.ci_high,
+          r.sesoi, r.p_holm, r.verdict] for r in sel.itertuples()],
+        "the probe's accuracy (trained on the originals of its intervention; the share of the "
+        "band's layers read right, per review) against the original, and under zero_pos "
+        "against the unchanged model; SESOI: a tenth of the baseline's accuracy above chance",
+    )  # fmt: skip
 
 
 def _figure(curves: pd.DataFrame, path: Path) -> Path | None:
@@ -124,13 +213,21 @@ def cost_section(probe_metrics: pd.DataFrame, figdir: Path) -> Section:
               "ROC AUC of its log-odds against the label (CIs over reviews)")
     )  # fmt: skip
     sl = data["slopes"]
+    sesoi = sl["sesoi"] if "sesoi" in sl else pd.Series(float("nan"), index=sl.index)
     sec.tables.append(
         Table(["model", "margin", "band", "across", "slope per erank", "CI low", "CI high",
-               "p_holm", "n", "verdict"],
-              [[r.model, r.scheme, r.band, r.baseline, r.value, r.ci_low, r.ci_high, r.p_holm,
-                int(r.n), r.verdict] for r in sl.itertuples()],
-              "within-text slope of the margin on erank (review fixed effects)")
+               "SESOI", "p_holm", "n", "verdict"],
+              [[r.model, r.scheme, r.band, r.baseline, r.value, r.ci_low, r.ci_high, b,
+                r.p_holm, int(r.n), r.verdict] for r, b in zip(sl.itertuples(), sesoi,
+                                                               strict=True)],
+              "within-text slope of the margin on erank (review fixed effects; positive: "
+              "more homogenization, a smaller margin). SESOI: a tenth of the original's mean "
+              "|margin| per its early-to-late erank change; the verdict reads the "
+              "(1 - 2 alpha) equivalence CI against it")
     )  # fmt: skip
+    for table in (band_table(data["diffs"]), diff_table(data["diffs"])):
+        if table is not None:
+            sec.tables.append(table)
     l0 = data["layer0"]
     if len(l0):
         sec.paragraphs.append(

@@ -123,7 +123,7 @@ def dose_verdicts(rows: pd.DataFrame, alpha: float) -> pd.Series:
     """The four-outcome verdict of each slope / quadratic row (undirected: the paper names no
     sign for a dose), read from its Holm p and its equivalence CI against +-sesoi (columns
     absent in a database from before issue 38: the margin is unknown, never inside)."""
-    from homog.report.claims_rows import decide, excludes, inside_margin
+    from homog.stats.verdicts import decide, excludes, inside_margin
 
     def get(r, c):
         v = getattr(r, c, math.nan)

@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from homog.report.claims_rows import decide, excludes, inside_margin
 from homog.report.document import Section, Table
 from homog.stats.paired_tests import holm
+from homog.stats.verdicts import decide, excludes, inside_margin
 
 TITLE = "Where position acts"
 # the section's primary family: the sentence metrics and bands it tests

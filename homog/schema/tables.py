@@ -28,9 +28,10 @@ Additive extensions (documented in the README):
   homog/stats/dose.py.
 - ``layer_metrics`` holds one ``n_tokens`` row per text at layer 0 (the metric tokens).
 - ``probe_metrics(model, intervention, scheme, kind, baseline, variant, layer, band, metric,
-  value, ci_low, ci_high, p_value, p_holm, n, verdict)`` and ``lm_sentiment(model,
-  intervention, variant, sample_id, label, log_odds, margin, correct, n_prompt_tokens,
-  truncated)``: the probe stage (homog/probe, docs/probe.md), keyed by model.
+  value, ci_low, ci_high, p_value, p_holm, n, verdict, family, sesoi, sesoi_basis, eq_ci_low,
+  eq_ci_high)`` and ``lm_sentiment(model, intervention, variant, sample_id, label, log_odds,
+  margin, correct, n_prompt_tokens, truncated)``: the probe stage (homog/probe,
+  docs/probe.md), keyed by model.
 - ``sentence_metrics`` and ``sentence_contrasts``: every position-family sentence per layer
   and the key sentence's paired contrasts (issue 40; homog/schema/sentences.py).
 - ``homog_meta(key, value)``: ``schema_version``.
@@ -235,6 +236,11 @@ TABLES: dict[str, Table] = {
                 ("p_holm", D),
                 ("n", I),
                 ("verdict", V),
+                ("family", V),
+                ("sesoi", D),
+                ("sesoi_basis", V),
+                ("eq_ci_low", D),
+                ("eq_ci_high", D),
             ),
             scope=("model",),
             order_by=("model", "intervention", "scheme", "kind", "metric", "variant", "layer"),
@@ -324,6 +330,7 @@ def create_schema(con: duckdb.DuckDBPyConnection, *, summary: str = "table") -> 
 ADDED_COLUMNS = {  # them may lack them, every other column of a present table must be there.
     "runs": ("n_texts", "n_truncated", "timings_json"),
     "contrasts": ("band", "baseline_run_id", "n", "sesoi_basis", "eq_ci_low", "eq_ci_high"),
+    "probe_metrics": ("family", "sesoi", "sesoi_basis", "eq_ci_low", "eq_ci_high"),
 }
 
 

@@ -41,9 +41,13 @@ def fill_probe(con: duckdb.DuckDBPyConnection, *, seed: int, n_layers: int = 4) 
                 margin = odds if label == "pos" else -odds
                 answers.append((model, "none", variant, f"s{i:04d}", label, odds, margin,
                                 margin > 0, 60, False))  # fmt: skip
-        metrics.append((model, "none", "train_original", "slope", "variants", None, None, "late",
-                        "margin", 0.01, -0.02, 0.04, 0.5, 0.9, 40, "no link shown"))  # fmt: skip
-    con.executemany(f"INSERT INTO probe_metrics VALUES ({', '.join(['?'] * 16)})", metrics)
+        # level rows have no verdict columns (family, sesoi, sesoi_basis, eq_ci_low, eq_ci_high)
+        metrics = [m + (None,) * 5 if len(m) == 16 else m for m in metrics]
+        metrics.append((model, "none", "train_original", "slope", "original", None, None, "late",
+                        "probe_margin_per_erank", 0.01, -0.02, 0.04, 0.5, 0.9, 40, "equivalent",
+                        "primary", 0.05, "0.1 x the original's mean |margin| (demo)", -0.015,
+                        0.035))  # fmt: skip
+    con.executemany(f"INSERT INTO probe_metrics VALUES ({', '.join(['?'] * 21)})", metrics)
     con.executemany(f"INSERT INTO lm_sentiment VALUES ({', '.join(['?'] * 10)})", answers)
 
 
