@@ -26,6 +26,8 @@ def probe_metrics() -> pd.DataFrame:
                                  40, None))  # fmt: skip
             rows.append((model, "none", "zero_shot", "level", None, variant, np.nan, None,
                          "accuracy", 0.7, 0.6, 0.8, np.nan, np.nan, 40, None))  # fmt: skip
+            rows.append((model, "none", "zero_shot", "level", None, variant, np.nan, None,
+                         "margin", 1.2, 0.9, 1.5, np.nan, np.nan, 40, None))  # fmt: skip
             if model == "m1":  # m2 has no AUC rows (a table loaded before lm_auc existed)
                 rows.append((model, "none", "zero_shot", "level", None, variant, np.nan, None,
                              "lm_auc", 0.75, 0.65, 0.85, np.nan, np.nan, 40, None))  # fmt: skip
@@ -53,6 +55,8 @@ def test_cost_section_reads_best_layer_lm_and_slopes(tmp_path: Path):
     assert lm.columns[6:9] == ["AUC", "AUC CI low", "AUC CI high"]
     assert [r[6:9] for r in lm.rows if r[0] == "m1"] == [[0.75, 0.65, 0.85]] * 2
     assert all(np.isnan(r[6:9]).all() for r in lm.rows if r[0] == "m2")
+    assert lm.columns[9:12] == ["margin", "margin CI low", "margin CI high"]
+    assert {tuple(r[9:12]) for r in lm.rows} == {(1.2, 0.9, 1.5)}
     assert [r[-1] for r in slopes.rows] == ["equivalent", "equivalent"]
     assert slopes.columns[7] == "SESOI" and [r[7] for r in slopes.rows] == [0.05, 0.05]
     # the differences' verdicts tallied per family: the layer-0 control apart

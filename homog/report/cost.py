@@ -176,6 +176,28 @@ def _figure(curves: pd.DataFrame, path: Path) -> Path | None:
     return path
 
 
+def lm_table(lm: pd.DataFrame) -> Table:
+    """The zero-shot answer per model, intervention and variant: accuracy, AUC and the mean
+    margin on the true label (log-odds), each with its CI over reviews."""
+    keys = ["model", "intervention", "variant"]
+    acc = lm[lm["metric"] == "accuracy"]
+    cols = [*keys, "value", "ci_low", "ci_high"]
+    auc = lm[lm["metric"] == "lm_auc"][cols]
+    margin = lm[lm["metric"] == "margin"][cols]
+    both = acc.merge(auc, on=keys, how="left", suffixes=("", "_auc"))
+    both = both.merge(margin, on=keys, how="left", suffixes=("", "_m"))
+    return Table(
+        ["model", "intervention", "variant", "zero-shot accuracy", "CI low", "CI high", "AUC",
+         "AUC CI low", "AUC CI high", "margin", "margin CI low", "margin CI high", "n"],
+        [[r.model, r.intervention, r.variant, r.value, r.ci_low, r.ci_high, float(r.value_auc),
+          float(r.ci_low_auc), float(r.ci_high_auc), float(r.value_m), float(r.ci_low_m),
+          float(r.ci_high_m), int(r.n)] for r in both.itertuples()],
+        "the model's own answer per variant and intervention: the share correct, the ROC AUC "
+        "of its log-odds against the label and its mean margin on the true label (log-odds; "
+        "CIs over reviews)",
+    )  # fmt: skip
+
+
 def cost_section(probe_metrics: pd.DataFrame, figdir: Path) -> Section:
     """The section: the probe curves, the zero-shot answer per variant, the slopes."""
     sec = Section(TITLE)
@@ -198,20 +220,7 @@ def cost_section(probe_metrics: pd.DataFrame, figdir: Path) -> Section:
     line = cost_line(probe_metrics, data)
     if line:
         sec.paragraphs.append(line)
-    lm = data["lm"]
-    keys = ["model", "intervention", "variant"]
-    acc = lm[lm["metric"] == "accuracy"]
-    auc = lm[lm["metric"] == "lm_auc"][[*keys, "value", "ci_low", "ci_high"]]
-    both = acc.merge(auc, on=keys, how="left", suffixes=("", "_auc"))
-    sec.tables.append(
-        Table(["model", "intervention", "variant", "zero-shot accuracy", "CI low", "CI high",
-               "AUC", "AUC CI low", "AUC CI high", "n"],
-              [[r.model, r.intervention, r.variant, r.value, r.ci_low, r.ci_high,
-                float(r.value_auc), float(r.ci_low_auc), float(r.ci_high_auc), int(r.n)]
-               for r in both.itertuples()],
-              "the model's own answer per variant and intervention: the share correct and the "
-              "ROC AUC of its log-odds against the label (CIs over reviews)")
-    )  # fmt: skip
+    sec.tables.append(lm_table(data["lm"]))
     sl = data["slopes"]
     sesoi = sl["sesoi"] if "sesoi" in sl else pd.Series(float("nan"), index=sl.index)
     sec.tables.append(
