@@ -73,3 +73,17 @@ def test_cost_section_without_probe_tables_says_what_to_run(tmp_path: Path):
     sec = cost_section(pd.DataFrame(columns=COLUMNS), tmp_path)
     assert "homog probe --model KEY" in sec.paragraphs[0] and not sec.figures
     assert cost_line(pd.DataFrame(columns=COLUMNS)) is None
+
+
+def test_slope_precision_says_how_far_the_cis_are_from_the_margin():
+    from homog.report.cost import slope_precision
+
+    slopes = pd.DataFrame({"verdict": ["inconclusive", "inconclusive", "equivalent"],
+                           "sesoi": [0.01, 0.02, 0.05], "eq_ci_low": [-0.02, -0.01, -0.01],
+                           "eq_ci_high": [0.02, 0.03, 0.01]})  # fmt: skip
+    text = slope_precision(slopes)
+    # widths 0.04 and 0.04 against 2 x sesoi 0.02 and 0.04: 2x and 1x; (2)^2 = 4x the reviews
+    assert "2 inconclusive slopes" in text and "1 to 2 times as wide" in text
+    assert "about 4 times as many reviews" in text
+    assert slope_precision(slopes.assign(verdict="equivalent")) is None
+    assert slope_precision(slopes.drop(columns="sesoi")) is None

@@ -176,6 +176,26 @@ def _figure(curves: pd.DataFrame, path: Path) -> Path | None:
     return path
 
 
+def slope_precision(slopes: pd.DataFrame) -> str | None:
+    """How far the slopes' equivalence CIs are from fitting inside +-SESOI: the range over the
+    inconclusive slopes of (CI width) / (2 SESOI), and the factor of reviews that would narrow
+    the widest to fit (width shrinks as 1 / sqrt(n)). None when no slope is inconclusive or
+    the table has no SESOI."""
+    if slopes.empty or "sesoi" not in slopes or "eq_ci_low" not in slopes:
+        return None
+    sel = slopes[(slopes["verdict"] == "inconclusive") & (slopes["sesoi"] > 0)]
+    ratio = ((sel["eq_ci_high"] - sel["eq_ci_low"]) / (2 * sel["sesoi"])).dropna()
+    if ratio.empty:
+        return None
+    return (
+        f"Precision: the {len(ratio)} inconclusive slopes' equivalence CIs are "
+        f"{ratio.min():.2g} to {ratio.max():.2g} times as wide as +-SESOI. The within-text "
+        "erank changes of these manipulations are small, so the slope is loosely pinned: "
+        f"about {ratio.max() ** 2:.0f} times as many reviews would be needed before the widest "
+        "could fit inside the margin."
+    )
+
+
 def lm_table(lm: pd.DataFrame) -> Table:
     """The zero-shot answer per model, intervention and variant: accuracy, AUC and the mean
     margin on the true label (log-odds), each with its CI over reviews."""
@@ -220,6 +240,9 @@ def cost_section(probe_metrics: pd.DataFrame, figdir: Path) -> Section:
     line = cost_line(probe_metrics, data)
     if line:
         sec.paragraphs.append(line)
+    precision = slope_precision(data["slopes"])
+    if precision:
+        sec.paragraphs.append(precision)
     sec.tables.append(lm_table(data["lm"]))
     sl = data["slopes"]
     sesoi = sl["sesoi"] if "sesoi" in sl else pd.Series(float("nan"), index=sl.index)
