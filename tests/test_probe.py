@@ -372,8 +372,8 @@ def test_zero_shot_auc_finds_a_planted_signal_and_chance_in_shuffled_labels():
     from homog.probe.lm import with_margin
     from homog.probe.summary import auc_rows, weighted_auc
 
-    stats = SimpleNamespace(n_boot=1000, ci=0.95, alpha=0.05, test="sign_flip", n_perm=1000, sesoi=0.1,
-                            seed=0)  # fmt: skip
+    stats = SimpleNamespace(n_boot=1000, ci=0.95, alpha=0.05, test="sign_flip", n_perm=1000,
+                            sesoi=0.1, seed=0)  # fmt: skip
     known = norm.cdf(1.0 / np.sqrt(2))  # 0.760
     rows = pd.DataFrame(auc_rows(_zero_shot(400, 1.0, seed=0), "pos", stats))
     assert list(rows["variant"]) == ["front", "original"] and (rows["metric"] == "lm_auc").all()

@@ -32,6 +32,7 @@ from homog.stats.paired_tests import (
     holm,
     paired_difference,
     paired_p,
+    refine_at_floor,
     resample_counts,
 )
 from homog.stats.verdicts import CONTROL, EXPLORATORY, verdict_of
@@ -119,17 +120,35 @@ def diff_rows(
                      "value": float(d.mean()), "ci_low": float(low[0]),
                      "ci_high": float(high[0]), "p_value": float(p[0]), "n": d.shape[1],
                      "sesoi": sesoi, "sesoi_basis": basis, "eq_ci_low": float(eq_low[0]),
-                     "eq_ci_high": float(eq_high[0])}
+                     "eq_ci_high": float(eq_high[0]), "_d": d[0]}
                 )  # fmt: skip
     return rows
 
 
-def finish(rows: list[dict[str, Any]], alpha: float) -> Any:
+def refine_family(frame: Any, idx: Any, stats: Any) -> None:
+    """The sign-flip p of the family ``idx`` of ``frame`` (rows holding their per-review
+    differences in ``_d``) redrawn where it sits at the floor and the family is too large for
+    it (``homog.stats.paired_tests.refine_at_floor``), rows of one length at a time."""
+    if getattr(stats, "test", "sign_flip") != "sign_flip":
+        return
+    sub = frame.loc[idx]
+    for _, same in sub.groupby(sub["_d"].map(len)).groups.items():
+        d = np.stack(frame.loc[same, "_d"].to_list())
+        frame.loc[same, "p_value"] = refine_at_floor(
+            d, frame.loc[same, "p_value"].to_numpy(float), n_perm=stats.n_perm,
+            family=len(idx), alpha=stats.alpha, seed=stats.seed)  # fmt: skip
+
+
+def finish(rows: list[dict[str, Any]], stats: Any) -> Any:
     """The rows as a frame with family, p_holm (Holm per metric over the non-control diff
-    rows; NaN on level rows and controls) and verdict (``homog.stats.verdicts``: a diff row
-    claims no direction, so a significant difference outside the margin is ``supported``
-    whichever its sign; a control's verdict reads its raw p)."""
+    rows, the per-layer rows apart from the band and zero-shot rows; NaN on level rows and
+    controls) and verdict (``homog.stats.verdicts``: a diff row claims no direction, so a
+    significant difference outside the margin is ``supported`` whichever its sign; a
+    control's verdict reads its raw p). A family's p-values at the sign-flip floor are
+    redrawn first (``refine_family``). ``stats``: alpha, test, n_perm, seed."""
     import pandas as pd
+
+    alpha = stats.alpha
 
     frame = pd.DataFrame(rows)
     for col in ("baseline", "p_value", "p_holm", "verdict", "layer", "band", *VERDICT_COLUMNS):
@@ -146,6 +165,8 @@ def finish(rows: list[dict[str, Any]], alpha: float) -> Any:
     level = np.where(frame["layer"].notna(), "layer", "band")
     family = frame[diff & ~control].assign(_level=level[diff & ~control])
     for _, idx in family.groupby(["metric", "_level"]).groups.items():
+        if "_d" in frame:
+            refine_family(frame, idx, stats)
         frame.loc[idx, "p_holm"] = holm(frame.loc[idx, "p_value"].to_numpy(float))
     frame["verdict"] = [
         None if not is_diff else verdict_of(
@@ -153,7 +174,7 @@ def finish(rows: list[dict[str, Any]], alpha: float) -> Any:
             r["sesoi"], r["p_value"] if is_control else r["p_holm"], alpha)
         for r, is_diff, is_control in zip(frame.to_dict("records"), diff, control, strict=True)
     ]  # fmt: skip
-    return frame
+    return frame.drop(columns=["_d"], errors="ignore")
 
 
 def band_texts(probe: Any) -> Any:
@@ -219,7 +240,7 @@ def summarise(probe: Any, lm: Any | None, stats: Any, positive_label: str | None
             rows += auc_rows(lm, positive_label, stats)
         rows += diff_rows(lm, lkeys, "variant", "original", stats)
         rows += diff_rows(lm, lkeys, "intervention", "none", stats)
-    frame = finish(rows, stats.alpha)
+    frame = finish(rows, stats)
     for col in ("layer", "n"):
         frame[col] = frame[col].astype("Int64")
     return frame

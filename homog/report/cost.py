@@ -101,9 +101,8 @@ def diff_table(diffs: pd.DataFrame) -> Table | None:
         [*keys, "rows", "verdicts", "median SESOI"], rows,
         "every paired difference against the original (baseline original) and against the "
         "unchanged model (baseline none): the verdicts' tally. Holm runs per metric over the "
-        "per-layer rows, and apart over the band and zero-shot rows; a per-layer family of "
-        "hundreds of rows is near the sign-flip test's floor 1 / (n_perm + 1), so read the "
-        "bands (docs/probe.md)",
+        "per-layer rows, and apart over the band and zero-shot rows; a per-layer family holds "
+        "hundreds of rows, so it needs far smaller p-values than a band's (docs/probe.md)",
     )  # fmt: skip
 
 

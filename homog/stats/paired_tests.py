@@ -152,6 +152,41 @@ def sign_flip_p(diffs: np.ndarray, *, n_perm: int = 10000, seed: int = 0) -> np.
     return out
 
 
+def refine_at_floor(
+    diffs: np.ndarray, p: np.ndarray, *, n_perm: int, family: int, alpha: float, seed: int = 0,
+    chunk: int = 8192,
+) -> np.ndarray:  # fmt: skip
+    """``p`` (``sign_flip_p`` of the rows of ``diffs`` [G, n] with ``n_perm``) with the rows
+    at the Monte Carlo floor 1 / (n_perm + 1) redrawn with enough sign vectors for a Holm
+    family of ``family`` rows at ``alpha``: N = ceil(10 family / alpha), so the new floor times
+    the family is about alpha / 10.
+
+    With 10,000 draws a family of 500 rows could pass nothing (1e-4 x 500 > 0.05). The redraw
+    uses new seeded vectors (in chunks of ``chunk``), so each final p is a valid p-value: below
+    the first floor only where both draws say so. Rows not at the floor, exact tests and
+    families the first draw already serves are returned as they are.
+    """
+    p = np.asarray(p, dtype=float).copy()
+    diffs = np.atleast_2d(np.asarray(diffs, dtype=float))
+    g, n = diffs.shape
+    floor = 1.0 / (n_perm + 1)
+    if g == 0 or n < 2 or (n < 31 and 2**n <= n_perm) or floor * family < alpha / 10:
+        return p
+    rows = np.flatnonzero(np.isclose(p, floor, rtol=1e-9, atol=0.0))
+    if rows.size == 0:
+        return p
+    total = int(math.ceil(10 * family / alpha))
+    obs = np.abs(diffs[rows].mean(axis=1))
+    hits = np.zeros(rows.size)
+    rng = np.random.default_rng([seed, n, 0x5F12])
+    for start in range(0, total, chunk):
+        signs = np.where(rng.random((min(chunk, total - start), n)) < 0.5, -1.0, 1.0)
+        null = np.abs(diffs[rows] @ signs.T) / n
+        hits += (null >= obs[:, None] * (1 - 1e-9) - 1e-300).sum(axis=1)
+    p[rows] = (1 + hits) / (1 + total)
+    return p
+
+
 def paired_p(
     diffs: np.ndarray, *, test: str = "sign_flip", n_perm: int = 10000, seed: int = 0
 ) -> np.ndarray:
