@@ -87,3 +87,15 @@ def test_slope_precision_says_how_far_the_cis_are_from_the_margin():
     assert "about 4 times as many reviews" in text
     assert slope_precision(slopes.assign(verdict="equivalent")) is None
     assert slope_precision(slopes.drop(columns="sesoi")) is None
+
+
+def test_cost_section_reads_a_table_loaded_before_the_verdict_columns(tmp_path: Path):
+    """A probe_metrics table from before issue 41 (16 columns, the old verdict words): the
+    section still shows its tables, with the SESOI empty and no tally."""
+    old = probe_metrics()[COLUMNS]
+    sec = cost_section(old, tmp_path)
+    lm, slopes = sec.tables
+    assert [r[-1] for r in slopes.rows] == ["equivalent", "equivalent"]
+    assert all(np.isnan(r[7]) for r in slopes.rows)
+    assert not any(p.startswith("Precision") for p in sec.paragraphs)
+    assert "slopes on erank: 1 equivalent" in cost_line(old)
