@@ -101,7 +101,8 @@ def probe(
     for s in h["slopes"]:
         click.echo(
             f"slope {s['metric']} {s['band']} vs {s['baseline']}: {s['value']} "
-            f"[{s['ci_low']}, {s['ci_high']}] p_holm {s['p_holm']} -> {s['verdict']}"
+            f"[{s['ci_low']}, {s['ci_high']}] SESOI {s.get('sesoi', 'n/a')} p_holm {s['p_holm']} "
+            f"-> {s['verdict']}"
         )
     click.echo(f"{out}: {record['s_per_100_texts']} s per 100 texts, features "
                f"{record['features_bytes_per_1000_texts']} bytes per 1,000 texts (pooled vectors "
