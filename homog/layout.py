@@ -69,6 +69,11 @@ class Layout:
     def run_dir(self, model: str, intervention: str) -> Path:
         return self.extract_dir(model) / intervention
 
+    def run_pooled(self, model: str, intervention: str) -> Path:
+        """The run's mean-pooled vectors of every text (``pooled_mean.npy``), which the probe's
+        features step reuses (homog.probe.pooled.from_extraction)."""
+        return self.run_dir(model, intervention) / "pooled_mean.npy"
+
     def mauve(self, model: str) -> Path:
         return self.data / "mauve" / f"{safe_name(model)}.parquet"
 

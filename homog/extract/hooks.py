@@ -252,7 +252,10 @@ class Extractor:
         # must stay finite in the stored dtype too (checked here, where it would arise)
         try:
             for how in POOLINGS:
-                pooled = pool(hidden, mask, how, dtype=torch.float32, check_finite=False).to(vec)
+                # the mean in float64: the same tokens in another order (the position family at
+                # layer 0) give the same vector to ~1e-16 (the probe reuses these vectors)
+                acc = torch.float64 if how == "mean" else torch.float32
+                pooled = pool(hidden, mask, how, dtype=acc, check_finite=False).to(vec)
                 self._check_stored(st, layer, f"{how}-pooled vectors", pooled)
                 st.pooled[how][layer] = pooled.to(dev)
             b, p = st.sample_b, st.sample_p

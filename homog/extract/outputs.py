@@ -28,7 +28,7 @@ from homog.extract.frames import (
     sentence_frame,
     spectra_frames,
 )
-from homog.extract.plan import EncodedText, RunSpec, SamplePlan
+from homog.extract.plan import EncodedText, RunSpec, SamplePlan, encoded_key
 from homog.extract.result import BatchResult
 from homog.io import atomic_path, write_json
 
@@ -57,6 +57,10 @@ class RunOutputs:
     n_tokens: int = 0
     n_sampled_tokens: int = 0
     warnings: list[str] = field(default_factory=list)
+    # every text's mean-pooled vectors (N, L+1, d) in the texts' order, and the key of what the
+    # model read (homog.extract.plan.encoded_key): pooled_mean.npy and run.json's pooled_key
+    pooled: np.ndarray | None = None
+    pooled_key: str = ""
 
     def tables(self) -> dict[str, Any]:
         """File stem -> table, for the tables that exist (in the order they are written)."""
@@ -191,6 +195,8 @@ def build_outputs(
         n_tokens=int(res.n_tokens.sum()),
         n_sampled_tokens=int(len(res.token_index)),
         warnings=warnings,
+        pooled=res.pooled_mean[order],
+        pooled_key=encoded_key(encoded),
     )
 
 
@@ -247,15 +253,30 @@ def run_json_record(outputs: RunOutputs, record: dict[str, Any]) -> dict[str, An
     }
 
 
+def pooled_to_store(pooled: np.ndarray) -> np.ndarray:
+    """The pooled vectors as written: float16 (half the bytes) when every value is finite and
+    within float16's range, else float32 (a massive activation beyond 65,504 keeps its value)."""
+    finite = np.isfinite(pooled).all()
+    if finite and (pooled.size == 0 or np.abs(pooled).max() < np.finfo(np.float16).max):
+        return pooled.astype(np.float16)
+    return pooled.astype(np.float32)
+
+
 def write_outputs(outputs: RunOutputs, target: Path, record: dict[str, Any]) -> dict[str, Any]:
-    """Write the output directory ``target`` atomically: the Parquet tables, vectors.npz and
-    run.json (``run_json_record`` plus ``output_bytes``). Returns the run.json record."""
+    """Write the output directory ``target`` atomically: the Parquet tables, vectors.npz,
+    pooled_mean.npy (every text's mean-pooled vectors, ``pooled_to_store``) and run.json
+    (``run_json_record`` plus ``pooled_key``, ``pooled_dtype`` and ``output_bytes``). Returns
+    the run.json record."""
     record = run_json_record(outputs, record)
     with atomic_path(target, directory=True) as tmp:
         for name, df in outputs.tables().items():
             _write_parquet(df, tmp / f"{name}.parquet")
         with open(tmp / "vectors.npz", "wb") as fh:
             np.savez(fh, **outputs.vectors)
+        if outputs.pooled is not None:
+            stored = pooled_to_store(outputs.pooled)
+            np.save(tmp / "pooled_mean.npy", stored)
+            record.update(pooled_key=outputs.pooled_key, pooled_dtype=str(stored.dtype))
         record["output_bytes"] = int(sum(p.stat().st_size for p in tmp.iterdir()))
         write_json(tmp / "run.json", record)
     return record

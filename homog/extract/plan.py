@@ -281,6 +281,13 @@ class RunSpec:
         return f"{self.run_id}-{content_hash([c.shard_texts, c.batch_tokens], 6)}"
 
 
+def encoded_key(encoded: Sequence[EncodedText]) -> str:
+    """A hash of what the model reads of each text, in order: (variant, sample_id, token ids
+    after truncation). run.json's ``pooled_key``: the probe reuses the run's pooled vectors
+    when its own texts give the same key (homog.probe.pooled.from_extraction)."""
+    return content_hash([[t.variant, t.sample_id, t.input_ids.tolist()] for t in encoded], 16)
+
+
 def texts_hash(df: Any) -> str:
     """A hash of the (variant, sample_id, text) rows (it enters the run id)."""
     return content_hash(df[["variant", "sample_id", "text"]].to_numpy().tolist(), 16)

@@ -112,6 +112,9 @@ class Passes:
     pooled_bytes: dict[str, int] = field(default_factory=dict)
     n_texts: dict[str, int] = field(default_factory=dict)
     n_forward: int = 0
+    # intervention -> where its pooled vectors came from: "extract" (the run's, reused) or
+    # "forward" (this step's own pass)
+    pooled_from: dict[str, str] = field(default_factory=dict)
 
 
 def run_features(
@@ -123,9 +126,12 @@ def run_features(
     *,
     loaded: Any = None,
     show_progress: bool = True,
+    root: str | Path | None = None,
 ) -> dict[str, Any]:
     """Run the model once per intervention and write the features to ``out_dir``; return
-    (and write) the ``features.json`` record."""
+    (and write) the ``features.json`` record. With ``root`` (the project directory), an
+    extraction run there that holds these texts' pooled vectors under the same settings
+    saves the pooled pass (``homog.probe.pooled.from_extraction``)."""
     from homog.extract.run import intervention_groups
     from homog.models import load_model
 
@@ -141,7 +147,8 @@ def run_features(
     passes = Passes(timings={"load_s": round(time.perf_counter() - t0, 2)})
     for sub, ivs, _ in intervention_groups(df, interventions, cfg):
         for iv in ivs:
-            _forward(loaded, sub, iv, params, out, passes, model=model, show=show_progress)
+            _forward(loaded, sub, iv, params, out, passes, model=model, show=show_progress,
+                     source=source, root=root)  # fmt: skip
     sizes = _write_tables(out, passes)
     fp = fingerprint(params, source, df)
     cpu_s = round(time.process_time() - cpu0, 1)
@@ -153,28 +160,36 @@ def run_features(
 
 def _forward(
     loaded: Any, sub: Any, iv: str, params: Any, out: Path, passes: Passes, *, model: str,
-    show: bool,
+    show: bool, source: str = "", root: str | Path | None = None,
 ) -> None:  # fmt: skip
-    """One intervention's forward passes over ``sub``: its pooled vectors written to ``out``
+    """One intervention's forward passes over ``sub``: its pooled vectors (the extraction's
+    under ``root`` when they are these texts', else a pass of its own) written to ``out``
     and, under ``probe.lm``, its zero-shot answers; recorded in ``passes``."""
     from homog.extract.plan import texts_hash
+    from homog.layout import Layout
     from homog.probe.lm import zero_shot
-    from homog.probe.pooled import pooled_means
+    from homog.probe.pooled import from_extraction, pooled_means
     from homog.progress import rate_progress
 
     cfg, probe = params.extract, params.probe
-    total = len(sub) * (2 if probe.lm else 1)
+    t1 = time.perf_counter()
+    pooled = None
+    if root is not None:
+        run_dir = Layout(Path(root)).run_dir(model, iv)
+        pooled = from_extraction(run_dir, loaded, sub, cfg, source, iv, probe.vector_dtype)
+    passes.pooled_from[iv] = "forward" if pooled is None else "extract"
+    total = len(sub) * ((pooled is None) + bool(probe.lm))
     with rate_progress(f"{model}/{iv}", total, show=show) as advance:
-        t1 = time.perf_counter()
-        pooled = pooled_means(loaded, sub, cfg, iv, vector_dtype=probe.vector_dtype,
-                              on_batch=lambda n: advance(n, 0))  # fmt: skip
+        if pooled is None:
+            pooled = pooled_means(loaded, sub, cfg, iv, vector_dtype=probe.vector_dtype,
+                                  on_batch=lambda n: advance(n, 0))  # fmt: skip
+            passes.n_forward += len(sub)
         passes.timings[f"pooled_{iv}_s"] = round(time.perf_counter() - t1, 2)
         passes.pooled_bytes[iv] = save_vectors(out / f"pooled_{iv}.npy", pooled["vectors"])
         passes.index_parts.append(index_part(iv, sub, pooled))
         passes.order.append(iv)
         passes.hashes[iv] = texts_hash(sub)
         passes.n_texts[iv] = len(sub)
-        passes.n_forward += len(sub)
         if probe.lm:
             t1 = time.perf_counter()
             answers = zero_shot(loaded, sub, cfg, probe, iv,
@@ -248,6 +263,7 @@ def features_record(
         ),
         "timings": passes.timings,
         "forward_passes": passes.n_forward,
+        "pooled_from": passes.pooled_from,
         "features_cpu_s": cpu_s,
     }
 

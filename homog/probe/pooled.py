@@ -14,6 +14,7 @@ is stored in ``probe.vector_dtype``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -105,6 +106,58 @@ def pooled_means(
         "variant": np.array([t.variant for t in encoded]),
         "sample_id": np.array([t.sample_id for t in encoded]),
         "n_tokens": n_metric,
+        "truncated": np.array([t.truncated for t in encoded]),
+    }
+
+
+def from_extraction(
+    run_dir: Path, loaded: Any, df: Any, config: Any, source: str, intervention: str,
+    vector_dtype: str,
+) -> dict[str, np.ndarray] | None:  # fmt: skip
+    """``pooled_means``' result read from an extraction run instead of a forward pass, or None.
+
+    ``homog extract`` writes every text's mean-pooled vectors (``pooled_mean.npy``, hooks at
+    the same layers, the mean over the same metric tokens accumulated in float64) and, in
+    run.json, ``pooled_key`` (``homog.extract.plan.encoded_key``: variant, sample_id and the
+    token ids). They are reused when the run is of the same model source, intervention,
+    dtype, ``exclude_special`` and ``seed``, and ``df`` tokenizes to the same key; anything
+    else (no such file, an older run, other texts or settings) gives None, and the caller
+    runs the forward pass. Vectors may differ from a fresh pass by the attention kernel's
+    rounding (the extraction's blockwise SDPA against plain SDPA).
+    """
+    import json
+
+    from homog.extract.plan import encode_texts, encoded_key
+
+    path, run_json = Path(run_dir) / "pooled_mean.npy", Path(run_dir) / "run.json"
+    if not (path.exists() and run_json.exists()):
+        return None
+    try:
+        record = json.loads(run_json.read_text())
+        settings = json.loads(record.get("config_json") or "{}").get("extract", {})
+    except (OSError, ValueError):
+        return None
+    same = (record.get("model_source") == source and record.get("intervention") == intervention
+            and record.get("dtype") == config.dtype
+            and settings.get("exclude_special") == config.exclude_special
+            and settings.get("seed") == config.seed)  # fmt: skip
+    if not same or not record.get("pooled_key"):
+        return None
+    encoded = encode_texts(loaded.tokenizer, df, min(config.max_tokens, loaded.max_context))
+    if record["pooled_key"] != encoded_key(encoded):
+        return None
+    vectors = np.load(path)
+    if vectors.shape != (len(encoded), loaded.n_layers + 1, loaded.d_model):
+        return None
+    names = [t.name for t in encoded]
+    special = [int(t.special.sum()) if config.exclude_special else 0 for t in encoded]
+    return {
+        "vectors": to_stored(vectors.astype(np.float32), vector_dtype, names),
+        "variant": np.array([t.variant for t in encoded]),
+        "sample_id": np.array([t.sample_id for t in encoded]),
+        "n_tokens": np.array(
+            [len(t.input_ids) - k for t, k in zip(encoded, special, strict=True)]
+        ),  # fmt: skip
         "truncated": np.array([t.truncated for t in encoded]),
     }
 

@@ -195,7 +195,7 @@ def run_probe(
         step == "all" and (force or not up_to_date(params, source, texts, features))
     ):
         record = run_features(params, model, source, texts, features, loaded=loaded,
-                              show_progress=show_progress)  # fmt: skip
+                              show_progress=show_progress, root=root)  # fmt: skip
         if step == "features":
             return record
     elif step == "all" and show_progress:
