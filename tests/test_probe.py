@@ -161,6 +161,18 @@ def test_zero_shot_log_odds_equal_transformers_own_computation():
                                            got["log_odds"][2]])  # fmt: skip
 
 
+def labelled_texts() -> pd.DataFrame:
+    """12 labelled three-sentence reviews, each as the original and key_last (the key
+    sentence, the second, moved to the end: the same tokens in another order)."""
+    rows = []
+    for i in range(12):
+        lab = "pos" if i % 2 else "neg"
+        s = [f"Film {i} is here.", f"It was {'good' if i % 2 else 'bad'}.", "The end came."]
+        rows.append(("original", f"s{i}", " " + " ".join(s), lab))
+        rows.append(("key_last", f"s{i}", " " + " ".join([s[0], s[2], s[1]]), lab))
+    return pd.DataFrame(rows, columns=["variant", "sample_id", "text", "label"])
+
+
 def test_stage_files_load_into_the_database(tmp_path):
     """run_probe on a tiny random model: the files, probe.json, and the two tables loaded."""
     import duckdb
@@ -170,13 +182,7 @@ def test_stage_files_load_into_the_database(tmp_path):
     from homog.probe.stage import run_probe
     from homog.store import load
 
-    rows = []
-    for i in range(12):
-        lab = "pos" if i % 2 else "neg"
-        s = [f"Film {i} is here.", f"It was {'good' if i % 2 else 'bad'}.", "The end came."]
-        rows.append(("original", f"s{i}", " " + " ".join(s), lab))
-        rows.append(("key_last", f"s{i}", " " + " ".join([s[0], s[2], s[1]]), lab))
-    df = pd.DataFrame(rows, columns=["variant", "sample_id", "text", "label"])
+    df = labelled_texts()
     raw = {"models": {"tiny": {"source": TINY}}, "extract": {"device": "cpu", "max_tokens": 32},
            "stats": {"n_boot": 100, "n_perm": 200}, "probe": {"folds": 2}}  # fmt: skip
     params = parse_params(raw)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pandas as pd
 from conftest import TINY
+from test_probe import labelled_texts
 
 from homog.config import parse_params
 from homog.extract import run_extract
@@ -15,18 +15,8 @@ from homog.layout import Layout
 from homog.probe.features import read_features, run_features
 
 
-def _texts() -> pd.DataFrame:
-    rows = []
-    for i in range(12):
-        lab = "pos" if i % 2 else "neg"
-        s = [f"Film {i} is here.", f"It was {'good' if i % 2 else 'bad'}.", "The end came."]
-        rows.append(("original", f"s{i}", " " + " ".join(s), lab))
-        rows.append(("key_last", f"s{i}", " " + " ".join([s[0], s[2], s[1]]), lab))
-    return pd.DataFrame(rows, columns=["variant", "sample_id", "text", "label"])
-
-
 def test_probe_features_reuse_the_extractions_pooled_vectors(tmp_path):
-    df = _texts()
+    df = labelled_texts()
     params = parse_params({"models": {"tiny": {"source": TINY}},
                            "extract": {"device": "cpu", "max_tokens": 32},
                            "probe": {"folds": 2}})  # fmt: skip
