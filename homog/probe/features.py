@@ -3,10 +3,11 @@ model's forward passes, run once, written compactly for the fit step to read.
 
 Per intervention of ``extract.interventions`` (on the texts extraction runs it on:
 ``homog.extract.run.intervention_groups``) it computes the pooled vectors
-(``homog.probe.pooled``) and, under ``probe.lm``, the zero-shot log-odds
-(``homog.probe.lm``). Nothing here reads ``stats:`` or the probe's fit settings, so a change
-of those reruns only the fit (``homog.probe.stage``). Writes ``<out>/`` (by default
-``data/probe/<model>/features/``):
+(``homog.probe.pooled``; read from the extraction's run when it holds these texts' under the
+same settings, ``from_extraction``, else from a pass of its own) and, under ``probe.lm``,
+the zero-shot log-odds (``homog.probe.lm``). Nothing here reads ``stats:`` or the probe's
+fit settings, so a change of those reruns only the fit (``homog.probe.stage``). Writes
+``<out>/`` (by default ``data/probe/<model>/features/``):
 
 - ``pooled_<intervention>.npy``: (texts, L+1, d) in ``probe.vector_dtype``, rows in the
   index's order (``np.load(..., mmap_mode="r")`` reads one layer without the rest);
