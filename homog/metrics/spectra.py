@@ -257,16 +257,19 @@ def pool(
     same tokens (the extractor runs ``layer_metrics`` on them first).
     """
     mask = _check_inputs(hidden, mask, finite=check_finite)
-    x = hidden.to(dtype)
     if how == "mean":
+        # masked in the hidden states' own dtype (exact: a 0/1 mask), summed with ``dtype``
+        # accumulation: no full-size copy in ``dtype`` (float64 on a GPU would be 2-4x the
+        # hidden states)
         m = mask.unsqueeze(-1)
-        return torch.where(m, x, 0.0).sum(-2) / mask.sum(-1, keepdim=True)
+        total = torch.where(m, hidden, hidden.new_zeros(())).sum(-2, dtype=dtype)
+        return total / mask.sum(-1, keepdim=True)
     if how == "last":
         n = mask.shape[-1]
         pos = torch.arange(n, device=mask.device).expand_as(mask)
         last = torch.where(mask, pos, torch.full_like(pos, -1)).amax(-1)
-        idx = last[..., None, None].expand(*last.shape, 1, x.shape[-1])
-        return x.gather(-2, idx).squeeze(-2)
+        idx = last[..., None, None].expand(*last.shape, 1, hidden.shape[-1])
+        return hidden.gather(-2, idx).squeeze(-2).to(dtype)
     raise MetricInputError(f"unknown pooling {how!r}: use 'mean' or 'last'")
 
 
