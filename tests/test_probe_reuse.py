@@ -64,3 +64,25 @@ def test_probe_features_reuse_the_extractions_pooled_vectors(tmp_path):
     seeded = run_features(reseeded, "tiny", TINY, df, tmp_path / "d", root=tmp_path,
                           show_progress=False)  # fmt: skip
     assert seeded["pooled_from"]["none"] == "forward"
+
+
+def test_a_damaged_pooled_file_falls_back_to_the_forward_pass(tmp_path):
+    from homog.models import load_model
+    from homog.probe.pooled import from_extraction
+
+    df = labelled_texts()
+    params = parse_params({"models": {"tiny": {"source": TINY}},
+                           "extract": {"device": "cpu", "max_tokens": 32}})  # fmt: skip
+    layout = Layout(tmp_path)
+    run_extract("tiny", TINY, df, params.extract, ["none"], layout.extract_dir("tiny"),
+                show_progress=False, log=lambda _: None)  # fmt: skip
+    loaded = load_model(TINY, device="cpu", attention=False)
+    run_dir = layout.run_dir("tiny", "none")
+    sub = df.sort_values(["variant", "sample_id"]).reset_index(drop=True)
+    args = (loaded, sub, params.extract, TINY, "none", "float16")
+    assert from_extraction(run_dir, *args) is not None
+    path = layout.run_pooled("tiny", "none")
+    path.write_bytes(path.read_bytes()[:200])  # cut short
+    assert from_extraction(run_dir, *args) is None
+    (run_dir / "run.json").write_text("{not json")
+    assert from_extraction(run_dir, *args) is None

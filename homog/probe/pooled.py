@@ -121,8 +121,8 @@ def from_extraction(
     run.json, ``pooled_key`` (``homog.extract.plan.encoded_key``: variant, sample_id and the
     token ids). They are reused when the run is of the same model source, intervention,
     dtype, ``exclude_special`` and ``seed``, and ``df`` tokenizes to the same key; anything
-    else (no such file, an older run, other texts or settings) gives None, and the caller
-    runs the forward pass. Vectors may differ from a fresh pass by the attention kernel's
+    else (no such file, a damaged one, an older run, other texts or settings) gives None, and
+    the caller runs the forward pass. Vectors may differ from a fresh pass by the attention kernel's
     rounding (the extraction's blockwise SDPA against plain SDPA).
     """
     import json
@@ -146,7 +146,10 @@ def from_extraction(
     encoded = encode_texts(loaded.tokenizer, df, min(config.max_tokens, loaded.max_context))
     if record["pooled_key"] != encoded_key(encoded):
         return None
-    vectors = np.load(path)
+    try:
+        vectors = np.load(path)
+    except (OSError, ValueError, EOFError):  # a damaged file: the caller's own pass instead
+        return None
     if vectors.shape != (len(encoded), loaded.n_layers + 1, loaded.d_model):
         return None
     names = [t.name for t in encoded]
