@@ -50,15 +50,20 @@ def test_a_terminal_gets_the_live_bar():
     assert isinstance(bar, Progress) and not isinstance(bar, LineProgress)
 
 
-def test_rate_progress_reports_its_rate_in_the_last_line(monkeypatch):
+def _rate_lines(monkeypatch, label: str, tokens: list[int]) -> list[str]:
+    """The lines a logged (non-terminal) rate_progress writes for one text per token count."""
     import homog.progress as hp
 
     out, buf = _console(False)
     monkeypatch.setattr(hp, "console", out)
-    with rate_progress("extract", total=2) as advance:
-        advance(1, 100)
-        advance(1, 50)
-    last = buf.getvalue().splitlines()[-1]
+    with rate_progress(label, total=len(tokens)) as advance:
+        for n in tokens:
+            advance(1, n)
+    return buf.getvalue().splitlines()
+
+
+def test_rate_progress_reports_its_rate_in_the_last_line(monkeypatch):
+    last = _rate_lines(monkeypatch, "extract", [100, 50])[-1]
     assert last.startswith("extract: done 2/2 (100 %) in ") and "texts/s" in last
     assert "tok/s" in last
 
@@ -113,12 +118,5 @@ def test_library_bars_are_off_when_stderr_is_not_a_terminal():
 
 
 def test_rate_progress_counting_texts_only_shows_no_token_rate(monkeypatch):
-    import homog.progress as hp
-
-    out, buf = _console(False)
-    monkeypatch.setattr(hp, "console", out)
-    with rate_progress("probe", total=2) as advance:
-        advance(1, 0)
-        advance(1, 0)
-    lines = buf.getvalue().splitlines()
+    lines = _rate_lines(monkeypatch, "probe", [0, 0])
     assert any("texts/s" in line for line in lines) and not any("tok/s" in ln for ln in lines)

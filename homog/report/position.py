@@ -123,17 +123,16 @@ def dose_verdicts(rows: pd.DataFrame, alpha: float) -> pd.Series:
     """The four-outcome verdict of each slope / quadratic row (undirected: the paper names no
     sign for a dose), read from its Holm p and its equivalence CI against +-sesoi (columns
     absent in a database from before issue 38: the margin is unknown, never inside)."""
-    from homog.stats.verdicts import decide, excludes, inside_margin
+    from homog.stats.verdicts import verdict_of
 
     def get(r, c):
         v = getattr(r, c, math.nan)
         return float(v) if v is not None and pd.notna(v) else math.nan
 
     out = []
+    cols = ("value", "ci_low", "ci_high", "eq_ci_low", "eq_ci_high", "sesoi", "p_holm")
     for r in rows.itertuples():
-        inside = inside_margin(get(r, "eq_ci_low"), get(r, "eq_ci_high"), get(r, "sesoi"))
-        zero = excludes(get(r, "ci_low"), get(r, "ci_high"))
-        out.append(decide(get(r, "value"), get(r, "p_holm"), inside, None, alpha, zero))
+        out.append(verdict_of(*(get(r, c) for c in cols), alpha))
     return pd.Series(out, index=rows.index, dtype=object)
 
 

@@ -17,7 +17,7 @@ import pandas as pd
 
 from homog.report.document import Section, Table
 from homog.stats.paired_tests import holm
-from homog.stats.verdicts import decide, excludes, inside_margin
+from homog.stats.verdicts import verdict_of
 
 TITLE = "Where position acts"
 # the section's primary family: the sentence metrics and bands it tests
@@ -88,9 +88,8 @@ def verdict_rows(sc: pd.DataFrame, runs: pd.DataFrame, alpha: float = 0.05) -> p
         out.loc[idx, "p_holm"] = holm(out.loc[idx, "p_value"].to_numpy(dtype=float))
     out = out[fam | out["control"]].copy()
     out["verdict"] = [
-        decide(r.effect, r.p_holm,
-               inside_margin(r.eq_ci_low, r.eq_ci_high, r.sesoi, alpha=alpha), None, alpha,
-               excludes(r.ci_low, r.ci_high))
+        verdict_of(r.effect, r.ci_low, r.ci_high, r.eq_ci_low, r.eq_ci_high, r.sesoi,
+                   r.p_holm, alpha)
         for r in out.itertuples()
     ]  # fmt: skip
     order = {b: i for i, b in enumerate(("layer0", *BANDS))}

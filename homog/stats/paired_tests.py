@@ -128,6 +128,15 @@ def _signs(n: int, n_perm: int, seed: int) -> tuple[np.ndarray, bool]:
     return np.where(rng.random((n_perm, n)) < 0.5, -1.0, 1.0), False
 
 
+def _extreme_counts(diffs: np.ndarray, signs: np.ndarray) -> np.ndarray:
+    """Per row of ``diffs`` [G, n]: how many sign vectors of ``signs`` [B, n] give a
+    |mean(s d)| at least |mean(d)|. Ties within rounding count as "as extreme" (the identity
+    and the full flip always do)."""
+    obs = np.abs(diffs.mean(axis=1))
+    null = np.abs(diffs @ signs.T) / diffs.shape[1]
+    return (null >= obs[:, None] * (1 - 1e-9) - 1e-300).sum(axis=1)
+
+
 def sign_flip_p(diffs: np.ndarray, *, n_perm: int = 10000, seed: int = 0) -> np.ndarray:
     """Two-sided paired sign-flip permutation p-value of the mean of each row of ``diffs`` [G, n].
 
@@ -143,10 +152,7 @@ def sign_flip_p(diffs: np.ndarray, *, n_perm: int = 10000, seed: int = 0) -> np.
     if n < 2:
         return out
     signs, exact = _signs(n, n_perm, seed)
-    obs = np.abs(diffs.mean(axis=1))  # [G]
-    null = np.abs(diffs @ signs.T) / n  # [G, B]
-    # Ties within rounding count as "as extreme" (the identity and the full flip always do).
-    hits = (null >= obs[:, None] * (1 - 1e-9) - 1e-300).sum(axis=1)
+    hits = _extreme_counts(diffs, signs)
     out[:] = hits / signs.shape[0] if exact else (1 + hits) / (1 + signs.shape[0])
     out[~np.any(diffs != 0, axis=1)] = 1.0
     return out
@@ -176,13 +182,11 @@ def refine_at_floor(
     if rows.size == 0:
         return p
     total = int(math.ceil(10 * family / alpha))
-    obs = np.abs(diffs[rows].mean(axis=1))
     hits = np.zeros(rows.size)
     rng = np.random.default_rng([seed, n, 0x5F12])
     for start in range(0, total, chunk):
         signs = np.where(rng.random((min(chunk, total - start), n)) < 0.5, -1.0, 1.0)
-        null = np.abs(diffs[rows] @ signs.T) / n
-        hits += (null >= obs[:, None] * (1 - 1e-9) - 1e-300).sum(axis=1)
+        hits += _extreme_counts(diffs[rows], signs)
     p[rows] = (1 + hits) / (1 + total)
     return p
 
