@@ -8,7 +8,8 @@ import click
 
 from homog.cli.options import device_option, params_option, stage_out_option, texts_option
 from homog.errors import HomogError
-from homog.extract import ENGINES, INTERVENTIONS
+from homog.extract import ENGINES
+from homog.interventions import check_names, forms
 from homog.io import probe_dir
 from homog.layout import Layout
 
@@ -26,8 +27,9 @@ from homog.layout import Layout
     "--intervention",
     "interventions",
     multiple=True,
-    type=click.Choice(INTERVENTIONS),
-    help="Repeatable; default: extract.interventions.",
+    callback=lambda _ctx, _param, names: check_names(names, "--intervention"),
+    help=f"Repeatable; default: extract.interventions. One of {', '.join(forms())} "
+    "(e.g. sink_bias:-2, homogenize:0.2; docs/interventions.md).",
 )
 @texts_option("variant, sample_id, text")
 @stage_out_option("data/extract/<model>")
@@ -72,6 +74,7 @@ def extract(
     Examples:
       homog extract --model smollm2-135m
       homog extract --model gemma3-270m --intervention none --intervention shuffle_pos
+      homog extract --model smollm2-135m --intervention sink_bias:-2 --intervention sink_bias_control:-2
       homog extract --model random:tiny-llama --texts my.parquet --out /tmp/x --device cpu
       homog extract --model llama3-8b --engine ray   # models: a key; 1 actor per GPU
     """

@@ -32,6 +32,7 @@ from homog.config.probe import ProbeConfig
 from homog.config.stats import StatsConfig
 from homog.config.synth import SynthConfig
 from homog.errors import HomogError
+from homog.interventions import PLAIN, check_names, grid, parse
 from homog.typed import coerce, section, value_name
 from homog.validate import (
     DuplicateKeyError,
@@ -44,7 +45,8 @@ from homog.validate import check as _check
 
 DEFAULT_PARAMS = Path("params.yaml")
 DTYPES = ("float32", "bfloat16", "float16")
-INTERVENTIONS: tuple[str, ...] = ("none", "zero_pos", "shuffle_pos")
+# the interventions without a dose; every valid name: homog.interventions (the registry)
+INTERVENTIONS: tuple[str, ...] = PLAIN
 ENGINES: tuple[str, ...] = ("local", "ray")
 REPHRASERS: tuple[str, ...] = ("parse", "rule", "llm")
 # issue 39: below this the metrics stop meaning anything (ExtractConfig.__post_init__)
@@ -103,9 +105,17 @@ class ExtractConfig:
     device_map: str | None = None  # "auto" spreads one model over several GPUs
     max_tokens: int = 128  # longer texts are truncated (and counted)
     batch_tokens: int = 4096  # texts are batched by length up to this many padded tokens
-    interventions: tuple[Literal["none", "zero_pos", "shuffle_pos"], ...] = ("none", "zero_pos")
+    # names of homog.interventions (kind or kind:dose), plus the runs of the dose grids below
+    interventions: tuple[str, ...] = ("none", "zero_pos")
     # the variants the interventions other than none run on (e.g. [original]); empty: all
     intervention_variants: tuple[str, ...] = ()
+    # the graded interventions (docs/interventions.md): each dose d adds kind:d and, for d != 0,
+    # kind_control:d to interventions; they run on dose_variants (empty: as intervention_variants)
+    sink_bias_doses: tuple[float | str, ...] = ()
+    sink_bias_onset: int | Literal["middle"] = "middle"  # first attention layer biased
+    homogenize_doses: tuple[float | str, ...] = ()
+    homogenize_layer: int | Literal["middle"] = "middle"  # the hidden layer homogenized
+    dose_variants: tuple[str, ...] = ("original",)
     attention: bool = True  # attention statistics per head (and sink_rate, attn_massive)
     # how they are computed: blockwise from each layer's q and k with an SDPA forward pass, or
     # from eager attention's (heads x n x n) weights; equal results (issue 15)
@@ -164,9 +174,18 @@ class ExtractConfig:
             value = getattr(self, name)
             _check(value >= 0, f"extract.{name} must be >= 0, got {value}")
         _check(len(self.interventions) >= 1, "extract.interventions must name at least one")
-        # a list given in code (tests, the CLI) is stored as a tuple: the config stays hashable
-        object.__setattr__(self, "interventions", tuple(self.interventions))
-        object.__setattr__(self, "intervention_variants", tuple(self.intervention_variants))
+        for name in ("sink_bias_onset", "homogenize_layer"):
+            value = getattr(self, name)
+            _check(value == "middle" or (isinstance(value, int) and value >= 1), f"extract.{name} must be middle or a layer "
+                   f">= 1, got {value}")  # fmt: skip
+        # canonical names (sink_bias:-2.0 -> sink_bias:-2), the grids' runs appended; a list
+        # given in code (tests, the CLI) is stored as a tuple: the config stays hashable
+        runs = [*self.interventions]
+        runs += grid("sink_bias", self.sink_bias_doses) + grid("homogenize", self.homogenize_doses)
+        object.__setattr__(self, "interventions", check_names(runs))
+        for name in ("intervention_variants", "sink_bias_doses", "homogenize_doses"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        object.__setattr__(self, "dose_variants", tuple(self.dose_variants))
 
     def result_keys(self) -> dict[str, Any]:
         """The fields that change results (they enter the run_id).
@@ -177,11 +196,24 @@ class ExtractConfig:
         skip = {"engine", "interventions", "device", "device_map", "batch_tokens", "shard_texts"}
         skip |= {"attention_impl", "attention_block"}  # equal results either way
         skip.add("intervention_variants")  # which texts a run holds: its texts hash says it
+        # the graded interventions' settings enter only their own runs' ids (edit_keys)
+        skip |= {"sink_bias_doses", "homogenize_doses", "dose_variants"}
+        skip |= {"sink_bias_onset", "homogenize_layer"}
         return {
             k: v
             for k, v in dataclasses.asdict(self).items()
             if k not in skip and not (k in _ADDED_KEYS and v == _ADDED_KEYS[k])
         }
+
+    def edit_keys(self, intervention: str) -> dict[str, Any]:
+        """The settings of a graded intervention that change its results (they enter its
+        run id only): the onset layer of sink_bias, the layer of homogenize; {} otherwise."""
+        family = parse(intervention).family
+        if family == "sink_bias":
+            return {"onset": self.sink_bias_onset}
+        if family == "homogenize":
+            return {"layer": self.homogenize_layer}
+        return {}
 
     def run_options(self) -> dict[str, Any]:
         """The per-run options recorded in run.json (everything but engine/interventions)."""

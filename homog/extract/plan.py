@@ -18,8 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from homog.config import INTERVENTIONS, ExtractConfig
+from homog.config import ExtractConfig
 from homog.errors import HomogError
+from homog.interventions import POSITION_IDS, check_names, parse
 from homog.io import content_hash
 
 WORK_SUFFIX = ".work"
@@ -83,15 +84,14 @@ def read_texts(texts: Any) -> Any:
 
 
 def extract_inputs(texts: Any, interventions: Iterable[str]) -> tuple[Any, list[str]]:
-    """(sorted texts table, interventions) checked before any model or cluster is started.
+    """(sorted texts table, interventions in their canonical names) checked before any model
+    or cluster is started.
 
     texts: a DataFrame (columns variant, sample_id, text) or a Parquet path (see
-    ``read_texts``). Raises HomogError for an unknown intervention or a bad texts table.
+    ``read_texts``). Raises HomogError for an unknown or malformed intervention
+    (``homog.interventions.parse``) or a bad texts table.
     """
-    interventions = list(interventions)
-    for iv in interventions:
-        if iv not in INTERVENTIONS:
-            raise HomogError(f"unknown intervention {iv!r}: use one of {', '.join(INTERVENTIONS)}")
+    interventions = list(check_names(interventions, "intervention"))
     return read_texts(texts), interventions
 
 
@@ -123,7 +123,7 @@ def encode_texts(tokenizer: Any, df: Any, max_tokens: int) -> list[EncodedText]:
     return out
 
 
-def _rng(seed: int, *keys: str) -> np.random.Generator:
+def seeded_rng(seed: int, *keys: str) -> np.random.Generator:
     """A generator seeded by the run seed and stable string keys (no Python hash salt)."""
     return np.random.default_rng([seed, *(zlib.crc32(k.encode()) for k in keys)])
 
@@ -131,21 +131,20 @@ def _rng(seed: int, *keys: str) -> np.random.Generator:
 def position_ids(intervention: str, text: EncodedText, n_pad: int, seed: int) -> np.ndarray:
     """Position ids (n_pad,) of one right-padded text under an intervention.
 
-    'none': 0..n_pad-1; 'zero_pos': all 0 (positions carry nothing, the causal mask stays);
-    'shuffle_pos': a permutation of 0..n-1 over the text's n real tokens, seeded by
+    'none' and the interventions that act elsewhere (homog.interventions: attention logits,
+    block outputs): 0..n_pad-1; 'zero_pos': all 0 (positions carry nothing, the causal mask
+    stays); 'shuffle_pos': a permutation of 0..n-1 over the text's n real tokens, seeded by
     (seed, variant, sample_id) so it does not depend on the batch; padding keeps n..n_pad-1.
     """
-    if intervention == "none":
+    if intervention == "none" or parse(intervention).target != POSITION_IDS:
         return np.arange(n_pad)
     if intervention == "zero_pos":
         return np.zeros(n_pad, dtype=np.int64)
     if intervention == "shuffle_pos":
         n = len(text.input_ids)
-        perm = _rng(seed, "shuffle_pos", text.variant, text.sample_id).permutation(n)
+        perm = seeded_rng(seed, "shuffle_pos", text.variant, text.sample_id).permutation(n)
         return np.concatenate([perm, np.arange(n, n_pad)])
-    raise HomogError(
-        f"unknown intervention {intervention!r}: use one of {', '.join(INTERVENTIONS)}"
-    )
+    raise HomogError(f"intervention {intervention!r} has no position ids here")
 
 
 @dataclass
@@ -190,11 +189,11 @@ def plan_samples(
             ]
             or [np.zeros((0, 2), dtype=np.int64)]
         )
-        rng = _rng(seed, "tokens", variant)
+        rng = seeded_rng(seed, "tokens", variant)
         chosen = pairs[np.sort(rng.choice(len(pairs), min(sample_tokens, len(pairs)), False))]
         for idx in np.unique(chosen[:, 0]):
             plan.tokens[int(idx)] = chosen[chosen[:, 0] == idx, 1]
-        rng = _rng(seed, "pooled", variant)
+        rng = seeded_rng(seed, "pooled", variant)
         picked = rng.choice(len(texts), min(pooled_texts, len(texts)), replace=False)
         plan.pooled.update(texts[i].index for i in picked)
     return plan
@@ -252,14 +251,16 @@ class RunSpec:
 
     @property
     def run_id(self) -> str:
-        return content_hash(
-            {
-                "source": self.source,
-                "intervention": self.intervention,
-                "extract": self.config.result_keys(),
-                "texts": self.texts_hash,
-            }
-        )
+        keys = {
+            "source": self.source,
+            "intervention": self.intervention,
+            "extract": self.config.result_keys(),
+            "texts": self.texts_hash,
+        }
+        edit = self.config.edit_keys(self.intervention)
+        if edit:  # a graded intervention's layer settings (the other runs' ids stay as they were)
+            keys["edit"] = edit
+        return content_hash(keys)
 
     @property
     def pair_key(self) -> str:

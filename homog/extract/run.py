@@ -22,6 +22,7 @@ from homog import __version__
 from homog.config import ExtractConfig
 from homog.errors import HomogError
 from homog.extract.outputs import merge_shards
+from homog.interventions import parse
 from homog.extract.plan import (
     EncodedText,
     RunSpec,
@@ -147,31 +148,45 @@ def prepare_run(
     return prepared
 
 
+def run_variants(intervention: str, config: ExtractConfig) -> tuple[str, ...]:
+    """The variants an intervention runs on (empty: all): ``none`` every text, a graded
+    intervention ``extract.dose_variants`` (or, when empty, as the others), the others
+    ``extract.intervention_variants``."""
+    if intervention == "none":
+        return ()
+    if parse(intervention).kind.dose is not None and config.dose_variants:
+        return config.dose_variants
+    return config.intervention_variants
+
+
 def intervention_groups(
     df: Any, interventions: Sequence[str], config: ExtractConfig
 ) -> list[tuple[Any, list[str], str | None]]:
     """(texts, interventions, pair texts hash) per extraction pass.
 
-    Without ``extract.intervention_variants`` one pass runs every intervention on every text.
-    With it, ``none`` runs on every text and the other interventions on the rows of those
-    variants only, in a second pass whose runs carry the whole table's hash as their pair
-    key's texts (so ``stats`` pairs them with the unchanged run, variant by variant). Raises
-    HomogError when a named variant is not in the texts.
+    One pass per set of variants (``run_variants``): without ``extract.intervention_variants``
+    and graded interventions one pass runs every intervention on every text. A pass on some
+    variants only holds the rows of those variants, and its runs carry the whole table's hash
+    as their pair key's texts (so ``stats`` pairs them with the unchanged run, variant by
+    variant). Raises HomogError when a named variant is not in the texts.
     """
-    keep = config.intervention_variants
-    others = [iv for iv in interventions if iv != "none"]
-    if not keep or not others:
-        return [(df, list(interventions), None)]
-    missing = sorted(set(keep) - set(df["variant"]))
-    if missing:
-        raise HomogError(
-            f"extract.intervention_variants names {missing}, which the texts do not have "
-            f"(variants: {', '.join(sorted(set(df['variant'])))}); fix the list or leave it empty"
-        )
-    sub = df[df["variant"].isin(keep)].reset_index(drop=True)
-    groups = [(sub, others, texts_hash(df))]
-    if "none" in interventions:
-        groups.insert(0, (df, ["none"], None))
+    passes: dict[tuple[str, ...], list[str]] = {}
+    for iv in interventions:
+        passes.setdefault(run_variants(iv, config), []).append(iv)
+    groups = []
+    for keep, ivs in passes.items():
+        if not keep:
+            groups.append((df, ivs, None))
+            continue
+        missing = sorted(set(keep) - set(df["variant"]))
+        if missing:
+            key = "dose_variants" if keep == config.dose_variants else "intervention_variants"
+            raise HomogError(
+                f"extract.{key} names {missing}, which the texts do not have (variants: "
+                f"{', '.join(sorted(set(df['variant'])))}); fix the list or leave it empty"
+            )
+        sub = df[df["variant"].isin(keep)].reset_index(drop=True)
+        groups.append((sub, ivs, texts_hash(df)))
     return groups
 
 

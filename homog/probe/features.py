@@ -1,7 +1,9 @@
 """The probe's features step (``probe_features@<model>``, ``homog probe --step features``): the
 model's forward passes, run once, written compactly for the fit step to read.
 
-Per intervention of ``extract.interventions`` (on the texts extraction runs it on:
+Per intervention of ``extract.interventions`` that changes position ids (the graded ones act
+inside the extraction's forward pass, which this step's passes do not run; docs/interventions.md)
+(on the texts extraction runs it on:
 ``homog.extract.run.intervention_groups``) it computes the pooled vectors
 (``homog.probe.pooled``; read from the extraction's run when it holds these texts' under the
 same settings, ``from_extraction``, else from a pass of its own) and, under ``probe.lm``,
@@ -43,10 +45,13 @@ PROBE_FIELDS = ("vector_dtype", "lm", "prompt", "positive_word", "negative_word"
 
 
 def texts_with_labels(params: Any, texts: Any) -> tuple[Any, list[str]]:
-    """(sorted texts with a str label column, interventions); HomogError without labels."""
+    """(sorted texts with a str label column, the interventions that change position ids);
+    HomogError without labels."""
     from homog.extract.plan import extract_inputs
+    from homog.interventions import POSITION_IDS, parse
 
     df, interventions = extract_inputs(texts, params.extract.interventions)
+    interventions = [iv for iv in interventions if parse(iv).target == POSITION_IDS]
     if "label" not in df.columns:
         raise HomogError("the texts have no label column: the probe needs labelled texts")
     df["label"] = df["label"].astype(str)

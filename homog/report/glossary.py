@@ -10,17 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from homog.interventions import describe as describe_intervention
 from homog.metrics.registry import METRICS as METRIC_REGISTRY
 from homog.report.document import Section, Table
 from homog.variants import VARIANTS as REGISTRY
 
 VARIANTS = {v.name: v.definition for v in REGISTRY}  # homog.variants, in order
-INTERVENTIONS = {
-    "none": "the unchanged model.",
-    "zero_pos": "position ids all 0: rotary/learned positions carry nothing, the causal mask "
-    "stays (claim 5c compares it with the unchanged run on the original texts).",
-    "shuffle_pos": "a seeded permutation of the position ids over each text's real tokens.",
-}
 TOKEN_SETS = {
     "all": "the metric tokens (padding and tokenizer-added special tokens removed); plain "
     "metric names such as erank.",
@@ -97,7 +92,7 @@ def glossary_section(
     ]
     sec.tables.append(Table(["variant", "what it is"], rows, "variants in the database"))
     if interventions:
-        rows = [[i, INTERVENTIONS.get(i, "not described here")] for i in interventions]
+        rows = [[i, describe_intervention(i)] for i in interventions]
         sec.tables.append(Table(["intervention", "what it does"], rows, "interventions (runs)"))
     sets = ["all", *sorted({token_set_of(m) for m in metrics} - {"all"})]
     rows = [[s, TOKEN_SETS.get(s, "not described here")] for s in sets]
