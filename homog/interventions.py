@@ -43,26 +43,60 @@ class Kind:
 
 KINDS: tuple[Kind, ...] = (
     Kind("none", POSITION_IDS, "the unchanged model."),
-    Kind("zero_pos", POSITION_IDS, "position ids all 0: rotary/learned positions carry "
-         "nothing, the causal mask stays (claim 5c compares it with the unchanged run on the "
-         "original texts)."),
-    Kind("shuffle_pos", POSITION_IDS, "a seeded permutation of the position ids over each "
-         "text's real tokens."),
-    Kind("sink_bias", ATTENTION_LOGITS, "beta added to the attention logit of every query "
-         "towards the sink (the sequence's first token) in every head of the attention layers "
-         "from extract.sink_bias_onset on; the sink's own query is left alone; -inf masks the "
-         "sink.", "beta", high=math.inf),
-    Kind("sink_bias_control", ATTENTION_LOGITS, "the same bias beta towards one interior "
-         "token per text (seeded), not the sink: concentration on a token that is not the "
-         "sink.", "beta", high=math.inf, control_of="sink_bias"),
-    Kind("homogenize", BLOCK_OUTPUT, "at hidden layer extract.homogenize_layer every metric "
-         "token but the sink moves towards the mean of the tokens up to it: "
-         "h_i + alpha (m_i - h_i).", "alpha", 0.0, 1.0),
-    Kind("homogenize_control", BLOCK_OUTPUT, "every token moved by the same distance as "
-         "homogenize:alpha moves it, along a seeded random direction orthogonal to "
-         "(m_i - h_i): a disturbance of the same size that does not make tokens alike.",
-         "alpha", 0.0, 1.0, control_of="homogenize"),
-)  # fmt: skip
+    Kind(
+        "zero_pos",
+        POSITION_IDS,
+        "position ids all 0: rotary/learned positions carry "
+        "nothing, the causal mask stays (claim 5c compares it with the unchanged run on the "
+        "original texts).",
+    ),
+    Kind(
+        "shuffle_pos",
+        POSITION_IDS,
+        "a seeded permutation of the position ids over each text's real tokens.",
+    ),
+    Kind(
+        "sink_bias",
+        ATTENTION_LOGITS,
+        "beta added to the attention logit of every query "
+        "towards the sink (the sequence's first token) in every head of the attention layers "
+        "from extract.sink_bias_onset on; the sink's own query is left alone; -inf masks the "
+        "sink.",
+        "beta",
+        high=math.inf,
+    ),
+    Kind(
+        "sink_bias_control",
+        ATTENTION_LOGITS,
+        "the same bias beta towards one interior "
+        "token per text (seeded), not the sink: concentration on a token that is not the "
+        "sink.",
+        "beta",
+        high=math.inf,
+        control_of="sink_bias",
+    ),
+    Kind(
+        "homogenize",
+        BLOCK_OUTPUT,
+        "at hidden layer extract.homogenize_layer every metric "
+        "token but the sink moves towards the mean of the tokens up to it: "
+        "h_i + alpha (m_i - h_i).",
+        "alpha",
+        0.0,
+        1.0,
+    ),
+    Kind(
+        "homogenize_control",
+        BLOCK_OUTPUT,
+        "every token moved by the same distance as "
+        "homogenize:alpha moves it, along a seeded random direction orthogonal to "
+        "(m_i - h_i): a disturbance of the same size that does not make tokens alike.",
+        "alpha",
+        0.0,
+        1.0,
+        control_of="homogenize",
+    ),
+)
 BY_NAME: dict[str, Kind] = {k.name: k for k in KINDS}
 # the names without a dose (the interventions every homog version knew)
 PLAIN: tuple[str, ...] = tuple(k.name for k in KINDS if k.dose is None)

@@ -74,7 +74,7 @@ def extract(
     Examples:
       homog extract --model smollm2-135m
       homog extract --model gemma3-270m --intervention none --intervention shuffle_pos
-      homog extract --model smollm2-135m --intervention sink_bias:-2 --intervention sink_bias_control:-2
+      homog extract --model smollm2-135m --intervention sink_bias:-2 --intervention none
       homog extract --model random:tiny-llama --texts my.parquet --out /tmp/x --device cpu
       homog extract --model llama3-8b --engine ray   # models: a key; 1 actor per GPU
     """

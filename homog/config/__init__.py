@@ -176,8 +176,10 @@ class ExtractConfig:
         _check(len(self.interventions) >= 1, "extract.interventions must name at least one")
         for name in ("sink_bias_onset", "homogenize_layer"):
             value = getattr(self, name)
-            _check(value == "middle" or (isinstance(value, int) and value >= 1), f"extract.{name} must be middle or a layer "
-                   f">= 1, got {value}")  # fmt: skip
+            _check(
+                value == "middle" or (isinstance(value, int) and value >= 1),
+                f"extract.{name} must be middle or a layer >= 1, got {value}",
+            )
         # canonical names (sink_bias:-2.0 -> sink_bias:-2), the grids' runs appended; a list
         # given in code (tests, the CLI) is stored as a tuple: the config stays hashable
         runs = [*self.interventions]

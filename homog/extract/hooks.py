@@ -27,6 +27,7 @@ from homog.config import ExtractConfig
 from homog.errors import HomogError
 from homog.extract.batch_state import POOLINGS, BatchInputs, BatchState, batch_result, pack_batch
 from homog.extract.batches import PendingBatch
+from homog.extract.edits import edit_batch
 from homog.extract.plan import EncodedText, SamplePlan
 from homog.extract.result import BatchResult
 from homog.metrics.attention import HEAD_METRICS, TEXT_METRICS
@@ -328,7 +329,8 @@ class Extractor:
             st.sent_index = gather_index(inputs.sent_rows, inputs.sent_bounds)
         self._state = st
         try:
-            self._forward(st, inputs)
+            with edit_batch(self.loaded, self.config, intervention, texts, st.mask):
+                self._forward(st, inputs)
             result = batch_result(st, texts, inputs, self.metric_names, self.config, follow)
         finally:
             self._state = None

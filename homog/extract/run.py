@@ -22,7 +22,6 @@ from homog import __version__
 from homog.config import ExtractConfig
 from homog.errors import HomogError
 from homog.extract.outputs import merge_shards
-from homog.interventions import parse
 from homog.extract.plan import (
     EncodedText,
     RunSpec,
@@ -34,6 +33,7 @@ from homog.extract.plan import (
     texts_hash,
     work_dir_for,
 )
+from homog.interventions import parse
 from homog.io import write_json
 from homog.models import ModelFacts
 

@@ -32,6 +32,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from homog.metrics.attn_bias import BIAS_ATTR, ColumnBias
+
 ATTENTION_FUNCTION = "homog_sdpa"
 SINK_ATTR = "_homog_attention_sink"
 # attention module classes whose query/key/mask handling the blockwise path knows
@@ -139,9 +141,15 @@ def attention_forward(
 
     if scaling is None:
         scaling = module.head_dim**-0.5
+    bias = getattr(module, BIAS_ATTR, None)  # the sink_bias intervention (homog.extract.edits)
+    extra = {}
+    if bias is not None:
+        q, k = query.shape[2], key.shape[2]
+        attention_mask = bias.mask(attention_mask, q, k, sliding_window, query.dtype, query.device)
+        extra["bias"] = bias
     sink = getattr(module, SINK_ATTR, None)
     if sink is not None:
-        sink(query, key, scaling=scaling, softcap=softcap, sliding_window=sliding_window)
+        sink(query, key, scaling=scaling, softcap=softcap, sliding_window=sliding_window, **extra)
     if softcap is None and not kwargs.get("output_attentions"):
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
@@ -227,6 +235,7 @@ def attention_sums(
     softcap: float | None = None,
     sliding_window: int | None = None,
     block: int = DEFAULT_BLOCK,
+    bias: ColumnBias | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Per-head sums over each text's real query rows of its attention weights, in blocks.
 
@@ -234,7 +243,8 @@ def attention_sums(
     RoPE; H a multiple of KV); lengths (B,) real tokens per right-padded text. Weights are
     ``softmax(q k^T * scaling + mask)`` in float32, soft-capped as tanh(x / cap) * cap
     when ``softcap`` is set; the mask allows key j for query i when j <= i, j < length and,
-    with ``sliding_window`` w, i - j < w (transformers' masks). Returns float32
+    with ``sliding_window`` w, i - j < w (transformers' masks); ``bias`` (the sink_bias
+    intervention) adds its beta to the allowed logits it hits, or masks them. Returns float32
     ``column_sum`` (B, H, n) = sum_i A_ij and ``entropy_sum`` (B, H) = sum_i H(A_i.) over
     the real rows i < length, for ``homog.metrics.attention.stats_from_sums``.
 
@@ -260,9 +270,18 @@ def attention_sums(
         if sliding_window is not None:
             allowed = allowed & (cols > rows - sliding_window)
         allowed = allowed[None] & (cols[None] < lengths[:, None, None])  # (B, r, c)
+        shift = None  # the bias's additive term (B, r, c), when it does not mask
+        if bias is not None:
+            hit = bias.hits(pos[i0:i1], pos[c0:i1])
+            if bias.masks:
+                allowed = allowed & ~hit
+            else:
+                shift = torch.where(hit, bias.beta, 0.0)
         r = i1 - i0
         logits = _logits(_group_rows(q, kv, i0, i1), k[:, :, c0:i1], scaling, softcap)
         logits = logits.view(b, kv, g, r, i1 - c0)
+        if shift is not None:
+            logits.add_(shift[:, None, None])
         logits.masked_fill_(~allowed[:, None, None], lowest)
         logits.sub_(logits.amax(-1, keepdim=True))  # l' <= 0; masked keys stay ~lowest
         e = torch.exp(logits)
