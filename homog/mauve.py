@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from homog.config import MauveConfig, Params, as_params
+from homog.interventions import parse
 from homog.io import READ_ERRORS, HomogError, atomic_path, unreadable
 from homog.layout import Layout, find_runs
 
@@ -274,7 +275,8 @@ def mauve_stage(
 ) -> pd.DataFrame:
     """The ``mauve`` stage for one model key: writes ``data/mauve/<model>.parquet``.
 
-    Reads every ``data/extract/<model>/<intervention>/`` (run.json + vectors.npz). Rows: run_id,
+    Reads every ``data/extract/<model>/<intervention>/`` (run.json + vectors.npz) of the
+    interventions without a dose (``homog.interventions``). Rows: run_id,
     variant, layer, mauve, path. Raises HomogError for an unknown model key or missing inputs.
     """
     from homog.progress import progress
@@ -288,7 +290,10 @@ def mauve_stage(
     if cfg.path == "auto":
         # torch's batched k-means pays off on a GPU; on a CPU faiss is faster (README).
         cfg = replace(cfg, path="torch" if device.startswith("cuda") else "faiss")
-    runs = find_runs([model], root, interventions=params.extract.interventions)
+    # the graded interventions' runs are read for their dose-response, not for MAUVE (each
+    # would add a k-means per layer for one variant; docs/interventions.md)
+    plain = [iv for iv in params.extract.interventions if parse(iv).kind.dose is None]
+    runs = find_runs([model], root, interventions=plain)
     if not runs:
         raise HomogError(
             f"no runs under {layout.extract_dir(model)}/: run `homog extract --model {model}` first"
