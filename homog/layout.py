@@ -95,6 +95,10 @@ class Layout:
         return self.stats_dir / "separability.parquet"
 
     @property
+    def intervention_doses(self) -> Path:
+        return self.stats_dir / "intervention_doses.parquet"
+
+    @property
     def sentence_contrasts(self) -> Path:
         return self.stats_dir / "sentence_contrasts.parquet"
 

@@ -146,3 +146,30 @@ def test_cli_takes_dose_names_and_refuses_bad_ones():
     assert "--intervention: intervention 'sink_bias:x': the dose 'x' is not a number" in (
         result.output
     )
+
+
+def test_graded_runs_on_the_originals_pair_with_the_full_none_run(tmp_path):
+    from conftest import TINY, extract_config
+    from test_extract import make_texts
+
+    from homog.extract import extract_runner
+    from homog.stats.stage import unchanged_run
+
+    df = make_texts(2, variants=("original", "front"))
+    cfg = extract_config(sink_bias_doses=(0, -2), sink_bias_onset=1)
+    run = extract_runner(parse_params({"extract": {"device": "cpu"}}), "local")
+    recs = run(
+        "tiny", TINY, df, cfg, cfg.interventions, tmp_path, show_progress=False, log=lambda m: None
+    )
+    by_iv = {r["intervention"]: r for r in recs}
+    assert list(by_iv) == [
+        "none",
+        "zero_pos",
+        "sink_bias:0",
+        "sink_bias:-2",
+        "sink_bias_control:-2",
+    ]
+    assert by_iv["zero_pos"]["n_texts"] == 4 and by_iv["sink_bias:-2"]["n_texts"] == 2
+    for iv in ("sink_bias:0", "sink_bias:-2", "sink_bias_control:-2"):
+        assert unchanged_run(by_iv[iv], recs, log=lambda m: None) is by_iv["none"]
+        assert (tmp_path / iv / "run.json").exists()

@@ -7,6 +7,8 @@ TABLES). Public contracts like every table: extended, never renamed.
 - ``dose_response``: the position family's slopes on the key sentence's position and the
   per-variant points (homog/stats/dose.py).
 - ``separability``: claim 4's classifiers (homog/stats/separability.py).
+- ``intervention_doses``: the graded interventions' dose-response, slopes and doses
+  against dose 0 (homog/stats/intervention_doses.py; docs/interventions.md).
 """
 
 from __future__ import annotations
@@ -73,6 +75,26 @@ DOSE_RESPONSE: tuple[tuple[str, str], ...] = (
     ("n", I),
     ("intercept", D),
     ("p_holm", D),
+    ("sesoi", D),
+    *EQUIVALENCE,
+)
+INTERVENTION_DOSES: tuple[tuple[str, str], ...] = (
+    ("run_id", V),  # the unchanged run the graded runs pair with
+    ("family", V),
+    ("arm", V),
+    ("kind", V),
+    ("band", V),
+    ("metric", V),
+    ("x_metric", V),
+    ("dose", D),
+    ("value", D),
+    ("ci_low", D),
+    ("ci_high", D),
+    ("p_value", D),
+    ("p_holm", D),
+    ("n", I),
+    ("verdict", V),
+    ("family_holm", V),
     ("sesoi", D),
     *EQUIVALENCE,
 )

@@ -50,7 +50,12 @@ from typing import TYPE_CHECKING
 
 from homog.schema.column_types import Table, type_problems
 from homog.schema.sentences import SENTENCE_CONTRASTS, SENTENCE_METRICS
-from homog.schema.stats_tables import CONTRASTS, DOSE_RESPONSE, SEPARABILITY
+from homog.schema.stats_tables import (
+    CONTRASTS,
+    DOSE_RESPONSE,
+    INTERVENTION_DOSES,
+    SEPARABILITY,
+)
 from homog.schema.summary import LAYER_SUMMARY, LAYER_SUMMARY_VIEW, summary_kind
 
 if TYPE_CHECKING:
@@ -215,6 +220,13 @@ TABLES: dict[str, Table] = {
             required=("run_id", "sentence", "variant_a", "variant_b", "metric", "mean_diff"),
         ),  # fmt: skip
         Table("separability", SEPARABILITY, "run", ("run_id", "metric", "scope", "variant_a")),
+        Table(
+            "intervention_doses",
+            INTERVENTION_DOSES,
+            scope="run",
+            order_by=("run_id", "family", "kind", "arm", "band", "metric", "dose"),
+            required=("run_id", "family", "arm", "kind", "band", "metric", "value"),
+        ),
         # the probe stage (homog.probe, docs/probe.md): keyed by model, not by run (it runs its
         # own forward passes); a reload of a model replaces its rows
         Table(

@@ -27,6 +27,7 @@ from homog.stats.contrasts import (
     intervention_contrasts,
     run_contrasts,
 )
+from homog.stats.intervention_doses import intervention_doses
 
 
 def _read_metrics(run_dir: Path) -> pd.DataFrame:
@@ -269,8 +270,10 @@ def stats_stage(
     dose = dose_tables(params, layout, found, frames)
     separable = separability_tables(params, runs, frames)
     sentences = sentence_contrasts_of_runs(params, found)
+    graded = intervention_doses(params, runs, frames, lambda r: unchanged_run(r, runs, _quiet))
     with atomic_path(out_dir, directory=True) as tmp:
         contrasts.to_parquet(tmp / "contrasts.parquet", index=False)
+        graded.to_parquet(tmp / "intervention_doses.parquet", index=False)
         sentences.to_parquet(tmp / "sentence_contrasts.parquet", index=False)
         dose.to_parquet(tmp / "dose_response.parquet", index=False)
         separable.to_parquet(tmp / "separability.parquet", index=False)
@@ -307,7 +310,7 @@ def stats_stage(
             )
     return {"contrasts": len(contrasts), "dose_response": len(dose),
             "separability": len(separable), "sentence_contrasts": len(sentences),
-            "runs": len(runs)}  # fmt: skip
+            "intervention_doses": len(graded), "runs": len(runs)}  # fmt: skip
 
 
 def sentence_contrasts_of_runs(

@@ -113,6 +113,7 @@ def collect_sources(
     src.add("contrasts", layout.contrasts)
     src.add("dose_response", layout.dose_response)
     src.add("separability", layout.separability)
+    src.add("intervention_doses", layout.intervention_doses)
     src.add("sentence_contrasts", layout.sentence_contrasts)
     for pe in params.posenc.encodings:
         pe_dir = layout.posenc_dir(pe)

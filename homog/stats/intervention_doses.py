@@ -1,0 +1,291 @@
+"""The graded interventions' dose-response (docs/interventions.md, "Analysis"): the table
+``intervention_doses``.
+
+For one unchanged run and its graded runs (the same pair_key; homog.interventions names them)
+every family (``sink_bias``, ``homogenize``) has two arms, the kind and its control, each a
+dose series that shares the identity at dose 0 (the ``kind:0`` run, else the unchanged run).
+On the texts every dose of both arms holds (variant ``original`` by default), per band
+(``late``: the mean over the late band's layers; ``final``: the last layer):
+
+- ``slope`` rows: per text, the least-squares slope of the outcome (erank) on the
+  manipulated quantity across the arm's doses, x = the text's measured ``attn_first`` for
+  sink_bias (the manipulation as it landed), x = alpha for homogenize; the row is the mean
+  over texts, its bootstrap CI and sign-flip p over texts. Arm ``sink - control`` (resp.
+  ``homogenize - control``) is the per-text difference of the two slopes: the pre-registered
+  primary endpoint, family ``primary`` (Holm over its rows), verdict by
+  ``homog.stats.verdicts.verdict_of`` against SESOI = ``stats.sesoi`` x the unchanged run's
+  early-to-late change of the outcome, per unit of x's range over the sink arm's doses;
+- ``dose`` rows: per arm and dose, the outcome at that dose minus at dose 0, family
+  ``exploratory``, SESOI the outcome's; and the manipulated ``attn_first`` likewise, family
+  ``manipulation`` (the check that the dose moved what it should; in no Holm family).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from homog.config import Params
+from homog.interventions import parse
+from homog.stats.contrast_rows import sesoi_rule
+from homog.stats.contrasts import band_of_layers, pivot_metrics
+from homog.stats.dose import within_slopes
+from homog.stats.paired_tests import bootstrap_ci, holm, paired_p
+from homog.stats.verdicts import EXPLORATORY, PRIMARY, verdict_of
+
+COLUMNS = [
+    "run_id",
+    "family",
+    "arm",
+    "kind",
+    "band",
+    "metric",
+    "x_metric",
+    "dose",
+    "value",
+    "ci_low",
+    "ci_high",
+    "p_value",
+    "p_holm",
+    "n",
+    "verdict",
+    "family_holm",
+    "sesoi",
+    "sesoi_basis",
+    "eq_ci_low",
+    "eq_ci_high",
+]
+X_METRIC = {"sink_bias": "attn_first", "homogenize": "dose"}
+OUTCOMES = ("erank",)
+BANDS = ("late", "final")
+MANIPULATION = "manipulation"
+
+
+def _band_values(frame: pd.DataFrame, variant: str, metric: str, bands: dict) -> pd.DataFrame:
+    """[band x sample_id] means of ``metric`` over each band's layers."""
+    wide = pivot_metrics(frame[(frame["variant"] == variant) & (frame["metric"] == metric)])
+    table = wide.get((variant, metric))
+    if table is None:
+        return pd.DataFrame()
+    return pd.DataFrame(
+        {b: table.reindex(ls).mean(axis=0, skipna=False) for b, ls in bands.items()}
+    ).T
+
+
+def arms_of(base: dict, graded: Mapping[str, pd.DataFrame], base_frame: pd.DataFrame) -> dict:
+    """family -> arm ("kind", "control") -> {dose: frame}; dose 0 of both arms is the
+    ``kind:0`` run when there is one, else the unchanged run."""
+    out: dict[str, dict[str, dict[float, pd.DataFrame]]] = {}
+    for name, frame in graded.items():
+        iv = parse(name)
+        arm = "control" if iv.is_control else "kind"
+        out.setdefault(iv.family, {"kind": {}, "control": {}})[arm][float(iv.dose or 0.0)] = frame
+    for arms in out.values():
+        zero = arms["kind"].get(0.0, base_frame)
+        for arm in arms.values():
+            arm.setdefault(0.0, zero)
+    return out
+
+
+def _stack(
+    series: dict[float, pd.DataFrame], variant: str, metric: str, bands: dict, samples: list[str]
+) -> np.ndarray:
+    """[V, G, n] band values of ``metric`` at each dose (sorted), texts ``samples``."""
+    return np.stack(
+        [
+            _band_values(series[d], variant, metric, bands)
+            .reindex(index=list(bands), columns=samples)
+            .to_numpy(float)
+            for d in sorted(series)
+        ]
+    )
+
+
+def _slopes(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """(n,) per-text least-squares slopes of y on x, each [V, n] (NaN where x is constant)."""
+    sxy, sxx, used = within_slopes(x, y[:, None, :])
+    return np.where(used[0], sxy[0] / np.where(used[0], sxx[0], 1.0), math.nan)
+
+
+def _row(
+    diffs: np.ndarray,
+    key: dict,
+    *,
+    n_boot: int,
+    ci: float,
+    seed: int,
+    test: str,
+    n_perm: int,
+    alpha: float,
+    sesoi: float,
+    basis: str,
+) -> dict:
+    """One row: the mean of ``diffs`` (n,) over texts, its CI, equivalence CI and p."""
+    d = diffs[np.isfinite(diffs)]
+    out = {**key, "n": len(d), "sesoi": sesoi, "sesoi_basis": basis}
+    if len(d) < 2:
+        return {**out, "value": float(np.mean(d)) if len(d) else math.nan}
+    low, high = bootstrap_ci(d[None], n_boot=n_boot, ci=ci, seed=seed)
+    eq_low, eq_high = bootstrap_ci(d[None], n_boot=n_boot, ci=1 - 2 * alpha, seed=seed)
+    p = paired_p(d[None], test=test, n_perm=n_perm, seed=seed)
+    return {
+        **out,
+        "value": float(d.mean()),
+        "ci_low": float(low[0]),
+        "ci_high": float(high[0]),
+        "eq_ci_low": float(eq_low[0]),
+        "eq_ci_high": float(eq_high[0]),
+        "p_value": float(p[0]),
+    }
+
+
+def family_rows(
+    family: str,
+    arms: dict,
+    base_frame: pd.DataFrame,
+    run_id: str,
+    *,
+    variant: str = "original",
+    factor: float,
+    basis: str,
+    **opts: object,
+) -> list:
+    """The slope and dose rows of one family (module docstring)."""
+    layers = sorted(base_frame["layer"].unique())
+    bands = {b: ls for b, ls in band_of_layers(layers).items() if b in BANDS}
+    samples = sorted(
+        set.intersection(
+            *(
+                set(f.loc[f["variant"] == variant, "sample_id"])
+                for a in arms.values()
+                for f in a.values()
+            )
+        )
+    )
+    if not bands or len(samples) < 2:
+        return []
+    x_name = X_METRIC[family]
+    rows: list[dict] = []
+    for metric in OUTCOMES:
+        base = pivot_metrics(base_frame[base_frame["metric"] == metric]).get((variant, metric))
+        fixed, note = sesoi_rule(factor, basis, base, band_of_layers(layers), "the unchanged run's")
+        sesoi = fixed if fixed is not None else math.nan
+        slopes = {}
+        for arm, series in arms.items():
+            doses = np.array(sorted(series), dtype=float)
+            y = _stack(series, variant, metric, bands, samples)  # [V, G, n]
+            if x_name == "dose":
+                x = np.broadcast_to(
+                    np.where(np.isinf(doses), np.nan, doses)[:, None, None], y.shape
+                ).copy()
+            else:
+                x = _stack(series, variant, x_name, bands, samples)
+            slopes[arm] = np.stack([_slopes(x[:, g], y[:, g]) for g in range(len(bands))])
+            if arm == "kind":  # the sink arm's range of x: the slopes' SESOI unit
+                x_range = np.ptp(np.nanmean(x, axis=2), axis=0)
+            for gi, band in enumerate(bands):
+                y0 = y[list(doses).index(0.0), gi]
+                for di, dose in enumerate(doses):
+                    if dose == 0.0:
+                        continue
+                    key = {
+                        "run_id": run_id,
+                        "family": family,
+                        "arm": arm,
+                        "kind": "dose",
+                        "band": band,
+                        "metric": metric,
+                        "x_metric": x_name,
+                        "dose": dose,
+                    }
+                    rows.append(_row(y[di, gi] - y0, key, sesoi=sesoi, basis=note, **opts))
+                    if x_name != "dose":  # the manipulation as it landed (no verdict needed)
+                        x0 = x[list(doses).index(0.0), gi]
+                        key = {**key, "metric": x_name}
+                        rows.append(_row(x[di, gi] - x0, key, sesoi=math.nan, basis="", **opts))
+        slopes[f"{family} - control"] = slopes["kind"] - slopes["control"]
+        x_range = np.asarray(x_range, dtype=float)
+        for arm, s in slopes.items():
+            for gi, band in enumerate(bands):
+                unit = sesoi / x_range[gi] if x_range[gi] > 0 else math.nan
+                key = {
+                    "run_id": run_id,
+                    "family": family,
+                    "arm": arm,
+                    "kind": "slope",
+                    "band": band,
+                    "metric": metric,
+                    "x_metric": x_name,
+                    "dose": math.nan,
+                }
+                text = f"{note} per the sink arm's range of {x_name} ({x_range[gi]:.3g})"
+                rows.append(_row(s[gi], key, sesoi=unit, basis=text, **opts))
+    return rows
+
+
+def finish(rows: list[dict], alpha: float) -> pd.DataFrame:
+    """Holm within each family of rows (primary: the slope differences; exploratory: the
+    rest) and every row's verdict."""
+    frame = pd.DataFrame(rows).reindex(columns=COLUMNS)
+    if frame.empty:
+        return frame
+    primary = (frame["kind"] == "slope") & frame["arm"].str.endswith(" - control")
+    frame["family_holm"] = np.where(primary, PRIMARY, EXPLORATORY)
+    # the manipulation check (attn_first per dose) is in no Holm family: its raw p stands
+    check = frame["metric"] == frame["x_metric"]
+    frame.loc[check, "family_holm"] = MANIPULATION
+    frame.loc[check, "p_holm"] = frame.loc[check, "p_value"]
+    for fam in (PRIMARY, EXPLORATORY):
+        sel = (frame["family_holm"] == fam) & frame["p_value"].notna()
+        if sel.any():
+            frame.loc[sel, "p_holm"] = holm(frame.loc[sel, "p_value"].to_numpy())
+    frame["verdict"] = [
+        verdict_of(
+            r.value, r.ci_low, r.ci_high, r.eq_ci_low, r.eq_ci_high, r.sesoi, r.p_holm, alpha
+        )
+        if np.isfinite(r.p_value)
+        else "inconclusive"
+        for r in frame.itertuples()
+    ]
+    frame["arm"] = np.where(frame["arm"] == "kind", frame["family"], frame["arm"])
+    return frame
+
+
+def intervention_doses(
+    params: Params,
+    runs: list[dict],
+    frames: Mapping[str, pd.DataFrame],
+    base_of: Callable[[dict], dict | None],
+) -> pd.DataFrame:
+    """The ``intervention_doses`` table of every unchanged run that has graded runs
+    (``base_of``: a graded run's unchanged run, homog.stats.stage.unchanged_run)."""
+    graded: dict[str, dict[str, pd.DataFrame]] = {}
+    bases: dict[str, dict] = {}
+    for run in runs:
+        if parse(run.get("intervention", "none")).kind.dose is None:
+            continue
+        base = base_of(run)
+        if base is not None:
+            bases[base["run_id"]] = base
+            graded.setdefault(base["run_id"], {})[run["intervention"]] = frames[run["run_id"]]
+    st = params.stats
+    opts = {
+        "n_boot": st.n_boot,
+        "ci": st.ci,
+        "seed": params.seed,
+        "test": st.test,
+        "n_perm": st.n_perm,
+        "alpha": st.alpha,
+    }
+    rows: list[dict] = []
+    for run_id, named in graded.items():
+        base_frame = frames[run_id]
+        for family, arms in arms_of(bases[run_id], named, base_frame).items():
+            if arms["kind"] and arms["control"] and len(arms["kind"]) >= 2:
+                rows += family_rows(
+                    family, arms, base_frame, run_id, factor=st.sesoi, basis=st.sesoi_basis, **opts
+                )
+    return finish(rows, st.alpha)
