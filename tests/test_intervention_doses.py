@@ -59,3 +59,61 @@ def test_slopes_and_primary_endpoint_recover_known_slopes():
     assert set(out["family_holm"]) == {"primary", "exploratory", "manipulation"}
     check = out[(out["metric"] == "attn_first") & (out["arm"] == "control")]
     assert check.set_index(["band", "dose"])["value"][("final", 2.0)] == pytest.approx(0.2)
+
+
+def test_report_section_has_the_answer_line_tables_and_one_figure_per_model(tmp_path):
+    from homog.report.concentration import TITLE, concentration_section
+
+    rows = []
+    for model in ("m1", "m2"):
+        for arm in ("sink_bias", "control", "sink_bias - control"):
+            rows.append(
+                dict(
+                    model=model,
+                    family="sink_bias",
+                    arm=arm,
+                    kind="slope",
+                    band="final",
+                    metric="erank",
+                    dose=np.nan,
+                    value=-2.0,
+                    ci_low=-2.5,
+                    ci_high=-1.5,
+                    sesoi=0.3,
+                    p_holm=0.001,
+                    n=12,
+                    verdict="supported",
+                )
+            )
+            if arm == "sink_bias - control":
+                continue
+            for dose, metric, value in (
+                (-2.0, "attn_first", -0.3),
+                (-2.0, "erank", 0.5),
+                (2.0, "attn_first", 0.1),
+                (2.0, "erank", -0.2),
+            ):
+                rows.append(
+                    dict(
+                        model=model,
+                        family="sink_bias",
+                        arm=arm,
+                        kind="dose",
+                        band="final",
+                        metric=metric,
+                        dose=dose,
+                        value=value,
+                        ci_low=value - 0.1,
+                        ci_high=value + 0.1,
+                        sesoi=0.3,
+                        p_holm=0.01,
+                        n=12,
+                        verdict="supported",
+                    )
+                )
+    sec = concentration_section(pd.DataFrame(rows), tmp_path)
+    assert sec.title == TITLE
+    assert any("m1: -2 [-2.5, -1.5]" in p and "supported" in p for p in sec.paragraphs)
+    assert [p.name for p, _ in sec.figures] == ["concentration_m1.png", "concentration_m2.png"]
+    assert all(p.stat().st_size > 0 for p, _ in sec.figures)
+    assert concentration_section(pd.DataFrame(columns=["family"]), tmp_path) is None

@@ -20,6 +20,7 @@ from homog.plot import attention_heatmap_figure, layer_curves_figure
 from homog.report.answer import answer_section
 from homog.report.claims import claims_table
 from homog.report.claims_view import claims_section, summary_section
+from homog.report.concentration import DOSES_SQL, concentration_section
 from homog.report.cost import cost_section
 from homog.report.document import Section, to_html, to_markdown
 from homog.report.figures import mauve_figure
@@ -86,6 +87,7 @@ def read_inputs(con: Any) -> dict[str, pd.DataFrame]:
         "separability": get("separability", "SELECT * FROM separability"),
         # the probe stage's table (Open Question 1; homog probe)
         "probe": get("probe_metrics", "SELECT * FROM probe_metrics"),
+        "doses": get("intervention_doses", DOSES_SQL),  # sink_bias (homog.report.concentration)
         # the moved sentence (issue 40; homog.report.sentences_view)
         "sentences": get("sentence_contrasts", "SELECT * FROM sentence_contrasts"),
         "sentence_curve": get("sentence_metrics", SENTENCE_CURVE_SQL),
@@ -317,6 +319,7 @@ def report_sections(
             data["sentences"], data["sentence_curve"], runs, figdir, alpha, dose=dose
         ),
         cost_section(data["probe"], figdir),
+        *filter(None, [concentration_section(data["doses"], figdir)]),
         *figure_sections(con, runs, data["mauve"], figdir, variants),
         posenc_section(data["posenc"], data["ablation"], figdir, _posenc_config(params)),
         *provenance_sections(prov, runs),

@@ -1,0 +1,181 @@
+"""The report's section "Does attention concentration drive homogenization?" (sink_bias).
+
+From the stats stage's ``intervention_doses`` table (homog.stats.intervention_doses): per
+model, the answer line from the primary endpoint (the sink arm's within-text slope of erank on
+``attn_first`` minus the control's, at the final layer and the late band), the slopes and the
+doses as tables, and one dose-response figure per model: x the measured change of
+``attn_first``, y the change of erank, both against dose 0, sink and control with the erank
+change's CI band. Pure: a frame in, a section (and its figures) out.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from homog.report.document import Section, Table
+
+TITLE = "Does attention concentration drive homogenization?"
+FAMILY = "sink_bias"
+DOSES_SQL = (
+    "SELECT d.*, r.model FROM intervention_doses d "
+    "JOIN runs r USING (run_id) ORDER BY r.model, d.arm, d.band, d.dose"
+)
+
+
+def _g(x: float) -> str:
+    return f"{float(x):.3g}" if pd.notna(x) else "n/a"
+
+
+def answer_line(doses: pd.DataFrame) -> str | None:
+    """Per model the primary endpoint at the final layer: value [CI], SESOI, verdict."""
+    sel = doses[
+        (doses["family"] == FAMILY)
+        & (doses["kind"] == "slope")
+        & (doses["arm"] == f"{FAMILY} - control")
+        & (doses["band"] == "final")
+    ]
+    if sel.empty:
+        return None
+    parts = [
+        f"{r.model}: {_g(r.value)} [{_g(r.ci_low)}, {_g(r.ci_high)}] erank per unit of "
+        f"attn_first, SESOI {_g(r.sesoi)}, {r.verdict} (n = {int(r.n)})"
+        for r in sel.itertuples()
+    ]
+    return (
+        "**Attention concentration** (sink_bias; the sink's within-text slope of final-layer "
+        "erank on attn_first minus the control's, the primary endpoint): " + "; ".join(parts) + "."
+    )
+
+
+def _figure(doses: pd.DataFrame, model: str, path: Path) -> Path | None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sel = doses[
+        (doses["model"] == model)
+        & (doses["family"] == FAMILY)
+        & (doses["kind"] == "dose")
+        & (doses["band"] == "final")
+    ]
+    if sel.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(4.6, 3.4))
+    for arm, colour in ((FAMILY, "#D55E00"), ("control", "#0072B2")):
+        a = sel[sel["arm"] == arm]
+        x = a[a["metric"] == "attn_first"].set_index("dose")["value"]
+        y = a[a["metric"] == "erank"].set_index("dose")
+        doses_ = sorted(set(x.index) & set(y.index) | {0.0})
+        xs = [0.0 if d == 0 else x[d] for d in doses_]
+        ys = [0.0 if d == 0 else y.loc[d, "value"] for d in doses_]
+        lo = [0.0 if d == 0 else y.loc[d, "ci_low"] for d in doses_]
+        hi = [0.0 if d == 0 else y.loc[d, "ci_high"] for d in doses_]
+        xs, ys, lo, hi = zip(*sorted(zip(xs, ys, lo, hi, strict=True)), strict=True)
+        label = "sink" if arm == FAMILY else "control (interior token)"
+        ax.plot(xs, ys, "o-", color=colour, lw=1.2, ms=3, label=label)
+        ax.fill_between(xs, lo, hi, color=colour, alpha=0.15, lw=0)
+    ax.axhline(0, color="#999", lw=0.6)
+    ax.axvline(0, color="#999", lw=0.6)
+    ax.set_title(f"{model}: final layer, change against beta = 0", fontsize=9)
+    ax.set_xlabel("measured change of attn_first", fontsize=8)
+    ax.set_ylabel("change of erank (95 % CI over texts)", fontsize=8)
+    ax.legend(fontsize=7)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def concentration_section(doses: pd.DataFrame, figdir: Path) -> Section | None:
+    """The section, or None when the database has no sink_bias dose series."""
+    if doses is None or doses.empty or not (doses["family"] == FAMILY).any():
+        return None
+    doses = doses[doses["family"] == FAMILY]
+    sec = Section(TITLE)
+    sec.paragraphs.append(
+        "The attention logit of every query towards the sink (the first token) is shifted by "
+        "beta in every head of the layers from extract.sink_bias_onset on; the control shifts "
+        "it towards one interior token per text instead (docs/interventions.md). Within each "
+        "text, erank is regressed on the measured attn_first across the doses; the primary "
+        "endpoint is the sink's slope minus the control's (CI over texts)."
+    )
+    line = answer_line(doses)
+    if line:
+        sec.paragraphs.append(line)
+    slopes = doses[doses["kind"] == "slope"]
+    sec.tables.append(
+        Table(
+            [
+                "model",
+                "arm",
+                "band",
+                "slope",
+                "CI low",
+                "CI high",
+                "SESOI",
+                "p_holm",
+                "n",
+                "verdict",
+            ],
+            [
+                [
+                    r.model,
+                    r.arm,
+                    r.band,
+                    r.value,
+                    r.ci_low,
+                    r.ci_high,
+                    r.sesoi,
+                    r.p_holm,
+                    int(r.n),
+                    r.verdict,
+                ]
+                for r in slopes.itertuples()
+            ],
+            "within-text slope of erank on attn_first across the doses (per unit of attn_first)",
+            verdict_column="verdict",
+        )
+    )
+    pts = doses[doses["kind"] == "dose"]
+    sec.tables.append(
+        Table(
+            [
+                "model",
+                "arm",
+                "band",
+                "metric",
+                "beta",
+                "change vs beta = 0",
+                "CI low",
+                "CI high",
+                "verdict",
+            ],
+            [
+                [
+                    r.model,
+                    r.arm,
+                    r.band,
+                    r.metric,
+                    r.dose,
+                    r.value,
+                    r.ci_low,
+                    r.ci_high,
+                    r.verdict if r.metric != "attn_first" else "(manipulation)",
+                ]
+                for r in pts.itertuples()
+            ],
+            "each dose against beta = 0 (attn_first: the manipulation check)",
+            verdict_column="verdict",
+        )
+    )
+    for model in dict.fromkeys(doses["model"]):
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in str(model))
+        path = _figure(doses, model, figdir / f"concentration_{safe}.png")
+        if path is not None:
+            sec.figures.append(
+                (path, f"{model}: dose-response of erank on attn_first, sink against control")
+            )
+    return sec
