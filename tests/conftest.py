@@ -128,3 +128,30 @@ def save_run(layout: Any, model: str, intervention: str, frame: Any, n_layers: i
         "pair_key": f"{model}-pair",
     }  # fmt: skip
     (out / "run.json").write_text(json.dumps(record))
+
+
+def forward_edited(lm, texts, intervention, cfg, modules, take) -> list:
+    """One decoder forward over ``texts`` (EncodedTexts, right-padded) under the edits of
+    ``intervention`` (homog.extract.edits.edit_batch); ``take(output)`` of every module in
+    ``modules``, in call order (the graded interventions' tests)."""
+    import torch
+
+    from homog.extract.edits import edit_batch
+    from homog.extract.plan import pad_batch
+
+    got: list = []
+    hooks = [m.register_forward_hook(lambda _m, _i, out: got.append(take(out))) for m in modules]
+    ids, attn, special, pos = pad_batch(texts, 0, "none", 0)
+    mask = torch.from_numpy(attn.astype(bool) & ~special)
+    try:
+        with torch.inference_mode(), edit_batch(lm, cfg, intervention, texts, mask):
+            lm.decoder(
+                input_ids=torch.from_numpy(ids),
+                attention_mask=torch.from_numpy(attn),
+                position_ids=torch.from_numpy(pos),
+                use_cache=False,
+            )
+    finally:
+        for h in hooks:
+            h.remove()
+    return got

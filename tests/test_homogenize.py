@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import extract_config
+from conftest import extract_config, forward_edited
 
-from homog.extract.edits import control_directions, edit_batch, homogenized
+from homog.extract.edits import control_directions, homogenized
 from homog.extract.local import run_extract
-from homog.extract.plan import EncodedText, pad_batch
+from homog.extract.plan import EncodedText
 from homog.models import load_model
 
 
@@ -89,27 +89,14 @@ def llama():
 
 def hidden_layers(lm, texts, intervention, cfg) -> list[torch.Tensor]:
     """Every block's output (B, n, d) as the next block reads it, under the edits."""
-    got: list[torch.Tensor] = []
-    hooks = [
-        b.register_forward_hook(
-            lambda _m, _i, out: got.append((out[0] if isinstance(out, tuple) else out).clone())
-        )
-        for b in lm.layers
-    ]
-    ids, attn, special, pos = pad_batch(texts, 0, "none", 0)
-    mask = torch.from_numpy(attn.astype(bool) & ~special)
-    try:
-        with torch.inference_mode(), edit_batch(lm, cfg, intervention, texts, mask):
-            lm.decoder(
-                input_ids=torch.from_numpy(ids),
-                attention_mask=torch.from_numpy(attn),
-                position_ids=torch.from_numpy(pos),
-                use_cache=False,
-            )
-    finally:
-        for h in hooks:
-            h.remove()
-    return got
+    return forward_edited(
+        lm,
+        texts,
+        intervention,
+        cfg,
+        lm.layers,
+        lambda out: (out[0] if isinstance(out, tuple) else out).clone(),
+    )
 
 
 def texts_of(*ids: list[int]) -> list[EncodedText]:

@@ -11,12 +11,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import extract_config
+from conftest import extract_config, forward_edited
 
 from homog.extract import Extractor, plan_samples
-from homog.extract.edits import control_column, edit_batch
+from homog.extract.edits import control_column
 from homog.extract.local import run_extract
-from homog.extract.plan import EncodedText, pad_batch
+from homog.extract.plan import EncodedText
 from homog.metrics.attn_bias import ColumnBias
 from homog.metrics.attn_blockwise import choose_implementation
 from homog.models import load_model
@@ -33,25 +33,10 @@ def synthetic_texts(lengths: list[int], seed: int = 0) -> list[EncodedText]:
 def eager_weights(lm, texts, intervention, cfg) -> list[torch.Tensor]:
     """Every attention layer's eager weights (B, H, n, n) of one forward under the edits."""
     lm.model.set_attn_implementation("eager")
-    got: list[torch.Tensor] = []
-    hooks = [
-        a.register_forward_hook(lambda _m, _i, out: got.append(out[1])) for a in lm.attn_modules
-    ]
-    ids, attn, special, pos = pad_batch(texts, 0, "none", 0)
-    mask = torch.from_numpy(attn.astype(bool) & ~special)
     try:
-        with torch.inference_mode(), edit_batch(lm, cfg, intervention, texts, mask):
-            lm.decoder(
-                input_ids=torch.from_numpy(ids),
-                attention_mask=torch.from_numpy(attn),
-                position_ids=torch.from_numpy(pos),
-                use_cache=False,
-            )
+        return forward_edited(lm, texts, intervention, cfg, lm.attn_modules, lambda out: out[1])
     finally:
-        for h in hooks:
-            h.remove()
         choose_implementation(lm.model, lm.attn_modules, True, "blockwise")
-    return got
 
 
 @pytest.fixture(scope="module")

@@ -78,6 +78,16 @@ DOSE_RESPONSE: tuple[tuple[str, str], ...] = (
     ("sesoi", D),
     *EQUIVALENCE,
 )
+# an estimate with its CI, p-values, n and verdict (probe_metrics, intervention_doses)
+VERDICT_ROW = (
+    ("value", D),
+    ("ci_low", D),
+    ("ci_high", D),
+    ("p_value", D),
+    ("p_holm", D),
+    ("n", I),
+    ("verdict", V),
+)
 INTERVENTION_DOSES: tuple[tuple[str, str], ...] = (
     ("run_id", V),  # the unchanged run the graded runs pair with
     ("family", V),
@@ -87,13 +97,7 @@ INTERVENTION_DOSES: tuple[tuple[str, str], ...] = (
     ("metric", V),
     ("x_metric", V),
     ("dose", D),
-    ("value", D),
-    ("ci_low", D),
-    ("ci_high", D),
-    ("p_value", D),
-    ("p_holm", D),
-    ("n", I),
-    ("verdict", V),
+    *VERDICT_ROW,
     ("family_holm", V),
     ("sesoi", D),
     *EQUIVALENCE,

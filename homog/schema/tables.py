@@ -55,6 +55,7 @@ from homog.schema.stats_tables import (
     DOSE_RESPONSE,
     INTERVENTION_DOSES,
     SEPARABILITY,
+    VERDICT_ROW,
 )
 from homog.schema.summary import LAYER_SUMMARY, LAYER_SUMMARY_VIEW, summary_kind
 
@@ -241,13 +242,7 @@ TABLES: dict[str, Table] = {
                 ("layer", I),
                 ("band", V),
                 ("metric", V),
-                ("value", D),
-                ("ci_low", D),
-                ("ci_high", D),
-                ("p_value", D),
-                ("p_holm", D),
-                ("n", I),
-                ("verdict", V),
+                *VERDICT_ROW,
                 ("family", V),
                 ("sesoi", D),
                 ("sesoi_basis", V),
