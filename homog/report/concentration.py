@@ -89,24 +89,11 @@ def _figure(doses: pd.DataFrame, model: str, path: Path) -> Path | None:
     return path
 
 
-def concentration_section(doses: pd.DataFrame, figdir: Path) -> Section | None:
-    """The section, or None when the database has no sink_bias dose series."""
-    if doses is None or doses.empty or not (doses["family"] == FAMILY).any():
-        return None
-    doses = doses[doses["family"] == FAMILY]
-    sec = Section(TITLE)
-    sec.paragraphs.append(
-        "The attention logit of every query towards the sink (the first token) is shifted by "
-        "beta in every head of the layers from extract.sink_bias_onset on; the control shifts "
-        "it towards one interior token per text instead (docs/interventions.md). Within each "
-        "text, erank is regressed on the measured attn_first across the doses; the primary "
-        "endpoint is the sink's slope minus the control's (CI over texts)."
-    )
-    line = answer_line(doses)
-    if line:
-        sec.paragraphs.append(line)
+def _tables(doses: pd.DataFrame) -> list[Table]:
+    """The slope table and the per-dose table."""
+    tables = []
     slopes = doses[doses["kind"] == "slope"]
-    sec.tables.append(
+    tables.append(
         Table(
             [
                 "model",
@@ -140,7 +127,7 @@ def concentration_section(doses: pd.DataFrame, figdir: Path) -> Section | None:
         )
     )
     pts = doses[doses["kind"] == "dose"]
-    sec.tables.append(
+    tables.append(
         Table(
             [
                 "model",
@@ -171,6 +158,26 @@ def concentration_section(doses: pd.DataFrame, figdir: Path) -> Section | None:
             verdict_column="verdict",
         )
     )
+    return tables
+
+
+def concentration_section(doses: pd.DataFrame, figdir: Path) -> Section | None:
+    """The section, or None when the database has no sink_bias dose series."""
+    if doses is None or doses.empty or not (doses["family"] == FAMILY).any():
+        return None
+    doses = doses[doses["family"] == FAMILY]
+    sec = Section(TITLE)
+    sec.paragraphs.append(
+        "The attention logit of every query towards the sink (the first token) is shifted by "
+        "beta in every head of the layers from extract.sink_bias_onset on; the control shifts "
+        "it towards one interior token per text instead (docs/interventions.md). Within each "
+        "text, erank is regressed on the measured attn_first across the doses; the primary "
+        "endpoint is the sink's slope minus the control's (CI over texts)."
+    )
+    line = answer_line(doses)
+    if line:
+        sec.paragraphs.append(line)
+    sec.tables += _tables(doses)
     for model in dict.fromkeys(doses["model"]):
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in str(model))
         path = _figure(doses, model, figdir / f"concentration_{safe}.png")

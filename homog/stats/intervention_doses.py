@@ -142,6 +142,33 @@ def _row(
     }
 
 
+def _dose_rows(
+    key: dict,
+    bands: list[str],
+    doses: np.ndarray,
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    sesoi: float,
+    basis: str,
+    **opts: object,
+) -> list[dict]:
+    """Each dose's change of the outcome ``y`` [V, G, n] against dose 0, per band; and of the
+    manipulated ``x`` (no SESOI) unless x is the dose itself."""
+    rows = []
+    zero = list(doses).index(0.0)
+    for gi, band in enumerate(bands):
+        for di, dose in enumerate(doses):
+            if dose == 0.0:
+                continue
+            k = {**key, "band": band, "dose": dose}
+            rows.append(_row(y[di, gi] - y[zero, gi], k, sesoi=sesoi, basis=basis, **opts))
+            if k["x_metric"] != "dose":  # the manipulation as it landed
+                k = {**k, "metric": k["x_metric"]}
+                rows.append(_row(x[di, gi] - x[zero, gi], k, sesoi=math.nan, basis="", **opts))
+    return rows
+
+
 def family_rows(
     family: str,
     arms: dict,
@@ -186,26 +213,15 @@ def family_rows(
             slopes[arm] = np.stack([_slopes(x[:, g], y[:, g]) for g in range(len(bands))])
             if arm == "kind":  # the sink arm's range of x: the slopes' SESOI unit
                 x_range = np.ptp(np.nanmean(x, axis=2), axis=0)
-            for gi, band in enumerate(bands):
-                y0 = y[list(doses).index(0.0), gi]
-                for di, dose in enumerate(doses):
-                    if dose == 0.0:
-                        continue
-                    key = {
-                        "run_id": run_id,
-                        "family": family,
-                        "arm": arm,
-                        "kind": "dose",
-                        "band": band,
-                        "metric": metric,
-                        "x_metric": x_name,
-                        "dose": dose,
-                    }
-                    rows.append(_row(y[di, gi] - y0, key, sesoi=sesoi, basis=note, **opts))
-                    if x_name != "dose":  # the manipulation as it landed (no verdict needed)
-                        x0 = x[list(doses).index(0.0), gi]
-                        key = {**key, "metric": x_name}
-                        rows.append(_row(x[di, gi] - x0, key, sesoi=math.nan, basis="", **opts))
+            key = {
+                "run_id": run_id,
+                "family": family,
+                "arm": arm,
+                "kind": "dose",
+                "metric": metric,
+                "x_metric": x_name,
+            }
+            rows += _dose_rows(key, list(bands), doses, x, y, sesoi=sesoi, basis=note, **opts)
         slopes[f"{family} - control"] = slopes["kind"] - slopes["control"]
         x_range = np.asarray(x_range, dtype=float)
         for arm, s in slopes.items():
