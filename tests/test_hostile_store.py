@@ -81,6 +81,24 @@ def test_a_file_that_is_not_duckdb_is_never_replaced(tmp_path, monkeypatch, cont
         assert target.read_bytes() == content
 
 
+@pytest.mark.parametrize("mode", [0o444, 0o544])
+def test_a_write_protected_database_is_refused_and_left_as_it_was(tmp_path, monkeypatch, mode):
+    params = project(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "data" / "homog.duckdb"
+    assert invoke_load(params, "--db", str(db)).exit_code == 0
+    db.chmod(mode)
+    before = digest(db)
+    write_run(tmp_path, "m1", "zero_pos", "r2")
+    for extra in ((), ("--force",)):  # --force is about whose file it is, not its protection
+        res = invoke_load(params, "--db", str(db), *extra)
+        clean_error(res, str(db), "write-protected", f"chmod u+w {db}", "another --db")
+        assert digest(db) == before and stat.S_IMODE(db.stat().st_mode) == mode
+    db.chmod(0o644)
+    assert invoke_load(params, "--db", str(db)).exit_code == 0
+    assert [r[0] for r in table_rows(db, "runs")] == ["r1", "r2"]
+
+
 @pytest.mark.parametrize("kind", ["chr", "fifo"])
 def test_device_or_fifo_db_is_refused(tmp_path, monkeypatch, kind):
     params = project(tmp_path)

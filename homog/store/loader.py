@@ -31,6 +31,7 @@ from homog.store.target import (
     atomic_database,
     interrupted,
     previous_database,
+    refuse_read_only,
     remove_stale_builds,
 )
 
@@ -264,6 +265,7 @@ def load_database(
     if db_path.is_dir():
         raise HomogError(f"--db {db_path} is a directory; give the database file's path")
     db_path = check_target(db_path, what="database")  # a symlink followed, a device refused
+    refuse_read_only(db_path)
     # Before the lock: an unwritable directory would otherwise look like a lock held forever.
     writable_dir(db_path.parent, what="database")
     try:

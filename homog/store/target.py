@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -64,6 +66,25 @@ def atomic_database(path: str | os.PathLike[str]) -> Iterator[duckdb.DuckDBPyCon
         os.replace(tmp, path)
     finally:
         _remove_db_files(tmp)
+
+
+def refuse_read_only(path: Path) -> None:
+    """HomogError when the existing ``path`` is write-protected (no owner write bit, or not
+    writable by this user): the rename that replaces it would drop that protection, and a
+    load could not keep the mode of a file it was told not to change. The mode bits are read
+    directly, so root (for whom every file is writable) is refused too."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return
+    if mode & stat.S_IWUSR and os.access(path, os.W_OK):
+        return
+    fix = f"chmod u+w {shlex.quote(str(path))}"
+    raise HomogError(
+        f"--db {path} is write-protected (mode {stat.S_IMODE(mode):o}); homog does not replace "
+        f"a read-only database. To update it, make it writable ({fix}); to keep it as it is, "
+        "choose another --db"
+    )
 
 
 def previous_database(path: Path, *, force: bool = False) -> Path | None:
