@@ -37,7 +37,7 @@ REPORT_DIR = Path("data/report")
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
     help="With --format md: where the PNGs go (linked relative to the page) "
-    "[default: <name>_files beside it].",
+    "[default: <name>_files beside it]. An error with HTML, which embeds its figures.",
 )
 @click.option(
     "--force",

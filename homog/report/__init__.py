@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from homog.lazy import lazy_names
 
-_LAZY = {"build_report": "build", "FORMATS": "build", "claims_table": "claims"}
+_LAZY = {"build_report": "build", "FORMATS": "targets", "claims_table": "claims"}
 __all__ = list(_LAZY)
 
 __getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())

@@ -14,8 +14,8 @@ import pandas as pd
 
 from homog.config import Params
 from homog.errors import HomogError
-from homog.io import atomic_path, check_target, remove_stale
-from homog.owned import HTML_MARK, MD_MARK, check_owned_dir, check_owned_file, mark_dir
+from homog.io import atomic_path, remove_stale
+from homog.owned import HTML_MARK, MD_MARK, mark_dir
 from homog.plot import attention_heatmap_figure, layer_curves_figure
 from homog.report.answer import answer_section
 from homog.report.claims import claims_table
@@ -32,10 +32,16 @@ from homog.report.provenance import gather, provenance_sections, shown
 from homog.report.sentences_view import CURVE_SQL as SENTENCE_CURVE_SQL
 from homog.report.sentences_view import DOSE_SQL as SENTENCE_DOSE_SQL
 from homog.report.sentences_view import sentence_line, sentences_section, verdict_rows
+from homog.report.targets import (
+    check_format,
+    check_out,
+    figure_link,
+    figures_dir_for,
+    rebuild_command,
+)
 from homog.store.query import attention_profile, connect, difference_curves, layer_curves
 from homog.store.query import metrics as metric_names
 
-FORMATS = ("html", "md")
 REPORT_TABLES = ("runs", "layer_metrics", "contrasts", "texts", "mauve_scores", "posenc_results",
                  "head_ablation", "attention_profile")  # fmt: skip
 # erank__no_sink / erank__standardized: does the effect survive without sink tokens and rogue
@@ -188,23 +194,6 @@ def _posenc_config(params: Params | None) -> dict[str, Any] | None:
         return None
 
 
-def figures_dir_for(out: Path, figures_dir: str | os.PathLike[str] | None) -> Path:
-    """Where Markdown figures go: ``figures_dir``, else ``<out stem>_files`` beside ``out``.
-
-    The directory is replaced as a whole, so it must be the report's own: neither the page's
-    directory nor one above it (HomogError).
-    """
-    files = Path(figures_dir) if figures_dir is not None else out.with_name(f"{out.stem}_files")
-    page_dir = out.parent.resolve()
-    target = files.resolve()
-    if target == page_dir or target in page_dir.parents:
-        raise HomogError(
-            f"figures directory {files} would replace the directory of the report {out}: "
-            f"name a directory of its own, e.g. {out.with_name(out.stem)}"
-        )
-    return files
-
-
 def build_report(
     db_path: str | os.PathLike[str],
     out: str | os.PathLike[str],
@@ -233,11 +222,11 @@ def build_report(
     a figures directory that would replace the page's directory or hold the database, and a
     page or folder of the user's without ``force``.
     """
-    stdout = _check_format(fmt, out)
+    stdout = check_format(fmt, out, figures_dir)
     out = Path(out)
     db = Path(db_path)
     files = figures_dir_for(out, figures_dir) if fmt == "md" else None
-    out = out if stdout else _check_out(out, files, force=force, db=db)
+    out = out if stdout else check_out(out, files, force=force, db=db)
     known = params or Params()
     root = Path(root) if root is not None else Path.cwd()
     con = connect(db)
@@ -247,9 +236,7 @@ def build_report(
         claims = claims_of(data, known)
         synth_path = Path(synth_report) if synth_report is not None else None
         synth = _read_synth(synth_path)
-        command = f"homog report --db {shown(db)} -o {'-' if stdout else shown(out)}" + (
-            f" --format md --figures-dir {shown(files)}" if fmt == "md" else ""
-        )
+        command = rebuild_command(db, out, files, stdout=stdout)
         prov = gather(data["runs"], db, command, root=root, params=params,
                       params_name=params_name, synth=synth, synth_path=synth_path,
                       n_original_texts=original_texts(data["texts"]))  # fmt: skip
@@ -264,20 +251,6 @@ def build_report(
     finally:
         con.close()
     return out
-
-
-def _check_format(fmt: str, out: str | os.PathLike[str]) -> bool:
-    """Whether ``out`` is stdout (``-``); HomogError for an unknown format, or Markdown there."""
-    if fmt not in FORMATS:
-        raise HomogError(f"unknown report format {fmt!r}: use one of {', '.join(FORMATS)}")
-    stdout = str(out) == "-"
-    if stdout and fmt == "md":
-        raise HomogError(
-            "-o - streams one self-contained file, and a Markdown report has its figures in "
-            "files beside it: give the page a file name (e.g. -o report.md), or use the HTML "
-            "format for stdout"
-        )
-    return stdout
 
 
 def _read_synth(path: Path | None) -> dict[str, Any] | None:
@@ -337,28 +310,6 @@ def intro_of(runs: pd.DataFrame, db: Path) -> str:
     )
 
 
-def _check_out(out: Path, files: Path | None, *, force: bool, db: Path) -> Path:
-    """The report's path (a symlink followed), checked before any work: a device, FIFO or
-    directory there, a file in the way or an unwritable directory is a HomogError, and so is
-    a page or figures folder homog did not write (without ``force``; :mod:`homog.owned`) and
-    a figures folder that holds the database (even with ``force``)."""
-    from homog.layout import writable_dir
-
-    out = check_target(out, what="report")
-    check_owned_file(out, force=force, what="report")
-    if files is not None:
-        check_target(files, directory=True, what="report figures")
-        real = files.resolve()
-        if real == db.resolve() or real in db.resolve().parents:
-            raise HomogError(
-                f"the figures folder {files} holds the database {db} being reported on, and "
-                "the report replaces that folder as a whole: choose another --figures-dir"
-            )
-        check_owned_dir(files, force=force, what="report figures folder")
-    writable_dir(out.parent, what="report")
-    return out
-
-
 def _check_schema(con: Any, db: Path) -> None:
     from homog.schema.tables import schema_problems
 
@@ -391,7 +342,6 @@ def _write(out: Path, fmt: str, title: str, intro: str, sections: list[Section],
         for sec in sections:
             for path, _ in sec.figures:
                 shutil.copy(path, tmpdir / Path(path).name)
-    link = Path(os.path.relpath(files.resolve(), out.parent.resolve())).as_posix()
-    text = MD_MARK + "\n" + to_markdown(title, intro, sections, link)
+    text = MD_MARK + "\n" + to_markdown(title, intro, sections, figure_link(out, files))
     with atomic_path(out) as tmp:
         tmp.write_text(text)
