@@ -32,10 +32,9 @@ import numpy as np
 
 from homog.errors import HomogError
 from homog.io import atomic_path, content_hash, write_json
+from homog.probe.features_read import INDEX_COLUMNS, ZERO_SHOT_COLUMNS, features_damage
+from homog.probe.features_read import read_features as read_features
 
-INDEX_COLUMNS = ["intervention", "row", "variant", "sample_id", "label", "n_tokens", "truncated"]
-ZERO_SHOT_COLUMNS = ["intervention", "variant", "sample_id", "label", "log_odds",
-                     "n_prompt_tokens", "truncated"]  # fmt: skip
 # the settings the forward passes read (besides the texts and the model's source): a change of
 # any other (stats:, probe.c, probe.folds, ...) leaves the features as they are; dvc.yaml's
 # probe_features stage lists the same params
@@ -70,7 +69,8 @@ def fingerprint(params: Any, source: str, df: Any) -> str:
 
 
 def up_to_date(params: Any, source: str, texts: Any, out_dir: str | Path) -> bool:
-    """Whether ``out_dir`` holds complete features with this fingerprint (nothing to rerun)."""
+    """Whether ``out_dir`` holds complete, undamaged features with this fingerprint (nothing
+    to rerun); damaged ones (``features_damage``) are not up to date."""
     import json
 
     out = Path(out_dir)
@@ -82,12 +82,9 @@ def up_to_date(params: Any, source: str, texts: Any, out_dir: str | Path) -> boo
     except (OSError, ValueError):
         return False
     df, _ = texts_with_labels(params, texts)
-    files = [out / "index.parquet", *(out / f"pooled_{iv}.npy" for iv in record["interventions"])]
-    if params.probe.lm:
-        files.append(out / "zero_shot.parquet")
-    return record.get("fingerprint") == fingerprint(params, source, df) and all(
-        f.exists() for f in files
-    )
+    if not isinstance(record, dict) or record.get("fingerprint") != fingerprint(params, source, df):
+        return False
+    return features_damage(out) is None
 
 
 def _write_parquet(frame: Any, path: Path) -> int:
@@ -137,14 +134,42 @@ def run_features(
     """Run the model once per intervention and write the features to ``out_dir``; return
     (and write) the ``features.json`` record. With ``root`` (the project directory), an
     extraction run there that holds these texts' pooled vectors under the same settings
-    saves the pooled pass (``homog.probe.pooled.from_extraction``)."""
+    saves the pooled pass (``homog.probe.pooled.from_extraction``). The folder is written
+    beside ``out_dir`` and renamed onto it when complete."""
+    df, interventions = texts_with_labels(params, texts)
+    # the whole folder at once: an interrupt leaves the previous features (or none), never
+    # new vectors beside an old record
+    with atomic_path(out_dir, directory=True, what="probe features") as out:
+        return _run_features(
+            params,
+            model,
+            source,
+            df,
+            interventions,
+            out,
+            loaded=loaded,
+            show_progress=show_progress,
+            root=root,
+        )
+
+
+def _run_features(
+    params: Any,
+    model: str,
+    source: str,
+    df: Any,
+    interventions: list[str],
+    out: Path,
+    *,
+    loaded: Any,
+    show_progress: bool,
+    root: str | Path | None,
+) -> dict[str, Any]:
+    """``run_features`` into the empty folder ``out``."""
     from homog.extract.run import intervention_groups
     from homog.models import load_model
 
     cfg = params.extract
-    df, interventions = texts_with_labels(params, texts)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     cpu0 = time.process_time()
     t0 = time.perf_counter()
     if loaded is None:
@@ -221,21 +246,14 @@ def index_part(iv: str, sub: Any, pooled: dict[str, Any]) -> Any:
 
 
 def _write_tables(out: Path, passes: Passes) -> dict[str, int]:
-    """Write index.parquet and zero_shot.parquet (removing an earlier run's answers and
-    vectors no longer run); the tables' sizes in bytes."""
+    """Write index.parquet and (with answers) zero_shot.parquet; their sizes in bytes."""
     import pandas as pd
 
     index = pd.concat(passes.index_parts, ignore_index=True).reindex(columns=INDEX_COLUMNS)
     sizes = {"index": _write_parquet(index, out / "index.parquet")}
-    lm_path = out / "zero_shot.parquet"
     if passes.lm_parts:
         lm_df = pd.concat(passes.lm_parts, ignore_index=True).reindex(columns=ZERO_SHOT_COLUMNS)
-        sizes["zero_shot"] = _write_parquet(lm_df, lm_path)
-    elif lm_path.exists():
-        lm_path.unlink()  # an earlier run's answers (probe.lm: false now)
-    for stale in out.glob("pooled_*.npy"):
-        if stale.stem.removeprefix("pooled_") not in passes.order:
-            stale.unlink()  # an intervention no longer run
+        sizes["zero_shot"] = _write_parquet(lm_df, out / "zero_shot.parquet")
     return sizes
 
 
@@ -272,34 +290,3 @@ def features_record(
         "pooled_from": passes.pooled_from,
         "features_cpu_s": cpu_s,
     }
-
-
-def read_features(out_dir: str | Path) -> dict[str, Any]:
-    """What ``run_features`` wrote: ``record`` (features.json), ``pooled`` (intervention ->
-    vectors, variant, sample_id, label, n_tokens, truncated, in the record's order) and
-    ``zero_shot`` (the frame, or None). HomogError when a file is missing."""
-    import json
-
-    import pandas as pd
-
-    out = Path(out_dir)
-    path = out / "features.json"
-    if not path.exists():
-        raise HomogError(f"{path} not found: run `homog probe --model KEY --step features` first")
-    record = json.loads(path.read_text())
-    index = pd.read_parquet(out / "index.parquet")
-    pooled = {}
-    for iv in record["interventions"]:
-        vec_path = out / f"pooled_{iv}.npy"
-        if not vec_path.exists():
-            raise HomogError(f"{vec_path} not found: run `homog probe --step features` again")
-        rows = index[index["intervention"] == iv].sort_values("row")
-        vectors = np.load(vec_path, allow_pickle=False)
-        if len(vectors) != len(rows):
-            raise HomogError(f"{vec_path} holds {len(vectors)} texts, its index {len(rows)}")
-        pooled[iv] = {"vectors": vectors,
-                      **{c: rows[c].to_numpy() for c in ("variant", "sample_id", "label",
-                                                         "n_tokens", "truncated")}}  # fmt: skip
-    lm_path = out / "zero_shot.parquet"
-    zero = pd.read_parquet(lm_path) if lm_path.exists() else None
-    return {"record": record, "pooled": pooled, "zero_shot": zero}

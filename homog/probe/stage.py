@@ -95,7 +95,7 @@ def run_fit(
 
     probe = params.probe
     out = Path(out_dir)
-    feats = read_features(features_dir if features_dir is not None else out / "features")
+    feats = read_features(features_dir if features_dir is not None else out / "features", model)
     pooled, record = feats["pooled"], feats["record"]
     cpu0 = time.process_time()
     t1 = time.perf_counter()
@@ -184,16 +184,20 @@ def run_probe(
     (both; the features are reused when their fingerprint is this run's, unless ``force``).
     refit: the same as step ``fit``.
     """
-    from homog.probe.features import run_features, up_to_date
+    from homog.probe.features import features_damage, run_features, up_to_date
 
     if step not in STEPS:
         raise HomogError(f"unknown probe step {step!r}: use one of {', '.join(STEPS)}")
     step = "fit" if refit else step
     out = Path(out_dir)
     features = out / "features"
-    if step == "features" or (
-        step == "all" and (force or not up_to_date(params, source, texts, features))
-    ):
+    stale = step == "all" and (force or not up_to_date(params, source, texts, features))
+    if stale and not force and show_progress:
+        damage = features_damage(features)
+        if damage is not None:  # its advice (rerun ...) is what happens now
+            reason = damage.split("; rerun `homog probe")[0]
+            print(f"probe: recomputing the features: {reason}", file=sys.stderr)
+    if step == "features" or stale:
         record = run_features(params, model, source, texts, features, loaded=loaded,
                               show_progress=show_progress, root=root)  # fmt: skip
         if step == "features":
