@@ -97,3 +97,28 @@ def test_a_folder_mixing_two_runs_is_refused(tmp_path, built):
     np.save(path, np.load(path).astype(np.float32))
     with pytest.raises(HomogError, match=r"pooled_none.npy holds float32 .* mixes files of two"):
         run_probe(parse_params(RAW), "tiny", TINY, None, out, root=tmp_path, step="fit")
+
+
+def test_slopes_come_only_from_an_extraction_of_the_features_texts(tmp_path, capsys):
+    """`homog probe --texts OTHER --out DIR` beside the project's extraction: the same sample
+    ids, other texts; the project's erank must not give OTHER's slopes."""
+    import pandas as pd
+
+    from homog.extract import run_extract
+    from homog.layout import Layout
+
+    params, df = parse_params(RAW), labelled_texts()
+    ivs, where = params.extract.interventions, Layout(tmp_path).extract_dir("tiny")
+    run_extract("tiny", TINY, df, params.extract, ivs, where, show_progress=False, log=print)
+    other = df.assign(text=df["text"].str.replace("Film", "Movie"))
+    slopes, skipped = {}, {}
+    for name, texts in (("other", other), ("own", df)):
+        out = tmp_path / name
+        record = run_probe(params, "tiny", TINY, texts, out, root=tmp_path, show_progress=False)
+        metrics = pd.read_parquet(out / "probe_metrics.parquet")
+        slopes[name] = (metrics["kind"] == "slope").sum()
+        skipped[name] = record.get("slopes_skipped")
+    assert slopes["other"] == 0 and set(skipped["other"]) == {"none", "zero_pos"}
+    assert slopes["own"] > 0 and skipped["own"] == {}
+    err = capsys.readouterr().err
+    assert "no cost slopes from tiny/none" in err and "other texts" in err

@@ -44,7 +44,8 @@ def probe(
     Pools every text's hidden states per layer (the extraction's tokens and interventions;
     the extraction's own pooled vectors when they are these texts'), fits linear sentiment
     probes with folds grouped by review, scores the model's zero-shot answer, and relates
-    both to erank within text (when data/extract/<model> exists). Two steps: features (the
+    both to erank within text (when data/extract/<model> is an extraction of these texts:
+    with --texts OTHER there are no slopes, and stderr says why). Two steps: features (the
     model, once: data/probe/<model>/features/ with pooled_<intervention>.npy, index.parquet,
     zero_shot.parquet, features.json) and fit (data/probe/<model>/: probe_texts.parquet,
     lm_sentiment.parquet, probe_metrics.parquet, probe.json).

@@ -84,6 +84,8 @@ def up_to_date(params: Any, source: str, texts: Any, out_dir: str | Path) -> boo
     df, _ = texts_with_labels(params, texts)
     if not isinstance(record, dict) or record.get("fingerprint") != fingerprint(params, source, df):
         return False
+    if "pooled_key" not in record:  # older features: the fit could not match an extraction
+        return False
     return features_damage(out) is None
 
 
@@ -118,6 +120,9 @@ class Passes:
     # intervention -> where its pooled vectors came from: "extract" (the run's, reused) or
     # "forward" (this step's own pass)
     pooled_from: dict[str, str] = field(default_factory=dict)
+    # intervention -> what the model read (encoded_key): an extraction run whose run.json
+    # pooled_key differs holds other texts, so its erank gives no cost slopes
+    keys: dict[str, str] = field(default_factory=dict)
 
 
 def run_features(
@@ -220,6 +225,7 @@ def _forward(
         passes.index_parts.append(index_part(iv, sub, pooled))
         passes.order.append(iv)
         passes.hashes[iv] = texts_hash(sub)
+        passes.keys[iv] = pooled["key"]
         passes.n_texts[iv] = len(sub)
         if probe.lm:
             t1 = time.perf_counter()
@@ -288,5 +294,6 @@ def features_record(
         "timings": passes.timings,
         "forward_passes": passes.n_forward,
         "pooled_from": passes.pooled_from,
+        "pooled_key": passes.keys,
         "features_cpu_s": cpu_s,
     }

@@ -44,12 +44,14 @@ def pooled_means(
     (``homog.extract.plan.read_texts``); config: the ``ExtractConfig`` (max_tokens,
     batch_tokens, exclude_special, seed). Returns ``vectors`` (texts, L+1, d) in
     ``vector_dtype`` and ``variant``, ``sample_id``, ``n_tokens`` (metric tokens) and
-    ``truncated`` per text, in df's order. Raises HomogError when a vector overflows the
-    stored dtype or the hidden states hold NaN/inf.
+    ``truncated`` per text, in df's order, and ``key``: what the model read
+    (``homog.extract.plan.encoded_key``, an extraction's ``pooled_key`` of these texts).
+    Raises HomogError when a vector overflows the stored dtype or the hidden states hold
+    NaN/inf.
     """
     import torch
 
-    from homog.extract.plan import encode_texts, make_batches, pad_batch
+    from homog.extract.plan import encode_texts, encoded_key, make_batches, pad_batch
     from homog.metrics.spectra import pool, token_mask
 
     if vector_dtype not in VECTOR_DTYPES:
@@ -107,6 +109,7 @@ def pooled_means(
         "sample_id": np.array([t.sample_id for t in encoded]),
         "n_tokens": n_metric,
         "truncated": np.array([t.truncated for t in encoded]),
+        "key": encoded_key(encoded),
     }
 
 
@@ -162,6 +165,7 @@ def from_extraction(
             [len(t.input_ids) - k for t, k in zip(encoded, special, strict=True)]
         ),  # fmt: skip
         "truncated": np.array([t.truncated for t in encoded]),
+        "key": record["pooled_key"],
     }
 
 

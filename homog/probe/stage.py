@@ -42,20 +42,55 @@ def _write_parquet(frame: Any, path: Path) -> None:
         frame.to_parquet(tmp, index=False)
 
 
-def read_erank(root: Path, model: str, interventions: list[str]) -> Any:
-    """Per-text erank (intervention, variant, sample_id, layer, value) of the model's runs
-    that exist (None when none does)."""
+def read_erank(root: Path, model: str, keys: dict[str, str | None]) -> tuple[Any, dict[str, str]]:
+    """(Per-text erank (intervention, variant, sample_id, layer, value) of the model's runs
+    whose texts are the features' (None when none is), why each other run was not used).
+
+    ``keys``: intervention -> the features' ``pooled_key`` (what the model read of the
+    texts). A run is used only when its run.json has the same ``pooled_key``: the erank of
+    other texts (``homog probe --texts OTHER`` beside the project's extraction) under the
+    same sample ids would give slopes of unrelated pairs."""
+    import json
+
     import pandas as pd
 
     layout = Layout(root)
-    parts = []
-    for iv in interventions:
-        path = layout.run_dir(model, iv) / "layer_metrics.parquet"
-        if path.exists():
-            lm = pd.read_parquet(path, filters=[("metric", "==", "erank")])
-            lm = lm[["variant", "sample_id", "layer", "value"]].astype({"sample_id": str})
-            parts.append(lm.assign(intervention=iv))
-    return pd.concat(parts, ignore_index=True) if parts else None
+    parts, skipped = [], {}
+    for iv, key in keys.items():
+        run = layout.run_dir(model, iv)
+        path = run / "layer_metrics.parquet"
+        if not path.exists():
+            continue  # no extraction of this intervention: no slopes for it
+        try:
+            theirs = json.loads((run / "run.json").read_text()).get("pooled_key")
+        except (OSError, ValueError, AttributeError):
+            theirs = None
+        if key is None or theirs != key:
+            skipped[iv] = (
+                f"{run} is an extraction of other texts or settings than these features "
+                f"(run.json pooled_key {theirs or 'missing'}, the features' {key or 'missing'})"
+            )
+            continue
+        lm = pd.read_parquet(path, filters=[("metric", "==", "erank")])
+        lm = lm[["variant", "sample_id", "layer", "value"]].astype({"sample_id": str})
+        parts.append(lm.assign(intervention=iv))
+    return (pd.concat(parts, ignore_index=True) if parts else None), skipped
+
+
+def _matching_erank(
+    root: Path, model: str, record: dict[str, Any], interventions: list[str]
+) -> tuple[Any, dict[str, str]]:
+    """``read_erank`` for the features' texts, each run left out said on stderr."""
+    keys = record.get("pooled_key", {})
+    erank, skipped = read_erank(root, model, {iv: keys.get(iv) for iv in interventions})
+    advice = (
+        "the slopes need an extraction of these texts (`homog extract` on them, in a project "
+        "of their own); for an older extraction of them, rerun `homog extract`, then "
+        "`homog probe --step features`"
+    )
+    for iv, why in skipped.items():
+        print(f"probe: no cost slopes from {model}/{iv}: {why}; {advice}", file=sys.stderr)
+    return erank, skipped
 
 
 def slope_rows(slopes: Any) -> Any:
@@ -137,7 +172,7 @@ def run_fit(
     stats = _stats(params)
     lm_in = lm_df if len(lm_df) else None
     metrics = summarise(probe_df, lm_in, stats, positive_label=probe.positive_label)
-    erank = read_erank(Path(root), model, list(pooled))
+    erank, skipped = _matching_erank(Path(root), model, record, list(pooled))
     slopes = cost_slopes(probe_df, lm_in, erank, n_boot=stats.n_boot, ci=stats.ci,
                          alpha=stats.alpha, seed=probe.seed, sesoi=stats.sesoi)  # fmt: skip
     if len(slopes):
@@ -150,6 +185,7 @@ def run_fit(
     _write_parquet(metrics, out / "probe_metrics.parquet")
     _write_parquet(probe_df.assign(model=model), out / "probe_texts.parquet")
     record = _record(record, timings, metrics)
+    record["slopes_skipped"] = skipped  # intervention -> why its extraction was not used
     # CPU seconds of this process (all threads): steadier than wall time on a shared machine
     record["fit_cpu_s"] = round(time.process_time() - cpu0, 1)
     write_json(out / "probe.json", record)
