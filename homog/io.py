@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+from homog import interrupts
 from homog.errors import HomogError
 
 __all__ = [
@@ -230,7 +231,8 @@ def atomic_path(
     ``target`` is checked first (:func:`check_target`: a symlink is followed, a device or
     FIFO refused); temporaries of killed writers of the same target are removed; a full disk
     or a missing permission, also while the caller writes the temporary path, becomes a
-    HomogError naming ``target`` (the ``what``).
+    HomogError naming ``target`` (the ``what``). A Ctrl-C during the command whose
+    KeyboardInterrupt was lost (:func:`homog.interrupts.check`) stops the rename.
     """
     target = check_target(target, directory=directory, what=what)
     pid = os.getpid()
@@ -255,6 +257,7 @@ def atomic_path(
         raise os_error(exc, target, what) from exc
     try:
         yield tmp
+        interrupts.check()  # a Ctrl-C whose KeyboardInterrupt was lost: no commit
         if directory:
             old = None
             if target.exists():

@@ -1,12 +1,16 @@
 """Where `homog report` writes: --figures-dir is refused for HTML (it embeds its figures),
 the page's own path as --figures-dir is refused before any work, a Markdown page whose names
-hold spaces still links its images, and the provenance's rebuild command is shell-quoted."""
+hold spaces still links its images, and the provenance's rebuild command is shell-quoted.
+A Ctrl-C whose KeyboardInterrupt Python swallowed in a weakref callback still ends the report
+with status 130 and nothing written."""
 
 from __future__ import annotations
 
 import re
 import shlex
 import shutil
+import signal
+import weakref
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -65,3 +69,49 @@ def test_a_page_named_with_spaces_links_its_images_and_quotes_its_rebuild(
     assert Path(args[args.index("-o") + 1]).resolve() == page.resolve()
     figs = Path(args[args.index("--figures-dir") + 1])
     assert figs.resolve() == (folder / "Ann's report_files").resolve() and figs.is_dir()
+
+
+def lose_a_ctrl_c() -> None:
+    """A SIGINT whose KeyboardInterrupt is raised inside a weakref callback, where Python
+    only prints 'Exception ignored ... KeyboardInterrupt' and carries on (as in matplotlib's
+    callback registries during garbage collection)."""
+
+    class Thing:
+        pass
+
+    def callback(_ref: object) -> None:
+        signal.raise_signal(signal.SIGINT)
+        for _ in range(1000):  # Python runs the handler here
+            pass
+
+    thing = Thing()
+    ref = weakref.ref(thing, callback)
+    del thing
+    assert ref() is None
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_lost_ctrl_c_still_ends_the_command_as_interrupted():
+    from homog.interrupts import watch_sigint
+
+    with pytest.raises(KeyboardInterrupt), watch_sigint():
+        lose_a_ctrl_c()  # the command then returns normally
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with watch_sigint():  # the next command starts afresh
+        pass
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_lost_ctrl_c_during_the_report_exits_130_and_writes_nothing(tmp_path, db, monkeypatch):
+    from homog.report import build
+
+    real = build.mark_dir
+
+    def mark_after_a_lost_ctrl_c(folder):  # in the figures' copy step
+        lose_a_ctrl_c()
+        return real(folder)
+
+    monkeypatch.setattr(build, "mark_dir", mark_after_a_lost_ctrl_c)
+    res = report(db, "--format", "md", "-o", str(tmp_path / "r.md"))
+    assert res.exit_code == 130 and "interrupted" in res.output, res.output
+    assert list(tmp_path.iterdir()) == [db]  # no page, no figures folder, no temporary

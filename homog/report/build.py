@@ -335,6 +335,8 @@ def _write(out: Path, fmt: str, title: str, intro: str, sections: list[Section],
         with atomic_path(out) as tmp:
             tmp.write_text(text)
         return
+    # the page's text first: the two renames below follow each other with nothing between
+    text = MD_MARK + "\n" + to_markdown(title, intro, sections, figure_link(out, files))
     out.parent.mkdir(parents=True, exist_ok=True)
     files.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(files, directory=True) as tmpdir:
@@ -342,6 +344,5 @@ def _write(out: Path, fmt: str, title: str, intro: str, sections: list[Section],
         for sec in sections:
             for path, _ in sec.figures:
                 shutil.copy(path, tmpdir / Path(path).name)
-    text = MD_MARK + "\n" + to_markdown(title, intro, sections, figure_link(out, files))
     with atomic_path(out) as tmp:
         tmp.write_text(text)
