@@ -103,14 +103,7 @@ def pooled_means(
     finally:
         for h in handles:
             h.remove()
-    return {
-        "vectors": out,
-        "variant": np.array([t.variant for t in encoded]),
-        "sample_id": np.array([t.sample_id for t in encoded]),
-        "n_tokens": n_metric,
-        "truncated": np.array([t.truncated for t in encoded]),
-        "key": encoded_key(encoded),
-    }
+    return _result(out, encoded, n_metric, encoded_key(encoded))
 
 
 def from_extraction(
@@ -157,15 +150,20 @@ def from_extraction(
         return None
     names = [t.name for t in encoded]
     special = [int(t.special.sum()) if config.exclude_special else 0 for t in encoded]
+    n_tokens = np.array([len(t.input_ids) - k for t, k in zip(encoded, special, strict=True)])
+    stored = to_stored(vectors.astype(np.float32), vector_dtype, names)
+    return _result(stored, encoded, n_tokens, record["pooled_key"])
+
+
+def _result(vectors: np.ndarray, encoded: Any, n_tokens: np.ndarray, key: str) -> dict[str, Any]:
+    """What ``pooled_means`` and ``from_extraction`` return, per text in ``encoded``'s order."""
     return {
-        "vectors": to_stored(vectors.astype(np.float32), vector_dtype, names),
+        "vectors": vectors,
         "variant": np.array([t.variant for t in encoded]),
         "sample_id": np.array([t.sample_id for t in encoded]),
-        "n_tokens": np.array(
-            [len(t.input_ids) - k for t, k in zip(encoded, special, strict=True)]
-        ),  # fmt: skip
+        "n_tokens": n_tokens,
         "truncated": np.array([t.truncated for t in encoded]),
-        "key": record["pooled_key"],
+        "key": key,
     }
 
 
