@@ -21,6 +21,8 @@ from homog.schema.tables import TABLES, Table
 from homog.store.guard import quote_literal
 
 RUN_TABLES = [t.name for t in TABLES.values() if t.scope == "run" and t.name != "runs"]
+# tables keyed by model, not run (the probe's): a pruned model's rows go with its runs
+MODEL_TABLES = [t.name for t in TABLES.values() if t.scope == ("model",)]
 
 
 def run_row(run: dict[str, Any]) -> dict[str, Any]:
@@ -151,22 +153,32 @@ def fill_table(
 
 
 def drop_gone_models(con: duckdb.DuckDBPyConnection, keep: list[str], notices: list[str]) -> None:
-    """Drop the runs of models not in ``keep`` (params ``models:``) and all their rows."""
+    """Drop the runs of models not in ``keep`` (params ``models:``) and all their rows: the
+    rows of their runs and the rows of the tables keyed by model (the probe's)."""
     gone = con.execute(
         "SELECT model, count(*) FROM runs WHERE model NOT IN (SELECT unnest(?::VARCHAR[])) "
         "GROUP BY model ORDER BY model",
         [keep],
     ).fetchall()
-    if not gone:
+    others = 0
+    for table in MODEL_TABLES:
+        where = f"FROM {table} WHERE model NOT IN (SELECT unnest(?::VARCHAR[]))"
+        others += con.execute(f"SELECT count(*) {where}", [keep]).fetchone()[0]
+        con.execute(f"DELETE {where}", [keep])
+    if not gone and not others:
         return
     ids = "SELECT run_id FROM runs WHERE model NOT IN (SELECT unnest(?::VARCHAR[]))"
     for table in RUN_TABLES:
         con.execute(f"DELETE FROM {table} WHERE run_id IN ({ids})", [keep])
     con.execute("DELETE FROM runs WHERE model NOT IN (SELECT unnest(?::VARCHAR[]))", [keep])
     names = ", ".join(f"{m} ({n} run{'s' if n > 1 else ''})" for m, n in gone)
+    what = f"the runs of models no longer in params `models:` and all their rows: {names}"
+    if not gone:
+        what = f"the rows of models no longer in params `models:` ({others} probe rows)"
+    elif others:
+        what += f" (with {others} probe rows)"
     notices.append(
-        f"dropped the runs of models no longer in params `models:` and all their rows: {names}; "
-        "to keep them, add the models back to `models:` and run `homog load` again"
+        f"dropped {what}; to keep them, add the models back to `models:` and run `homog load` again"
     )
 
 
@@ -178,14 +190,29 @@ def refuse_drop(con: duckdb.DuckDBPyConnection, keep: list[str]) -> None:
         "WHERE model NOT IN (SELECT unnest(?::VARCHAR[])) GROUP BY model ORDER BY model",
         [keep],
     ).fetchall()
-    if not gone:
-        return
-    shown = "; ".join(
+    parts = [
         f"{m}: {len(ids)} run{'s' if len(ids) > 1 else ''} ({', '.join(ids[:5])}"
         + (", ..." if len(ids) > 5 else "")
         + ")"
         for m, ids in gone
-    )
+    ]
+    present = {
+        r[0]
+        for r in con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = 'prev'"
+        ).fetchall()
+    }
+    for table in (t for t in MODEL_TABLES if t in present):
+        rows = con.execute(
+            f"SELECT model, count(*) FROM prev.{table} WHERE model NOT IN (SELECT "
+            "unnest(?::VARCHAR[])) AND model NOT IN (SELECT model FROM prev.runs) GROUP BY "
+            "model ORDER BY model",
+            [keep],
+        ).fetchall()
+        parts += [f"{m}: {n} {table} rows" for m, n in rows]
+    if not parts:
+        return
+    shown = "; ".join(parts)
     raise HomogError(
         f"the database holds runs of models that are not in params `models:` ({shown}); this "
         "load would drop them and all their rows, so it stopped and the database is unchanged. "
