@@ -17,13 +17,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-MASSIVE_METRICS: tuple[str, ...] = (
-    "act_top1",
-    "act_median",
-    "act_ratio",
-    "act_top1_pos",
-    "act_top1_feature",
-)
+from homog.metrics.registry import MASSIVE_METRICS
+
 TOP_K = 3  # (position, feature) pairs kept per text and layer for massive_activations
 
 

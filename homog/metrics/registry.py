@@ -86,3 +86,15 @@ METRICS: tuple[Metric, ...] = (
 )  # fmt: skip
 BY_NAME = {m.name: m for m in METRICS}
 HIDDEN_METRICS = tuple(m.name for m in METRICS if m.kind == HIDDEN)
+# the hidden-state metrics computed beside the spectra (homog.metrics.sets, .massive): named
+# here, torch-free, so that names given in params can be checked without loading torch
+PEER_METRICS: tuple[str, ...] = ("prompt_entropy", "curvature", "twonn_id")
+MASSIVE_METRICS: tuple[str, ...] = (
+    "act_top1",
+    "act_median",
+    "act_ratio",
+    "act_top1_pos",
+    "act_top1_feature",
+)
+# every per-layer metric name a contrast can carry (before a token set's suffix)
+ALL_METRICS: tuple[str, ...] = (*BY_NAME, *PEER_METRICS, *MASSIVE_METRICS)

@@ -53,6 +53,7 @@ from homog.metrics.curvature import curvature, curvature_from_vectors
 from homog.metrics.eigensolver import minor_spectra_supported
 from homog.metrics.massive import MASSIVE_METRICS, massive_activations
 from homog.metrics.pending import PendingSpectra, sharing_inputs
+from homog.metrics.registry import PEER_METRICS
 from homog.metrics.spectra import (
     METRIC_NAMES,
     direction_metrics,
@@ -62,7 +63,6 @@ from homog.metrics.spectra import (
 )
 
 TOKEN_SETS: tuple[str, ...] = ("no_sink", "standardized")
-PEER_METRICS: tuple[str, ...] = ("prompt_entropy", "curvature", "twonn_id")
 N_REMOVED = "n_removed__no_sink"
 TWONN_FRACTION = 0.9
 DUPLICATE_REL = 1e-10

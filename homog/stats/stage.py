@@ -28,6 +28,7 @@ from homog.stats.contrasts import (
     run_contrasts,
 )
 from homog.stats.intervention_doses import intervention_doses
+from homog.stats.primary_names import check_primary
 
 
 def _read_metrics(run_dir: Path) -> pd.DataFrame:
@@ -256,6 +257,7 @@ def stats_stage(
     The whole directory is replaced atomically.
     """
     params = as_params(params)
+    check_primary(params.stats.primary)  # the report reads it; a typo fails here, first
     layout = Layout(Path(root))
     out_dir = Path(out_dir) if out_dir is not None else layout.stats_dir
     found, frames = read = read_runs(params, root)

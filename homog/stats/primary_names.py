@@ -1,0 +1,58 @@
+"""The names of ``stats.primary:`` checked against the registries, when params are read.
+
+A typo there (``erankk``, ``standardised``, ``key_frist - key_control``) matched no claim row,
+so the primary family silently shrank: fewer endpoints, another Holm family. Each name must be
+a metric of :mod:`homog.metrics.registry`, a token set of it, or, on each side of a contrast,
+a variant of :mod:`homog.variants` (a registered one or a place of the position family's
+sweep, ``key_p25``). The scopes are checked by :class:`homog.config.primary.PrimaryConfig`
+itself. The config cannot do the rest: it sits below the metrics registry.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+from homog.config.primary import PrimaryConfig
+from homog.errors import HomogError
+from homog.metrics.registry import ALL_METRICS, TOKEN_SETS
+from homog.variants import BY_NAME, definition
+
+
+def _hint(name: str, valid: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def primary_problems(primary: PrimaryConfig) -> list[str]:
+    """One line per unknown name of ``primary`` (empty: every name is known)."""
+    problems = []
+    for key, names, valid in (
+        ("metrics", primary.metrics, ALL_METRICS),
+        ("token_sets", primary.token_sets, TOKEN_SETS),
+    ):
+        for name in names:
+            if name not in valid:
+                problems.append(
+                    f"stats.primary.{key}: unknown {key[:-1].replace('_', ' ')} {name!r}"
+                    f"{_hint(name, valid)}; valid: {', '.join(valid)}"
+                )
+    for contrast in primary.contrasts:
+        for side in (s.strip() for s in contrast.split(" - ")):
+            if definition(side) is None:
+                problems.append(
+                    f"stats.primary.contrasts: {contrast!r} names an unknown variant {side!r}"
+                    f"{_hint(side, BY_NAME)}; valid: {', '.join(BY_NAME)} (or a sweep place "
+                    "such as key_p25)"
+                )
+    return problems
+
+
+def check_primary(primary: PrimaryConfig) -> None:
+    """HomogError naming every unknown name of ``stats.primary`` (with a close match)."""
+    problems = primary_problems(primary)
+    if problems:
+        raise HomogError(
+            "; ".join(problems) + ". A name that matches no claim row would leave the primary "
+            "family smaller without a word: fix it in params.yaml"
+        )
