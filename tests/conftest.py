@@ -106,13 +106,23 @@ def largest_tensor_mode() -> Any:
     return Largest()
 
 
-def save_run(layout: Any, model: str, intervention: str, frame: Any, n_layers: int) -> None:
+def save_run(
+    layout: Any,
+    model: str,
+    intervention: str,
+    frame: Any,
+    n_layers: int,
+    *,
+    generation: str = "",
+    created_at: str = "2026-01-01T00:00:00+00:00",
+) -> None:
     """Write a synthetic run as ``homog extract`` would: ``frame`` (variant, sample_id, layer,
-    metric, value) as ``layer_metrics.parquet`` with run id ``<model>-<intervention>``, and its
-    ``run.json`` (a random:tiny-llama record with ``n_layers``)."""
+    metric, value) as ``layer_metrics.parquet`` with run id ``<model>-<intervention>`` (plus
+    ``generation``: the run ids of other params), and its ``run.json`` (a random:tiny-llama
+    record with ``n_layers``, made at ``created_at``)."""
     import json
 
-    run_id = f"{model}-{intervention}"
+    run_id = f"{model}-{intervention}{generation}"
     frame = frame.copy()
     frame.insert(0, "run_id", run_id)
     frame["layer"] = frame["layer"].astype("int32")
@@ -124,8 +134,8 @@ def save_run(layout: Any, model: str, intervention: str, frame: Any, n_layers: i
         "n_layers": n_layers, "d_model": 64, "n_heads": 4, "dtype": "float32",
         "device": "cpu", "intervention": intervention,
         "config_json": json.dumps({"extract": {"max_tokens": 64}, "versions": {"homog": "t"}}),
-        "homog_version": "test", "created_at": "2026-01-01T00:00:00+00:00",
-        "pair_key": f"{model}-pair",
+        "homog_version": "test", "created_at": created_at,
+        "pair_key": f"{model}-pair{generation}",
     }  # fmt: skip
     (out / "run.json").write_text(json.dumps(record))
 

@@ -97,11 +97,15 @@ def claims(
       homog claims --verdict supported,reversed
     """
     from homog.report.build import REPORT_TABLES, claims_of, read_inputs
+    from homog.store.current import left_out
     from homog.store.query import check_schema
 
     con = connect_db(db_path)
     check_schema(con, (*REPORT_TABLES, "separability"))
     data = read_inputs(con)
+    note = left_out(data["older_runs"].to_dict("records"))
+    if note:
+        click.echo(f"note: {note}", err=True)
     if data["contrasts"].empty or data["runs"].empty:
         raise HomogError(
             "the database has no contrasts: run the stats stage and load (`dvc repro`)"

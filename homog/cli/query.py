@@ -67,6 +67,20 @@ def _run_ids(con: Any, given: Sequence[str]) -> list[str] | None:
     return resolve_runs(run_ids(con), names) if names else None
 
 
+def _current_runs(con: Any, given: Sequence[str]) -> list[str] | None:
+    """The runs of ``--runs`` (None: not given), after which ``con`` sees one run per model
+    and intervention: the newest, or the one named (:func:`homog.store.current.use_runs`);
+    without ``--runs`` the older runs left out are named on stderr."""
+    from homog.store.current import left_out, use_runs
+
+    ids = _run_ids(con, given)
+    selection = use_runs(con, ids or ())
+    note = None if ids else left_out(selection.older)
+    if note:
+        click.echo(f"note: {note}", err=True)
+    return ids
+
+
 @click.command()
 @db_option
 @format_option
@@ -75,7 +89,9 @@ def runs(db_path: Path | None, fmt: str, wide: bool) -> None:
     """List the runs in the database: model, intervention, layers, texts, date, sizes.
 
     The table shows what fits the terminal (run ids at their unique prefix, which every
-    --runs option takes); --wide, --format csv or json show every column.
+    --runs option takes); --wide, --format csv or json show every column. `used` says
+    whether claims, report and compare read the run: of a model's runs of one intervention
+    (runs of earlier params stay in the database) only the newest is read, never pooled.
 
     \b
     Example:
@@ -84,15 +100,22 @@ def runs(db_path: Path | None, fmt: str, wide: bool) -> None:
       homog runs --format json
     """
     from homog.store import list_runs
+    from homog.store.current import select_runs
 
     con = connect_db(db_path)
     rows = list_runs(con)
     if not rows:
         raise HomogError("the database has no runs: run `dvc repro` (or `homog load`)")
+    short = short_ids([r["run_id"] for r in rows])
+    # an older run of a model and intervention is never pooled with the newest: say which
+    instead = {r["run_id"]: r["instead"] for r in select_runs(con).older}
+    for r in rows:
+        newer = instead.get(r["run_id"])
+        r["used"] = "yes" if newer is None else f"no: {newer if wide else short[newer]} is newer"
     if fmt == "table":
         from homog.cli.views import show_runs
 
-        show_runs(rows, short_ids([r["run_id"] for r in rows]), wide=wide)
+        show_runs(rows, short, wide=wide)
         return
     cols = list(rows[0])
     emit(cols, [[r[c] for c in cols] for r in rows], fmt, "runs")
@@ -138,12 +161,15 @@ def compare(
       homog compare --metric erank --runs cf240802      # a run-id prefix, as printed
     """
     from homog.store import layer_curves
+    from homog.store import run_ids as all_run_ids
 
     con = connect_db(db_path)
+    short = short_ids(all_run_ids(con))
+    ids = _current_runs(con, run_ids)
     rows = layer_curves(
         con,
         metric,
-        run_ids=_run_ids(con, run_ids),
+        run_ids=ids,
         variants=split_values(variants) or None,
         layers=_parse_layers(layers, _top_layer(con)),
         models=split_values(models) or None,
@@ -155,9 +181,8 @@ def compare(
         emit(cols, [[r[c] for c in cols] for r in rows], fmt)
         return
     from homog.cli.views import show_compare
-    from homog.store import run_ids as all_run_ids
 
-    show_compare(con, rows, metric, short_ids(all_run_ids(con)), raw=raw, wide=wide)
+    show_compare(con, rows, metric, short, raw=raw, wide=wide)
 
 
 @click.command()
@@ -237,11 +262,12 @@ def plot(
 
     check_owned_file(check_target(out, what="plot"), force=force, what="plot")
     con = connect_db(db_path)
+    ids = _current_runs(con, run_ids)
     if kind == "curves":
         rows = q.layer_curves(
             con,
             metric,
-            run_ids=_run_ids(con, run_ids),
+            run_ids=ids,
             variants=split_values(variants) or None,
             models=split_values(models) or None,
         )
@@ -254,7 +280,7 @@ def plot(
             )
         plots.layer_curves_figure(diff or rows, metric, out, x=x_axis, difference=not raw)
     else:
-        ids = _run_ids(con, run_ids) or [r["run_id"] for r in q.list_runs(con)][:1]
+        ids = ids or [r["run_id"] for r in q.list_runs(con)][:1]
         vs = split_values(variants) or ["original"]
         if len(ids) != 1 or len(vs) != 1:
             raise HomogError("--kind attention takes one --runs RUN_ID and one --variants")

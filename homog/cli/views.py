@@ -22,6 +22,7 @@ def show_runs(rows: list[dict[str, Any]], short: dict[str, str], *, wide: bool) 
         ("intervention", "intervention", 0, False),
         ("layers", "n_layers", 0, True),
         ("texts", "n_texts", 0, True),
+        ("used", "used", 0, False),
         ("created", "created_at", 1, False),
         ("dtype", "dtype", 2, False),
         ("device", "device", 3, False),

@@ -39,6 +39,8 @@ from homog.report.targets import (
     figures_dir_for,
     rebuild_command,
 )
+from homog.stats.primary_names import check_primary
+from homog.store.current import left_out, use_runs
 from homog.store.query import attention_profile, connect, difference_curves, layer_curves
 from homog.store.query import metrics as metric_names
 
@@ -64,13 +66,18 @@ def _tables(con: Any) -> set[str]:
 
 
 def read_inputs(con: Any) -> dict[str, pd.DataFrame]:
-    """The frames the report needs, read with plain SELECTs (empty frames when absent)."""
+    """The frames the report needs, read with plain SELECTs (empty frames when absent), of
+    one run per model and intervention (:func:`homog.store.current.use_runs`: the newest;
+    the connection keeps seeing only those runs); ``older_runs``: the runs left out."""
     tables = _tables(con)
+    older = list(use_runs(con).older) if "runs" in tables else []
+    columns = ["run_id", "model", "intervention", "created_at", "instead"]
 
     def get(table: str, sql: str) -> pd.DataFrame:
         return _frame(con, sql) if table in tables else pd.DataFrame()
 
     return {
+        "older_runs": pd.DataFrame(older, columns=columns),
         "runs": get("runs", "SELECT * FROM runs ORDER BY model, intervention, run_id"),
         "contrasts": get("contrasts", "SELECT * FROM contrasts"),
         "erank": get(
@@ -111,6 +118,7 @@ def claims_of(data: dict[str, pd.DataFrame], params: Params) -> pd.DataFrame:
     """The claims frame of :func:`read_inputs`' frames with the ``stats:`` settings of
     ``params`` (the report's and the README answer's one source); an empty frame with the
     claims columns when the database has no contrasts or runs."""
+    check_primary(params.stats.primary)
     if data["contrasts"].empty or data["runs"].empty:
         return pd.DataFrame(columns=["model", *CLAIM_COLUMNS])
     st = params.stats
@@ -247,7 +255,7 @@ def build_report(
             sections = report_sections(con, data, claims, Path(tmp), variants=variants,
                                        stats=known.stats, params=params, synth=synth,
                                        prov=prov)  # fmt: skip
-            _write(out, fmt, TITLE, intro_of(data["runs"], db), sections, files)
+            _write(out, fmt, TITLE, intro_of(data["runs"], db, data["older_runs"]), sections, files)
     finally:
         con.close()
     return out
@@ -299,11 +307,15 @@ def report_sections(
     ]
 
 
-def intro_of(runs: pd.DataFrame, db: Path) -> str:
-    """The page's opening paragraph: the runs and models read, and the question asked."""
+def intro_of(runs: pd.DataFrame, db: Path, older: pd.DataFrame | None = None) -> str:
+    """The page's opening paragraph: the runs and models read (and the older runs of the same
+    model and intervention left out), and the question asked."""
     n_models = runs["model"].nunique() if len(runs) else 0
+    note = left_out(older.to_dict("records")) if older is not None else None
     return (
-        f"{len(runs)} runs of {n_models} model(s) from {shown(db)}. Does "
+        f"{len(runs)} runs of {n_models} model(s) from {shown(db)}. "
+        + (f"{note} " if note else "")
+        + "Does "
         "positional bias drive token homogenization (arXiv 2508.17126)? Each claim is "
         "checked per model on paired texts; the answer comes first, then each claim, "
         "the glossary and every row."
