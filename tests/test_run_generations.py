@@ -33,8 +33,11 @@ PARAMS = {
 }
 
 
-def write_generation(root: Path, generation: str, created_at: str, seed: int) -> None:
-    """The extract outputs of m1's two runs with the run ids of one set of params."""
+def write_generation(
+    root: Path, generation: str, created_at: str, seed: int, n_texts: int = N_TEXTS
+) -> None:
+    """The extract outputs of m1's two runs (``n_texts`` texts) with the run ids of one set
+    of params."""
     layout = Layout(root)
     rng = np.random.default_rng(seed)
     for intervention, extra in (("none", 0.0), ("zero_pos", 3.0)):
@@ -42,7 +45,7 @@ def write_generation(root: Path, generation: str, created_at: str, seed: int) ->
         rows = []
         base = 30 - 2.0 * np.arange(N_LAYERS + 1)
         for variant, shift in SHIFT.items():
-            for s in range(N_TEXTS):
+            for s in range(n_texts):
                 erank = base + shift + extra + rng.normal(0, 0.5, N_LAYERS + 1)
                 sample = f"s{s:03d}"
                 rows += [(variant, sample, n, "erank", erank[n]) for n in range(N_LAYERS + 1)]

@@ -18,6 +18,7 @@ import pandas as pd
 
 from homog.report.claims_view import tally
 from homog.report.document import Section
+from homog.stats.separability import MIN_TEXTS
 from homog.stats.verdicts import CONTROL, EXPLORATORY, PRIMARY
 
 XMAX = 10.0  # the forest plot's x range in SESOI units (CIs beyond it are cut, arrowed)
@@ -52,6 +53,10 @@ def _largest(rows: pd.DataFrame) -> str:
 
 def _g(x: float) -> str:
     return f"{float(x):.2g}"
+
+
+def _count(n: float) -> str:
+    return str(int(n)) if pd.notna(n) else "no"
 
 
 def _bottom_line(verdicts: pd.Series) -> str:
@@ -137,7 +142,15 @@ def exploratory_lines(claims: pd.DataFrame) -> list[str]:
             layers, l0 = g[g["band"] != "layer0"], g[g["band"] == "layer0"]
             if layers.empty:
                 continue
-            best = layers.loc[pd.to_numeric(layers["effect"]).idxmax()]
+            auc = pd.to_numeric(layers["effect"], errors="coerce")
+            if auc.isna().all():
+                n = pd.to_numeric(layers["n"], errors="coerce").max()
+                parts.append(
+                    f"{model}: no AUC, too few reviews ({_count(n)} paired texts; "
+                    f"the classifier needs at least {MIN_TEXTS})"
+                )
+                continue
+            best = layers.loc[auc.idxmax()]
             text = (
                 f"{model}: best AUC {_g(best['effect'])} [{_g(best['ci_low'])}, "
                 f"{_g(best['ci_high'])}] ({best['comparison']}, {best['verdict']})"

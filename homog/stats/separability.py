@@ -48,6 +48,7 @@ PROFILE = "profile"
 SCOPES = ("layers", "layer0")
 REFERENCE = "original"
 FOLDS = 5
+MIN_TEXTS = 4  # paired texts a classifier needs (fewer: AUC NaN)
 MAX_BOOT = 1000
 C = 1.0  # sklearn's default inverse penalty
 SEP_COLUMNS = tuple(TABLES["separability"].names)  # the store's schema is the one definition
@@ -182,12 +183,12 @@ def separate(
 ) -> dict[str, float]:
     """auc, ci_low, ci_high, p_value, n of telling rows ``xa`` [n, k] (the variant) from
     ``xb`` [n, k] (the original; row i of both is text i). Texts with a non-finite feature on
-    either side are dropped; fewer than 4 left: NaN."""
+    either side are dropped; fewer than MIN_TEXTS left: NaN."""
     ok = np.isfinite(xa).all(1) & np.isfinite(xb).all(1)
     xa, xb = xa[ok], xb[ok]
     n = int(ok.sum())
     out = {"auc": math.nan, "ci_low": math.nan, "ci_high": math.nan, "p_value": math.nan, "n": n}
-    if n < 4:
+    if n < MIN_TEXTS:
         return out
     if identical(xa, xb):
         return {**out, "auc": 0.5, "ci_low": 0.5, "ci_high": 0.5, "p_value": 1.0}

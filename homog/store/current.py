@@ -78,23 +78,6 @@ def select_runs(con: duckdb.DuckDBPyConnection, chosen: Sequence[str] = ()) -> R
     return RunSelection(tuple(used), tuple(older))
 
 
-def one_per_pair(selection: RunSelection, con: duckdb.DuckDBPyConnection) -> None:
-    """HomogError when ``selection`` uses two runs of one (model, intervention): a reader
-    that pools them (the claims, the report) would count their texts twice."""
-    rows = fetch_rows(
-        con,
-        "SELECT model, coalesce(intervention, 'none'), list(run_id ORDER BY run_id) FROM runs "
-        "WHERE run_id IN (SELECT unnest(?::VARCHAR[])) GROUP BY ALL HAVING count(*) > 1",
-        [list(selection.used)],
-    )
-    if rows:
-        model, intervention, ids = rows[0]
-        raise HomogError(
-            f"--runs names {len(ids)} runs of {model}, {intervention} ({', '.join(ids)}): "
-            "their texts would be counted twice; name one"
-        )
-
-
 def _columns(con: duckdb.DuckDBPyConnection) -> dict[str, set[str]]:
     """The columns of each relation (table or view) of the database's own schema."""
     out: dict[str, set[str]] = {}
