@@ -52,8 +52,9 @@ def tui(path: Path | None, db_path: Path | None, params: Path, demo: bool) -> No
 
     \b
     Screens: 1 Runs, 2 Compare (metric over layers), 3 Attention, 4 PE lab, 5 SQL.
-    Keys: ? help, q quit. The database is never written. DB (the older spelling) is the
-    same as --db.
+    Keys: ? help, q quit.
+
+    The database is never written. DB (the older spelling) is the same as --db.
 
     \b
     Examples:

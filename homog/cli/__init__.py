@@ -242,7 +242,7 @@ def main() -> None:
 
     \b
     Pipeline stages (run by `dvc repro`, each reads params.yaml):
-      corpus, synth, extract, mauve, stats, load, posenc
+      corpus, synth, extract, mauve, stats, probe, load, posenc
     Looking at results (read-only over data/homog.duckdb):
       runs, compare, diff, claims, sql, export, plot, report, tui
     Looking at synth's texts and the reviews it dropped (data/synth):

@@ -33,10 +33,11 @@ def corpus(params_path: Path, out: Path, force: bool) -> None:
 
     \b
     Sources (params.yaml corpus.source):
-      demo                 the project's 100 offline reviews (data/demo/reviews.jsonl)
+      demo                 the project's 100 offline reviews (data/demo/)
       hf:stanfordnlp/imdb  datasets.load_dataset (needs the hub or its cache)
-      file:PATH            CSV, JSONL or Parquet with a text column (corpus.text_column)
+      file:PATH            CSV, JSONL or Parquet; text: corpus.text_column
     Example: homog corpus && homog synth
+
     Writes data/corpus/corpus.parquet (dataset, sample_id, text, label) and a .report.json
     with the counts of rows dropped (not text, empty, duplicates, too short, too long). Every
     review is cut at a sentence boundary to fit extract.max_tokens under every model in
@@ -58,7 +59,33 @@ def corpus(params_path: Path, out: Path, force: bool) -> None:
     )
 
 
-@click.command()
+def _synth_help() -> str:
+    """synth's help, naming the variants it writes from the registry (homog.variants)."""
+    from homog.variants import ORIGINAL, PAPER, POSITION, VARIANTS
+
+    paper = ", ".join(v.name for v in VARIANTS if v.family in (ORIGINAL, PAPER))
+    family = ", ".join(v.name for v in VARIANTS if v.family == POSITION)
+    return "\n".join(
+        [
+            f"Build every review's variants: {paper} (rewrites validated with BERTScore), "
+            f"and the position family {family} (every token kept; other "
+            "synth.position.positions add key_p25 ...).",
+            "",
+            "\b",
+            "Key phrases: synth.keyphrase (yake)",
+            "rephraser: synth.rephraser (parse | rule | llm)",
+            "validation: synth.bertscore (backbone, num_layers, threshold)",
+            "position family: synth.position (enabled, positions; docs/variants.md)",
+            "Example: homog synth --params params.yaml",
+            "",
+            "Writes data/synth/texts.parquet (the texts kept in every variant) and "
+            "data/synth/report.json. In another --out folder, existing files of those names "
+            "that homog did not write are refused unless --force.",
+        ]
+    )
+
+
+@click.command(help=_synth_help())
 @params_option
 @click.option(
     "--corpus",
@@ -77,18 +104,7 @@ def corpus(params_path: Path, out: Path, force: bool) -> None:
 )
 @force_option
 def synth(params_path: Path, corpus_path: Path, out: Path, force: bool) -> None:
-    """Build the original/front/end/control variants and validate them with BERTScore, and
-    the position family key_first/key_mid/key_last/key_control (every token kept).
-
-    \b
-    Key phrases: synth.keyphrase (yake); rephraser: synth.rephraser (parse | rule | llm);
-    validation: synth.bertscore (backbone, num_layers, threshold); the position family:
-    synth.position (enabled, positions; docs/variants.md).
-    Example: homog synth --params params.yaml
-    Writes data/synth/texts.parquet (texts kept in every variant) and data/synth/report.json.
-    In another --out folder, existing files of those names that homog did not write are
-    refused unless --force.
-    """
+    """The synth stage (its help, naming the registry's variants: _synth_help)."""
     from homog.owned import check_stage_out, mark_stage_out
     from homog.synth import build_synth
 

@@ -132,7 +132,7 @@ def diff(
 
     \b
     Examples:
-      homog diff cf240802 5e1a9b3c                       # zero_pos run - unchanged run
+      homog diff cf240802 5e1a9b3c          # zero_pos run - unchanged run
       homog diff cf240802 5e1a9b3c --metric erank,mev --by-layer
       homog diff cf240802 5e1a9b3c --variants front --format json
     """

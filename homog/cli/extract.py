@@ -64,19 +64,21 @@ def extract(
 ) -> None:
     """Run a causal LM over every text and keep small per-layer summaries.
 
-    Writes data/extract/<model>/<intervention>/ (layer_metrics, attention_profile,
-    attention_heads, dataset_spectra, massive_activations Parquet files, vectors.npz,
-    run.json). An interrupted
-    run resumes from its finished shards when started again with the same parameters. With
-    --out, an <out>/<intervention> folder that homog did not write is refused unless --force.
+    Writes data/extract/<model>/<intervention>/: layer_metrics, attention_profile,
+    attention_heads, dataset_spectra, massive_activations and, with
+    extract.sentence_metrics, sentence_metrics (Parquet files); vectors.npz (sampled token
+    vectors, MAUVE's input), pooled_mean.npy (each text's mean vector per layer, the
+    probe's input) and run.json (written last). An interrupted run resumes from its finished
+    shards when started again with the same parameters. With --out, an <out>/<intervention>
+    folder that homog did not write is refused unless --force.
 
     \b
     Examples:
       homog extract --model smollm2-135m
-      homog extract --model gemma3-270m --intervention none --intervention shuffle_pos
-      homog extract --model smollm2-135m --intervention sink_bias:-2 --intervention none
-      homog extract --model random:tiny-llama --texts my.parquet --out /tmp/x --device cpu
-      homog extract --model llama3-8b --engine ray   # models: a key; 1 actor per GPU
+      homog extract --model gemma3-270m --intervention shuffle_pos
+      homog extract --model smollm2-135m --intervention sink_bias:-2
+      homog extract --model random:tiny-llama --texts my.parquet --out /tmp/x
+      homog extract --model llama3-8b --engine ray  # a models: key; 1 actor/GPU
     """
     from homog.config import load_config
     from homog.extract import extract_runner

@@ -41,11 +41,12 @@ def mauve(model: str, params_path: Path) -> None:
 def stats(params_path: Path) -> None:
     """Paired contrasts between variants and interventions (bootstrap CI, paired test, Holm).
 
-    Reads data/extract/*/*/layer_metrics.parquet (models of params.yaml) and writes
-    data/stats/contrasts.parquet (raw and length-adjusted effects, layer-0 control, TOST,
-    mixed model: docs/statistics.md), data/stats/dose_response.parquet (the position
-    family's slope on the key sentence's position), data/stats/metrics.json (DVC metrics)
-    and data/stats/plots/*.csv (DVC plots).
+    Reads data/extract/*/*/layer_metrics.parquet (models of params.yaml; and
+    sentence_metrics.parquet) and writes to data/stats/: contrasts.parquet (raw and
+    length-adjusted effects, layer-0 control, TOST, mixed model: docs/statistics.md),
+    dose_response.parquet (the position family's slope on the key sentence's position),
+    separability.parquet (claim 4's classifiers), sentence_contrasts.parquet (the moved
+    sentence's contrasts), metrics.json (DVC metrics) and plots/*.csv (DVC plots).
 
     \b
     Example:

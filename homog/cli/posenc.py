@@ -85,7 +85,7 @@ def train(
 
     \b
     Examples:
-      homog posenc train --pe rope                     # posenc.preset (cpu: minutes)
+      homog posenc train --pe rope       # posenc.preset (cpu: minutes)
       homog posenc train --pe mla --preset reference --device cuda
       homog posenc train --pe alibi --out /tmp/alibi
     """
@@ -114,7 +114,7 @@ def ablate(
 
     \b
     Examples:
-      homog posenc ablate --pe rope                    # after `homog posenc train --pe rope`
+      homog posenc ablate --pe rope      # after `homog posenc train --pe rope`
       homog posenc ablate --pe mla --device cuda
     """
     from homog.owned import mark_stage_out
@@ -169,7 +169,7 @@ def decompose(
     \b
     Examples:
       homog posenc decompose --model smollm2-135m
-      homog posenc decompose --model random:tiny-llama --device cpu --out /tmp/decomp.parquet
+      homog posenc decompose --model random:tiny-llama --out /tmp/decomp.parquet
     """
     from homog.config import load_config
     from homog.io import check_target

@@ -53,7 +53,7 @@ def probe(
     \b
     Examples:
       homog probe --model smollm2-135m
-      homog probe --model smollm2-135m --step fit    # new stats: settings, no forward pass
+      homog probe --model smollm2-135m --step fit  # new stats:, no forward pass
       homog probe --model gemma3-270m --texts my.parquet --out /tmp/probe
     """
     import dataclasses

@@ -157,8 +157,8 @@ def compare(
     Example:
       homog compare --metric erank
       homog compare --metric erank --raw --wide
-      homog compare --metric mev --model smollm2-135m --variants original,front --layers 0-5
-      homog compare --metric erank --runs cf240802      # a run-id prefix, as printed
+      homog compare --metric mev --variants original,front --layers 0-5
+      homog compare --metric erank --runs cf240802  # a run-id prefix, as printed
     """
     from homog.store import layer_curves
     from homog.store import run_ids as all_run_ids
@@ -252,7 +252,7 @@ def plot(
     \b
     Example:
       homog plot --metric erank -o erank.png
-      homog plot --metric erank --raw --x rel_depth --variants original,front,end -o erank.pdf
+      homog plot --metric erank --raw --x rel_depth --variants front -o erank.pdf
       homog plot --kind attention --runs RUN_ID --variants front -o attn.png
     """
     from homog import plot as plots

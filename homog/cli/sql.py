@@ -46,7 +46,7 @@ def sql(query: str, db_path: Path | None, fmt: str, max_rows: int) -> None:
     \b
     Example:
       homog sql "SELECT count(*) FROM layer_metrics"
-      homog sql "SELECT * FROM layer_summary WHERE metric = 'erank' AND layer = 10"
+      homog sql "SELECT * FROM layer_summary WHERE metric = 'erank' AND layer = 9"
       echo "SELECT * FROM runs" | homog sql - --format csv
     """
     from homog.store import fetch_batches, sql_cursor

@@ -31,8 +31,10 @@ def show_runs(rows: list[dict[str, Any]], short: dict[str, str], *, wide: bool) 
         ("source", "model_source", 6, False),
     ]
     known = set(rows[0])
+    if all(r.get("used", "yes") == "yes" for r in rows):
+        known.discard("used")  # every run is read: nothing to say
     spec = [s for s in spec if s[1] in known]
-    spec += [(k, k, 7, False) for k in rows[0] if k not in {s[1] for s in spec}]
+    spec += [(k, k, 7, False) for k in rows[0] if k in known and k not in {s[1] for s in spec}]
     cols = [Column(h, drop=d, right=r) for h, _, d, r in spec]
     out = []
     for r in rows:

@@ -104,6 +104,26 @@ def slope_rows(slopes: Any) -> Any:
     return out.drop(columns=["contrast", "n_texts"])
 
 
+def fold_count(fewest: int, folds: int) -> int:
+    """The probe's number of folds when the rarer label has ``fewest`` reviews: ``folds``
+    (probe.folds), or as many as ``fewest`` for a small corpus (a test, the own-model
+    walkthrough; said on stderr). Below 2 no review is held out: a HomogError, and no
+    message about folds before it."""
+    if fewest < 2:
+        raise HomogError(
+            f"the probe needs at least 2 reviews of each label (one held out per fold); the "
+            f"rarer label has {fewest}: use more reviews (corpus.n)"
+        )
+    if fewest >= folds:
+        return folds
+    print(
+        f"probe: {fewest} reviews of the rarer label: {fewest} folds instead of probe.folds "
+        f"{folds}",
+        file=sys.stderr,
+    )
+    return fewest
+
+
 def _stats(params: Any) -> SimpleNamespace:
     """The ``stats:`` settings the summaries and slopes read, with the probe's seed."""
     st = params.stats
@@ -145,13 +165,7 @@ def run_fit(
     if probe.positive_label not in labels:
         raise HomogError(f"probe.positive_label {probe.positive_label!r} is not a label of the "
                          f"texts ({', '.join(labels)})")  # fmt: skip
-    # a small corpus (a test, the own-model walkthrough) gets as many folds as its rarer label
-    # has reviews, said on stderr; fewer than 2 leaves no held-out review: assign_folds refuses
-    fewest = int(originals["label"].value_counts().min())
-    n_folds = probe.folds if fewest >= probe.folds else max(2, fewest)
-    if n_folds != probe.folds:
-        print(f"probe: {fewest} reviews of the rarer label: {n_folds} folds instead of "
-              f"probe.folds {probe.folds}", file=sys.stderr)  # fmt: skip
+    n_folds = fold_count(int(originals["label"].value_counts().min()), probe.folds)
     folds = assign_folds(originals["sample_id"], originals["label"], n_folds, probe.seed)
     label_of = dict(zip(originals["sample_id"], originals["label"], strict=True))
     fit = dict(cs=probe.c, inner=probe.inner_folds, seed=probe.seed, max_iter=probe.max_iter)
