@@ -117,3 +117,19 @@ def test_old_or_damaged_report_is_one_message(synth_out):
     clean_error(run("--texts", str(synth_out), "--dropped"), "cannot read", "`homog synth`")
     synth_out.write_bytes(b"not parquet")
     clean_error(run("--texts", str(synth_out)), "cannot read", "`homog synth`")
+
+
+@pytest.mark.parametrize("width", [60, 80])
+def test_dropped_table_keeps_kept_in_at_narrow_widths(synth_out, width):
+    """kept_in (what of a review is left) is what tells its rows apart: never left out."""
+    res = run("--texts", str(synth_out), "--dropped", width=width)
+    assert res.exit_code == 0, res.output
+    header = next(ln for ln in res.output.splitlines() if ln.startswith("sample_id"))
+    assert "kept_in" in header, res.output
+    rows = csv.DictReader(
+        io.StringIO(run("--texts", str(synth_out), "--dropped", "--format", "csv").output)
+    )
+    lines = res.output.splitlines()
+    for r in rows:
+        line = next(ln for ln in lines if ln.startswith(r["sample_id"]))
+        assert f" {r['kept_in']} " in f"{line} ", (r, line)

@@ -161,8 +161,8 @@ def texts(texts_path: str, dropped: bool, fmt: str, wide: bool) -> None:
             + ", ".join(f"{reason} {n}" for reason, n in tally.most_common())
             + (f"; {kept} of them kept in part (kept_in)" if kept else "")
         )
-        shown = [Column("sample_id"), Column("stage", drop=1), Column("reason"),
-                 Column("kept_in", drop=2)]  # fmt: skip
+        # kept_in says what of the review is left: the column that tells the rows apart
+        shown = [Column("sample_id"), Column("stage", drop=1), Column("reason"), Column("kept_in")]
         print_fitted(
             [*shown, Column("detail", shrink=True)],
             [[r[c] for c in cols] for r in rows],
