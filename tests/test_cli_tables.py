@@ -36,7 +36,8 @@ def invoke(*args: str, width: int | None = None):
     return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
 
 
-NOTES = ("effect", "not shown", "A - B", "erank per")  # how the notes under a table start
+# how the notes under a table start (the claims legend too)
+NOTES = ("effect", "not shown", "A - B", "erank per", "comparison:", "metric:", "scope:")
 
 
 def tables(text: str) -> list[tuple[list[str], list[str]]]:

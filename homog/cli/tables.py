@@ -6,8 +6,10 @@
   ``diff``, sqlite-utils and DVC style. Every cell stays on one line: when the table is
   wider than the terminal (``COLUMNS``), its least needed columns are left out, in the order
   the command gives, and the caption names them; ``--wide`` keeps every column (the lines
-  may then be longer than the terminal). A column marked ``shrink`` is cut with "…" only when
-  the columns that are never left out still do not fit.
+  may then be longer than the terminal). A column with a ``legend`` prefix then shows codes
+  (C1, C2, ...) for its long values, named in a legend under the table (``abbreviate``): a
+  name is never cut. A column marked ``shrink`` is cut with "…" only when the columns that
+  are never left out still do not fit.
 - ``est``: a number with the CI that goes with it, rounded to the digits the CI supports.
 """
 
@@ -104,12 +106,14 @@ def _broken_pipe() -> None:
 class Column:
     """A column of a fitted table. ``drop``: 0 = always shown; otherwise the column is left
     out when the table does not fit, highest ``drop`` first. ``shrink``: may be cut with "…"
-    as a last resort. ``right``: right-justified (numbers)."""
+    as a last resort. ``right``: right-justified (numbers). ``legend``: the prefix of the
+    codes that stand for its long values when the table does not fit (:func:`abbreviate`)."""
 
     name: str
     drop: int = 0
     shrink: bool = False
     right: bool = False
+    legend: str = ""
 
 
 def _table(
@@ -147,13 +151,18 @@ def _table(
     return table
 
 
+def measure(columns: Sequence[Column], rows: Sequence[Sequence[str]], kept: Sequence[int]) -> int:
+    """The width of the table of the ``kept`` columns, every cell on one line."""
+    from rich.console import Console
+
+    table = _table([columns[k] for k in kept], [[r[k] for k in kept] for r in rows], "", "")
+    return Console(width=10_000).measure(table).maximum
+
+
 def fit_columns(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int) -> list[int]:
     """Indices of the columns kept so that the table, every cell on one line, is at most
     ``width`` wide: columns are left out by falling ``drop`` (the rightmost first among
     equals) until it fits or only ``drop == 0`` columns remain."""
-    from rich.console import Console
-
-    console = Console(width=10_000)
     kept = list(range(len(columns)))
     order = sorted(
         (i for i, c in enumerate(columns) if c.drop), key=lambda i: (-columns[i].drop, -i)
@@ -161,10 +170,38 @@ def fit_columns(columns: Sequence[Column], rows: Sequence[Sequence[str]], width:
     for i in [None, *order]:
         if i is not None:
             kept.remove(i)
-        table = _table([columns[k] for k in kept], [[r[k] for k in kept] for r in rows], "", "")
-        if console.measure(table).maximum <= width:
+        if measure(columns, rows, kept) <= width:
             break
     return kept
+
+
+def abbreviate(
+    columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int, kept: Sequence[int]
+) -> tuple[list[list[str]], list[str]]:
+    """``rows`` with codes in place of long values, and the legend naming them.
+
+    While the ``kept`` columns are wider than ``width``, the ``legend`` column with the
+    widest cell turns each of its values longer than a code into one (its prefix and a
+    number, in the order the values first appear: C1, C2, ...); the legend has a line per
+    such column ("comparison: C1 = key_first - key_control; C2 = ..."). Rows that fit come
+    back as they are, with no legend."""
+    from rich.cells import cell_len
+
+    out = [list(r) for r in rows]
+    legend: list[str] = []
+    todo = [k for k in kept if columns[k].legend]
+    while todo and out and measure(columns, out, kept) > width:
+        i = max(todo, key=lambda k: max(cell_len(r[k]) for r in out))
+        todo.remove(i)
+        prefix = columns[i].legend
+        long = [v for v in dict.fromkeys(r[i] for r in out) if cell_len(v) > len(prefix) + 2]
+        codes = {v: f"{prefix}{n}" for n, v in enumerate(long, 1)}
+        for r in out:
+            r[i] = codes.get(r[i], r[i])
+        if codes:
+            pairs = "; ".join(f"{c} = {v}" for v, c in codes.items())
+            legend.append(f"{columns[i].name}: {pairs}")
+    return out, legend
 
 
 def print_fitted(

@@ -9,7 +9,16 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from homog.cli.tables import Column, est, fit_columns, fmt_value, p_text, pm, print_fitted
+from homog.cli.tables import (
+    Column,
+    abbreviate,
+    est,
+    fit_columns,
+    fmt_value,
+    p_text,
+    pm,
+    print_fitted,
+)
 
 ALPHA_MARK = 0.05  # compare marks a Holm p below this with '*'
 
@@ -164,20 +173,22 @@ def show_diff(rows: list[dict[str, Any]], title: str, *, by_layer: bool, wide: b
     print_fitted([c for c, _ in spec], lines, title=title, note=note, wide=wide)
 
 
-CLAIM_COLUMNS = (  # (header, frame column or None for effect [CI], drop, shrink)
-    ("claim", "claim", 0, False),
-    ("comparison", "comparison", 0, True),
-    ("scope", "scope", 0, True),
-    ("effect [95% CI]", None, 0, False),
-    ("verdict", "verdict", 0, False),
-    ("family", "family", 4, False),
-    ("sesoi", "sesoi", 5, False),
+CLAIM_COLUMNS = (  # (header, frame column or None for effect [CI], drop, legend prefix)
+    ("claim", "claim", 0, ""),
+    ("comparison", "comparison", 0, "C"),
+    ("metric", "metric", 0, "M"),
+    ("scope", "scope", 0, "S"),
+    ("effect [95% CI]", None, 0, ""),
+    ("verdict", "verdict", 0, ""),
+    ("family", "family", 4, ""),
+    ("sesoi", "sesoi", 5, ""),
 )
 
 
 def show_claims(frame: Any, *, wide: bool) -> None:
     """``homog claims``: one table per model, one line per claim row: claim, comparison,
-    scope, effect [CI] and verdict (family and SESOI when the frame has them); --wide prints
+    metric, scope, effect [CI] and verdict (family and SESOI when the frame has them); names
+    that do not fit become codes named in a legend under the tables, never cut; --wide prints
     every column of the frame."""
     from homog.cli.options import plain
 
@@ -187,7 +198,7 @@ def show_claims(frame: Any, *, wide: bool) -> None:
         print_fitted(cols, lines, title="claims", wide=True)
         return
     spec = [s for s in CLAIM_COLUMNS if s[1] is None or s[1] in frame.columns]
-    cols = [Column(h, drop=d, shrink=s) for h, _, d, s in spec]
+    cols = [Column(h, drop=d, legend=s) for h, _, d, s in spec]
     groups: dict[str, list[list[str]]] = {}
     for _, r in frame.iterrows():
         line = []
@@ -198,8 +209,15 @@ def show_claims(frame: Any, *, wide: bool) -> None:
             else:
                 line.append(fmt_value(plain(r[key])))
         groups.setdefault(str(r["model"]), []).append(line)
-    kept = fit_columns(cols, [ln for g in groups.values() for ln in g], _width())
-    note = "effect in each row's unit; --wide or --format csv: unit, p, n and every column"
+    every = [ln for g in groups.values() for ln in g]
+    kept = fit_columns(cols, every, _width())
+    coded, legend = abbreviate(cols, every, _width(), kept)
+    at = 0
+    for model, lines in groups.items():  # the coded rows back in their groups
+        groups[model], at = coded[at : at + len(lines)], at + len(lines)
+    note = "\n".join(
+        [*legend, "effect in each row's unit; --wide or --format csv: unit, p, n and every column"]
+    )
     for i, (model, lines) in enumerate(groups.items()):
         last = i == len(groups) - 1
         print_fitted(cols, lines, title=model, note=note if last else "", kept=kept,
