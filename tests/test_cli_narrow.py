@@ -69,3 +69,40 @@ def test_claims_rows_stay_apart_at_narrow_widths(db, width):
     rows = list(csv.DictReader(io.StringIO(invoke("claims", "--db", db, "--format", "csv"))))
     want = [(r["claim"], r["comparison"], r["metric"], r["scope"], r["verdict"]) for r in rows]
     assert shown == want
+
+
+@pytest.fixture(scope="module")
+def family_db(demo_db_factory, tmp_path_factory) -> str:
+    """The demo database with the position family's rows (the original's, shifted)."""
+    import shutil
+
+    import duckdb
+
+    from homog.schema.summary import materialize_layer_summary
+
+    db = tmp_path_factory.mktemp("family") / "homog.duckdb"
+    shutil.copy(demo_db_factory(1, 6), db)
+    with duckdb.connect(str(db)) as con:
+        con.execute(
+            "INSERT INTO layer_metrics (run_id, variant, sample_id, layer, metric, value) "
+            "SELECT run_id, f.variant, sample_id, layer, metric, value + f.shift "
+            "FROM layer_metrics, (VALUES ('key_first', -1.0), ('key_mid', 0.5), "
+            "('key_last', -0.8), ('key_control', 0.1)) f(variant, shift) "
+            "WHERE layer_metrics.variant = 'original'"
+        )
+        materialize_layer_summary(con)
+    return str(db)
+
+
+def test_compare_shows_the_position_family_first(family_db):
+    text = invoke("compare", "--metric", "erank", "--layers", "0-3", "--db", family_db)
+    header = next(ln for ln in text.splitlines() if ln.startswith("layer"))
+    columns = re.split(r"\s{2,}", header.strip())
+    assert columns[:3] == ["layer", "original", "key_first - orig"], text
+    assert "front - orig" not in header  # the paper's rewrites are left out first
+    assert "--variants picks the variants shown" in " ".join(text.split())
+    wide = invoke("compare", "--metric", "erank", "--layers", "0", "--db", family_db, width=250)
+    header = next(ln for ln in wide.splitlines() if ln.startswith("layer"))
+    family = ["key_first", "key_mid", "key_last", "key_control"]
+    want = ["original", *(f"{v} - orig" for v in [*family, "front", "end", "control"])]
+    assert re.split(r"\s{2,}", header.strip())[1:] == want

@@ -84,7 +84,7 @@ def show_compare(
     mean ± CI half-width, then each variant's paired difference from the original with its
     95 % CI; ``raw``: each variant's own mean ± half-width. Variants that do not fit are left
     out (rightmost first) and named; ``wide`` keeps them all."""
-    order = list(dict.fromkeys(r["variant"] for r in rows))
+    order = compare_order(dict.fromkeys(r["variant"] for r in rows))
     runs: dict[str, dict] = {}
     for r in rows:
         runs.setdefault(r["run_id"], {"run": r, "layers": {}})["layers"].setdefault(r["layer"], {})[
@@ -92,8 +92,7 @@ def show_compare(
         ] = r
     diffs = {} if raw else contrast_rows(con, metric, list(runs))
     cols = [Column("layer", right=True)] + [
-        Column(v if raw or v == "original" else f"{v} - orig", drop=int(v != "original"))
-        for v in order
+        Column(v if raw or v == "original" else f"{v} - orig", drop=_drop(v)) for v in order
     ]
     tables, unpaired, marked = [], False, False
     for run_id, run in runs.items():
@@ -141,6 +140,29 @@ def show_compare(
         last = i == len(tables) - 1
         print_fitted(cols, lines, title=title, note=note if last else "", wide=wide, kept=kept,
                      name_hidden=last)  # fmt: skip
+
+
+def _is_family(variant: str) -> bool:
+    """A variant of the position family (key_first ... key_control, a sweep's key_p25)."""
+    from homog.variants import BY_NAME, POSITION
+
+    known = BY_NAME.get(variant)
+    return known.family == POSITION if known else variant.startswith("key_p")
+
+
+def compare_order(variants: Sequence[str]) -> list[str]:
+    """Compare's columns: the original, then the position family (the primary question:
+    kept when the terminal is narrow), then the other variants, each group in the given
+    order."""
+    found = list(variants)
+    family = [v for v in found if v != "original" and _is_family(v)]
+    rest = [v for v in found if v != "original" and v not in family]
+    return ["original"] * ("original" in found) + family + rest
+
+
+def _drop(variant: str) -> int:
+    """The original is always shown; the paper's rewrites are left out before the family."""
+    return 0 if variant == "original" else 1 if _is_family(variant) else 2
 
 
 def _width() -> int:
