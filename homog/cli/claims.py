@@ -1,7 +1,7 @@
 """`homog claims`: the report's claims table on the command line (rich table, CSV or JSON).
 
 The rows come from :func:`homog.report.claims.claims_table` over the frames the report reads
-(:func:`homog.report.build.read_inputs`), so the command and the report never disagree; every
+(:func:`homog.report.inputs.read_inputs`), so the command and the report never disagree; every
 column it returns is printed.
 """
 
@@ -96,7 +96,8 @@ def claims(
       homog claims --claim 5b --wide
       homog claims --verdict supported,reversed
     """
-    from homog.report.build import REPORT_TABLES, claims_of, read_inputs
+    from homog.report.build import REPORT_TABLES
+    from homog.report.inputs import claims_of, read_inputs
     from homog.store.current import left_out
     from homog.store.query import check_schema
 

@@ -10,6 +10,8 @@
 - ``provenance``: corpus, params, git commit, dvc.lock hashes, and what was not found;
 - ``figures``: the report's own figures (MAUVE, head ablation); the rest come from homog.plot;
 - ``document``: sections rendered to self-contained HTML or Markdown;
+- ``inputs``: the frames read from the database (one run per model and intervention) and
+  the claims computed from them (the report, ``homog claims`` and the README's answer);
 - ``build``: ``build_report(db, out, fmt=...)``: read-only database in, one file out.
 """
 

@@ -18,19 +18,17 @@ from homog.io import atomic_path, remove_stale
 from homog.owned import HTML_MARK, MD_MARK, mark_dir
 from homog.plot import attention_heatmap_figure, layer_curves_figure
 from homog.report.answer import answer_section
-from homog.report.claims import claims_table
 from homog.report.claims_view import claims_section, summary_section
-from homog.report.concentration import DOSES_SQL, concentration_section
+from homog.report.concentration import concentration_section
 from homog.report.cost import cost_section
 from homog.report.document import Section, to_html, to_markdown
 from homog.report.figures import mauve_figure
 from homog.report.glossary import VARIANTS, glossary_section
+from homog.report.inputs import claims_of, read_inputs, tables_of
 from homog.report.manipulation import manipulation_section
-from homog.report.posenc_view import POSENC_SQL, posenc_section
+from homog.report.posenc_view import posenc_section
 from homog.report.position import position_section
 from homog.report.provenance import gather, provenance_sections, shown
-from homog.report.sentences_view import CURVE_SQL as SENTENCE_CURVE_SQL
-from homog.report.sentences_view import DOSE_SQL as SENTENCE_DOSE_SQL
 from homog.report.sentences_view import sentence_line, sentences_section, verdict_rows
 from homog.report.targets import (
     check_format,
@@ -39,8 +37,7 @@ from homog.report.targets import (
     figures_dir_for,
     rebuild_command,
 )
-from homog.stats.primary_names import check_primary
-from homog.store.current import left_out, use_runs
+from homog.store.current import left_out
 from homog.store.query import attention_profile, connect, difference_curves, layer_curves
 from homog.store.query import metrics as metric_names
 
@@ -51,81 +48,6 @@ REPORT_TABLES = ("runs", "layer_metrics", "contrasts", "texts", "mauve_scores", 
 CURVE_METRICS = ("erank", "erank__no_sink", "erank__standardized", "mev", "attn_first",
                  "sink_rate", "resultant_length")  # fmt: skip
 TITLE = "homog report: token homogenization under positional bias"
-CLAIM_COLUMNS = [
-    "claim", "statement", "metric", "scope", "effect", "ci_low", "ci_high", "p_holm", "n",
-    "verdict", "note",
-]  # fmt: skip
-
-
-def _frame(con: Any, sql: str) -> pd.DataFrame:
-    return con.execute(sql).fetch_df()
-
-
-def _tables(con: Any) -> set[str]:
-    return {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-
-
-def read_inputs(con: Any) -> dict[str, pd.DataFrame]:
-    """The frames the report needs, read with plain SELECTs (empty frames when absent), of
-    one run per model and intervention (:func:`homog.store.current.use_runs`: the newest;
-    the connection keeps seeing only those runs); ``older_runs``: the runs left out."""
-    tables = _tables(con)
-    older = list(use_runs(con).older) if "runs" in tables else []
-    columns = ["run_id", "model", "intervention", "created_at", "instead"]
-
-    def get(table: str, sql: str) -> pd.DataFrame:
-        return _frame(con, sql) if table in tables else pd.DataFrame()
-
-    return {
-        "older_runs": pd.DataFrame(older, columns=columns),
-        "runs": get("runs", "SELECT * FROM runs ORDER BY model, intervention, run_id"),
-        "contrasts": get("contrasts", "SELECT * FROM contrasts"),
-        "erank": get(
-            "layer_metrics",
-            "SELECT run_id, variant, sample_id, layer, metric, value FROM layer_metrics "
-            "WHERE metric IN ('erank', 'erank__no_sink', 'erank__standardized') "
-            "AND variant = 'original'",
-        ),
-        "texts": get(
-            "texts",
-            "SELECT dataset, variant, count(*) AS n_texts, avg(bertscore_f1) AS bertscore_f1 "
-            "FROM texts GROUP BY dataset, variant ORDER BY dataset, variant",
-        ),
-        "mauve": get(
-            "mauve_scores",
-            "SELECT r.model, m.variant, m.layer, m.mauve FROM mauve_scores m "
-            "JOIN runs r USING (run_id) WHERE coalesce(r.intervention, 'none') = 'none'",
-        ),
-        # claim 4's classifiers (the stats stage's separability table; absent before issue 38)
-        "separability": get("separability", "SELECT * FROM separability"),
-        # the probe stage's table (Open Question 1; homog probe)
-        "probe": get("probe_metrics", "SELECT * FROM probe_metrics"),
-        "doses": get("intervention_doses", DOSES_SQL),  # sink_bias (homog.report.concentration)
-        # the moved sentence (issue 40; homog.report.sentences_view)
-        "sentences": get("sentence_contrasts", "SELECT * FROM sentence_contrasts"),
-        "sentence_curve": get("sentence_metrics", SENTENCE_CURVE_SQL),
-        "sentence_dose": get("sentence_metrics", SENTENCE_DOSE_SQL),
-        "posenc": get("posenc_results", POSENC_SQL),
-        "ablation": get(
-            "head_ablation",
-            "SELECT pe, task, layer, head, avg(drop) AS drop FROM head_ablation "
-            "GROUP BY pe, task, layer, head ORDER BY pe, task, layer, head",
-        ),
-    }
-
-
-def claims_of(data: dict[str, pd.DataFrame], params: Params) -> pd.DataFrame:
-    """The claims frame of :func:`read_inputs`' frames with the ``stats:`` settings of
-    ``params`` (the report's and the README answer's one source); an empty frame with the
-    claims columns when the database has no contrasts or runs."""
-    check_primary(params.stats.primary)
-    if data["contrasts"].empty or data["runs"].empty:
-        return pd.DataFrame(columns=["model", *CLAIM_COLUMNS])
-    st = params.stats
-    return claims_table(data["contrasts"], data["runs"], data["erank"], alpha=st.alpha,
-                        n_boot=st.n_boot, ci=st.ci, seed=params.seed, test=st.test,
-                        n_perm=st.n_perm, primary=st.primary,
-                        separability=data["separability"])  # fmt: skip
 
 
 def figure_sections(
@@ -161,7 +83,7 @@ def figure_sections(
     heat = Section("Attention by key position", figure_width=48)
     if not curves.figures:
         curves.paragraphs.append("No layer metrics in the database.")
-    profiles = "attention_profile" in _tables(con)
+    profiles = "attention_profile" in tables_of(con)
     for run in runs[runs["intervention"].fillna("none") == "none"].itertuples():
         # the variants this run has profiles of (a run may cover some of the texts' variants,
         # e.g. the position family only)
@@ -186,7 +108,7 @@ def _variants(con: Any, data: dict[str, pd.DataFrame]) -> list[str]:
     seen = set(data["texts"]["variant"]) if not data["texts"].empty else set()
     if not data["contrasts"].empty:
         seen |= set(data["contrasts"]["variant_a"]) | set(data["contrasts"]["variant_b"])
-    if "layer_metrics" in _tables(con):
+    if "layer_metrics" in tables_of(con):
         seen |= {r[0] for r in con.execute("SELECT DISTINCT variant FROM layer_metrics").fetchall()}
     return [v for v in VARIANTS if v in seen] + sorted(seen - set(VARIANTS))
 

@@ -16,7 +16,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m homog.report.readme --db DB --params P --readme README.md --source TEXT``:
     write the answer lines of the database's claims into the README's answer block."""
     from homog.config import Params, load_config
-    from homog.report.build import claims_of, read_inputs
+    from homog.report.inputs import claims_of, read_inputs
     from homog.store.query import connect
 
     ap = argparse.ArgumentParser(prog="python -m homog.report.readme")

@@ -33,8 +33,8 @@ def counts_line(runs: pd.DataFrame, sentences: pd.DataFrame | None) -> str:
 def render(db: Path, params_path: str | None, figdir: Path, link: str) -> list[str]:
     """The Markdown lines of the block (figures written into ``figdir``, linked as ``link``)."""
     from homog.config import Params, load_config
-    from homog.report.build import read_inputs
     from homog.report.document import to_markdown
+    from homog.report.inputs import read_inputs
     from homog.report.sentences_view import sentences_section
     from homog.store.query import connect
 

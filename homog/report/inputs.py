@@ -1,0 +1,94 @@
+"""What the report reads: the frames of the database (one run per model and intervention) and
+the claims computed from them; ``homog claims`` and the README's answer read the same."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from homog.config import Params
+from homog.report.claims import claims_table
+from homog.report.posenc_view import POSENC_SQL
+from homog.report.sentences_view import CURVE_SQL as SENTENCE_CURVE_SQL
+from homog.report.sentences_view import DOSE_SQL as SENTENCE_DOSE_SQL
+from homog.report.concentration import DOSES_SQL
+from homog.stats.primary_names import check_primary
+from homog.store.current import use_runs
+
+CLAIM_COLUMNS = [
+    "claim", "statement", "metric", "scope", "effect", "ci_low", "ci_high", "p_holm", "n",
+    "verdict", "note",
+]  # fmt: skip
+
+
+def _frame(con: Any, sql: str) -> pd.DataFrame:
+    return con.execute(sql).fetch_df()
+
+
+def tables_of(con: Any) -> set[str]:
+    """The names of the database's tables."""
+    return {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+
+
+def read_inputs(con: Any) -> dict[str, pd.DataFrame]:
+    """The frames the report needs, read with plain SELECTs (empty frames when absent), of
+    one run per model and intervention (:func:`homog.store.current.use_runs`: the newest;
+    the connection keeps seeing only those runs); ``older_runs``: the runs left out."""
+    tables = tables_of(con)
+    older = list(use_runs(con).older) if "runs" in tables else []
+    columns = ["run_id", "model", "intervention", "created_at", "instead"]
+
+    def get(table: str, sql: str) -> pd.DataFrame:
+        return _frame(con, sql) if table in tables else pd.DataFrame()
+
+    return {
+        "older_runs": pd.DataFrame(older, columns=columns),
+        "runs": get("runs", "SELECT * FROM runs ORDER BY model, intervention, run_id"),
+        "contrasts": get("contrasts", "SELECT * FROM contrasts"),
+        "erank": get(
+            "layer_metrics",
+            "SELECT run_id, variant, sample_id, layer, metric, value FROM layer_metrics "
+            "WHERE metric IN ('erank', 'erank__no_sink', 'erank__standardized') "
+            "AND variant = 'original'",
+        ),
+        "texts": get(
+            "texts",
+            "SELECT dataset, variant, count(*) AS n_texts, avg(bertscore_f1) AS bertscore_f1 "
+            "FROM texts GROUP BY dataset, variant ORDER BY dataset, variant",
+        ),
+        "mauve": get(
+            "mauve_scores",
+            "SELECT r.model, m.variant, m.layer, m.mauve FROM mauve_scores m "
+            "JOIN runs r USING (run_id) WHERE coalesce(r.intervention, 'none') = 'none'",
+        ),
+        # claim 4's classifiers (the stats stage's separability table; absent before issue 38)
+        "separability": get("separability", "SELECT * FROM separability"),
+        # the probe stage's table (Open Question 1; homog probe)
+        "probe": get("probe_metrics", "SELECT * FROM probe_metrics"),
+        "doses": get("intervention_doses", DOSES_SQL),  # homog.report.concentration
+        # the moved sentence (issue 40; homog.report.sentences_view)
+        "sentences": get("sentence_contrasts", "SELECT * FROM sentence_contrasts"),
+        "sentence_curve": get("sentence_metrics", SENTENCE_CURVE_SQL),
+        "sentence_dose": get("sentence_metrics", SENTENCE_DOSE_SQL),
+        "posenc": get("posenc_results", POSENC_SQL),
+        "ablation": get(
+            "head_ablation",
+            "SELECT pe, task, layer, head, avg(drop) AS drop FROM head_ablation "
+            "GROUP BY pe, task, layer, head ORDER BY pe, task, layer, head",
+        ),
+    }
+
+
+def claims_of(data: dict[str, pd.DataFrame], params: Params) -> pd.DataFrame:
+    """The claims frame of :func:`read_inputs`' frames with the ``stats:`` settings of
+    ``params`` (the report's and the README answer's one source); an empty frame with the
+    claims columns when the database has no contrasts or runs."""
+    check_primary(params.stats.primary)
+    if data["contrasts"].empty or data["runs"].empty:
+        return pd.DataFrame(columns=["model", *CLAIM_COLUMNS])
+    st = params.stats
+    return claims_table(data["contrasts"], data["runs"], data["erank"], alpha=st.alpha,
+                        n_boot=st.n_boot, ci=st.ci, seed=params.seed, test=st.test,
+                        n_perm=st.n_perm, primary=st.primary,
+                        separability=data["separability"])  # fmt: skip
