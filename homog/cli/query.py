@@ -108,10 +108,9 @@ def runs(db_path: Path | None, fmt: str, wide: bool) -> None:
         raise HomogError("the database has no runs: run `dvc repro` (or `homog load`)")
     short = short_ids([r["run_id"] for r in rows])
     # an older run of a model and intervention is never pooled with the newest: say which
-    instead = {r["run_id"]: r["instead"] for r in select_runs(con).older}
+    older = {r["run_id"] for r in select_runs(con).older}
     for r in rows:
-        newer = instead.get(r["run_id"])
-        r["used"] = "yes" if newer is None else f"no: {newer if wide else short[newer]} is newer"
+        r["used"] = "no (older)" if r["run_id"] in older else "yes"
     if fmt == "table":
         from homog.cli.views import show_runs
 
