@@ -99,8 +99,11 @@ def claims(
     from homog.report.build import REPORT_TABLES
     from homog.report.inputs import claims_of, read_inputs
     from homog.store.current import left_out
+    from homog.stats.primary_names import check_primary
     from homog.store.query import check_schema
 
+    params = _params(params_path)
+    check_primary(params.stats.primary)  # a params typo first, before any reading
     con = connect_db(db_path)
     check_schema(con, (*REPORT_TABLES, "separability"))
     data = read_inputs(con)
@@ -111,7 +114,7 @@ def claims(
         raise HomogError(
             "the database has no contrasts: run the stats stage and load (`dvc repro`)"
         )
-    frame = claims_of(data, _params(params_path))
+    frame = claims_of(data, params)
     for column, wanted, prefix in (
         ("model", split_values(models), False),
         ("claim", split_values(claims), True),
