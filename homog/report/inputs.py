@@ -9,10 +9,10 @@ import pandas as pd
 
 from homog.config import Params
 from homog.report.claims import claims_table
+from homog.report.concentration import DOSES_SQL
 from homog.report.posenc_view import POSENC_SQL
 from homog.report.sentences_view import CURVE_SQL as SENTENCE_CURVE_SQL
 from homog.report.sentences_view import DOSE_SQL as SENTENCE_DOSE_SQL
-from homog.report.concentration import DOSES_SQL
 from homog.stats.primary_names import check_primary
 from homog.store.current import use_runs
 
