@@ -98,8 +98,8 @@ def claims(
     """
     from homog.report.build import REPORT_TABLES
     from homog.report.inputs import claims_of, read_inputs
-    from homog.store.current import left_out
     from homog.stats.primary_names import check_primary
+    from homog.store.current import left_out
     from homog.store.query import check_schema
 
     params = _params(params_path)
