@@ -42,13 +42,20 @@ def band_values(x: np.ndarray, band: str) -> np.ndarray:
 
 def test_depth_sesoi_against_a_hand_computation():
     vals = curves(shift={"original": 0.0, "front": 0.3})
-    out = run_contrasts(long_frame(vals), "r", n_boot=200, pairs=[("front", "original")])
+    out = run_contrasts(
+        long_frame(vals), "r", n_boot=200, pairs=[("front", "original")], sesoi_basis="depth"
+    )
     o = vals["original"]
     # early band: layers 1, 2; late band: layers 6, 7 (band_of_layers of 0..8)
     depth = abs(np.mean(o[:, [1, 2]].mean(1) - o[:, [6, 7]].mean(1)))
     assert depth > 10  # the curve falls by 2.5 a layer
+    assert (out["baseline_sd"] < depth).all()  # above its floor, the SD basis
     assert out["sesoi"].to_numpy() == pytest.approx(0.1 * depth)  # every layer and band
-    assert set(out["sesoi_basis"]) == {f"0.1 x the original's early-to-late change ({depth:.3g})"}
+    assert out["depth_change"].to_numpy() == pytest.approx(depth)
+    late = out[out["band"] == "late"].iloc[0]
+    assert late["sesoi_basis"] == (
+        f"0.1 x the original's early-to-late change ({depth:.3g}) at the late band"
+    )
     # p_tost is against that bound: the raw TOST of the late band, recomputed with scipy
     late = out[out["band"] == "late"].iloc[0]
     d = band_values(vals["front"], "late") - band_values(o, "late")
@@ -56,21 +63,27 @@ def test_depth_sesoi_against_a_hand_computation():
     hi = sps.ttest_1samp(d, 0.1 * depth, alternative="less").pvalue
     assert late["p_tost"] == pytest.approx(max(lo, hi), rel=1e-6)
     # the sd basis keeps the old rule: 0.1 x the original's between-text SD of each row
-    sd = run_contrasts(long_frame(vals), "r", n_boot=200, pairs=[("front", "original")],
-                       sesoi_basis="sd")  # fmt: skip
-    row = sd[sd["band"] == "late"].iloc[0]
-    want = 0.1 * band_values(o, "late").std(ddof=1)
-    assert row["sesoi"] == pytest.approx(want) and row["sesoi"] != pytest.approx(0.1 * depth)
-    assert row["sesoi_basis"] == f"0.1 x the original's between-text SD ({want / 0.1:.3g})"
+    # the sd basis (the default): 0.1 x the original's between-text SD of each row's scope
+    sd = run_contrasts(long_frame(vals), "r", n_boot=200, pairs=[("front", "original")])
+    for band in ("late", "final"):
+        row = sd[sd["band"] == band].iloc[0]
+        want = 0.1 * band_values(o, band).std(ddof=1)
+        assert row["sesoi"] == pytest.approx(want) and row["sesoi"] != pytest.approx(0.1 * depth)
+        where = "the final layer" if band == "final" else f"the {band} band"
+        assert row["sesoi_basis"] == (
+            f"0.1 x the original's between-text SD at {where} ({want / 0.1:.3g})"
+        )
 
 
 def test_depth_sesoi_falls_back_to_the_sd_basis_and_says_so():
     rng = np.random.default_rng(3)
     flat = np.repeat(rng.normal(5, 1, (N, 1)), L + 1, axis=1)  # no change with depth at all
     vals = {"original": flat, "front": flat + rng.normal(0, 0.1, flat.shape)}
-    out = run_contrasts(long_frame(vals), "r", n_boot=100, pairs=[("front", "original")])
+    out = run_contrasts(
+        long_frame(vals), "r", n_boot=100, pairs=[("front", "original")], sesoi_basis="depth"
+    )
     assert out["sesoi"].to_numpy() == pytest.approx(0.1 * out["baseline_sd"].to_numpy())
-    assert all("between-text SD" in t and "early-to-late change is 0" in t
+    assert all("between-text SD" in t and "does not homogenize monotonically" in t
                for t in out["sesoi_basis"])  # fmt: skip
 
 
@@ -234,8 +247,8 @@ def test_stats_params_take_the_sesoi_basis_and_check_it():
     from homog.errors import HomogError
 
     p = as_params({})
-    assert p.stats.sesoi_basis == "depth" and p.stats.sesoi == 0.1
-    assert as_params({"stats": {"sesoi_basis": "sd"}}).stats.sesoi_basis == "sd"
+    assert p.stats.sesoi_basis == "sd" and p.stats.sesoi == 0.1
+    assert as_params({"stats": {"sesoi_basis": "depth"}}).stats.sesoi_basis == "depth"
     with pytest.raises(HomogError, match="stats.sesoi_basis"):
         as_params({"stats": {"sesoi_basis": "depths"}})
     with pytest.raises(HomogError, match="stats.alpha"):
@@ -250,10 +263,13 @@ def test_intervention_rows_take_the_unchanged_runs_original_depth():
     base = curves(seed=11, shift={"original": 0.0, "front": 0.2})
     moved = {v: x + 0.1 for v, x in base.items()}
     moved["original"] = moved["original"] * 0.5  # the intervention run's own depth differs
-    out = intervention_contrasts(long_frame(moved), long_frame(base), "iv", "none", n_boot=100)
+    out = intervention_contrasts(
+        long_frame(moved), long_frame(base), "iv", "none", n_boot=100, sesoi_basis="depth"
+    )
     o = base["original"]
     depth = abs(np.mean(o[:, [1, 2]].mean(1) - o[:, [6, 7]].mean(1)))
     assert out["sesoi"].to_numpy() == pytest.approx(0.1 * depth)
-    assert set(out["sesoi_basis"]) == {
-        f"0.1 x the unchanged run's original's early-to-late change ({depth:.3g})"
-    }
+    assert all(
+        t.startswith(f"0.1 x the unchanged run's original's early-to-late change ({depth:.3g}) at ")
+        for t in out["sesoi_basis"]
+    )

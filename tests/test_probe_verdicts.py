@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from homog.probe.cost import cost_slopes, slope_sesoi
 from homog.probe.summary import summarise
@@ -135,3 +136,32 @@ def test_cost_slopes_verdicts_supported_and_equivalent():
     probe, erank = _frames(-0.5)
     out = cost_slopes(probe, None, erank, n_boot=300, sesoi=0.1)
     assert (out["verdict"] == "reversed").all()
+
+
+def test_the_best_layer_accuracy_is_read_on_folds_it_was_not_chosen_on():
+    """Ten layers of pure chance: the highest per-layer accuracy is biased upward, the
+    cross-fitted one (each fold read at the layer the other folds chose) is not."""
+    from homog.probe.best import BEST_METRIC, crossfit_rows
+
+    rng = np.random.default_rng(0)
+    n, layers, folds = 100, 10, 5
+    rows = [{"intervention": "none", "scheme": "train_original", "variant": "original",
+             "sample_id": f"s{i:03d}", "fold": i % folds, "layer": la,
+             "correct": float(rng.random() < 0.5), "margin": rng.normal()}
+            for i in range(n) for la in range(layers)]
+    probe = pd.DataFrame(rows)
+    stats = SimpleNamespace(n_boot=500, ci=0.95, seed=0)
+    (row,) = crossfit_rows(probe, stats)
+    assert row["metric"] == BEST_METRIC and row["n"] == n and 0 <= row["layer"] < layers
+    wide = probe.pivot_table(index="sample_id", columns="layer", values="correct")
+    fold = probe.groupby("sample_id")["fold"].first()
+    want = []
+    for s in wide.index:  # an independent loop: choose on the other folds, read this text
+        other = wide[fold != fold[s]]
+        mar = probe[probe["fold"] != fold[s]].groupby("layer")["margin"].mean()
+        acc = other.mean()
+        best = sorted(acc.index, key=lambda la: (-acc[la], -mar[la], la))[0]
+        want.append(wide.loc[s, best])
+    assert row["value"] == pytest.approx(np.mean(want))
+    assert row["value"] < wide.mean().max()  # the maximum reads its own noise
+    assert row["ci_low"] < 0.5 < row["ci_high"]

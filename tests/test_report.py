@@ -27,7 +27,7 @@ from homog.stats.paired_tests import sign_flip_p
 
 N_TEXTS, N_LAYERS, ALPHA = 24, 9, 0.05
 # per variant: shift of erank at each layer (front much lower, end slightly higher, control 0)
-SHIFT = {"original": 0.0, "front": -3.0, "end": +0.8, "control": 0.0}
+SHIFT = {"original": 0.0, "front": -5.0, "end": +0.8, "control": 0.0}
 
 
 def write_run(layout: Layout, model: str, intervention: str, rng, extra: float) -> None:
@@ -61,7 +61,8 @@ def project(tmp_path_factory) -> Path:
         write_run(layout, model, "zero_pos", rng, 4.0 if model == "m1" else -4.0)
     params = {
         "models": {m: {"source": "random:tiny-llama"} for m in ("m1", "m2")},
-        "stats": {"n_boot": 200, "mixed_metrics": []},  # the mixed model: test_confounds.py
+        # the mixed model: test_confounds.py; the depth margin: the designed effects below
+        "stats": {"n_boot": 200, "mixed_metrics": [], "sesoi_basis": "depth"},
         "extract": {"interventions": ["none", "zero_pos"]},
         "posenc": {"encodings": []},
     }
@@ -82,19 +83,25 @@ def frames(db: Path) -> dict[str, pd.DataFrame]:
         }
 
 
-def expected_verdict(effect, p, eq_lo, eq_hi, sesoi, sign, lo, hi, p_tost=math.nan) -> str:
-    """The five-outcome rule of docs/statistics.md, written out independently (lo, hi: the
-    95 % CI, for "excludes 0")."""
+def expected_verdict(effect, p, eq_lo, eq_hi, sesoi, sign, lo, hi, p_tost=math.nan, n=N_TEXTS):
+    """The verdict rule of docs/statistics.md, written out independently (lo, hi: the 95 % CI,
+    read against +-sesoi for supported / reversed and against 0 for "excludes 0")."""
+    if n < 10:
+        return "too few pairs"
+    if not sesoi > 0:
+        return "descriptive"
     if math.isfinite(eq_lo) and math.isfinite(eq_hi):
-        inside = bool(sesoi > 0) and -sesoi < eq_lo and eq_hi < sesoi
+        inside = -sesoi < eq_lo and eq_hi < sesoi
     else:
-        inside = bool(sesoi > 0) and p_tost < ALPHA
+        inside = p_tost < ALPHA
     significant = math.isfinite(p) and p < ALPHA and effect != 0
     if inside:
         return "negligible" if significant or lo > 0 or hi < 0 else "equivalent"
-    if significant:
+    if not significant:
+        return "inconclusive"
+    if lo > sesoi or hi < -sesoi:
         return "supported" if sign is None or np.sign(effect) == sign else "reversed"
-    return "inconclusive"
+    return "nonzero"
 
 
 def holm_sm(p) -> np.ndarray:

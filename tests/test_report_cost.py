@@ -99,3 +99,19 @@ def test_cost_section_reads_a_table_loaded_before_the_verdict_columns(tmp_path: 
     assert all(np.isnan(r[7]) for r in slopes.rows)
     assert not any(p.startswith("Precision") for p in sec.paragraphs)
     assert "slopes on erank: 1 equivalent" in cost_line(old)
+
+
+def test_the_margin_words_follow_stats_sesoi(tmp_path: Path):
+    """With stats.sesoi 0.3 the section names 0.3, never "a tenth" (its rows' basis texts
+    carry the factor the probe stage applied)."""
+    from homog.report.document import to_markdown
+
+    pm = probe_metrics()
+    pm["sesoi_basis"] = pm["sesoi_basis"].where(
+        pm["sesoi_basis"].isna(), "0.3 x the baseline's mean |margin| (0.4)"
+    )
+    text = to_markdown("t", "", [cost_section(pm, tmp_path)], "f")
+    assert "a tenth" not in text and text.count("SESOI: 0.3 x the") >= 2
+    assert "SESOI: 0.3 x the margin per" in cost_line(pm)
+    pm["sesoi_basis"] = pm["sesoi_basis"].str.replace("0.3 x", "0.1 x")
+    assert "SESOI: a tenth of the margin per" in cost_line(pm)

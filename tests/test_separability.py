@@ -7,15 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from homog.stats.separability import (
-    _folds,
-    _oof_sklearn,
-    fit_logistic,
-    null_aucs,
-    run_separability,
-    separate,
-    weighted_auc,
-)
+from homog.stats.classifier import oof_scores, weighted_auc
+from homog.stats.separability import fit_logistic, null_aucs, run_separability, separate
 
 N, K = 60, 6
 
@@ -54,7 +47,7 @@ def test_identical_rows_give_exactly_one_half_without_a_fit(monkeypatch):
     import homog.stats.separability as sep
 
     xa, _ = pair(3, shift=0.0)
-    monkeypatch.setattr(sep, "_oof_sklearn", lambda *a: pytest.fail("fitted identical rows"))
+    monkeypatch.setattr(sep, "cv_scores", lambda *a: pytest.fail("fitted identical rows"))
     got = separate(xa, xa.copy(), n_boot=100, n_perm=99, seed=0)
     assert (got["auc"], got["ci_low"], got["ci_high"], got["p_value"]) == (0.5, 0.5, 0.5, 1.0)
     # the position family at layer 0: the same tokens reordered, values equal to ~1e-15
@@ -81,12 +74,16 @@ def test_unpermuted_null_equals_the_sklearn_pipeline_and_folds_keep_texts_whole(
     xa, xb = pair(5, shift=0.3)
     x = np.vstack([xb, xa])
     y = np.r_[np.zeros(N), np.ones(N)]
-    folds = _folds(N)
+    from homog.stats.reordering import repeated_folds
+
+    folds = repeated_folds(N, 5)[0]
     assert len(folds) == 5
-    for n in (N, 61, 7):  # both rows of a text in the same test fold
-        for _, test in _folds(n):
-            assert set(test[test < n]) == {i - n for i in test[test >= n]}
-    want = roc_auc_score(y, _oof_sklearn(x, y, folds))
+    for n in (N, 61, 7):  # both rows of a text in the same test fold, every assignment
+        for assignment in repeated_folds(n, 5):
+            assert sorted(np.concatenate([t for _, t in assignment])) == list(range(2 * n))
+            for _, test in assignment:
+                assert set(test[test < n]) == {i - n for i in test[test >= n]}
+    want = roc_auc_score(y, oof_scores(x, y, folds))
     assert null_aucs(x, np.zeros((1, N), dtype=bool), folds)[0] == pytest.approx(want, abs=1e-6)
     # flipping every text's labels mirrors the scores: AUC 1 - auc
     flipped = null_aucs(x, np.ones((1, N), dtype=bool), folds)[0]

@@ -48,6 +48,23 @@ def _params(params_path: Path):
     return load_config(params_path) if params_path.exists() else Params()
 
 
+def _sensitivity(frame: Any, params: Any, fmt: str) -> None:
+    """Print the sensitivity table of the claims rows ``frame`` (homog.report.sensitivity)."""
+    from homog.report.sensitivity import label, sensitivity_table
+
+    st = params.stats
+    table = sensitivity_table(frame, st.alpha, (st.sesoi_basis, st.sesoi))
+    if table.empty:
+        raise HomogError("no primary endpoints among the claim rows (stats.primary)")
+    if fmt == "table":  # the verdicts only: effect and CI are in `homog claims`
+        own = label(st.sesoi_basis, st.sesoi)
+        table = table.drop(columns=["effect", "ci_low", "ci_high", "default", "holds"])
+        table = table.rename(columns={own: f"{own} (own)"})
+    columns = [str(c) for c in table.columns]
+    rows = [[plain(v) for v in r] for r in table.itertuples(index=False, name=None)]
+    emit(columns, rows, fmt, "primary verdicts per margin")
+
+
 def _matches(value: Any, wanted: list[str], *, prefix: bool = False) -> bool:
     text = str(value)
     return any(text == w or (prefix and text.startswith(w)) for w in wanted)
@@ -69,6 +86,12 @@ def _matches(value: Any, wanted: list[str], *, prefix: bool = False) -> bool:
     multiple=True,
     help="Only these verdicts, e.g. supported, reversed, inconclusive (repeat or comma-separate).",
 )
+@click.option(
+    "--sensitivity",
+    is_flag=True,
+    help="Instead of the claims: every primary endpoint's verdict under the margin bases sd "
+    "and depth x 0.05, 0.1, 0.2 (the column of the params' own setting equals the claims').",
+)
 @format_option
 @wide_option
 def claims(
@@ -77,6 +100,7 @@ def claims(
     models: tuple[str, ...],
     claims: tuple[str, ...],
     verdicts: tuple[str, ...],
+    sensitivity: bool,
     fmt: str,
     wide: bool,
 ) -> None:
@@ -95,6 +119,7 @@ def claims(
       homog claims --model smollm2-135m --claim 1 --format csv
       homog claims --claim 5b --wide
       homog claims --verdict supported,reversed
+      homog claims --sensitivity --format json
     """
     from homog.report.build import REPORT_TABLES
     from homog.report.inputs import claims_of, read_inputs
@@ -130,6 +155,9 @@ def claims(
                 f"valid: {', '.join(known)}"
             )
         frame = frame[[_matches(v, wanted, prefix=prefix) for v in frame[column]]]
+    if sensitivity:
+        _sensitivity(frame, params, fmt)
+        return
     if fmt == "table":
         from homog.cli.views import show_claims
 

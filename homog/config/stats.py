@@ -9,7 +9,9 @@ read it.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from homog.config.primary import PrimaryConfig
 from homog.validate import check as _check
@@ -32,9 +34,13 @@ class StatsConfig:
     # smallest effect of interest of the equivalence test, a share of what sesoi_basis names
     # (docs/statistics.md)
     sesoi: float = 0.1
-    # what stats.sesoi scales (issue 38): depth (the original's mean early-to-late band change
-    # of the metric, one value per run and metric) | sd (the original's between-text SD per row)
-    sesoi_basis: str = "depth"
+    # what stats.sesoi scales (homog.stats.margins): sd (the original's between-text SD at the
+    # row's scope) | depth (its homogenizing early-to-late change, where the metric homogenizes
+    # monotonically, never below the SD basis)
+    sesoi_basis: str = "sd"
+    # metric -> scope (early, middle, late, final, layer0, or all) -> a fixed SESOI in the
+    # metric's unit, replacing the basis for those rows (the report's provenance lists them)
+    sesoi_pin: dict[str, dict[str, float]] = field(default_factory=dict)
     # label permutations of the separability classifier's p (homog.stats.separability); 0: no p
     separability_perm: int = 999
     # metrics of the secondary mixed model per band (statsmodels MixedLM, ~2 s per fit at
@@ -51,6 +57,7 @@ class StatsConfig:
             self.sesoi_basis in ("depth", "sd"),
             f"stats.sesoi_basis must be one of depth, sd, got {self.sesoi_basis!r}",
         )
+        _check_pins(self.sesoi_pin)
         _check(
             self.separability_perm >= 0,
             f"stats.separability_perm must be >= 0, got {self.separability_perm}",
@@ -65,6 +72,35 @@ class StatsConfig:
         # below 0.5: the equivalence CI is the (1 - 2 alpha) interval
         _check(0 < self.alpha < 0.5, f"stats.alpha must lie in (0, 0.5), got {self.alpha}")
         _check_draws(self)
+
+
+PIN_SCOPES = ("layer0", "early", "middle", "late", "final", "all")
+
+
+def _check_pins(pins: Any) -> None:
+    """stats.sesoi_pin: metric -> scope -> a positive finite number."""
+    _check(
+        isinstance(pins, Mapping),
+        f"stats.sesoi_pin must be a mapping metric -> scope -> number, got {pins!r}",
+    )
+    for metric, scopes in pins.items():
+        _check(
+            isinstance(scopes, Mapping),
+            f"stats.sesoi_pin.{metric} must map scopes ({', '.join(PIN_SCOPES)}) to numbers, "
+            f"got {scopes!r}",
+        )
+        for scope, value in scopes.items():
+            _check(
+                scope in PIN_SCOPES,
+                f"stats.sesoi_pin.{metric}: unknown scope {scope!r}; use one of "
+                f"{', '.join(PIN_SCOPES)}",
+            )
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+            _check(
+                ok and math.isfinite(value) and value > 0,
+                f"stats.sesoi_pin.{metric}.{scope} must be a positive number (the SESOI in "
+                f"the metric's unit), got {value!r}",
+            )
 
 
 def _check_draws(st: StatsConfig) -> None:

@@ -16,11 +16,13 @@ margin averaged over the band's layers) and ``lm_margin`` (the zero-shot margin)
 ``final`` (the final-norm layer). The slope is in margin units per unit of erank: positive
 means a lower erank (more homogenization) goes with a smaller margin on the true label, a
 cost. CI: percentile bootstrap over reviews (``homog.stats.paired_tests.resample_counts``, a
-review's texts drawn together); p: twice the smaller bootstrap tail at 0; Holm over the
+review's texts drawn together); p: 2 (1 + k) / (B + 1), k the draws in the smaller tail at 0
+(``homog.stats.paired_tests.bootstrap_p``: never 0); Holm over the
 model's rows (family ``primary``: the cost question's pre-registered endpoints); the
 equivalence CI (1 - 2 alpha) from the same draws; and the project's verdict
-(``homog.stats.verdicts``) with the claimed sign +1: ``supported`` (a cost shown, outside the
-margin), ``reversed`` (a benefit), ``negligible``, ``equivalent`` or ``inconclusive``. The
+(``homog.stats.verdicts``) with the claimed sign +1: ``supported`` (a cost shown, its CI
+beyond the margin), ``reversed`` (a benefit), ``nonzero``, ``negligible``, ``equivalent`` or
+``inconclusive``. The
 SESOI (``slope_sesoi``) is ``stats.sesoi`` x the original's mean |margin| over its
 early-to-late erank change: at a slope inside it, all the homogenization the network does
 between its early and late layers would move the margin by less than that share of its size.
@@ -33,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from homog.stats.contrast_rows import depth_change
-from homog.stats.paired_tests import holm, resample_counts
+from homog.stats.margins import depth_change
+from homog.stats.paired_tests import bootstrap_p, holm, resample_counts
 from homog.stats.verdicts import PRIMARY, verdict_of
 
 OUTCOMES: tuple[str, ...] = ("probe_margin", "lm_margin")
@@ -105,7 +107,7 @@ def slope_row(
     boot = fe_slopes(z, yt, resample_counts(len(reviews), n_boot, seed)[:, ri])
     tail = (1 - ci) / 2
     low, high, eq_low, eq_high = np.quantile(boot, [tail, 1 - tail, alpha, 1 - alpha])
-    p = min(1.0, 2 * min((boot <= 0).mean(), (boot >= 0).mean()))
+    p = bootstrap_p(boot)
     out.update(value=slope, ci_low=float(low), ci_high=float(high), eq_ci_low=float(eq_low),
                eq_ci_high=float(eq_high), p_value=float(p))  # fmt: skip
     return out
@@ -116,7 +118,7 @@ def slope_sesoi(
 ) -> tuple[float, str]:
     """(SESOI in margin per erank, basis text): ``factor`` x the original's mean |margin|
     (``y``: the merged frame's outcome ``y`` of intervention none, variant original) over the
-    original's early-to-late erank change (``homog.stats.contrast_rows.depth_change`` of
+    original's early-to-late erank change (``homog.stats.margins.depth_change`` of
     ``erank``'s none / original rows). NaN where either is 0 or missing."""
     orig = erank[(erank["intervention"] == "none") & (erank["variant"] == "original")]
     table = (
@@ -196,7 +198,7 @@ def cost_slopes(
     frame["family"] = PRIMARY
     frame["verdict"] = [
         verdict_of(r["value"], r["ci_low"], r["ci_high"], r["eq_ci_low"], r["eq_ci_high"],
-                   r["sesoi"], r["p_holm"], alpha, sign=1)
+                   r["sesoi"], r["p_holm"], alpha, sign=1, n=r["n"])
         for r in frame.to_dict("records")
     ]  # fmt: skip
     return frame[cols]

@@ -22,6 +22,7 @@ Every row is a mean over reviews with a percentile bootstrap CI over reviews
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -171,7 +172,8 @@ def finish(rows: list[dict[str, Any]], stats: Any) -> Any:
     frame["verdict"] = [
         None if not is_diff else verdict_of(
             r["value"], r["ci_low"], r["ci_high"], r["eq_ci_low"], r["eq_ci_high"],
-            r["sesoi"], r["p_value"] if is_control else r["p_holm"], alpha)
+            r["sesoi"], r["p_value"] if is_control else r["p_holm"], alpha,
+            n=float(r.get("n", math.nan)))
         for r, is_diff, is_control in zip(frame.to_dict("records"), diff, control, strict=True)
     ]  # fmt: skip
     return frame.drop(columns=["_d"], errors="ignore")
@@ -230,8 +232,12 @@ def summarise(probe: Any, lm: Any | None, stats: Any, positive_label: str | None
     trained on its reviews (train_set); the level rows are each variant's own probe. With
     ``positive_label`` the zero-shot answers also get ``lm_auc`` rows (``auc_rows``).
     """
+    from homog.probe.best import crossfit_rows
+
     rows = probe_rows(probe, "layer", stats)
     rows += probe_rows(band_texts(probe), "band", stats)
+    if "fold" in probe.columns:
+        rows += crossfit_rows(probe, stats)
     if lm is not None and len(lm):
         lm = lm.assign(scheme="zero_shot")
         lkeys = ["intervention", "scheme", "variant"]

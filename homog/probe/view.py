@@ -25,9 +25,21 @@ def _level(rows: Any, scheme: str, metric: str) -> Any:
 
 
 def best_layer(rows: Any, intervention: str = "none", scheme: str = "train_original") -> Any:
-    """Per model: the layer where the probe reads the originals best (highest accuracy; ties
-    to the higher margin, then the lower layer), with its CI and margin."""
+    """Per model: the layer where the probe reads the originals best, with its CI and margin.
+    Where the table has ``best_accuracy`` rows (homog.probe.best) their accuracy, each fold's
+    texts read at the layer chosen on the other folds (``honest`` true); else the highest
+    per-layer accuracy (ties to the higher margin, then the lower layer), which reads the
+    numbers it was chosen on (``honest`` false)."""
     import pandas as pd
+
+    from homog.probe.best import BEST_METRIC
+
+    fair = _level(rows, scheme, BEST_METRIC)
+    fair = fair[(fair["intervention"] == intervention) & (fair["variant"] == "original")]
+    if len(fair):
+        fair = fair.assign(margin=float("nan"), honest=True)
+        cols = ["model", "layer", "value", "ci_low", "ci_high", "margin", "n", "honest"]
+        return fair[cols].sort_values("model").reset_index(drop=True)
 
     acc = _level(rows, scheme, "accuracy")
     acc = acc[(acc["intervention"] == intervention) & (acc["variant"] == "original")]
@@ -40,10 +52,9 @@ def best_layer(rows: Any, intervention: str = "none", scheme: str = "train_origi
         return pd.DataFrame(columns=["model", "layer", "value", "ci_low", "ci_high", "n"])
     both = both.sort_values(["model", "value", "margin", "layer"],
                             ascending=[True, False, False, True])  # fmt: skip
-    best = both.groupby("model", as_index=False).head(1)
-    return best[["model", "layer", "value", "ci_low", "ci_high", "margin", "n"]].reset_index(
-        drop=True
-    )
+    best = both.groupby("model", as_index=False).head(1).assign(honest=False)
+    cols = ["model", "layer", "value", "ci_low", "ci_high", "margin", "n", "honest"]
+    return best[cols].reset_index(drop=True)
 
 
 def layer0_check(rows: Any) -> Any:
@@ -72,12 +83,14 @@ def report_data(probe_metrics: Any) -> dict[str, Any]:
     within-text slopes: model, metric, band, baseline, value, CI, p_holm, verdict), ``best``
     (``best_layer``) and ``layer0`` (``layer0_check``).
     """
+    from homog.probe.best import BEST_METRIC
+
     rows = probe_metrics
     level = rows["kind"] == "level"
     zero_shot = rows["scheme"] == "zero_shot"
     keep = ["model", "intervention", "scheme", "variant", "layer", "metric", "value", "ci_low",
             "ci_high", "n"]  # fmt: skip
-    per_layer = rows["layer"].notna()
+    per_layer = rows["layer"].notna() & (rows["metric"] != BEST_METRIC)
     curves = rows[level & ~zero_shot & per_layer][keep].sort_values(keep[:6])
     curves = curves.reset_index(drop=True)
     lm = rows[level & zero_shot][keep].sort_values(keep[:6]).reset_index(drop=True)

@@ -18,13 +18,30 @@ import pandas as pd
 
 from homog.report.claims_view import tally
 from homog.report.document import Section
+from homog.report.sensitivity import holds_phrase
+from homog.stats.reordering import REPEATS
 from homog.stats.separability import MIN_TEXTS
-from homog.stats.verdicts import CONTROL, EXPLORATORY, PRIMARY
+from homog.stats.verdicts import (
+    CONTROL,
+    EXPLORATORY,
+    MATTERS,
+    MIN_PAIRS,
+    NONZERO,
+    PRIMARY,
+    TOO_FEW,
+)
 
 XMAX = 10.0  # the forest plot's x range in SESOI units (CIs beyond it are cut, arrowed)
 README_START, README_END = "<!-- current-answer -->", "<!-- /current-answer -->"
-VERDICT_COLOURS = {"supported": "#2e7d32", "reversed": "#c62828", "negligible": "#6a8caf",
-                   "equivalent": "#1f4e99", "inconclusive": "#888888"}  # fmt: skip
+VERDICT_COLOURS = {
+    "supported": "#2e7d32",
+    "reversed": "#c62828",
+    "nonzero": "#b8860b",
+    "negligible": "#6a8caf",
+    "equivalent": "#1f4e99",
+    "inconclusive": "#888888",
+    "too few pairs": "#bbbbbb",
+}
 # the primary family's questions: a name and the comparisons it covers
 PRIMARY_QUESTIONS = (
     ("Position effect", "the key sentence first or last against a control sentence moved as "
@@ -60,15 +77,29 @@ def _count(n: float) -> str:
 
 
 def _bottom_line(verdicts: pd.Series) -> str:
+    """The question's answer in words: only supported / reversed rows (their CI beyond the
+    margin) are "an effect that matters"; a nonzero row is real but not shown to matter."""
     v = set(map(str, verdicts))
     if not v:
         return "not measured"
-    if v & {"supported", "reversed"}:
-        k = int(verdicts.isin(["supported", "reversed"]).sum())
-        return f"an effect that matters in {k} of {len(verdicts)} endpoints"
+    n = len(verdicts)
+    if v == {TOO_FEW}:
+        return f"no verdict: too few pairs (fewer than {MIN_PAIRS}) in all {n} endpoints"
     if v <= {"equivalent", "negligible"}:
         return "no effect as large as the smallest one of interest"
-    return "not settled: some endpoints cannot tell"
+    parts = []
+    k = int(verdicts.isin(MATTERS).sum())
+    if k:
+        parts.append(f"an effect that matters in {k} of {n} endpoints")
+    k = int((verdicts == NONZERO).sum())
+    if k:
+        parts.append(f"{k} of {n} real but not shown to matter (CI reaches into the margin)")
+    k = int((verdicts == TOO_FEW).sum())
+    if k:
+        parts.append(f"{k} of {n} too few pairs (fewer than {MIN_PAIRS}) for a verdict")
+    if not parts:
+        return "not settled: some endpoints cannot tell"
+    return "; ".join(parts)
 
 
 def _per_model(rows: pd.DataFrame) -> str:
@@ -85,9 +116,11 @@ def primary_lines(claims: pd.DataFrame) -> list[str]:
         rows = prim[prim["comparison"].isin(comparisons)]
         if rows.empty:
             continue
+        holds = holds_phrase(rows)
         out.append(
             f"**{name}** (primary, {len(rows)} endpoints; {what}): "
-            f"{_bottom_line(rows['verdict'])}. {_per_model(rows)}; {_largest(rows)}."
+            f"{_bottom_line(rows['verdict'])}. {_per_model(rows)}; {_largest(rows)}"
+            + (f"; {holds}." if holds else ".")
         )
     return out
 
@@ -135,44 +168,67 @@ def exploratory_lines(claims: pd.DataFrame) -> list[str]:
             "**Removing positions** (exploratory, 5c; zero_pos - none, erank at the final "
             f"layer): {_effects(zero, pct=True)}."
         )
-    sep = claims[(claims["claim"].astype(str) == "4") & (claims["metric"] == "profile")]
-    if not sep.empty:
-        parts = []
-        for model, g in sep.groupby("model", sort=False):
-            layers, l0 = g[g["band"] != "layer0"], g[g["band"] == "layer0"]
-            if layers.empty:
-                continue
-            auc = pd.to_numeric(layers["effect"], errors="coerce")
-            if auc.isna().all():
-                n = pd.to_numeric(layers["n"], errors="coerce").max()
-                parts.append(
-                    f"{model}: no AUC, too few reviews ({_count(n)} paired texts; "
-                    f"the classifier needs at least {MIN_TEXTS})"
-                )
-                continue
-            best = layers.loc[auc.idxmax()]
-            text = (
-                f"{model}: best AUC {_g(best['effect'])} [{_g(best['ci_low'])}, "
-                f"{_g(best['ci_high'])}] ({best['comparison']}, {best['verdict']})"
-            )
-            fam = l0[l0["comparison"].str.startswith("key_")]
-            if not fam.empty:
-                text += (
-                    f", position family at layer 0 (control) {_g(fam['effect'].min())}-"
-                    f"{_g(fam['effect'].max())}"
-                )
-            parts.append(text)
-        out.append(
-            "**Separability** (exploratory, claim 4; a classifier on the per-layer metric "
-            f"profile, original against each variant): {'; '.join(parts)}."
-        )
+    sep = separability_line(claims)
+    if sep:
+        out.append(sep)
     return out
 
 
+def _ci(r: pd.Series) -> str:
+    return f"{_g(r['effect'])} [{_g(r['ci_low'])}, {_g(r['ci_high'])}]"
+
+
+def separability_line(claims: pd.DataFrame) -> str | None:
+    """Claim 4 on the profile: the best AUC against the original, the same split by whether
+    the variant changed the first sentence, and each position variant against key_control
+    (position beyond reordering); the layer-0 rows of the position family are 0.5 by
+    construction (the metrics are order-invariant there), a check rather than a control."""
+    tags = claims["claim"].astype(str)
+    sep = claims[tags.isin(["4", "4r"]) & (claims["metric"] == "profile")]
+    if sep.empty:
+        return None
+    parts = []
+    for model, g in sep.groupby("model", sort=False):
+        comp = g["comparison"].astype(str)
+        whole = g[(g["claim"] == "4") & (g["band"] != "layer0") & ~comp.str.contains(r"\(first")]
+        if whole.empty:
+            continue
+        auc = pd.to_numeric(whole["effect"], errors="coerce")
+        if auc.isna().all():
+            n = pd.to_numeric(whole["n"], errors="coerce").max()
+            parts.append(
+                f"{model}: no AUC, too few reviews ({_count(n)} paired texts; "
+                f"the classifier needs at least {MIN_TEXTS})"
+            )
+            continue
+        best = whole.loc[auc.idxmax()]
+        text = f"{model}: best AUC {_ci(best)} ({best['comparison']}, {best['verdict']})"
+        variant = str(best["comparison"]).split(" - ")[0]
+        for word in ("changed", "kept"):
+            part = g[comp == f"{variant} - original (first sentence {word})"]
+            if len(part):
+                text += f", first sentence {word} {_ci(part.iloc[0])}"
+        beyond = g[g["claim"] == "4r"]
+        if len(beyond):
+            text += "; against key_control: " + ", ".join(
+                f"{str(r['comparison']).split(' - ')[0]} {_ci(r)} {r['verdict']}"
+                for _, r in beyond.iterrows()
+            )
+        parts.append(text)
+    if not parts:
+        return None
+    return (
+        "**Separability** (exploratory, claim 4; a classifier on the per-layer metric profile, "
+        f"original against each variant, AUC over {REPEATS} fold assignments): "
+        f"{'; '.join(parts)}. At layer 0 the position family sits at 0.5 by construction "
+        "(every metric of a token set is order-invariant there): a check, not a control."
+    )
+
+
 def control_line(claims: pd.DataFrame) -> str | None:
-    """The negative control: the position family's layer-0 rows (the same tokens reordered)
-    must be exactly 0 on every order-free metric (no_sink is not one: the first token it drops
-    changes with the order)."""
+    """The order-invariance check: the position family's layer-0 rows (the same tokens
+    reordered) are exactly 0 by construction on every order-free metric (no_sink is not one:
+    the first token it drops changes with the order)."""
     if "family" not in claims.columns:
         return None
     ctl = claims[(claims["family"] == CONTROL) & (claims["claim"].astype(str) != "4")]
@@ -182,9 +238,10 @@ def control_line(claims: pd.DataFrame) -> str | None:
         return None
     moved = fam[pd.to_numeric(fam["effect"], errors="coerce").abs() > 0]
     return (
-        f"**Negative control** (layer 0, position family, {len(fam)} rows; no_sink aside, its "
-        "dropped first token changes with the order): "
-        + ("every one is exactly 0, as it must be (the same tokens in another order)."
+        f"**Order-invariance check** (layer 0, position family, {len(fam)} rows; no_sink "
+        "aside, its dropped first token changes with the order): "
+        + ("every one is exactly 0, by construction (the same tokens in another order): a "
+           "sanity check of the pipeline, not a control of the effects."
            if moved.empty else f"{len(moved)} rows differ from 0: read the effects with care.")
     )  # fmt: skip
 
@@ -261,7 +318,7 @@ def with_extra(lines: list[str], extra: list[str | None]) -> list[str]:
     extra = [e for e in extra if e]
     if not extra or not lines:
         return lines
-    if lines[-1].startswith("**Negative"):
+    if lines[-1].startswith("**Order-invariance"):
         return [*lines[:-1], *extra, lines[-1]]
     return [*lines, *extra]
 

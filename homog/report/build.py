@@ -29,6 +29,7 @@ from homog.report.manipulation import manipulation_section
 from homog.report.posenc_view import posenc_section
 from homog.report.position import position_section
 from homog.report.provenance import gather, provenance_sections, shown
+from homog.report.sensitivity import sensitivity_section
 from homog.report.sentences_view import sentence_line, sentences_section, verdict_rows
 from homog.report.targets import (
     check_format,
@@ -214,6 +215,7 @@ def report_sections(
     return [
         answer_section(claims, figdir, probe=data["probe"], sentences=sentences),
         summary_section(claims, alpha),
+        sensitivity_section(claims, alpha, (stats.sesoi_basis, stats.sesoi)),
         glossary_section(variants, interventions, metrics, layer_roles=roles),
         manipulation_section(data["texts"], synth),
         claims_section(claims, alpha, ci=stats.ci, test=stats.test),

@@ -1,4 +1,4 @@
-"""The paper's claims as table rows: effect, CI, family, margin and one of five verdicts.
+"""The paper's claims as table rows: effect, CI, family, margin and a verdict word.
 
 Every row is computed from the store's tables (``contrasts``, ``runs``, ``layer_metrics``,
 ``separability``) alone, so a reader can recompute it with SQL (docs/statistics.md gives every
@@ -16,10 +16,12 @@ what it is a share of) and belongs to one family:
 - **control**: the layer-0 rows (the position-free token embeddings), shown beside the
   claims as their negative control and counted in no Holm family (their p is the raw one).
 
-Verdicts at ``alpha`` (:func:`homog.stats.verdicts.decide`): **supported** / **reversed**
-(significant, the effect's (1 - 2 alpha) CI not inside +-sesoi, the claimed sign or the
-other), **negligible** (significant but inside +-sesoi), **equivalent** (not significant and
-inside), **inconclusive** (neither).
+Verdicts at ``alpha`` (:func:`homog.stats.verdicts.judge`): **supported** / **reversed**
+(significant, the 95 % CI wholly beyond +-sesoi, on the claimed side or the other),
+**nonzero** (significant, the CI reaching into the margin), **negligible** (inside +-sesoi,
+real), **equivalent** (not significant and inside), **inconclusive** (neither), **too few
+pairs** (n < 10), **descriptive** (no SESOI). The ``claimed`` column names each row's claimed
+sign (``either``: undirected by declaration).
 
 Beside each verdict: ``lexical_confound`` is true when the same contrast differs at layer 0
 (raw paired test p < alpha, larger than rounding), and ``rel_layer0_*`` is the band's
@@ -66,9 +68,7 @@ from homog.stats.verdicts import (
     PRIMARY,
     REVERSED,
     SUPPORTED,
-    decide,
-    excludes,
-    inside_margin,
+    judge,
 )
 
 BIASED = ("front", "end", "key_first", "key_last")
@@ -161,6 +161,8 @@ def from_contrast(model: str, claim: str, statement: str, row: pd.Series, sign: 
         sesoi_basis=str(_get(row, "sesoi_basis", "")),
         eq_ci_low=float(_get(row, "eq_ci_low")),
         eq_ci_high=float(_get(row, "eq_ci_high")),
+        baseline_sd=float(_get(row, "baseline_sd")),
+        depth_change=float(_get(row, "depth_change")),
         sign=0 if sign is None else sign,
     )  # fmt: skip
 
@@ -263,25 +265,50 @@ def assign_families(rows: list[Claim], primary: PrimaryConfig | None) -> None:
 
 def family_verdicts(rows: list[Claim], alpha: float) -> None:
     """Holm per model over its primary rows and, apart, over its exploratory rows (a control
-    row keeps its raw p); then every row without a verdict gets one (:func:`decide`).
+    row keeps its raw p); then every row without a verdict gets one (:func:`judge`).
 
-    Claim 4's classifier rows are Holm-corrected among themselves: their permutation p cannot
-    fall below 1 / (stats.separability_perm + 1), so in the family of every other exploratory
-    row (hundreds, with sign-flip p down to 1e-4) no classifier could ever pass."""
+    Claim 4's classifier rows are Holm-corrected among themselves, and apart its rows against
+    key_control (4r): their permutation or bootstrap p cannot fall below 1 / (draws + 1), so
+    in the family of every other exploratory row (hundreds, with sign-flip p down to 1e-4) no
+    classifier could ever pass."""
     for model in sorted({r.model for r in rows}):
-        for family, classifier in ((PRIMARY, False), (EXPLORATORY, False), (EXPLORATORY, True)):
-            fam = [r for r in rows if r.model == model and r.family == family
-                   and (r.claim == "4") == classifier]  # fmt: skip
+        for family, group in (
+            (PRIMARY, ""),
+            (EXPLORATORY, ""),
+            (EXPLORATORY, "4"),
+            (EXPLORATORY, "4r"),
+        ):
+            fam = [
+                r
+                for r in rows
+                if r.model == model
+                and r.family == family
+                and (r.claim if r.claim in ("4", "4r") else "") == group
+            ]
             for r, p in zip(fam, holm([r.p_value for r in fam]), strict=True):
                 r.p_holm = float(p)
     for r in rows:
         if r.family == CONTROL:
             r.p_holm = r.p_value
         if not r.verdict:
-            lo, hi = r.eq_ci_low - r.null, r.eq_ci_high - r.null
-            inside = inside_margin(lo, hi, r.sesoi, r.p_tost, alpha)
-            zero = excludes(r.ci_low, r.ci_high, r.null)
-            r.verdict = decide(r.effect - r.null, r.p_holm, inside, r.sign or None, alpha, zero)
+            r.verdict = row_verdict(r, r.sesoi, alpha)
+
+
+def row_verdict(r: Claim, sesoi: float, alpha: float) -> str:
+    """The verdict of claim row ``r`` against the margin ``sesoi`` (its own, or another
+    setting's: the sensitivity table), centred on the row's null."""
+    z = r.null
+    return judge(
+        r.effect - z,
+        (r.ci_low - z, r.ci_high - z),
+        (r.eq_ci_low - z, r.eq_ci_high - z),
+        sesoi,
+        r.p_holm,
+        alpha,
+        r.sign or None,
+        r.n,
+        r.p_tost,
+    )
 
 
 def claims_table(
@@ -297,6 +324,7 @@ def claims_table(
     n_perm: int = 10000,
     primary: PrimaryConfig | None = None,
     separability: pd.DataFrame | None = None,
+    sesoi: float = 0.1,
 ) -> pd.DataFrame:
     """Every claim row for every model, in claim order (one DataFrame; the columns of Claim).
 
@@ -313,7 +341,7 @@ def claims_table(
     rows = [
         *band_claims(contrasts, runs, metrics),
         *progression_claims(layer_metrics, runs, alpha, n_boot=n_boot, ci=ci, seed=seed,
-                            test=test, n_perm=n_perm),
+                            test=test, n_perm=n_perm, sesoi=sesoi),
         *intervention_claims(contrasts, runs),
     ]  # fmt: skip
     if separability is not None and not separability.empty:
@@ -322,6 +350,8 @@ def claims_table(
     assign_families(rows, primary if primary is not None else PrimaryConfig())
     family_verdicts(rows, alpha)
     frame = pd.DataFrame([asdict(r) for r in rows], columns=list(Claim.__dataclass_fields__))
+    # every row names its claimed sign, or that it is undirected by declaration
+    frame["claimed"] = frame["sign"].map({1: "+", -1: "-"}).fillna("either")
     frame = frame.drop(columns=["sign", "null"])
     order = {"1": 0, "2": 1, "3": 2, "4": 3, "5": 4}
     frame["_o"] = frame["claim"].str[0].map(order)

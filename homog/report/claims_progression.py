@@ -58,16 +58,31 @@ def progression_claims(
     seed: int = 0,
     test: str = "sign_flip",
     n_perm: int = 10000,
+    sesoi: float = 0.1,
 ) -> list[Claim]:
-    """Claim 2's rows (verdicts of the progression rows are set by the family Holm)."""
+    """Claim 2's rows (verdicts of the progression rows are set by the family Holm;
+    ``sesoi``: ``stats.sesoi``, the share of the original's early-band between-text SD that is
+    the progression's margin)."""
     rows: list[Claim] = []
     unchanged = runs[runs["intervention"].fillna("none") == "none"]
     for run in unchanged.itertuples():
         for metric in PROGRESSION_METRICS:
             wide = original_wide(layer_metrics, run.run_id, metric)
             if wide is not None:
-                rows.extend(metric_claims(wide, run.model, metric, n_boot=n_boot, ci=ci,
-                                          seed=seed, test=test, n_perm=n_perm))  # fmt: skip
+                rows.extend(
+                    metric_claims(
+                        wide,
+                        run.model,
+                        metric,
+                        n_boot=n_boot,
+                        ci=ci,
+                        seed=seed,
+                        test=test,
+                        n_perm=n_perm,
+                        sesoi=sesoi,
+                        alpha=alpha,
+                    )
+                )
     return rows
 
 
@@ -95,7 +110,7 @@ def band_place(middle: list[int], low: int, high: int) -> str:
 
 def metric_claims(
     wide: pd.DataFrame, model: str, metric: str, *, n_boot: int, ci: float, seed: int,
-    test: str, n_perm: int,
+    test: str, n_perm: int, sesoi: float = 0.1, alpha: float = 0.05,
 ) -> list[Claim]:  # fmt: skip
     """Claim 2's two rows for one run and metric from its [text x layer] frame ``wide``: the
     late - early change and the steepest fall (none without an early band or two texts)."""
@@ -104,6 +119,7 @@ def metric_claims(
         return []
     d = (wide[bands["late"]].mean(axis=1) - wide[bands["early"]].mean(axis=1)).to_numpy()
     low, high = bootstrap_ci(d[None, :], n_boot=n_boot, ci=ci, seed=seed)
+    eq = bootstrap_ci(d[None, :], n_boot=n_boot, ci=1 - 2 * alpha, seed=seed)
     inner = [x for x in wide.columns if 1 < x < max(wide.columns)]
     point, s_low, s_high = steepest_fall(wide, inner, n_boot=n_boot, ci=ci, seed=seed)
     middle = bands["middle"]
@@ -119,8 +135,9 @@ def metric_claims(
         common, wide, bands, d, (float(low[0]), float(high[0])),
         note=f"steepest fall at layer {point} [{s_low}, {s_high}], {where} "
         f"(layers {middle[0]}-{middle[-1]})",
-        test=test, n_perm=n_perm, seed=seed,
+        test=test, n_perm=n_perm, seed=seed, margin=_margin(wide, bands, sesoi),
     )  # fmt: skip
+    progressive.eq_ci_low, progressive.eq_ci_high = float(eq[0][0]), float(eq[1][0])
     verdict = {"in the middle band": SUPPORTED, "outside the middle band": REVERSED}
     steepest = Claim(
         **common,
@@ -144,6 +161,7 @@ def metric_claims(
 def _progressive_row(
     common: dict[str, Any], wide: pd.DataFrame, bands: dict[str, list[int]], d: np.ndarray,
     interval: tuple[float, float], *, note: str, test: str, n_perm: int, seed: int,
+    margin: tuple[float, str] = (math.nan, ""),
 ) -> Claim:  # fmt: skip
     """The "late - early (original)" row of the per-text changes ``d`` and their interval."""
     metric = common["metric"]
@@ -169,5 +187,13 @@ def _progressive_row(
         p_value=float(paired_p(d[None, :], test=test, n_perm=n_perm, seed=seed)[0]),
         band="late - early",
         sign=-1,
-        sesoi_basis="none: this change is the depth basis of the other rows' SESOI",
+        sesoi=margin[0],
+        sesoi_basis=margin[1],
     )
+
+
+def _margin(wide: pd.DataFrame, bands: dict[str, list[int]], factor: float) -> tuple[float, str]:
+    """The progression's SESOI: ``factor`` x the original's between-text SD at the early
+    band (the depth change cannot be its own yardstick), with its basis text."""
+    sd = float(wide[bands["early"]].mean(axis=1).std(ddof=1))
+    return factor * sd, f"{factor:g} x the original's between-text SD at the early band ({sd:.3g})"

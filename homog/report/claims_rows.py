@@ -45,6 +45,9 @@ class Claim:
     mm_effect / mm_p (the mixed model's contrast and p).
     Added by issue 38: family (primary / exploratory / control), sesoi_basis (what the bound
     is a share of), eq_ci_low / eq_ci_high (the (1 - 2 alpha) CI the equivalence reads).
+    Later: baseline_sd (the original's between-text SD at the row) and depth_change (the
+    homogenizing early-to-late change; homog.stats.margins), from which the sensitivity table
+    recomputes the margin of every setting.
     ``null``: the effect's value under no effect (0; claim 4's AUC: 0.5), internal like ``sign``.
     ``sign``: the claimed sign (+1, -1,
     0 undirected), internal (not a column).
@@ -86,5 +89,7 @@ class Claim:
     sesoi_basis: str = ""
     eq_ci_low: float = math.nan
     eq_ci_high: float = math.nan
+    baseline_sd: float = math.nan
+    depth_change: float = math.nan
     sign: int = 0
     null: float = 0.0

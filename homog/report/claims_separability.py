@@ -20,6 +20,7 @@ import math
 import pandas as pd
 
 from homog.report.claims_rows import Claim, token_set_of
+from homog.stats.reordering import DIFF
 from homog.stats.verdicts import CONTROL, EXPLORATORY
 
 AUC_SESOI = 0.05
@@ -28,6 +29,8 @@ SEPARATION_VARIANTS = ("front", "end", "key_first", "key_last", "key_control")
 
 def _scope(row: pd.Series) -> tuple[str, str]:
     if str(row["scope"]) == "layer0":
+        if str(row["variant_a"]).startswith("key_"):  # the same tokens in another order
+            return "layer 0 (order-invariant by construction: a check, not a control)", "layer0"
         return "layer 0 (control)", "layer0"
     n = row.get("n_layers")
     layers = f"{int(n)} layers (1..L)" if n is not None and pd.notna(n) else "layers 1..L"
@@ -44,8 +47,17 @@ def separation_claims(separability: pd.DataFrame, runs: pd.DataFrame) -> list[Cl
             continue
         scope, band = _scope(row)
         metric = str(row["metric"])
-        auc, lo, hi = float(row["auc"]), float(row["ci_low"]), float(row["ci_high"])
         what = "every separation metric's" if metric == "profile" else f"{metric}'s"
+        if _get(row, "statistic", "auc") == DIFF:
+            out.append(_difference(row, str(unchanged.loc[row["run_id"], "model"]), what))
+            continue
+        auc, lo, hi = float(row["auc"]), float(row["ci_low"]), float(row["ci_high"])
+        split = _get(row, "first_changed", None)
+        part = (
+            ""
+            if split is None
+            else (" (first sentence changed)" if split else " (first sentence kept)")
+        )
         out.append(
             Claim(
                 model=str(unchanged.loc[row["run_id"], "model"]),
@@ -53,7 +65,7 @@ def separation_claims(separability: pd.DataFrame, runs: pd.DataFrame) -> list[Cl
                 statement=f"a classifier on {what} per-layer values tells "
                 f"{row['variant_a']} from {row['variant_b']}",
                 metric=metric,
-                comparison=f"{row['variant_a']} - {row['variant_b']}",
+                comparison=f"{row['variant_a']} - {row['variant_b']}{part}",
                 scope=scope,
                 effect=auc,
                 ci_low=lo,
@@ -68,8 +80,11 @@ def separation_claims(separability: pd.DataFrame, runs: pd.DataFrame) -> list[Cl
                 pct_of_baseline=100 * (auc - 0.5) / 0.5,
                 unit="AUC (0.5: chance)",
                 p_value=float(row["p_value"]),
-                sesoi=AUC_SESOI,
-                sesoi_basis=f"AUC within 0.5 +- {AUC_SESOI:g}",
+                # a split row describes a part of the texts: no test, no verdict
+                sesoi=AUC_SESOI if split is None else float("nan"),
+                sesoi_basis=f"AUC within 0.5 +- {AUC_SESOI:g}"
+                if split is None
+                else "none: the AUC of a part of the texts, described",
                 eq_ci_low=lo,
                 eq_ci_high=hi,
                 token_set=token_set_of(metric),
@@ -80,3 +95,41 @@ def separation_claims(separability: pd.DataFrame, runs: pd.DataFrame) -> list[Cl
             )
         )
     return out
+
+
+def _get(row: pd.Series, col: str, default):
+    v = row.get(col, default)
+    return default if v is None or (not isinstance(v, str) and pd.isna(v)) else v
+
+
+def _difference(row: pd.Series, model: str, what: str) -> Claim:
+    """The row 'variant - key_control': position beyond reordering, null 0, claimed +."""
+    d, lo, hi = float(row["auc"]), float(row["ci_low"]), float(row["ci_high"])
+    return Claim(
+        model=model,
+        claim="4r",
+        statement=f"a classifier on {what} per-layer values tells {row['variant_a']} from "
+        "the original better than it tells key_control (a non-key sentence moved) from it",
+        metric=str(row["metric"]),
+        comparison=f"{row['variant_a']} - key_control (AUC)",
+        scope="layers 1..L",
+        effect=d,
+        ci_low=lo,
+        ci_high=hi,
+        p_holm=math.nan,
+        n=int(row["n"]),
+        verdict="",
+        note=f"AUC difference paired over the same texts and "
+        f"{int(_get(row, 'n_repeats', 0))} fold assignments; bootstrap p",
+        raw_effect=d,
+        unit="AUC difference",
+        p_value=float(row["p_value"]),
+        sesoi=AUC_SESOI,
+        sesoi_basis=f"AUC difference within +- {AUC_SESOI:g}",
+        eq_ci_low=lo,
+        eq_ci_high=hi,
+        token_set=token_set_of(str(row["metric"])),
+        band="all layers",
+        family=EXPLORATORY,
+        sign=+1,
+    )

@@ -21,9 +21,12 @@ NA = "n/a"
 VERDICT_ORDER = (
     "supported",
     "reversed",
+    "nonzero",
     "negligible",
     "equivalent",
     "inconclusive",
+    "too few pairs",
+    "descriptive",
     "equivalent to no effect",
     "not supported",
 )
@@ -53,6 +56,7 @@ COLUMNS = {
     "token set": "token_set",
     "scope": "scope",
     "verdict": "verdict",
+    "claimed sign": "claimed",
     "effect": "effect",
     "CI low": "ci_low",
     "CI high": "ci_high",
@@ -247,7 +251,7 @@ def claim_paragraph(group: str, rows: pd.DataFrame) -> str:
                 f"Caveat: {k} row(s) carry the lexical-confound mark (the contrast already "
                 "differs at layer 0, where the model has seen no position)."
             )
-    k = int(rows["verdict"].isin(["inconclusive", "not supported"]).sum())
+    k = int(rows["verdict"].isin(["inconclusive", "not supported", "too few pairs"]).sum())
     if "family" in rows.columns:
         fam = Counter(str(f) for f in rows["family"])
         text.append(

@@ -46,6 +46,30 @@ def _zero_pos_effect(diffs: pd.DataFrame, model: str) -> str:
             f"[{_g(r['ci_low'])}, {_g(r['ci_high'])}] ({r['verdict']}); ")  # fmt: skip
 
 
+SHARES = {
+    0.05: "a twentieth of",
+    0.1: "a tenth of",
+    0.2: "a fifth of",
+    0.25: "a quarter of",
+    0.5: "half of",
+}
+
+
+def share_words(probe_metrics: pd.DataFrame) -> str:
+    """stats.sesoi as the probe stage applied it, in words ("a tenth of", "0.3 x"), read from
+    the rows' ``sesoi_basis`` ("0.3 x the baseline's ..."); "stats.sesoi x" when absent."""
+    basis = probe_metrics.get("sesoi_basis", pd.Series(dtype=object)).dropna().astype(str)
+    factors = {b.split(" x ", 1)[0] for b in basis if " x " in b}
+    if len(factors) != 1:
+        return "stats.sesoi x"
+    text = factors.pop()
+    try:
+        value = float(text)
+    except ValueError:
+        return "stats.sesoi x"
+    return next((w for f, w in SHARES.items() if abs(f - value) < 1e-12), f"{text} x")
+
+
 def cost_line(probe_metrics: pd.DataFrame, data: dict | None = None) -> str | None:
     """The answer's line: the slopes' verdicts per model (the cost question's primary family),
     and the best probe layer (``data``: ``report_data(probe_metrics)`` when the caller has
@@ -61,7 +85,9 @@ def cost_line(probe_metrics: pd.DataFrame, data: dict | None = None) -> str | No
         s = slopes[slopes["model"] == model]
         b = best[best["model"] == model]
         probe = (
-            f"probe best at layer {int(b.iloc[0]['layer'])}, accuracy {_g(b.iloc[0]['value'])} "
+            f"probe best at layer {int(b.iloc[0]['layer'])}"
+            + (" (chosen on the other folds)" if bool(b.iloc[0].get("honest")) else "")
+            + f", accuracy {_g(b.iloc[0]['value'])} "
             f"[{_g(b.iloc[0]['ci_low'])}, {_g(b.iloc[0]['ci_high'])}]"
             if len(b)
             else "no probe"
@@ -70,8 +96,8 @@ def cost_line(probe_metrics: pd.DataFrame, data: dict | None = None) -> str | No
         parts.append(f"{model}: {probe}; {zp}slopes on erank: {_tally(s['verdict']) or 'none'}")
     return (
         "**Cost** (does a lower erank go with a worse reading of the sentiment? Within-text "
-        "slopes, their own primary family; SESOI: a tenth of the margin per the early-to-late "
-        f"erank change): {'; '.join(parts)}."
+        f"slopes, their own primary family; SESOI: {share_words(probe_metrics)} the margin per "
+        f"the early-to-late erank change): {'; '.join(parts)}."
     )
 
 
@@ -106,9 +132,10 @@ def diff_table(diffs: pd.DataFrame) -> Table | None:
     )  # fmt: skip
 
 
-def band_table(diffs: pd.DataFrame) -> Table | None:
+def band_table(diffs: pd.DataFrame, share: str = "a tenth of") -> Table | None:
     """The probe's accuracy change per band (train_original; layer 0 is the control line),
-    per variant against the original and per intervention against ``none``."""
+    per variant against the original and per intervention against ``none`` (``share``: the
+    SESOI's share in words, :func:`share_words`)."""
     if diffs.empty or "family" not in diffs or "band" not in diffs:
         return None
     sel = diffs[
@@ -132,7 +159,7 @@ def band_table(diffs: pd.DataFrame) -> Table | None:
           r.sesoi, r.p_holm, r.verdict] for r in sel.itertuples()],
         "the probe's accuracy (trained on the originals of its intervention; the share of the "
         "band's layers read right, per review) against the original, and under zero_pos "
-        "against the unchanged model; SESOI: a tenth of the baseline's accuracy above chance",
+        f"against the unchanged model; SESOI: {share} the baseline's accuracy above chance",
     )  # fmt: skip
 
 
@@ -244,6 +271,7 @@ def cost_section(probe_metrics: pd.DataFrame, figdir: Path) -> Section:
         sec.paragraphs.append(precision)
     sec.tables.append(lm_table(data["lm"]))
     sl = data["slopes"]
+    share = share_words(probe_metrics)
     sesoi = sl["sesoi"] if "sesoi" in sl else pd.Series(float("nan"), index=sl.index)
     sec.tables.append(
         Table(["model", "margin", "band", "across", "slope per erank", "CI low", "CI high",
@@ -252,11 +280,11 @@ def cost_section(probe_metrics: pd.DataFrame, figdir: Path) -> Section:
                 r.p_holm, int(r.n), r.verdict] for r, b in zip(sl.itertuples(), sesoi,
                                                                strict=True)],
               "within-text slope of the margin on erank (review fixed effects; positive: "
-              "more homogenization, a smaller margin). SESOI: a tenth of the original's mean "
+              f"more homogenization, a smaller margin). SESOI: {share} the original's mean "
               "|margin| per its early-to-late erank change; the verdict reads the "
               "(1 - 2 alpha) equivalence CI against it")
     )  # fmt: skip
-    for table in (band_table(data["diffs"]), diff_table(data["diffs"])):
+    for table in (band_table(data["diffs"], share), diff_table(data["diffs"])):
         if table is not None:
             sec.tables.append(table)
     l0 = data["layer0"]

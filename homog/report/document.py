@@ -14,11 +14,14 @@ from typing import Any
 VERDICT_CLASS = {
     "supported": "yes",
     "reversed": "rev",
+    "nonzero": "nz",
     "negligible": "eq",
     "equivalent": "eq",
     "equivalent to no effect": "eq",
     "inconclusive": "no",
     "not supported": "no",
+    "too few pairs": "no",
+    "descriptive": "no",
 }
 
 CSS = """
@@ -30,7 +33,7 @@ table{border-collapse:collapse;margin:.6em 0 1.2em;font-size:.85em}
 th,td{border:1px solid #ddd;padding:.25em .5em;text-align:left;vertical-align:top}
 th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}
 td.yes{background:#e3f4e1}td.no{background:#f4f4f4}td.rev{background:#fbe3e0}
-td.eq{background:#e4ecf7}td.text{min-width:16em}.wide{overflow-x:auto;max-width:100%}caption{text-align:left;
+td.eq{background:#e4ecf7}td.nz{background:#f3f0d8}td.text{min-width:16em}.wide{overflow-x:auto;max-width:100%}caption{text-align:left;
 font-weight:600;padding:.2em 0}details>summary{cursor:pointer;font-weight:600}
 figure{margin:1em 0;display:inline-block;vertical-align:top;width:100%}
 figure img{max-width:100%;height:auto;border:1px solid #eee}

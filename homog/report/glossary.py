@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from homog.interventions import describe as describe_intervention
 from homog.metrics.registry import METRICS as METRIC_REGISTRY
 from homog.report.document import Section, Table
+from homog.stats.verdicts import MIN_PAIRS
 from homog.variants import VARIANTS as REGISTRY
 
 VARIANTS = {v.name: v.definition for v in REGISTRY}  # homog.variants, in order
@@ -39,16 +40,24 @@ LAYER_ROLES_TEXT = (
     "'final layer') and kept out of the bands, which split the layers between them."
 )
 VERDICTS = {
-    "supported": "significant (Holm-corrected p < alpha within the row's family) with the "
-    "claimed sign, and its equivalence CI (1 - 2 alpha) is not inside +-SESOI, the smallest "
-    "effect of interest.",
-    "reversed": "as supported, with the other sign.",
-    "negligible": "its equivalence CI lies inside +-SESOI, and it is significant or its CI "
-    "excludes 0: a real effect too small to matter.",
+    "supported": "significant (Holm-corrected p < alpha within the row's family) and its 95 % "
+    "CI lies wholly beyond +-SESOI, the smallest effect of interest, on the claimed side (the "
+    "minimum-effect test): an effect that matters. A row undirected by declaration (claimed "
+    "sign 'either') is supported on either side.",
+    "reversed": "as supported, on the other side of the claimed sign.",
+    "nonzero": "significant (Holm), but its 95 % CI reaches into +-SESOI: a real effect, not "
+    "shown to be as large as the smallest one of interest.",
+    "negligible": "its equivalence CI (1 - 2 alpha) lies inside +-SESOI, and it is significant "
+    "or its CI excludes 0: a real effect too small to matter. Read from the uncorrected "
+    "CIs: a statement that an effect is small needs no correction for the number of rows.",
     "equivalent": "its equivalence CI lies inside +-SESOI, its CI includes 0 and it is not "
     "significant: any effect is smaller than the smallest one of interest (absent, not merely "
     "unseen).",
     "inconclusive": "neither significant nor inside +-SESOI: the data cannot tell.",
+    "too few pairs": f"fewer than {MIN_PAIRS} paired texts: no verdict is read (an "
+    "inconclusive row, whatever its numbers).",
+    "descriptive": "the row has no SESOI, so no verdict: its effect and CI describe, they do "
+    "not judge.",
     "equivalent to no effect": "(databases before issue 38) the TOST p-value < alpha.",
     "not supported": "(older databases) p_holm >= alpha: no effect shown, without telling "
     "absent from too noisy.",

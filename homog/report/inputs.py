@@ -11,6 +11,7 @@ from homog.config import Params
 from homog.report.claims import claims_table
 from homog.report.concentration import DOSES_SQL
 from homog.report.posenc_view import POSENC_SQL
+from homog.report.sensitivity import with_sensitivity
 from homog.report.sentences_view import CURVE_SQL as SENTENCE_CURVE_SQL
 from homog.report.sentences_view import DOSE_SQL as SENTENCE_DOSE_SQL
 from homog.stats.primary_names import check_primary
@@ -88,7 +89,8 @@ def claims_of(data: dict[str, pd.DataFrame], params: Params) -> pd.DataFrame:
     if data["contrasts"].empty or data["runs"].empty:
         return pd.DataFrame(columns=["model", *CLAIM_COLUMNS])
     st = params.stats
-    return claims_table(data["contrasts"], data["runs"], data["erank"], alpha=st.alpha,
-                        n_boot=st.n_boot, ci=st.ci, seed=params.seed, test=st.test,
-                        n_perm=st.n_perm, primary=st.primary,
-                        separability=data["separability"])  # fmt: skip
+    opts = {"alpha": st.alpha, "n_boot": st.n_boot, "ci": st.ci, "seed": params.seed}
+    opts.update(test=st.test, n_perm=st.n_perm, primary=st.primary, sesoi=st.sesoi)
+    tables = (data["contrasts"], data["runs"], data["erank"])
+    frame = claims_table(*tables, separability=data["separability"], **opts)
+    return with_sensitivity(frame, st.alpha, (st.sesoi_basis, st.sesoi))

@@ -132,7 +132,7 @@ def dose_verdicts(rows: pd.DataFrame, alpha: float) -> pd.Series:
     out = []
     cols = ("value", "ci_low", "ci_high", "eq_ci_low", "eq_ci_high", "sesoi", "p_holm")
     for r in rows.itertuples():
-        out.append(verdict_of(*(get(r, c) for c in cols), alpha))
+        out.append(verdict_of(*(get(r, c) for c in cols), alpha, n=get(r, "n")))
     return pd.Series(out, index=rows.index, dtype=object)
 
 

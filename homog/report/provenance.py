@@ -49,6 +49,7 @@ class Provenance:
     versions: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, Any] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
+    margins: str = ""  # the margin setting and every pinned SESOI (stats.sesoi_pin)
 
 
 def shown(path: Path | str) -> str:
@@ -139,6 +140,7 @@ def gather(
             }
         )
         prov.synth_params = flatten(params.synth)
+        prov.margins = margin_words(params.stats)
     corpus_report = root / "data" / "corpus" / "corpus.report.json"
     if corpus_report.exists():
         try:
@@ -166,6 +168,19 @@ def gather(
     return prov
 
 
+def margin_words(stats: Any) -> str:
+    """'stats.sesoi 0.1 x sd; pinned: mev late 0.005, ...' (the margins every verdict reads)."""
+    pins = [
+        f"{m} {scope} {v:g}"
+        for m, scopes in sorted(stats.sesoi_pin.items())
+        for scope, v in scopes.items()
+    ]
+    return (
+        f"stats.sesoi {stats.sesoi:g} x basis {stats.sesoi_basis}; pinned margins "
+        f"(stats.sesoi_pin): {', '.join(pins) if pins else 'none'}"
+    )
+
+
 def provenance_sections(prov: Provenance, runs: pd.DataFrame) -> list[Section]:
     """A visible summary (code, corpus, models, what is missing) and a collapsed detail
     section (synth and extract params, versions, dvc.lock hashes, synth timings)."""
@@ -179,6 +194,8 @@ def provenance_sections(prov: Provenance, runs: pd.DataFrame) -> list[Section]:
         f"Database: {shown(prov.db)}. homog {__version__}. Git commit: {commit}. "
         f"Corpus: {', '.join(f'{k} {v}' for k, v in prov.corpus.items()) or 'n/a'}."
     )
+    if prov.margins:
+        sec.paragraphs.append(f"Margins (SESOI): {prov.margins}.")
     sec.paragraphs.append(f"Rebuild this report with `{prov.command}`.")
     if prov.missing:
         sec.paragraphs.append("Not found, so not reported: " + "; ".join(prov.missing) + ".")

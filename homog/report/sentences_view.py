@@ -28,6 +28,13 @@ BANDS = ("early", "middle", "late", "final")
 # first sentence; sent_attn_in has no layer 0)
 CONTROL_METRICS = ("sent_cos_centroid", "sent_erank", "sent_erank_c", "sent_norm")
 QUESTIONS = {("key - control", "key_far"): "position effect", ("key", "key_ends"): "U-shape"}
+# both questions are undirected by declaration (claimed sign "either"): the paper names no
+# direction for a sentence's cosine or received attention, so a supported U-shape row may be
+# an inverted U; the answer line says which (SIDES)
+SIDES = {
+    "position effect": ("above the control", "below the control"),
+    "U-shape": ("U", "inverted U"),
+}
 CURVE_SQL = (
     "SELECT r.model, s.variant, s.is_key, s.is_control, s.layer, s.metric, "
     "avg(s.value) AS value, avg(s.rel_position) AS position, count(*) AS n "
@@ -89,9 +96,10 @@ def verdict_rows(sc: pd.DataFrame, runs: pd.DataFrame, alpha: float = 0.05) -> p
     out = out[fam | out["control"]].copy()
     out["verdict"] = [
         verdict_of(r.effect, r.ci_low, r.ci_high, r.eq_ci_low, r.eq_ci_high, r.sesoi,
-                   r.p_holm, alpha)
+                   r.p_holm, alpha, n=r.n)
         for r in out.itertuples()
     ]  # fmt: skip
+    out["claimed"] = "either"
     order = {b: i for i, b in enumerate(("layer0", *BANDS))}
     return out.sort_values(
         ["model", "control", "question", "metric", "band"],
@@ -108,8 +116,7 @@ def sentence_line(rows: pd.DataFrame) -> str | None:
     for model, g in rows[~rows["control"]].groupby("model", sort=False):
         tallies = []
         for q in QUESTIONS.values():
-            v = g[g["question"] == q]["verdict"].value_counts()
-            tallies.append(f"{q} " + ", ".join(f"{n} {k}" for k, n in v.items()))
+            tallies.append(f"{q} {_tally(g[g['question'] == q], SIDES[q])}")
         ratio = (g["effect"] / g["sesoi"].where(g["sesoi"] > 0)).abs()
         big = f"; largest |effect| {ratio.max():.2g} SESOI" if ratio.notna().any() else ""
         n = pd.to_numeric(g["n"], errors="coerce").max()
@@ -119,6 +126,20 @@ def sentence_line(rows: pd.DataFrame) -> str | None:
         "**Where position acts** (the moved sentence itself, its cosine to the text's centroid "
         f"and the attention it receives, per band): {' | '.join(parts)}."
     )
+
+
+def _tally(rows: pd.DataFrame, sides: tuple[str, str]) -> str:
+    """'2 supported (1 U, 1 inverted U), 3 negligible': the verdict counts of an undirected
+    question, each supported count split by the side its effect lies on."""
+    parts = []
+    for word, n in rows["verdict"].value_counts().items():
+        text = f"{n} {word}"
+        if word == "supported":
+            up = int((rows[rows["verdict"] == word]["effect"] > 0).sum())
+            split = [f"{k} {side}" for k, side in ((up, sides[0]), (n - up, sides[1])) if k]
+            text += f" ({', '.join(split)})"
+        parts.append(text)
+    return ", ".join(parts)
 
 
 def _figure(curve: pd.DataFrame, model: str, path: Path) -> Path | None:
@@ -248,7 +269,10 @@ def sentences_section(
         "minus that control sentence's own move. U-shape: the key sentence's (first + last) / "
         "2 minus its value in the middle. One Holm family per model (these rows); the "
         "layer-0 rows are the control (the embeddings do not know the place: 0 up to "
-        "rounding). The SESOI is stats.sesoi of the key sentence's own basis (docs/sentences.md)."
+        "rounding). The SESOI is stats.sesoi of the key sentence's own basis (docs/sentences.md). "
+        "Both questions are undirected by declaration (claimed sign: either): supported means "
+        "beyond the margin on either side, and the line below splits those rows by side "
+        "(a U or an inverted U)."
     )
     line = sentence_line(rows)
     if line:

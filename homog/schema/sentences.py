@@ -38,6 +38,6 @@ CONTRAST_TAIL: tuple[tuple[str, str], ...] = (
     ("layer0_diff", D), ("layer0_p_value", D), ("rel_layer0_diff", D),
     ("rel_layer0_ci_low", D), ("rel_layer0_ci_high", D), ("mm_diff", D), ("mm_ci_low", D),
     ("mm_ci_high", D), ("mm_p_value", D), ("sesoi_basis", V), ("eq_ci_low", D),
-    ("eq_ci_high", D),
+    ("eq_ci_high", D), ("depth_change", D),
 )  # fmt: skip
 SENTENCE_CONTRASTS: tuple[tuple[str, str], ...] = (("sentence", V), *CONTRAST_TAIL)

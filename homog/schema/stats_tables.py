@@ -20,9 +20,25 @@ D = "DOUBLE"
 # issue 38 (homog/stats/contrast_rows.py, homog/stats/dose.py, homog/stats/separability.py;
 # docs/database.md)
 EQUIVALENCE = (("sesoi_basis", V), ("eq_ci_low", D), ("eq_ci_high", D))
-SEPARABILITY = (("run_id", V), ("variant_a", V), ("variant_b", V), ("metric", V), ("scope", V),
-                ("auc", D), ("ci_low", D), ("ci_high", D), ("p_value", D), ("n", I),
-                ("n_layers", I))  # fmt: skip
+SEPARABILITY = (
+    ("run_id", V),
+    ("variant_a", V),
+    ("variant_b", V),
+    ("metric", V),
+    ("scope", V),
+    ("auc", D),
+    ("ci_low", D),
+    ("ci_high", D),
+    ("p_value", D),
+    ("n", I),
+    ("n_layers", I),
+    # homog/stats/reordering.py: "auc", or "auc - key_control" (the row's auc is the
+    # variant's AUC minus key_control's); the texts whose first sentence the variant
+    # changed (true), kept (false), or all (NULL); the fold assignments averaged
+    ("statistic", V),
+    ("first_changed", "BOOLEAN"),
+    ("n_repeats", I),
+)
 CONTRASTS: tuple[tuple[str, str], ...] = (
     ("run_id", V),
     ("variant_a", V),
@@ -60,6 +76,9 @@ CONTRASTS: tuple[tuple[str, str], ...] = (
     ("mm_ci_high", D),
     ("mm_p_value", D),
     *EQUIVALENCE,
+    # the homogenizing early-to-late change of the run's original (homog.stats.margins): the
+    # depth basis, kept so that the report recomputes every margin setting
+    ("depth_change", D),
 )
 DOSE_RESPONSE: tuple[tuple[str, str], ...] = (
     ("run_id", V),

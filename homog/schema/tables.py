@@ -336,8 +336,18 @@ def create_schema(con: duckdb.DuckDBPyConnection, *, summary: str = "table") -> 
 # Columns added to the first schema (in italics in docs/design.md): a database built before
 ADDED_COLUMNS = {  # them may lack them, every other column of a present table must be there.
     "runs": ("n_texts", "n_truncated", "timings_json"),
-    "contrasts": ("band", "baseline_run_id", "n", "sesoi_basis", "eq_ci_low", "eq_ci_high"),
+    "contrasts": (
+        "band",
+        "baseline_run_id",
+        "n",
+        "sesoi_basis",
+        "eq_ci_low",
+        "eq_ci_high",
+        "depth_change",
+    ),
     "probe_metrics": ("family", "sesoi", "sesoi_basis", "eq_ci_low", "eq_ci_high"),
+    "sentence_contrasts": ("depth_change",),
+    "separability": ("statistic", "first_changed", "n_repeats"),
 }
 
 

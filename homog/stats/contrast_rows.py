@@ -19,11 +19,12 @@ formulas):
 - ``baseline_mean``, ``baseline_sd``: mean and between-text SD (ddof 1) of the original's
   values over the row's texts (of variant b when the run has no original; of the unchanged run
   for an intervention contrast);
-- ``sesoi``: the smallest effect of interest (``stats.sesoi_basis``, :func:`sesoi_rule`):
-  ``depth`` (default) ``stats.sesoi`` x |mean over texts of the original's early-band minus
-  late-band value| (one value for every row of a run and metric), ``sd`` ``stats.sesoi`` x
-  baseline_sd; ``sesoi_basis``: that rule in words, with the number it scales; ``p_tost``:
-  the TOST p-value of equivalence of the verdict's effect to zero within +-sesoi;
+- ``sesoi``: the smallest effect of interest of the row (homog.stats.margins: ``sd``, the
+  default, ``stats.sesoi`` x baseline_sd; ``depth``; or a pin); ``sesoi_basis``: that rule in
+  words, with the number it scales and the row's scope; ``depth_change``: the run and metric's
+  homogenizing early-to-late change (NaN where the metric does not homogenize monotonically),
+  so that a reader can recompute the margin under the other basis; ``p_tost``: the TOST
+  p-value of equivalence of the verdict's effect to zero within +-sesoi;
 - ``eq_ci_low``, ``eq_ci_high``: the (1 - 2 ``stats.alpha``) percentile bootstrap CI of the
   verdict's effect, from the same resamples as its CI (the equivalence CI);
 - ``layer0_diff``, ``layer0_p_value``: the raw mean difference at layer 0 (the position-free
@@ -42,50 +43,8 @@ import numpy as np
 import pandas as pd
 
 from homog.stats.adjusted import adjustable, adjusted_block, raw_block, raw_size, tost_p
+from homog.stats.margins import Margin
 from homog.stats.paired_tests import bootstrap_ci, paired_difference, paired_p
-
-SESOI_BASES = ("depth", "sd")
-
-
-def depth_change(table: pd.DataFrame | None, bands: dict[str, list[int]]) -> float:
-    """|mean over texts of (early-band value - late-band value)| of a [layer x sample_id] table
-    (``bands``: :func:`homog.stats.contrasts.band_of_layers` of its layers; texts with both bands
-    finite). NaN when there is no early and late band or no such text."""
-    if table is None or table.empty:
-        return math.nan
-    if "early" not in bands or "late" not in bands:
-        return math.nan
-    early = table.loc[bands["early"]].mean(axis=0, skipna=False).to_numpy(dtype=float)
-    late = table.loc[bands["late"]].mean(axis=0, skipna=False).to_numpy(dtype=float)
-    d = early - late
-    d = d[np.isfinite(d)]
-    return abs(float(d.mean())) if d.size else math.nan
-
-
-def sesoi_rule(
-    factor: float,
-    basis: str,
-    table: pd.DataFrame | None,
-    bands: dict[str, list[int]],
-    who: str = "the original's",
-) -> tuple[float | None, str]:
-    """The SESOI of every row of one run and metric: (value, basis text) on the depth basis,
-    (None, note) where the rows take ``factor`` x their own between-text SD (basis ``sd``, or
-    the depth change of ``table`` (``who``'s values; ``bands`` of its layers,
-    :func:`depth_change`) is 0 or not finite: the note says so)."""
-    if basis not in SESOI_BASES:
-        raise ValueError(f"stats.sesoi_basis must be one of {', '.join(SESOI_BASES)}: {basis!r}")
-    if basis == "sd":
-        return None, ""
-    depth = depth_change(table, bands)
-    if math.isfinite(depth) and depth > 0:
-        return factor * depth, f"{factor:g} x {who} early-to-late change ({depth:.3g})"
-    return None, f"; {who} early-to-late change is {depth:.3g}, so the SD basis"
-
-
-def _sd_text(factor: float, who: str, sd: np.ndarray, note: str) -> np.ndarray:
-    return np.array([f"{factor:g} x {who} between-text SD ({x:.3g}){note}" for x in sd], object)
-
 
 EXTRA_COLUMNS = (
     "n_tokens_diff",
@@ -102,6 +61,7 @@ EXTRA_COLUMNS = (
     "sesoi_basis",
     "eq_ci_low",
     "eq_ci_high",
+    "depth_change",
     "layer0_diff",
     "layer0_p_value",
     "rel_layer0_diff",
@@ -131,17 +91,16 @@ def extra_columns(
     seed: int,
     test: str,
     n_perm: int,
-    sesoi_of_metric: tuple[float | None, str] = (None, ""),
-    who: str = "the original's",
+    margin: Margin | None = None,
     alpha: float = 0.05,
 ) -> pd.DataFrame:
     """EXTRA_COLUMNS for the rows of ``a`` - ``b`` (aligned [row x sample_id] tables).
 
     tokens_a / tokens_b: sample_id -> metric-token count (None: no adjustment);
     baseline: [row x sample_id] values of the original; layer0: sample_id -> the layer-0
-    difference a - b (None for a metric without layer 0); sesoi: ``stats.sesoi`` (the factor);
-    sesoi_of_metric: :func:`sesoi_rule`'s answer for the run and metric (value None: the rows'
-    ``sesoi`` x baseline_sd, ``who``'s SD); alpha: the equivalence CI's level is 1 - 2 alpha.
+    difference a - b (None for a metric without layer 0); sesoi: ``stats.sesoi`` (the factor of
+    the default margin); margin: the run and metric's SESOI rule (homog.stats.margins; None:
+    ``sesoi`` x each row's baseline_sd); alpha: the equivalence CI's level is 1 - 2 alpha.
     Returns one row per row of ``a`` (after aligning with ``b``), in that order.
     """
     a, b = a.align(b, join="inner")
@@ -159,7 +118,8 @@ def extra_columns(
     d0 = layer0.reindex(samples).to_numpy(dtype=float) if layer0 is not None else np.full(n, np.nan)
     opts = {"n_boot": n_boot, "ci": ci, "seed": seed}
     eq_ci = 1.0 - 2.0 * alpha
-    fixed, note = sesoi_of_metric
+    margin = margin if margin is not None else Margin(sesoi)
+    out["depth_change"][:] = margin.depth
     masks = np.isfinite(d)
     # rows with the same set of usable texts share one vectorised computation
     patterns: dict[bytes, list[int]] = {}
@@ -174,12 +134,9 @@ def extra_columns(
         tm = t[m]
         eff, adjust = _effect_columns(out, idx, dm, tm, opts, eq_ci)
         bsd = _size_columns(out, idx, eff, base[idx][:, m])
-        if fixed is None:
-            delta = sesoi * bsd
-            out["sesoi_basis"][idx] = _sd_text(sesoi, who, bsd, note)
-        else:
-            delta = np.full(len(idx), fixed)
-            out["sesoi_basis"][idx] = note
+        rules = [margin.of(a.index[i], sd) for i, sd in zip(idx, bsd, strict=True)]
+        delta = np.array([r[0] for r in rules], dtype=float)
+        out["sesoi_basis"][idx] = np.array([r[1] for r in rules], dtype=object)
         out["sesoi"][idx] = delta
         out["p_tost"][idx] = tost_p(eff["effect"], eff["se"], eff["df"], delta)
         _layer0_columns(out, idx, dm, tm, d0[m], adjust, opts, test=test, n_perm=n_perm)

@@ -32,7 +32,7 @@ reported in ``n``; a group with fewer than 2 pairs gets NaN p-values and CIs.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -41,7 +41,8 @@ import pandas as pd
 from homog.extract import TOKEN_COUNT
 from homog.metrics.sets import N_REMOVED
 from homog.schema.tables import TABLES
-from homog.stats.contrast_rows import extra_columns, sesoi_rule
+from homog.stats.contrast_rows import extra_columns
+from homog.stats.margins import Margin, margin_of
 from homog.stats.mixed import MIXED_COLUMNS, band_effects
 from homog.stats.paired_tests import bootstrap_ci, holm, paired_difference, paired_p
 
@@ -186,15 +187,14 @@ def pair_rows(
     baseline: pd.DataFrame | None = None,
     sesoi: float = 0.1,
     mixed: dict[str, dict[str, float]] | None = None,
-    sesoi_of_metric: tuple[float | None, str] = (None, ""),
-    who: str = "the original's",
+    margin: Margin | None = None,
     alpha: float = 0.05,
 ) -> list[pd.DataFrame]:
     """The layer rows and the band rows of one contrast a - b, every column of the table.
 
     tokens: per-text metric-token counts of a and b; baseline: the original's [layer x
     sample_id] table (default: b's); mixed: band -> the mixed model's columns for this pair;
-    sesoi_of_metric, who, alpha: see :func:`homog.stats.contrast_rows.extra_columns`.
+    margin, alpha: see :func:`homog.stats.contrast_rows.extra_columns`.
     """
     opts = {"n_boot": n_boot, "ci": ci, "seed": seed, "test": test, "n_perm": n_perm}
     a, b = side_a.align(side_b, join="inner")
@@ -204,8 +204,8 @@ def pair_rows(
         if 0 in a.index
         else None
     )
-    more = {"tokens_a": tokens[0], "tokens_b": tokens[1], "layer0": layer0, "sesoi": sesoi,
-            "sesoi_of_metric": sesoi_of_metric, "who": who, "alpha": alpha}  # fmt: skip
+    more = {"tokens_a": tokens[0], "tokens_b": tokens[1], "layer0": layer0}
+    more.update(sesoi=sesoi, margin=margin, alpha=alpha)
     parts = []
     layer_rows = paired_contrasts(a, b, **opts)
     if not layer_rows.empty:
@@ -266,10 +266,11 @@ def with_key_ends(
 
 
 def sesoi_of_table(
-    factor: float, basis: str, table: pd.DataFrame, who: str
-) -> tuple[float | None, str]:
-    """:func:`homog.stats.contrast_rows.sesoi_rule` of ``table``, with its bands."""
-    return sesoi_rule(factor, basis, table, band_of_layers(list(table.index)), who)
+    factor: float, basis: str, table: pd.DataFrame, who: str, metric: str = "", pins=None
+) -> Margin:
+    """The SESOI rule (:func:`homog.stats.margins.margin_of`) of ``who``'s ``table`` of
+    ``metric``, with its bands; ``pins``: ``stats.sesoi_pin``."""
+    return margin_of(factor, basis, table, band_of_layers(list(table.index)), who, metric, pins)
 
 
 def _who(variant: str) -> str:
@@ -287,9 +288,10 @@ def run_contrasts(
     test: str = "sign_flip",
     n_perm: int = 10000,
     sesoi: float = 0.1,
-    sesoi_basis: str = "depth",
+    sesoi_basis: str = "sd",
     alpha: float = 0.05,
     mixed_metrics: Sequence[str] = (),
+    sesoi_pin: Mapping[str, Mapping[str, float]] | None = None,
 ) -> pd.DataFrame:
     """Contrasts between variants of one run.
 
@@ -298,8 +300,8 @@ def run_contrasts(
     absent are skipped; KEY_ENDS is derived from key_first and key_last (:func:`with_key_ends`).
     ``mixed_metrics``: the metrics whose band rows also get the secondary mixed model
     (homog.stats.mixed; ``stats.mixed_metrics``; KEY_ENDS is not a variant of the fit, so its
-    columns are NaN). ``sesoi``, ``sesoi_basis``: the smallest effect of interest
-    (:func:`homog.stats.contrast_rows.sesoi_rule`); ``alpha``: the equivalence CI is 1 - 2 alpha.
+    columns are NaN). ``sesoi``, ``sesoi_basis``, ``sesoi_pin``: the smallest effect of
+    interest (homog.stats.margins); ``alpha``: the equivalence CI is 1 - 2 alpha.
     Returns CONTRAST_COLUMNS rows.
     """
     opts = {"n_boot": n_boot, "ci": ci, "seed": seed, "test": test, "n_perm": n_perm}
@@ -328,10 +330,9 @@ def run_contrasts(
                 baseline=tables.get(("original", metric)),
                 sesoi=sesoi,
                 mixed=mixed.get((va, vb)),
-                sesoi_of_metric=sesoi_of_table(
-                    sesoi, sesoi_basis, tables[(ref, metric)], _who(ref)
+                margin=sesoi_of_table(
+                    sesoi, sesoi_basis, tables[(ref, metric)], _who(ref), metric, sesoi_pin
                 ),
-                who=_who(ref),
                 alpha=alpha,
             )
     return finish_contrasts(parts)
@@ -349,8 +350,9 @@ def intervention_contrasts(
     test: str = "sign_flip",
     n_perm: int = 10000,
     sesoi: float = 0.1,
-    sesoi_basis: str = "depth",
+    sesoi_basis: str = "sd",
     alpha: float = 0.05,
+    sesoi_pin: Mapping[str, Mapping[str, float]] | None = None,
 ) -> pd.DataFrame:
     """Contrasts of an intervention run against its unchanged run, variant by variant.
 
@@ -376,8 +378,8 @@ def intervention_contrasts(
         parts += pair_rows(
             mine[key], base[key], meta, n_boot=n_boot, ci=ci, seed=seed, test=test,
             n_perm=n_perm, tokens=(tok_mine.get(variant), tok_base.get(variant)), sesoi=sesoi,
-            sesoi_of_metric=sesoi_of_table(sesoi, sesoi_basis, base[(ref, metric)], who),
-            who=f"the unchanged run's {variant}'s", alpha=alpha,
+            margin=sesoi_of_table(sesoi, sesoi_basis, base[(ref, metric)], who, metric,
+                                  sesoi_pin), alpha=alpha,
         )  # fmt: skip
     return finish_contrasts(parts)
 

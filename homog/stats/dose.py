@@ -293,14 +293,14 @@ def dose_response(
     n_perm: int = 10000,
     exclude: Sequence[str] = (),
     sesoi: float = 0.1,
-    sesoi_basis: str = "depth",
+    sesoi_basis: str = "sd",
     alpha: float = 0.05,
     reference: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """DOSE_COLUMNS rows of one run. ``frame``: its layer_metrics rows; ``positions``: rows
     (variant, sample_id, key_position) of the texts (None or no position: no rows);
     ``exclude``: metrics not to model (counts and indices); ``sesoi``, ``sesoi_basis``: the
-    smallest effect of interest (homog.stats.contrast_rows.sesoi_rule) of the original of
+    smallest effect of interest (homog.stats.margins) of the original of
     ``reference`` (layer_metrics rows; default ``frame``: the unchanged run's for an
     intervention run); ``alpha``: the equivalence CI is 1 - 2 alpha."""
     from homog.stats.contrasts import band_of_layers, pivot_metrics
@@ -320,7 +320,7 @@ def dose_response(
             continue
         layers = sorted(set.intersection(*(set(t.index) for t in per.values())))
         bands = band_of_layers(layers)
-        delta = metric_sesoi(originals.get(metric), bands, sesoi, sesoi_basis)
+        delta = metric_sesoi(originals.get(metric), bands, sesoi, sesoi_basis, metric)
         rows += dose_rows(per, positions, run_id, metric, bands, n_boot=n_boot, ci=ci,
                           seed=seed, test=test, n_perm=n_perm, sesoi=delta,
                           alpha=alpha)  # fmt: skip
@@ -334,21 +334,23 @@ def dose_response(
 
 
 def metric_sesoi(
-    original: pd.DataFrame | None, bands: dict[str, list[int]], factor: float, basis: str
+    original: pd.DataFrame | None,
+    bands: dict[str, list[int]],
+    factor: float,
+    basis: str,
+    metric: str = "",
 ) -> tuple[np.ndarray, list[str | None]] | None:
-    """Per band the slope's SESOI and its basis text (homog.stats.contrast_rows.sesoi_rule): the
-    metric's SESOI, as a slope is the change from the first word to the last in metric units;
-    on the sd basis (or its fallback) ``factor`` x the original's between-text SD of the band.
-    None without an original."""
-    from homog.stats.contrast_rows import sesoi_rule
+    """Per band the slope's SESOI and its basis text (homog.stats.margins): the metric's
+    SESOI at that band, as a slope is the change from the first word to the last in metric
+    units. None without an original."""
     from homog.stats.contrasts import band_of_layers
+    from homog.stats.margins import margin_of
 
     if original is None:
         return None
-    fixed, note = sesoi_rule(factor, basis, original, band_of_layers(list(original.index)))
-    if fixed is not None:
-        return np.full(len(bands), fixed), [note] * len(bands)
-    sd = np.array([original.reindex(ls).mean(axis=0, skipna=False).std(ddof=1)
-                   for ls in bands.values()], dtype=float)  # fmt: skip
-    text = [f"{factor:g} x the original's between-text SD ({x:.3g}){note}" for x in sd]
-    return factor * sd, text
+    margin = margin_of(factor, basis, original, band_of_layers(list(original.index)), metric=metric)
+    sd = [
+        float(original.reindex(ls).mean(axis=0, skipna=False).std(ddof=1)) for ls in bands.values()
+    ]
+    rules = [margin.of(band, x) for band, x in zip(bands, sd, strict=True)]
+    return np.array([r[0] for r in rules], dtype=float), [r[1] for r in rules]

@@ -87,6 +87,18 @@ def bootstrap_ci(
     return low, high
 
 
+def bootstrap_p(boot: np.ndarray, null: float = 0.0) -> float:
+    """Two-sided bootstrap p of a statistic whose resampled values are ``boot`` (non-finite
+    draws left out): 2 (1 + k) / (B + 1), k the draws on the far side of ``null`` (the
+    smaller tail), at most 1 and never 0 (B draws cannot show a p below 1 / (B + 1))."""
+    b = np.asarray(boot, dtype=float)
+    b = b[np.isfinite(b)]
+    if not b.size:
+        return math.nan
+    k = min(int(np.count_nonzero(b <= null)), int(np.count_nonzero(b >= null)))
+    return min(1.0, 2.0 * (1 + k) / (b.size + 1))
+
+
 def wilcoxon_p(diffs: np.ndarray) -> float:
     """Two-sided Wilcoxon signed-rank p-value of paired differences ``diffs`` [n].
 

@@ -25,8 +25,9 @@ key - control     key_far       original     **the position effect**: the key se
 The position effect is (K_far - K_orig) - (C_ctrl - C_orig), per review: variant_a's table
 holds K_far - (C_ctrl - C_orig) and variant_b's K_orig, so every column of the contrasts
 table (CIs, dz, TOST against the smallest effect of interest, the layer-0 control) keeps its
-meaning. The smallest effect of interest is ``stats.sesoi`` x ``stats.sesoi_basis`` of the key
-sentence in the original (homog.stats.contrast_rows.sesoi_rule). Rows per layer and per band
+meaning. The smallest effect of interest is ``stats.sesoi`` x the key sentence's
+between-sentence SD in its original place (homog.stats.margins, basis sd whatever
+``stats.sesoi_basis``). Rows per layer and per band
 (layer0, early, middle, late, final: homog.stats.contrasts.band_of_layers).
 """
 
@@ -128,13 +129,15 @@ def run_sentence_contrasts(
         base = tables.get((KEY, "original", metric))
         if base is None:
             continue
-        rule = sesoi_of_table(stats.sesoi, stats.sesoi_basis, base, "the key sentence's")
+        # the sentence's own basis, whatever stats.sesoi_basis: its between-sentence SD in its
+        # original place (a sentence has no depth course of its own to scale)
+        rule = sesoi_of_table(stats.sesoi, "sd", base, "the key sentence's", metric)
         for sentence, va, vb, a, b in contrast_sides(tables, far, metric):
             meta = {"run_id": run_id, "variant_a": va, "variant_b": vb, "metric": metric,
                     "baseline_run_id": None, "sentence": sentence}  # fmt: skip
             parts += pair_rows(
-                a, b, meta, **opts, baseline=base, sesoi=stats.sesoi, sesoi_of_metric=rule,
-                who="the key sentence's", alpha=stats.alpha,
+                a, b, meta, **opts, baseline=base, sesoi=stats.sesoi, margin=rule,
+                alpha=stats.alpha,
             )  # fmt: skip
     if not parts:
         return pd.DataFrame(columns=SENTENCE_CONTRAST_COLUMNS)

@@ -33,24 +33,31 @@ rounding noise. ``n``: texts with every feature finite in both versions (fewer t
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.stats import rankdata
 
 from homog.schema.tables import TABLES
-from homog.stats.paired_tests import NUMERIC_TOLERANCE, resample_counts
+from homog.stats.classifier import REFERENCE, C, features_of, rank_auc
+from homog.stats.paired_tests import NUMERIC_TOLERANCE
+from homog.stats.reordering import (
+    REPEATS,
+    control_rows,
+    cv_scores,
+    repeated_folds,
+    split_rows,
+    summary,
+)
 
 SEP_VARIANTS = ("front", "end", "key_first", "key_last", "key_control")
 SEP_METRICS = ("erank", "mev", "resultant_length", "attn_first")
 PROFILE = "profile"
 SCOPES = ("layers", "layer0")
-REFERENCE = "original"
+AUC_STAT = "auc"  # the separability table's statistic of a plain AUC row
 FOLDS = 5
 MIN_TEXTS = 4  # paired texts a classifier needs (fewer: AUC NaN)
 MAX_BOOT = 1000
-C = 1.0  # sklearn's default inverse penalty
 SEP_COLUMNS = tuple(TABLES["separability"].names)  # the store's schema is the one definition
 
 
@@ -60,29 +67,6 @@ def identical(xa: np.ndarray, xb: np.ndarray) -> bool:
         return bool(
             (np.abs(xa - xb) <= NUMERIC_TOLERANCE * np.maximum(np.abs(xa), np.abs(xb))).all()
         )
-
-
-def weighted_auc(scores: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """AUC [B] of fixed ``scores`` [m] and ``labels`` [m] (0/1) under each row of row weights
-    ``weights`` [B, m] (ties count a half; roc_auc_score's sample_weight)."""
-    values, inv = np.unique(scores, return_inverse=True)
-    onehot = np.zeros((scores.size, values.size))
-    onehot[np.arange(scores.size), inv] = 1.0
-    neg = weights * (labels == 0)  # [B, m]
-    pos = weights * (labels == 1)
-    per_bin = neg @ onehot  # [B, U] negative weight at each distinct score
-    below = np.cumsum(per_bin, axis=1) - per_bin
-    beaten = below[:, inv] + 0.5 * per_bin[:, inv]  # [B, m]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return (pos * beaten).sum(1) / (pos.sum(1) * neg.sum(1))
-
-
-def rank_auc(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """AUC [P] of score rows ``scores`` [P, m] against label rows ``labels`` [P, m] (0/1)."""
-    ranks = rankdata(scores, axis=1)
-    n_pos = labels.sum(1)
-    n_neg = labels.shape[1] - n_pos
-    return ((ranks * labels).sum(1) - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
 
 
 def _objective(theta: np.ndarray, xa: np.ndarray, y: np.ndarray, pen: np.ndarray) -> np.ndarray:
@@ -134,32 +118,10 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, tol: float = 1e-8) -> np.ndarray:
     return theta
 
 
-def _folds(n: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """GroupKFold splits of the 2n rows (the original's rows 0..n-1, the variant's n..2n-1;
-    text i is group i)."""
-    from sklearn.model_selection import GroupKFold
-
-    groups = np.r_[np.arange(n), np.arange(n)]
-    splitter = GroupKFold(n_splits=min(FOLDS, n))
-    return list(splitter.split(np.zeros((2 * n, 1)), groups=groups))
-
-
-def _oof_sklearn(x: np.ndarray, y: np.ndarray, folds) -> np.ndarray:
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
-    scores = np.zeros(y.size)
-    for train, test in folds:
-        model = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=2000, tol=1e-8))
-        model.fit(x[train], y[train])
-        scores[test] = model.decision_function(x[test])
-    return scores
-
-
 def null_aucs(x: np.ndarray, flips: np.ndarray, folds, chunk: int = 64) -> np.ndarray:
     """[P] out-of-fold AUCs of the whole cross-validation with each text's labels swapped where
-    ``flips`` [P, n] is True (the rows of x [2n, k] as in :func:`_folds`)."""
+    ``flips`` [P, n] is True (the rows of x [2n, k] as in
+    :func:`homog.stats.reordering.repeated_folds`)."""
     n = flips.shape[1]
     base = np.r_[np.zeros(n), np.ones(n)]
     labels = np.where(np.hstack([flips, flips]), 1.0 - base, base)  # [P, 2n]
@@ -184,40 +146,33 @@ def separate(
     """auc, ci_low, ci_high, p_value, n of telling rows ``xa`` [n, k] (the variant) from
     ``xb`` [n, k] (the original; row i of both is text i). Texts with a non-finite feature on
     either side are dropped; fewer than MIN_TEXTS left: NaN."""
+    return separate_scores(xa, xb, n_boot=n_boot, n_perm=n_perm, seed=seed, ci=ci)[0]
+
+
+def separate_scores(
+    xa: np.ndarray, xb: np.ndarray, *, n_boot: int, n_perm: int, seed: int, ci: float = 0.95
+) -> tuple[dict[str, float], np.ndarray | None, np.ndarray]:
+    """:func:`separate`'s row, the [R, 2n] out-of-fold scores of its REPEATS fold assignments
+    (None without a fit) and the mask of the texts kept. The AUC is the mean over the
+    assignments, its CI pairs each text resample with a drawn assignment
+    (homog.stats.reordering); the permutation null reruns the first assignment (the null of
+    one assignment is wider than that of their mean: the p errs large)."""
     ok = np.isfinite(xa).all(1) & np.isfinite(xb).all(1)
     xa, xb = xa[ok], xb[ok]
     n = int(ok.sum())
     out = {"auc": math.nan, "ci_low": math.nan, "ci_high": math.nan, "p_value": math.nan, "n": n}
     if n < MIN_TEXTS:
-        return out
+        return out, None, ok
     if identical(xa, xb):
-        return {**out, "auc": 0.5, "ci_low": 0.5, "ci_high": 0.5, "p_value": 1.0}
-    x = np.vstack([xb, xa])
-    y = np.r_[np.zeros(n), np.ones(n)]
-    folds = _folds(n)
-    scores = _oof_sklearn(x, y, folds)
-    from sklearn.metrics import roc_auc_score
-
-    auc = float(roc_auc_score(y, scores))
-    w = resample_counts(n, min(n_boot, MAX_BOOT), seed)
-    boot = weighted_auc(scores, y, np.hstack([w, w]))
-    low, high = np.nanquantile(boot, [(1 - ci) / 2, (1 + ci) / 2])
-    out.update(auc=auc, ci_low=float(low), ci_high=float(high))
+        return {**out, "auc": 0.5, "ci_low": 0.5, "ci_high": 0.5, "p_value": 1.0}, None, ok
+    fold_sets = repeated_folds(n, FOLDS, seed=seed)
+    scores = cv_scores(xa, xb, fold_sets)
+    out.update(summary(scores, n_boot=min(n_boot, MAX_BOOT), seed=seed, ci=ci))
     if n_perm > 0:
         rng = np.random.default_rng([seed, n, 0x5E9])
-        null = null_aucs(x, rng.random((n_perm, n)) < 0.5, folds)
-        out["p_value"] = float((1 + np.count_nonzero(null >= auc - 1e-12)) / (1 + n_perm))
-    return out
-
-
-def _features(
-    tables: dict[str, pd.DataFrame], layers: dict[str, list[int]], samples: Sequence[str]
-) -> np.ndarray:
-    """[n, k] features of the texts ``samples``: per metric of ``tables`` (metric -> [layer x
-    sample_id] of one variant) its values at ``layers[metric]``, side by side."""
-    blocks = [t.reindex(index=layers[m], columns=samples).to_numpy(dtype=float).T
-              for m, t in tables.items()]  # fmt: skip
-    return np.hstack(blocks)
+        null = null_aucs(np.vstack([xb, xa]), rng.random((n_perm, n)) < 0.5, fold_sets[0])
+        out["p_value"] = float((1 + np.count_nonzero(null >= out["auc"] - 1e-12)) / (1 + n_perm))
+    return out, scores, ok
 
 
 def run_separability(
@@ -230,17 +185,37 @@ def run_separability(
     ci: float = 0.95,
     variants: Sequence[str] = SEP_VARIANTS,
     metrics: Sequence[str] = SEP_METRICS,
+    first_changed: Mapping[str, pd.Series] | None = None,
 ) -> pd.DataFrame:
     """SEP_COLUMNS rows of one unchanged run; ``tables``: (variant, metric) -> [layer x
-    sample_id] (homog.stats.contrasts.pivot_metrics of its layer_metrics)."""
+    sample_id] (homog.stats.contrasts.pivot_metrics of its layer_metrics); ``first_changed``:
+    variant -> sample_id -> whether it changed the first sentence (the split rows;
+    homog.stats.reordering)."""
     from threadpoolctl import threadpool_limits
 
+    opts = {"n_boot": n_boot, "seed": seed, "ci": ci}
     with threadpool_limits(1):  # small matrices: BLAS threads only wait for each other
-        return _run(tables, run_id, n_boot=n_boot, n_perm=n_perm, seed=seed, ci=ci,
-                    variants=variants, metrics=metrics)  # fmt: skip
+        rows = _run(
+            tables,
+            run_id,
+            n_perm=n_perm,
+            variants=variants,
+            metrics=metrics,
+            first_changed=first_changed or {},
+            **opts,
+        )
+        for metric in [*metrics, PROFILE]:
+            names = [m for m in metrics if m != PROFILE] if metric == PROFILE else [metric]
+            base = {"run_id": run_id, "variant_b": REFERENCE, "metric": metric, "scope": "layers"}
+            rows += control_rows(tables, names, variants, base, folds=FOLDS, **opts)
+    if not rows:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in SEP_COLUMNS})
+    out = pd.DataFrame(rows, columns=list(SEP_COLUMNS))
+    out["statistic"] = out["statistic"].astype(object).where(out["statistic"].notna(), AUC_STAT)
+    return out
 
 
-def _run(tables, run_id, *, n_boot, n_perm, seed, ci, variants, metrics) -> pd.DataFrame:
+def _run(tables, run_id, *, n_boot, n_perm, seed, ci, variants, metrics, first_changed):
     rows = []
     for variant in variants:
         for metric in [*metrics, PROFILE]:
@@ -264,11 +239,29 @@ def _run(tables, run_id, *, n_boot, n_perm, seed, ci, variants, metrics) -> pd.D
                 samples = sorted(set.intersection(*every))
                 if n_layers == 0:
                     continue
-                xa, xb = _features(a, layers, samples), _features(b, layers, samples)
-                got = separate(xa, xb, n_boot=n_boot, n_perm=n_perm, seed=seed, ci=ci)
-                rows.append({"run_id": run_id, "variant_a": variant, "variant_b": REFERENCE,
-                             "metric": metric, "scope": scope, **got,
-                             "n_layers": n_layers})  # fmt: skip
-    if not rows:
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in SEP_COLUMNS})
-    return pd.DataFrame(rows, columns=list(SEP_COLUMNS))
+                xa, xb = features_of(a, layers, samples), features_of(b, layers, samples)
+                got, scores, ok = separate_scores(
+                    xa, xb, n_boot=n_boot, n_perm=n_perm, seed=seed, ci=ci
+                )
+                base = {
+                    "run_id": run_id,
+                    "variant_a": variant,
+                    "variant_b": REFERENCE,
+                    "metric": metric,
+                    "scope": scope,
+                    "n_layers": n_layers,
+                    "n_repeats": REPEATS if scores is not None else 0,
+                }
+                rows.append({**base, **got})
+                if scores is not None:
+                    kept = [x for x, k in zip(samples, ok, strict=True) if k]
+                    rows += split_rows(
+                        scores,
+                        kept,
+                        first_changed.get(variant),
+                        base,
+                        n_boot=min(n_boot, MAX_BOOT),
+                        seed=seed,
+                        ci=ci,
+                    )
+    return rows

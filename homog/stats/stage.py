@@ -124,6 +124,7 @@ def compute_all(
         "n_perm": params.stats.n_perm,
         "sesoi": params.stats.sesoi,
         "sesoi_basis": params.stats.sesoi_basis,
+        "sesoi_pin": params.stats.sesoi_pin,
         "alpha": params.stats.alpha,
     }
     runs, frames = read or read_runs(params, root)
@@ -270,7 +271,7 @@ def stats_stage(
                    for k in params.models if (p := layout.mauve(k)).exists()]  # fmt: skip
     mauve = pd.concat(mauve_parts, ignore_index=True) if mauve_parts else None
     dose = dose_tables(params, layout, found, frames)
-    separable = separability_tables(params, runs, frames)
+    separable = separability_tables(params, runs, frames, layout.texts)
     sentences = sentence_contrasts_of_runs(params, found)
     graded = intervention_doses(params, runs, frames, lambda r: unchanged_run(r, runs, _quiet))
     with atomic_path(out_dir, directory=True) as tmp:
@@ -372,23 +373,29 @@ def dose_tables(
 
 
 def separability_tables(
-    params: Params, runs: Sequence[dict[str, Any]], frames: Mapping[str, pd.DataFrame]
+    params: Params,
+    runs: Sequence[dict[str, Any]],
+    frames: Mapping[str, pd.DataFrame],
+    texts: Path | None = None,
 ) -> pd.DataFrame:
     """The separability rows of every unchanged run
-    (:func:`homog.stats.separability.run_separability`;
-    n_boot capped at its MAX_BOOT, ``stats.separability_perm`` permutations)."""
+    (:func:`homog.stats.separability.run_separability`; n_boot capped at its MAX_BOOT,
+    ``stats.separability_perm`` permutations; ``texts``: the texts table, for the split by a
+    changed first sentence)."""
     from homog.stats.contrasts import pivot_metrics
+    from homog.stats.reordering import first_changes
     from homog.stats.separability import SEP_COLUMNS, SEP_METRICS, run_separability
 
+    first = first_changes(texts) if texts is not None else None
+    st = params.stats
     parts = []
     for r in runs:
         if r.get("intervention", "none") != "none":
             continue
         frame = frames[r["run_id"]]
         tables = pivot_metrics(frame[frame["metric"].isin(SEP_METRICS)])
-        parts.append(run_separability(tables, r["run_id"], n_boot=params.stats.n_boot,
-                                      n_perm=params.stats.separability_perm,
-                                      seed=params.seed, ci=params.stats.ci))  # fmt: skip
+        opts = {"n_boot": st.n_boot, "seed": params.seed, "ci": st.ci, "first_changed": first}
+        parts.append(run_separability(tables, r["run_id"], n_perm=st.separability_perm, **opts))
     parts = [p for p in parts if not p.empty]
     if not parts:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in SEP_COLUMNS})

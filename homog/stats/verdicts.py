@@ -2,11 +2,20 @@
 that judges an effect: the claims table (``homog.report.claims``), the sentence and position
 sections, and the probe stage's differences and cost slopes (``homog.probe``).
 
-Pure: floats in, a word out. Five outcomes against a smallest effect of interest (SESOI):
-supported / reversed (significant after the family's Holm, not inside +-SESOI), negligible
-(inside, and significant or its CI excludes the null), equivalent (inside, CI holds the null,
-not significant), inconclusive (otherwise). "Inside" is read from the (1 - 2 alpha)
-equivalence CI of the same bootstrap resamples as the 95 % CI.
+Pure: floats in, a word out. Against a smallest effect of interest (SESOI):
+
+- supported / reversed: significant after the family's Holm and the CI lies wholly beyond
+  +SESOI or below -SESOI (the minimum-effect test), on the claimed side or the other;
+- nonzero: significant, but the CI reaches into +-SESOI: real, not shown to matter;
+- negligible: the (1 - 2 alpha) equivalence CI lies inside +-SESOI, and the effect is
+  significant or its CI excludes the null (uncorrected: a statement that the effect is small);
+- equivalent: inside, the CI holds the null, not significant;
+- inconclusive: otherwise;
+- too few pairs: fewer than ``MIN_PAIRS`` paired texts, whatever the numbers;
+- descriptive: no SESOI, so no verdict (the row is a description).
+
+"Inside" is read from the (1 - 2 alpha) equivalence CI of the same bootstrap resamples as the
+95 % CI.
 """
 
 from __future__ import annotations
@@ -15,13 +24,33 @@ import math
 
 import numpy as np
 
-SUPPORTED, REVERSED = "supported", "reversed"
+SUPPORTED, REVERSED, NONZERO = "supported", "reversed", "nonzero"
 NEGLIGIBLE, EQUIVALENT, INCONCLUSIVE = "negligible", "equivalent", "inconclusive"
-VERDICTS = (SUPPORTED, REVERSED, NEGLIGIBLE, EQUIVALENT, INCONCLUSIVE)
+TOO_FEW, DESCRIPTIVE = "too few pairs", "descriptive"
+VERDICTS = (
+    SUPPORTED,
+    REVERSED,
+    NONZERO,
+    NEGLIGIBLE,
+    EQUIVALENT,
+    INCONCLUSIVE,
+    TOO_FEW,
+    DESCRIPTIVE,
+)
+# the verdicts of an effect shown to matter (beyond the margin): the answer's only
+# "an effect that matters"
+MATTERS = (SUPPORTED, REVERSED)
+# below this many paired texts a bootstrap CI is the span of a handful of values and a
+# sign-flip p has few distinct values: no verdict is read (n = 2 gave a CI [12, 12])
+MIN_PAIRS = 10
 # the families of docs/statistics.md: the pre-registered endpoints (stats.primary), every other
 # claim row, and the negative controls (layer 0: in no Holm family)
 PRIMARY, EXPLORATORY, CONTROL = "primary", "exploratory", "control"
 FAMILIES = (PRIMARY, EXPLORATORY, CONTROL)
+
+
+def has_margin(sesoi: float) -> bool:
+    return sesoi is not None and math.isfinite(sesoi) and sesoi > 0
 
 
 def inside_margin(eq_low: float, eq_high: float, sesoi: float, p_tost: float = math.nan,
@@ -29,32 +58,19 @@ def inside_margin(eq_low: float, eq_high: float, sesoi: float, p_tost: float = m
     """Whether the effect lies within +-sesoi: its (1 - 2 alpha) CI ``[eq_low, eq_high]`` is
     inside the open interval (-sesoi, +sesoi) (the CI form of TOST). A database without the
     equivalence CI falls back on its TOST p-value (< alpha)."""
-    if not (math.isfinite(sesoi) and sesoi > 0):
+    if not has_margin(sesoi):
         return False
     if math.isfinite(eq_low) and math.isfinite(eq_high):
         return -sesoi < eq_low and eq_high < sesoi
     return math.isfinite(p_tost) and p_tost < alpha
 
 
-def decide(effect: float, p_holm: float, inside: bool, sign: int | None, alpha: float,
-           excludes_zero: bool = False) -> str:  # fmt: skip
-    """The verdict of one row (docs/statistics.md), from its Holm p (the family's, or the raw p
-    of a control row), whether its equivalence CI lies within +-sesoi (``inside``) and whether
-    its CI excludes 0 (``excludes_zero``):
-
-    - supported / reversed: significant (p_holm < alpha, effect not 0) and not inside the
-      margin; the claimed sign (an undirected claim, ``sign`` None: any sign) or the other;
-    - negligible: inside the margin, and significant or its CI excludes 0 (a real effect too
-      small to matter; "too small" needs no correction for the many rows);
-    - equivalent: inside the margin, and its CI includes 0 and it is not significant;
-    - inconclusive: neither (the data cannot tell).
-    """
-    significant = math.isfinite(effect) and math.isfinite(p_holm) and p_holm < alpha and effect != 0
-    if inside:
-        return NEGLIGIBLE if significant or excludes_zero else EQUIVALENT
-    if significant:
-        return SUPPORTED if sign is None or np.sign(effect) == sign else REVERSED
-    return INCONCLUSIVE
+def beyond_margin(ci_low: float, ci_high: float, sesoi: float) -> int:
+    """+1 when the CI lies wholly above +sesoi, -1 wholly below -sesoi, else 0 (the
+    minimum-effect test read from the CI)."""
+    if not (has_margin(sesoi) and math.isfinite(ci_low) and math.isfinite(ci_high)):
+        return 0
+    return 1 if ci_low > sesoi else -1 if ci_high < -sesoi else 0
 
 
 def excludes(ci_low: float, ci_high: float, null: float = 0.0) -> bool:
@@ -62,10 +78,49 @@ def excludes(ci_low: float, ci_high: float, null: float = 0.0) -> bool:
     return math.isfinite(ci_low) and math.isfinite(ci_high) and (ci_low > null or ci_high < null)
 
 
-def verdict_of(effect: float, ci_low: float, ci_high: float, eq_low: float, eq_high: float,
-               sesoi: float, p_holm: float, alpha: float,
-               sign: int | None = None) -> str:  # fmt: skip
-    """``decide`` for a row that has its CI, equivalence CI, SESOI and Holm p (the raw p of a
-    control row): the one call the probe stage's rows need."""
-    inside = inside_margin(eq_low, eq_high, sesoi)
-    return decide(effect, p_holm, inside, sign, alpha, excludes(ci_low, ci_high))
+def judge(
+    effect: float,
+    ci: tuple[float, float],
+    eq_ci: tuple[float, float],
+    sesoi: float,
+    p_holm: float,
+    alpha: float,
+    sign: int | None = None,
+    n: float = math.nan,
+    p_tost: float = math.nan,
+) -> str:
+    """The verdict of one row centred on its null (effect, ``ci`` and ``eq_ci`` minus the
+    null): its 95 % CI, its (1 - 2 alpha) equivalence CI, its SESOI, its Holm p (a control
+    row's raw p), the claimed sign (None: undirected by declaration, either side supports)
+    and its paired texts ``n`` (NaN: unknown, not checked). The module's docstring gives the
+    rule; ``p_tost`` stands in for the equivalence CI where a database has none."""
+    if math.isfinite(n) and n < MIN_PAIRS:
+        return TOO_FEW
+    if not has_margin(sesoi):
+        return DESCRIPTIVE
+    significant = math.isfinite(effect) and math.isfinite(p_holm) and p_holm < alpha and effect != 0
+    if inside_margin(eq_ci[0], eq_ci[1], sesoi, p_tost, alpha):
+        return NEGLIGIBLE if significant or excludes(*ci) else EQUIVALENT
+    if not significant:
+        return INCONCLUSIVE
+    side = beyond_margin(ci[0], ci[1], sesoi)
+    if side == 0 or side != np.sign(effect):
+        return NONZERO
+    return SUPPORTED if sign is None or side == sign else REVERSED
+
+
+def verdict_of(
+    effect: float,
+    ci_low: float,
+    ci_high: float,
+    eq_low: float,
+    eq_high: float,
+    sesoi: float,
+    p_holm: float,
+    alpha: float,
+    sign: int | None = None,
+    n: float = math.nan,
+) -> str:
+    """:func:`judge` for a row that has its CI, equivalence CI, SESOI and Holm p (the raw p
+    of a control row): the one call the probe stage's and the report sections' rows need."""
+    return judge(effect, (ci_low, ci_high), (eq_low, eq_high), sesoi, p_holm, alpha, sign, n)

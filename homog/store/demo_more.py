@@ -53,7 +53,9 @@ def fill_probe(con: duckdb.DuckDBPyConnection, *, seed: int, n_layers: int = 4) 
 
 def fill_u_shape(con: duckdb.DuckDBPyConnection, *, seed: int) -> None:
     """contrasts rows key_ends - key_mid of erank per unchanged run and band, with the margin
-    columns (sesoi, sesoi_basis, eq_ci_low, eq_ci_high)."""
+    columns (sesoi, sesoi_basis, eq_ci_low, eq_ci_high, baseline_sd, depth_change)."""
+    from homog.stats.margins import scope_words
+
     rng = np.random.default_rng(seed + 1)
     runs = con.execute(
         "SELECT run_id FROM runs WHERE coalesce(intervention, 'none') = 'none' ORDER BY run_id"
@@ -64,12 +66,12 @@ def fill_u_shape(con: duckdb.DuckDBPyConnection, *, seed: int) -> None:
             d = 0.0 if band == "layer0" else float(rng.normal(0, 0.05))
             rows.append((run_id, "key_ends", "key_mid", None, "erank", d, d - 0.1, d + 0.1,
                          1.0 if band == "layer0" else 0.5, 1.0, band, None, 40, 2.0,
-                         "0.1 x the original's early-to-late change (20)", d - 0.08,
-                         d + 0.08))  # fmt: skip
+                         f"0.1 x the original's between-text SD {scope_words(band)} (20)",
+                         d - 0.08, d + 0.08, 20.0, 20.0))  # fmt: skip
     con.executemany(
         "INSERT INTO contrasts (run_id, variant_a, variant_b, layer, metric, mean_diff, ci_low, "
         "ci_high, p_value, p_holm, band, baseline_run_id, n, sesoi, sesoi_basis, eq_ci_low, "
-        "eq_ci_high) VALUES (" + ", ".join(["?"] * 17) + ")",
+        "eq_ci_high, baseline_sd, depth_change) VALUES (" + ", ".join(["?"] * 19) + ")",
         rows,
     )
 
