@@ -449,8 +449,8 @@ def test_report_without_params_names_what_is_missing(project, tmp_path, monkeypa
     assert "The answer" in text and "Glossary" in text
     # the answer comes first, then the paragraph per claim, the glossary and the tables
     h2 = [re.sub("<[^>]+>", "", h) for h in re.findall(r"<h2[^>]*>(.*?)</h2>", text)]
-    assert h2[:5] == ["The answer", "Per claim", "Glossary", "Manipulation strength",
-                      "Claims of arXiv 2508.17126 in detail"]  # fmt: skip
+    assert h2[:6] == ["The answer", "Per claim", "Margin sensitivity", "Glossary",
+                      "Manipulation strength", "Claims of arXiv 2508.17126 in detail"]  # fmt: skip
     assert text.index("<strong>Position effect</strong> (primary") < text.index(
         "<h2 id='per-claim'>"
     )
@@ -545,7 +545,7 @@ def test_dose_response_table_of_the_stats_stage_is_shown(project, tmp_path, monk
     ]
     # a table from before p_holm and the margin: n/a, and no verdict can be reached
     assert all(math.isnan(r[7]) and math.isnan(r[8]) for r in table.rows)
-    assert {r[10] for r in table.rows} == {"inconclusive"}
+    assert {r[10] for r in table.rows} == {"descriptive"}
     assert drawn == [("erank", 5)]
     assert any("layer0_erank" in str(p) for p, _ in sec.figures)
 
@@ -641,8 +641,13 @@ def test_dose_summary_counts_what_survives_holm():
             ("m1", "erank__no_sink", "layer0", -0.04, 0.3),
             ("m2", "erank", "layer0", 0.0, 1.0), ("m2", "erank", "late", -0.1, 0.9)]  # fmt: skip
     slopes = pd.DataFrame(rows, columns=["model", "metric", "band", "value", "p_holm"])
+    # each slope's CI +-40 % around it and a margin of a tenth of it: a significant slope's CI
+    # lies beyond its margin (supported, undirected), the others are inconclusive
+    size = slopes["value"].abs()
+    slopes["ci_low"], slopes["ci_high"] = slopes["value"] - 0.4 * size, slopes["value"] + 0.4 * size
+    slopes["sesoi"] = 0.1 * size.where(size > 0, 1.0)
+    slopes["eq_ci_low"], slopes["eq_ci_high"] = slopes["ci_low"], slopes["ci_high"]
     text = dose_summary(slopes, 0.05)
-    # no margin in this frame: significant slopes are supported (undirected), never inside
     assert (
         "m1: slopes above layer 0: 2 supported, 1 inconclusive; beyond their margin: attn_last "
         "final +0.0001, mev late +0.002; erank and MEV: 1 supported, 1 inconclusive" in text
