@@ -190,7 +190,8 @@ def test_stage_writes_separability_and_load_puts_it_in_duckdb(tmp_path):
             "bool_and(eq_ci_low <= mean_diff AND mean_diff <= eq_ci_high) FROM contrasts "
             "WHERE variant_a = 'key_ends' AND variant_b = 'key_mid' AND metric = 'erank'"
         ).fetchone()
-        assert got[0] == layers + 1 + 5 and got[1] == 1 and "early-to-late" in got[2] and got[3]
+        # the SD basis: a margin per row (layer or band), its scope named
+        assert got[0] == layers + 1 + 5 and got[1] > 1 and "between-text SD at" in got[2] and got[3]
         quad = con.execute(
             "SELECT count(*), bool_and(sesoi > 0) FROM dose_response WHERE kind = 'quadratic'"
         ).fetchone()
