@@ -145,10 +145,20 @@ def test_the_best_layer_accuracy_is_read_on_folds_it_was_not_chosen_on():
 
     rng = np.random.default_rng(0)
     n, layers, folds = 100, 10, 5
-    rows = [{"intervention": "none", "scheme": "train_original", "variant": "original",
-             "sample_id": f"s{i:03d}", "fold": i % folds, "layer": la,
-             "correct": float(rng.random() < 0.5), "margin": rng.normal()}
-            for i in range(n) for la in range(layers)]
+    rows = [
+        {
+            "intervention": "none",
+            "scheme": "train_original",
+            "variant": "original",
+            "sample_id": f"s{i:03d}",
+            "fold": i % folds,
+            "layer": la,
+            "correct": float(rng.random() < 0.5),
+            "margin": rng.normal(),
+        }
+        for i in range(n)
+        for la in range(layers)
+    ]
     probe = pd.DataFrame(rows)
     stats = SimpleNamespace(n_boot=500, ci=0.95, seed=0)
     (row,) = crossfit_rows(probe, stats)
