@@ -30,9 +30,9 @@ import pandas as pd
 
 from homog.config import Params
 from homog.interventions import parse
-from homog.stats.contrast_rows import sesoi_rule
 from homog.stats.contrasts import band_of_layers, pivot_metrics
 from homog.stats.dose import within_slopes
+from homog.stats.margins import depth_change, margin_of
 from homog.stats.paired_tests import bootstrap_ci, holm, paired_p
 from homog.stats.verdicts import EXPLORATORY, PRIMARY, verdict_of
 
@@ -198,8 +198,7 @@ def family_rows(
     rows: list[dict] = []
     for metric in OUTCOMES:
         base = pivot_metrics(base_frame[base_frame["metric"] == metric]).get((variant, metric))
-        fixed, note = sesoi_rule(factor, basis, base, band_of_layers(layers), "the unchanged run's")
-        sesoi = fixed if fixed is not None else math.nan
+        sesoi, note = _margin(factor, basis, base, layers, metric)
         slopes = {}
         for arm, series in arms.items():
             doses = np.array(sorted(series), dtype=float)
@@ -305,3 +304,20 @@ def intervention_doses(
                     family, arms, base_frame, run_id, factor=st.sesoi, basis=st.sesoi_basis, **opts
                 )
     return finish(rows, st.alpha)
+
+
+def _margin(factor: float, basis: str, base, layers: list[int], metric: str) -> tuple[float, str]:
+    """One SESOI per metric, this module's rule whatever ``stats.sesoi_basis``: ``factor`` x
+    the unchanged run's early-to-late change of the outcome (homog.stats.margins.depth_change);
+    where that is 0 or undefined, the SD basis at the late band (homog.stats.margins)."""
+    bands = band_of_layers(layers)
+    if base is None or "late" not in bands:
+        return math.nan, "none: no late band"
+    depth = depth_change(base, bands)
+    if math.isfinite(depth) and depth > 0:
+        return (
+            factor * depth,
+            f"{factor:g} x the unchanged run's early-to-late change ({depth:.3g})",
+        )
+    sd = float(base.reindex(bands["late"]).mean(axis=0, skipna=False).std(ddof=1))
+    return margin_of(factor, "sd", base, bands, "the unchanged run's", metric).of("late", sd)
