@@ -373,15 +373,10 @@ def dose_tables(
 
 
 def separability_tables(
-    params: Params,
-    runs: Sequence[dict[str, Any]],
-    frames: Mapping[str, pd.DataFrame],
-    texts: Path | None = None,
+    params: Params, runs: Sequence[dict[str, Any]], frames: Mapping[str, pd.DataFrame], texts=None
 ) -> pd.DataFrame:
-    """The separability rows of every unchanged run
-    (:func:`homog.stats.separability.run_separability`; n_boot capped at its MAX_BOOT,
-    ``stats.separability_perm`` permutations; ``texts``: the texts table, for the split by a
-    changed first sentence)."""
+    """The separability rows of every unchanged run (homog.stats.separability; ``texts``: the
+    texts table, for the split by a changed first sentence)."""
     from homog.stats.contrasts import pivot_metrics
     from homog.stats.reordering import first_changes
     from homog.stats.separability import SEP_COLUMNS, SEP_METRICS, run_separability
