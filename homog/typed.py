@@ -3,9 +3,10 @@
 ``section(cls, data, name)`` builds the dataclass ``cls`` from a mapping: an unknown key is an
 error naming the valid keys, a value of the wrong type names the key, the value and the
 expected type (ints widen to floats, lists become tuples, a nested dataclass is a nested
-mapping). Fields named in ``FROM_TOP`` (the top-level seed) are filled in by the caller, never
-read from the section. A dataclass with a ``SCALAR_FIELD`` class attribute also accepts a bare
-string for that field (``models: {m: "hf:x"}``).
+mapping). Fields named in ``FROM_TOP`` (the top-level seed; the extraction's zero-shot
+prompt, from ``probe:``) are filled in by the caller, never read from the section. A
+dataclass with a ``SCALAR_FIELD`` class attribute also accepts a bare string for that field
+(``models: {m: "hf:x"}``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any, Literal
 from homog.errors import HomogError
 from homog.validate import ParamsValueError
 
-FROM_TOP = {"seed"}
+FROM_TOP = {"seed", "zero_shot"}
 
 
 def type_name(tp: Any) -> str:

@@ -33,7 +33,11 @@ def test_project_params_parse_to_the_defaults_they_document():
     grids = {k: getattr(params.extract, k) for k in ("sink_bias_doses", "homogenize_doses")}
     assert ExtractConfig().sink_bias_doses == () == ExtractConfig().homogenize_doses
     assert params.extract == dataclasses.replace(
-        ExtractConfig(), seed=params.seed, interventions=params.extract.interventions, **grids
+        ExtractConfig(),
+        seed=params.seed,
+        interventions=params.extract.interventions,
+        zero_shot=params.probe.extraction_prompt(),
+        **grids,
     )
 
 

@@ -131,31 +131,47 @@ def test_cost_slopes_give_the_planted_within_text_slope():
 
 
 def test_zero_shot_log_odds_equal_transformers_own_computation():
+    """The probe's own pass, for a prompt with a prefix (the whole prompt tokenized as one
+    string) and for the text-first default (the text's tokens, then the suffix's)."""
     import torch
 
     from homog.models import load_model
     from homog.probe.lm import build_prompt, label_token_ids, with_margin, zero_shot
 
     loaded = load_model(TINY, device="cpu", attention=False)
+    tok = loaded.tokenizer
     df = pd.DataFrame({
         "variant": ["original", "original", "front"],
         "sample_id": ["a", "b", "a"],
         "text": [" A fine film. I liked it a lot.", " Dull.", " I liked it a lot. A fine film."],
         "label": ["pos", "neg", "pos"],
     })  # fmt: skip
-    probe = ProbeConfig()
     cfg = ExtractConfig(device="cpu", max_tokens=64)
-    pos, neg = label_token_ids(loaded.tokenizer, probe.positive_word, probe.negative_word)
-    for intervention in ("none", "zero_pos"):
-        got = zero_shot(loaded, df, cfg, probe, intervention)
-        for i, text in enumerate(df["text"]):
-            ids = loaded.tokenizer(build_prompt(probe.prompt, text), return_tensors="pt")
-            n = ids["input_ids"].shape[1]
-            positions = torch.zeros(1, n, dtype=torch.long) if intervention == "zero_pos" else None
-            with torch.no_grad():
-                logits = loaded.model(**ids, position_ids=positions).logits[0, -1]
-            lp = torch.log_softmax(logits.double(), -1)
-            assert got["log_odds"][i] == pytest.approx(float(lp[pos] - lp[neg]), abs=1e-4)
+    prefix = ProbeConfig(prompt="Review: {text}\nSentiment (positive or negative):")
+
+    def prompt_ids(probe, text):
+        if probe is prefix:
+            return tok(build_prompt(probe.prompt, text))["input_ids"]
+        suffix = probe.prompt.removeprefix("{text}")
+        return tok(text)["input_ids"] + tok(suffix, add_special_tokens=False)["input_ids"]
+
+    for probe in (prefix, ProbeConfig()):
+        pos, neg = label_token_ids(tok, probe.positive_word, probe.negative_word)
+        for intervention in ("none", "zero_pos"):
+            got = zero_shot(loaded, df, cfg, probe, intervention)
+            for i, text in enumerate(df["text"]):
+                ids = torch.tensor([prompt_ids(probe, text)])
+                n = ids.shape[1]
+                positions = (
+                    torch.zeros(1, n, dtype=torch.long) if intervention == "zero_pos" else None
+                )
+                mask = torch.ones_like(ids)
+                with torch.no_grad():
+                    out = loaded.model(input_ids=ids, attention_mask=mask, position_ids=positions)
+                logits = out.logits[0, -1]
+                lp = torch.log_softmax(logits.double(), -1)
+                assert got["log_odds"][i] == pytest.approx(float(lp[pos] - lp[neg]), abs=1e-4)
+                assert got["n_prompt_tokens"][i] == n
     margins = with_margin(got, "pos")
     assert np.allclose(margins["margin"], [got["log_odds"][0], -got["log_odds"][1],
                                            got["log_odds"][2]])  # fmt: skip

@@ -34,8 +34,8 @@ def test_probe_features_reuse_the_extractions_pooled_vectors(tmp_path):
     own = run_features(params, "tiny", TINY, df, tmp_path / "b", show_progress=False)
     assert reused["pooled_from"] == {"none": "extract", "zero_pos": "extract"}
     assert own["pooled_from"] == {"none": "forward", "zero_pos": "forward"}
-    # the zero-shot pass only: 24 texts x 2 interventions, against 2 passes each
-    assert reused["forward_passes"] == 48 and own["forward_passes"] == 96
+    # the extraction answered the text-first prompt too: no pass, against 2 passes each
+    assert reused["forward_passes"] == 0 and own["forward_passes"] == 96
     a, b = read_features(tmp_path / "a"), read_features(tmp_path / "b")
     for iv in ("none", "zero_pos"):
         va, vb = a["pooled"][iv], b["pooled"][iv]

@@ -28,7 +28,7 @@ import yaml
 
 # sections in their own modules (import them from there)
 from homog.config.posenc import PosencConfig
-from homog.config.probe import ProbeConfig
+from homog.config.probe import ProbeConfig, ZeroShotPrompt
 from homog.config.stats import StatsConfig
 from homog.config.synth import SynthConfig
 from homog.errors import HomogError
@@ -141,6 +141,10 @@ class ExtractConfig:
     sink_norm_ratio: float = 10.0  # no_sink drops tokens with norm > this x the median norm
     renyi_alpha: float = 1.0  # order of prompt_entropy (1 = von Neumann / Shannon)
     seed: int = 0  # the top-level seed
+    # the probe's text-first zero-shot prompt, answered by continuing each text's pass over
+    # its suffix (homog.extract.zero_shot); not a key of extract: but filled from probe: by
+    # Params (probe.lm, probe.prompt, the label words); None: no answer
+    zero_shot: ZeroShotPrompt | None = None
 
     def __post_init__(self) -> None:
         _check(
@@ -188,6 +192,8 @@ class ExtractConfig:
         for name in ("intervention_variants", "sink_bias_doses", "homogenize_doses"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         object.__setattr__(self, "dose_variants", tuple(self.dose_variants))
+        # a Ray actor rebuilds the config from ``asdict``: the prompt arrives as a mapping
+        object.__setattr__(self, "zero_shot", ZeroShotPrompt.of(self.zero_shot))
 
     def result_keys(self) -> dict[str, Any]:
         """The fields that change results (they enter the run_id).
@@ -201,6 +207,7 @@ class ExtractConfig:
         # the graded interventions' settings enter only their own runs' ids (edit_keys)
         skip |= {"sink_bias_doses", "homogenize_doses", "dose_variants"}
         skip |= {"sink_bias_onset", "homogenize_layer"}
+        skip.add("zero_shot")  # the text's own states do not depend on what follows the text
         return {
             k: v
             for k, v in dataclasses.asdict(self).items()
@@ -305,6 +312,9 @@ class Params:
     def __post_init__(self) -> None:
         check_seed(self.seed, "seed")
         check_model_keys(self.models)
+        # the extraction answers the probe's text-first prompt in its own pass
+        extract = dataclasses.replace(self.extract, zero_shot=self.probe.extraction_prompt())
+        object.__setattr__(self, "extract", extract)
 
     def model_sources(self) -> dict[str, str]:
         """Model key -> source string."""

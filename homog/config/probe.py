@@ -9,14 +9,46 @@ this section holds only what the probe and the zero-shot prompt add (docs/probe.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from homog.validate import check as _check
 
-# The zero-shot prompt around the review (its text stripped of surrounding white space goes
-# where {text} stands); the label words are scored by the first token of each.
-DEFAULT_PROMPT = "Review: {text}\nSentiment (positive or negative):"
+# The zero-shot prompt: the review, then the question. A prompt that starts with {text} is
+# answered by the extraction's own forward pass continued over what follows {text} (a causal
+# model's states of the text's tokens do not depend on what comes after them); a prompt with
+# something before {text} needs a pass of its own. The label words are scored by the first
+# token of each.
+DEFAULT_PROMPT = "{text}\nSentiment of this review (positive or negative):"
+TEXT = "{text}"
+
+
+@dataclass(frozen=True)
+class ZeroShotPrompt:
+    """A text-first zero-shot prompt (it starts with ``{text}``) and its label words: what the
+    extraction continues each text's pass with (``homog.extract.zero_shot``). ``suffix``
+    is what follows the text."""
+
+    prompt: str
+    positive_word: str
+    negative_word: str
+
+    def __post_init__(self) -> None:
+        _check(
+            self.prompt.startswith(TEXT) and self.prompt.count(TEXT) == 1 and self.prompt != TEXT,
+            f"a prompt continued from the text's pass starts with {TEXT} and has text after it, "
+            f"got {self.prompt!r}",
+        )
+
+    @property
+    def suffix(self) -> str:
+        return self.prompt[len(TEXT) :]
+
+    @classmethod
+    def of(cls, value: ZeroShotPrompt | Mapping[str, Any] | None) -> ZeroShotPrompt | None:
+        """``value`` as a ZeroShotPrompt (a mapping: its fields, as ``asdict`` gives them)."""
+        return cls(**value) if isinstance(value, Mapping) else value
 
 
 @dataclass(frozen=True)
@@ -35,7 +67,9 @@ class ProbeConfig:
     # pooled vectors are stored in this dtype (float16 halves the file; a value beyond
     # float16's range is an error naming the layer, then use float32)
     vector_dtype: Literal["float16", "float32"] = "float16"
-    lm: bool = True  # the zero-shot answer (one more forward pass per text)
+    # the zero-shot answer: from the extraction's pass for a text-first prompt, else one more
+    # forward pass per text
+    lm: bool = True
     prompt: str = DEFAULT_PROMPT
     positive_word: str = " positive"  # scored by its first token
     negative_word: str = " negative"
@@ -61,3 +95,15 @@ class ProbeConfig:
             self.positive_word != self.negative_word,
             "probe.positive_word and probe.negative_word must differ",
         )
+
+    @property
+    def text_first(self) -> bool:
+        """Whether the prompt starts with the text (nothing before ``{text}``)."""
+        return self.prompt.startswith(TEXT) and len(self.prompt) > len(TEXT)
+
+    def extraction_prompt(self) -> ZeroShotPrompt | None:
+        """What the extraction continues each text's pass with: the prompt under ``lm`` when
+        it is text-first, else None (the probe's features step runs its own pass)."""
+        if not (self.lm and self.text_first):
+            return None
+        return ZeroShotPrompt(self.prompt, self.positive_word, self.negative_word)

@@ -2,8 +2,8 @@
 
 ``homog.extract.outputs.build_outputs`` calls them: ``layer_metrics_frame`` (layer_metrics),
 ``profile_frame`` and ``heads_frame`` (attention_profile, attention_heads, per variant),
-``spectra_frames`` (dataset_spectra), ``massive_frame`` (massive_activations) and
-``sentence_frame`` (sentence_metrics).
+``spectra_frames`` (dataset_spectra), ``massive_frame`` (massive_activations),
+``sentence_frame`` (sentence_metrics) and ``zero_shot_frame`` (zero_shot).
 """
 
 from __future__ import annotations
@@ -264,3 +264,25 @@ def layer_metrics_frame(
         text_attn = res.text_attn[order]
         frames.append(long_frame(text_attn, list(TEXT_METRICS), variants, sample_ids, 1))
     return pd.concat(frames, ignore_index=True)
+
+
+def zero_shot_frame(
+    res: BatchResult, order: np.ndarray, encoded: Sequence[EncodedText], run_id: str
+) -> Any:
+    """The ``zero_shot`` rows (homog.extract.zero_shot), one per text in the texts' order:
+    run_id, variant, sample_id, log_odds, n_prompt_tokens, truncated; None when the run
+    answered no prompt."""
+    import pandas as pd
+
+    if res.log_odds is None or res.prompt_tokens is None:
+        return None
+    return pd.DataFrame(
+        {
+            "run_id": run_id,
+            "variant": [t.variant for t in encoded],
+            "sample_id": [t.sample_id for t in encoded],
+            "log_odds": res.log_odds[order].astype(np.float64),
+            "n_prompt_tokens": res.prompt_tokens[order].astype(np.int64),
+            "truncated": [t.truncated for t in encoded],
+        }
+    )

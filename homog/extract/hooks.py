@@ -30,6 +30,7 @@ from homog.extract.batches import PendingBatch
 from homog.extract.edits import edit_batch
 from homog.extract.plan import EncodedText, SamplePlan
 from homog.extract.result import BatchResult
+from homog.extract.zero_shot import continuation, output_cache
 from homog.metrics.attention import HEAD_METRICS, TEXT_METRICS
 from homog.metrics.sets import hidden_metric_names
 
@@ -74,6 +75,8 @@ class Extractor:
         # deferred: several layers' metrics computed at once (HOMOG_GPU_STACK_MIB; 0: none)
         cap = stack_bytes() if mode == "deferred" else 0
         self._stack = LayerStack(self._stacked_metrics, loaded.n_layers + 1, cap) if cap else None
+        # the probe's text-first prompt, continued from each batch's pass (None: not asked for)
+        self._zero_shot = continuation(loaded, config.zero_shot)
         # attention first: it may raise (a model loaded without attention), leaving no hooks
         self._handles: list[Any] = self._attach_attention(loaded) if config.attention else []
         L = loaded.n_layers
@@ -330,7 +333,7 @@ class Extractor:
         self._state = st
         try:
             with edit_batch(self.loaded, self.config, intervention, texts, st.mask):
-                self._forward(st, inputs)
+                cache = self._forward(st, inputs)
             result = batch_result(st, texts, inputs, self.metric_names, self.config, follow)
         finally:
             self._state = None
@@ -338,6 +341,11 @@ class Extractor:
                 self._stack.clear()  # the buffer, and what a failed forward left
             if self._defer is not None:
                 self._defer.clear()  # what a failed forward left
+        if self._zero_shot is not None and self._zero_shot.covers(intervention):
+            # the hooks are idle now: the metrics stay the text's
+            result.log_odds, result.prompt_tokens = self._zero_shot.answer(
+                cache, inputs.ids, inputs.attn, inputs.pos, intervention
+            )
         return PendingBatch(result, st.metrics)
 
     def _batch_state(self, texts: Sequence[EncodedText], inputs: BatchInputs) -> BatchState:
@@ -359,18 +367,20 @@ class Extractor:
             vec_dtype=self.vec_dtype,
         )
 
-    def _forward(self, st: BatchState, inputs: BatchInputs) -> None:
+    def _forward(self, st: BatchState, inputs: BatchInputs) -> Any:
         """The decoder's forward pass over ``inputs`` (the hooks fill ``st``), then the stacked
-        or deferred layers' metrics; HomogError on out of memory or a layer not captured."""
+        or deferred layers' metrics; HomogError on out of memory or a layer not captured.
+        Returns the pass's KV cache when the zero-shot prompt continues it, else None."""
         dev = self.loaded.input_device
         b, n_pad = inputs.ids.shape
+        keep = self._zero_shot is not None
         try:
             with torch.inference_mode():
-                self.loaded.decoder(
+                out = self.loaded.decoder(
                     input_ids=torch.from_numpy(inputs.ids).to(dev),
                     attention_mask=torch.from_numpy(inputs.attn).to(dev),
                     position_ids=torch.from_numpy(inputs.pos).to(dev),
-                    use_cache=False,
+                    use_cache=keep,
                 )
                 if self._stack is not None:
                     self._stack.flush()
@@ -385,3 +395,4 @@ class Extractor:
         missing = [i for i, v in enumerate(st.metrics) if v is None]
         if missing:
             raise HomogError(f"no hidden states were captured for layer(s) {missing}")
+        return output_cache(out) if keep else None

@@ -27,6 +27,7 @@ from homog.extract.frames import (
     profile_frame,
     sentence_frame,
     spectra_frames,
+    zero_shot_frame,
 )
 from homog.extract.plan import EncodedText, RunSpec, SamplePlan, encoded_key
 from homog.extract.result import BatchResult
@@ -53,6 +54,8 @@ class RunOutputs:
     vectors: dict[str, np.ndarray]
     massive_activations: Any | None = None
     sentence_metrics: Any | None = None
+    # the probe's zero-shot answers from the text's own pass (homog.extract.zero_shot)
+    zero_shot: Any | None = None
     n_texts: int = 0
     n_tokens: int = 0
     n_sampled_tokens: int = 0
@@ -71,6 +74,7 @@ class RunOutputs:
             "dataset_spectra": self.dataset_spectra,
             "massive_activations": self.massive_activations,
             "sentence_metrics": self.sentence_metrics,
+            "zero_shot": self.zero_shot,
         }
         return {name: df for name, df in tables.items() if df is not None}
 
@@ -191,6 +195,7 @@ def build_outputs(
         vectors=vectors,
         massive_activations=with_run(massive_rows) if massive_rows else None,
         sentence_metrics=sentence_frame(res, encoded, run_id),
+        zero_shot=zero_shot_frame(res, order, encoded, run_id),
         n_texts=len(encoded),
         n_tokens=int(res.n_tokens.sum()),
         n_sampled_tokens=int(len(res.token_index)),

@@ -46,6 +46,10 @@ class BatchResult:
     sent_meta: np.ndarray | None = None
     sent_hidden: np.ndarray | None = None
     sent_attn: np.ndarray | None = None
+    # the zero-shot prompt continued from the text's pass (homog.extract.zero_shot):
+    # log_odds (B,) float64 and prompt_tokens (B,) (text + suffix); None: not asked for
+    log_odds: np.ndarray | None = None
+    prompt_tokens: np.ndarray | None = None
 
     @property
     def names(self) -> list[str]:

@@ -117,12 +117,14 @@ class Passes:
     pooled_bytes: dict[str, int] = field(default_factory=dict)
     n_texts: dict[str, int] = field(default_factory=dict)
     n_forward: int = 0
-    # intervention -> where its pooled vectors came from: "extract" (the run's, reused) or
-    # "forward" (this step's own pass)
+    # intervention -> where its pooled vectors (its zero-shot answers) came from: "extract"
+    # (the extraction's pass) or "forward" (this step's own pass)
     pooled_from: dict[str, str] = field(default_factory=dict)
     # intervention -> what the model read (encoded_key): an extraction run whose run.json
     # pooled_key differs holds other texts, so its erank gives no cost slopes
     keys: dict[str, str] = field(default_factory=dict)
+    zero_shot_from: dict[str, str] = field(default_factory=dict)
+    shape: tuple[int, ...] = (0, 0)  # (L+1, d) of the pooled vectors
 
 
 def run_features(
@@ -136,11 +138,12 @@ def run_features(
     show_progress: bool = True,
     root: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Run the model once per intervention and write the features to ``out_dir``; return
-    (and write) the ``features.json`` record. With ``root`` (the project directory), an
-    extraction run there that holds these texts' pooled vectors under the same settings
-    saves the pooled pass (``homog.probe.pooled.from_extraction``). The folder is written
-    beside ``out_dir`` and renamed onto it when complete."""
+    """Compute (or read) the features of every intervention and write them to ``out_dir``;
+    return (and write) the ``features.json`` record. With ``root`` (the project directory),
+    an extraction run there of these texts under the same settings gives the pooled vectors
+    and the zero-shot answers of a text-first prompt (``homog.probe.reuse``): no forward
+    pass, and the model is not even loaded. Else the model runs once per intervention. The
+    folder is written beside ``out_dir`` and renamed onto it when complete."""
     df, interventions = texts_with_labels(params, texts)
     # the whole folder at once: an interrupt leaves the previous features (or none), never
     # new vectors beside an old record
@@ -172,52 +175,57 @@ def _run_features(
 ) -> dict[str, Any]:
     """``run_features`` into the empty folder ``out``."""
     from homog.extract.run import intervention_groups
-    from homog.models import load_model
+    from homog.probe.reuse import ModelOnDemand
 
     cfg = params.extract
     cpu0 = time.process_time()
-    t0 = time.perf_counter()
-    if loaded is None:
-        loaded = load_model(source, dtype=cfg.dtype, device=cfg.device,
-                            device_map=cfg.device_map, attention=False, seed=cfg.seed)  # fmt: skip
-    passes = Passes(timings={"load_s": round(time.perf_counter() - t0, 2)})
+    lm = ModelOnDemand(source, cfg, loaded)
+    passes = Passes(timings={})
     for sub, ivs, _ in intervention_groups(df, interventions, cfg):
         for iv in ivs:
-            _forward(loaded, sub, iv, params, out, passes, model=model, show=show_progress,
+            _forward(lm, sub, iv, params, out, passes, model=model, show=show_progress,
                      source=source, root=root)  # fmt: skip
     sizes = _write_tables(out, passes)
     fp = fingerprint(params, source, df)
     cpu_s = round(time.process_time() - cpu0, 1)
-    record = features_record(model, source, loaded, params.probe.vector_dtype, passes, sizes,
+    passes.timings["load_s"] = lm.load_s
+    record = features_record(model, source, passes, params.probe.vector_dtype, sizes,
                              fp=fp, cpu_s=cpu_s)  # fmt: skip
+    record["model_loaded"] = lm.is_loaded
     write_json(out / "features.json", record)
     return record
 
 
 def _forward(
-    loaded: Any, sub: Any, iv: str, params: Any, out: Path, passes: Passes, *, model: str,
+    lm: Any, sub: Any, iv: str, params: Any, out: Path, passes: Passes, *, model: str,
     show: bool, source: str = "", root: str | Path | None = None,
 ) -> None:  # fmt: skip
-    """One intervention's forward passes over ``sub``: its pooled vectors (the extraction's
-    under ``root`` when they are these texts', else a pass of its own) written to ``out``
-    and, under ``probe.lm``, its zero-shot answers; recorded in ``passes``."""
+    """One intervention's features over ``sub``, recorded in ``passes``: its pooled vectors
+    (the extraction's under ``root`` when they are these texts', else a pass of its own)
+    written to ``out`` and, under ``probe.lm``, its zero-shot answers (the extraction's for a
+    text-first prompt, else a pass of its own). lm: a ``homog.probe.reuse.ModelOnDemand``."""
     from homog.extract.plan import texts_hash
     from homog.layout import Layout
     from homog.probe.lm import zero_shot
-    from homog.probe.pooled import from_extraction, pooled_means
+    from homog.probe.pooled import pooled_from_run, pooled_means
+    from homog.probe.reuse import matching_run, zero_shot_from_run
     from homog.progress import rate_progress
 
     cfg, probe = params.extract, params.probe
     t1 = time.perf_counter()
-    pooled = None
+    run = pooled = answers = None
     if root is not None:
-        run_dir = Layout(Path(root)).run_dir(model, iv)
-        pooled = from_extraction(run_dir, loaded, sub, cfg, source, iv, probe.vector_dtype)
+        run = matching_run(Layout(Path(root)).run_dir(model, iv), lm, sub, cfg, source, iv)
+    if run is not None:
+        pooled = pooled_from_run(run, cfg, probe.vector_dtype)
+        answers = zero_shot_from_run(run, sub, probe) if probe.lm else None
     passes.pooled_from[iv] = "forward" if pooled is None else "extract"
-    total = len(sub) * ((pooled is None) + bool(probe.lm))
-    with rate_progress(f"{model}/{iv}", total, show=show) as advance:
+    if probe.lm:
+        passes.zero_shot_from[iv] = "forward" if answers is None else "extract"
+    total = len(sub) * ((pooled is None) + (probe.lm and answers is None))
+    with rate_progress(f"{model}/{iv}", total, show=show and total > 0) as advance:
         if pooled is None:
-            pooled = pooled_means(loaded, sub, cfg, iv, vector_dtype=probe.vector_dtype,
+            pooled = pooled_means(lm.loaded, sub, cfg, iv, vector_dtype=probe.vector_dtype,
                                   on_batch=lambda n: advance(n, 0))  # fmt: skip
             passes.n_forward += len(sub)
         passes.timings[f"pooled_{iv}_s"] = round(time.perf_counter() - t1, 2)
@@ -227,13 +235,15 @@ def _forward(
         passes.hashes[iv] = texts_hash(sub)
         passes.keys[iv] = pooled["key"]
         passes.n_texts[iv] = len(sub)
+        passes.shape = pooled["vectors"].shape[1:]
         if probe.lm:
             t1 = time.perf_counter()
-            answers = zero_shot(loaded, sub, cfg, probe, iv,
-                                on_batch=lambda n: advance(n, 0))  # fmt: skip
+            if answers is None:
+                answers = zero_shot(lm.loaded, sub, cfg, probe, iv,
+                                    on_batch=lambda n: advance(n, 0))  # fmt: skip
+                passes.n_forward += len(sub)
             passes.lm_parts.append(answers.assign(intervention=iv))
             passes.timings[f"lm_{iv}_s"] = round(time.perf_counter() - t1, 2)
-            passes.n_forward += len(sub)
 
 
 def index_part(iv: str, sub: Any, pooled: dict[str, Any]) -> Any:
@@ -264,8 +274,8 @@ def _write_tables(out: Path, passes: Passes) -> dict[str, int]:
 
 
 def features_record(
-    model: str, source: str, loaded: Any, vector_dtype: str, passes: Passes,
-    sizes: dict[str, int], *, fp: str, cpu_s: float,
+    model: str, source: str, passes: Passes, vector_dtype: str, sizes: dict[str, int], *,
+    fp: str, cpu_s: float,
 ) -> dict[str, Any]:  # fmt: skip
     """The ``features.json`` record: the model's facts, the interventions, hashes, the
     fingerprint ``fp``, sizes per 1,000 texts, timings, forward passes and CPU seconds."""
@@ -275,8 +285,8 @@ def features_record(
     return {
         "model": model,
         "model_source": source,
-        "n_layers": loaded.n_layers,
-        "d_model": loaded.d_model,
+        "n_layers": passes.shape[0] - 1,
+        "d_model": passes.shape[1],
         "vector_dtype": vector_dtype,
         "interventions": passes.order,
         "texts_hash": passes.hashes,
@@ -295,5 +305,6 @@ def features_record(
         "forward_passes": passes.n_forward,
         "pooled_from": passes.pooled_from,
         "pooled_key": passes.keys,
+        "zero_shot_from": passes.zero_shot_from,
         "features_cpu_s": cpu_s,
     }

@@ -1,14 +1,18 @@
-"""The model's own answer: zero-shot sentiment log-odds from a fixed prompt around the review.
+"""The model's own answer: zero-shot sentiment log-odds from a prompt around the review.
 
-Per text: the review (what extraction sees: cut to ``extract.max_tokens`` tokens, see
-``cut_review``) stripped of surrounding white space goes into ``probe.prompt`` where
-``{text}`` stands; the prompt is tokenized with the tokenizer's special tokens and run under
-the intervention's position ids (``homog.extract.plan.position_ids``, right padding). The
-log-odds are log p(positive) - log p(negative) of the next token after the prompt, for the
-first token of each label word (``probe.positive_word``, ``probe.negative_word``). The
-softmax's normaliser cancels, so only the two label rows of the output embedding are applied
-to the last real token's final hidden state (and the model's final logit soft-cap, where it
-has one): the same numbers as the full logits, without a vocabulary-sized product.
+A text-first prompt (``probe.prompt`` starting with ``{text}``, the default) is answered in
+the extraction's own forward pass (``homog.extract.zero_shot``: the text's pass continued
+over the prompt's suffix); the features step reads those answers
+(``homog.probe.reuse.zero_shot_from_run``) and runs ``zero_shot`` only where the extraction
+has none. ``zero_shot`` gives the model the same tokens and positions in a pass of its own:
+the text's tokens as extraction reads them, under the intervention's positions, then the
+suffix's. A prompt with something before ``{text}`` changes the text's own states, so it
+always needs this pass: the review (cut to ``extract.max_tokens`` tokens like extraction's,
+``cut_review``) stripped of surrounding white space goes where ``{text}`` stands, and the
+whole prompt is tokenized with the tokenizer's special tokens and run under the
+intervention's position ids (``homog.extract.plan.position_ids``). The log-odds are
+log p(positive) - log p(negative) of the next token after the prompt, for the first token
+of each label word (``homog.extract.zero_shot.LabelHead``).
 """
 
 from __future__ import annotations
@@ -18,23 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from homog.errors import HomogError
+from homog.extract.zero_shot import label_token_ids
 
-
-def label_token_ids(tokenizer: Any, positive: str, negative: str) -> tuple[int, int]:
-    """The first token id of each label word; HomogError when they coincide."""
-    ids = []
-    for word in (positive, negative):
-        tok = tokenizer(word, add_special_tokens=False)["input_ids"]
-        if not tok:
-            raise HomogError(f"label word {word!r} has no token")
-        ids.append(int(tok[0]))
-    if ids[0] == ids[1]:
-        raise HomogError(
-            f"label words {positive!r} and {negative!r} start with the same token: choose words "
-            "whose first tokens differ (probe.positive_word, probe.negative_word)"
-        )
-    return ids[0], ids[1]
+__all__ = ["build_prompt", "cut_review", "label_token_ids", "with_margin", "zero_shot"]
 
 
 def cut_review(tokenizer: Any, text: str, max_tokens: int) -> tuple[str, bool]:
@@ -53,16 +43,6 @@ def build_prompt(template: str, review: str) -> str:
     return template.replace("{text}", review.strip())
 
 
-def _label_head(loaded: Any, ids: tuple[int, int]) -> tuple[Any, Any, float | None]:
-    """(weight rows (2, d), bias (2,) or None, final soft-cap) of the two label tokens."""
-    head = loaded.model.get_output_embeddings()
-    weight = head.weight[list(ids)]
-    bias = head.bias[list(ids)] if getattr(head, "bias", None) is not None else None
-    config = getattr(loaded.model.config, "text_config", None) or loaded.model.config
-    cap = getattr(config, "final_logit_softcapping", None)
-    return weight, bias, cap
-
-
 def zero_shot(
     loaded: Any,
     df: Any,
@@ -73,70 +53,62 @@ def zero_shot(
     on_batch: Callable[[int], None] | None = None,
 ) -> Any:
     """A frame (variant, sample_id, label, log_odds, n_prompt_tokens, truncated), one row per
-    text of ``df`` (sorted texts with a ``label`` column), under ``intervention``.
+    text of ``df`` (sorted texts with a ``label`` column), under ``intervention``, from a
+    forward pass of its own.
 
     config: the ``ExtractConfig`` (max_tokens, batch_tokens, seed); probe: the
     ``ProbeConfig`` (prompt, label words).
     """
     import pandas as pd
-    import torch
 
-    from homog.extract.plan import EncodedText, make_batches, pad_batch
+    from homog.extract.plan import encode_texts
+    from homog.extract.zero_shot import (
+        LabelHead,
+        prompt_log_odds,
+        suffix_ids,
+        text_first_prompts,
+    )
 
     tok = loaded.tokenizer
-    ids = label_token_ids(tok, probe.positive_word, probe.negative_word)
+    head = LabelHead(loaded, label_token_ids(tok, probe.positive_word, probe.negative_word))
     max_tokens = min(config.max_tokens, loaded.max_context)
-    cut = [cut_review(tok, t, max_tokens) for t in df["text"]]
-    prompts = [build_prompt(probe.prompt, text) for text, _ in cut]
-    enc = tok(prompts, add_special_tokens=True, return_special_tokens_mask=True)
-    encoded = [
-        EncodedText(
-            i,
-            v,
-            s,
-            np.asarray(enc["input_ids"][i], dtype=np.int64),
-            np.asarray(enc["special_tokens_mask"][i], dtype=bool),
-            cut[i][1],
+    if probe.text_first:
+        encoded = encode_texts(tok, df, max_tokens)
+        suffix = suffix_ids(tok, probe.prompt)
+        prompts = text_first_prompts(encoded, suffix, intervention, config.seed)
+        truncated = [t.truncated for t in encoded]
+    else:
+        prompts, truncated = _prefix_prompts(
+            tok, df, probe.prompt, max_tokens, intervention, config.seed
         )
-        for i, (v, s) in enumerate(zip(df["variant"], df["sample_id"], strict=True))
-    ]
-    weight, bias, cap = _label_head(loaded, ids)
-    log_odds = np.zeros(len(encoded))
-    pad_id = tok.pad_token_id or 0
-    dev = loaded.input_device
-    for batch in make_batches(encoded, config.batch_tokens):
-        in_ids, attn, _special, pos = pad_batch(batch, pad_id, intervention, config.seed)
-        with torch.inference_mode():
-            out = loaded.decoder(
-                input_ids=torch.from_numpy(in_ids).to(dev),
-                attention_mask=torch.from_numpy(attn).to(dev),
-                position_ids=torch.from_numpy(pos).to(dev),
-                use_cache=False,
-            )
-            hidden = out[0] if isinstance(out, tuple) else out.last_hidden_state
-            last = torch.from_numpy(attn.sum(1) - 1).to(hidden.device)
-            h = hidden[torch.arange(len(batch), device=hidden.device), last]
-            logits = h.to(weight.dtype) @ weight.T
-            if bias is not None:
-                logits = logits + bias
-            if cap:
-                logits = torch.tanh(logits / cap) * cap
-            logits = logits.double().cpu().numpy()
-        log_odds[[t.index for t in batch]] = logits[:, 0] - logits[:, 1]
-        if on_batch:
-            on_batch(len(batch))
-    if not np.isfinite(log_odds).all():
-        raise HomogError("zero-shot log-odds are not finite (float16 overflow? use float32)")
+    log_odds = prompt_log_odds(loaded, head, prompts, config.batch_tokens, on_batch)
     return pd.DataFrame(
         {
             "variant": df["variant"].to_numpy(),
             "sample_id": df["sample_id"].to_numpy(),
             "label": df["label"].astype(str).to_numpy(),
             "log_odds": log_odds,
-            "n_prompt_tokens": [len(t.input_ids) for t in encoded],
-            "truncated": [t.truncated for t in encoded],
+            "n_prompt_tokens": [len(ids) for ids, _ in prompts],
+            "truncated": truncated,
         }
     )
+
+
+def _prefix_prompts(
+    tok: Any, df: Any, template: str, max_tokens: int, intervention: str, seed: int
+) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[bool]]:
+    """(token ids, position ids) of each text's prompt as one string (the cut review in the
+    template), and whether the review was cut."""
+    from homog.extract.plan import EncodedText, position_ids
+
+    cut = [cut_review(tok, t, max_tokens) for t in df["text"]]
+    enc = tok([build_prompt(template, text) for text, _ in cut], add_special_tokens=True)
+    prompts = []
+    for i, (v, s) in enumerate(zip(df["variant"], df["sample_id"], strict=True)):
+        ids = np.asarray(enc["input_ids"][i], dtype=np.int64)
+        text = EncodedText(i, v, s, ids, np.zeros(len(ids), bool), cut[i][1])
+        prompts.append((ids, position_ids(intervention, text, len(ids), seed)))
+    return prompts, [c[1] for c in cut]
 
 
 def with_margin(frame: Any, positive_label: str) -> Any:

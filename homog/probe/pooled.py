@@ -110,43 +110,33 @@ def from_extraction(
     run_dir: Path, loaded: Any, df: Any, config: Any, source: str, intervention: str,
     vector_dtype: str,
 ) -> dict[str, np.ndarray] | None:  # fmt: skip
-    """``pooled_means``' result read from an extraction run instead of a forward pass, or None.
+    """``pooled_means``' result read from an extraction run instead of a forward pass, or None
+    (``homog.probe.reuse.matching_run`` finds no run of these texts, or ``pooled_from_run``
+    no vectors). loaded: anything with ``tokenizer`` and ``max_context``."""
+    from homog.probe.reuse import matching_run
 
-    ``homog extract`` writes every text's mean-pooled vectors (``pooled_mean.npy``, hooks at
-    the same layers, the mean over the same metric tokens accumulated in float64) and, in
-    run.json, ``pooled_key`` (``homog.extract.plan.encoded_key``: variant, sample_id and the
-    token ids). They are reused when the run is of the same model source, intervention,
-    dtype, ``exclude_special`` and ``seed``, and ``df`` tokenizes to the same key; anything
-    else (no such file, a damaged one, an older run, other texts or settings) gives None, and
-    the caller runs the forward pass. Vectors may differ from a fresh pass by the attention kernel's
-    rounding (the extraction's blockwise SDPA against plain SDPA).
+    run = matching_run(run_dir, loaded, df, config, source, intervention)
+    return None if run is None else pooled_from_run(run, config, vector_dtype)
+
+
+def pooled_from_run(run: Any, config: Any, vector_dtype: str) -> dict[str, np.ndarray] | None:
+    """``pooled_means``' result from the ``pooled_mean.npy`` of ``run`` (a
+    ``homog.probe.reuse.ExtractionRun``), or None (other ``exclude_special``, a missing or
+    damaged file, another shape: the caller runs the forward pass).
+
+    ``homog extract`` writes every text's mean-pooled vectors, hooks at the same layers, the
+    mean over the same metric tokens accumulated in float64. Vectors may differ from a fresh
+    pass by the attention kernel's rounding (the extraction's blockwise SDPA against plain
+    SDPA).
     """
-    import json
-
-    from homog.extract.plan import encode_texts, encoded_key
-
-    path, run_json = Path(run_dir) / "pooled_mean.npy", Path(run_dir) / "run.json"
-    if not (path.exists() and run_json.exists()):
+    if run.settings.get("exclude_special") != config.exclude_special:
         return None
+    encoded, record = run.encoded, run.record
     try:
-        record = json.loads(run_json.read_text())
-        settings = json.loads(record.get("config_json") or "{}").get("extract", {})
-    except (OSError, ValueError):
-        return None
-    same = (record.get("model_source") == source and record.get("intervention") == intervention
-            and record.get("dtype") == config.dtype
-            and settings.get("exclude_special") == config.exclude_special
-            and settings.get("seed") == config.seed)  # fmt: skip
-    if not same or not record.get("pooled_key"):
-        return None
-    encoded = encode_texts(loaded.tokenizer, df, min(config.max_tokens, loaded.max_context))
-    if record["pooled_key"] != encoded_key(encoded):
-        return None
-    try:
-        vectors = np.load(path)
+        vectors = np.load(run.run_dir / "pooled_mean.npy")
     except (OSError, ValueError, EOFError):  # a damaged file: the caller's own pass instead
         return None
-    if vectors.shape != (len(encoded), loaded.n_layers + 1, loaded.d_model):
+    if vectors.shape != (len(encoded), record.get("n_layers", -1) + 1, record.get("d_model")):
         return None
     names = [t.name for t in encoded]
     special = [int(t.special.sum()) if config.exclude_special else 0 for t in encoded]
