@@ -11,6 +11,7 @@ from its module on first use. The modules, in the order a run uses them:
 - ``batches``: ``run_batches`` and ``compute_shard``, which every engine calls, so a shard
   is batched the same way anywhere;
 - ``sentences``: the position family's sentences, token spans and per-sentence metrics;
+- ``zero_shot``: the probe's text-first prompt answered by continuing each batch's pass;
 - ``outputs``: shard results -> output tables (pure), then one atomic write;
 - ``frames``: the output tables' rows, one builder per table (pure);
 - ``run``: ``prepare_run`` / ``finish_run``, the steps both engines share;
