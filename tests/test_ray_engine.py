@@ -236,12 +236,15 @@ def test_cli_extract_engine_ray(ray_cluster, tmp_path, tiny_local):
     from click.testing import CliRunner
 
     from homog.cli import main
+    from homog.typed import FROM_TOP
 
     texts = tmp_path / "texts.parquet"
     demo_texts(4).to_parquet(texts)
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    same = {k: v for k, v in config().run_options().items() if k != "seed"}  # seed: top level
+    # seed (top level) and zero_shot (from probe:) are not extract: keys
+    same = {k: v for k, v in config().run_options().items() if k not in FROM_TOP}
     params["extract"].update(engine="ray", **same)
+    params["probe"]["lm"] = False  # as tiny_local: no zero-shot answers
     params["ray"].update(actors=1)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     args = f"extract --model {TINY} --params {tmp_path / 'params.yaml'} --texts {texts} "
