@@ -137,18 +137,20 @@ def run_pipeline(clone: Path, force: bool) -> dict:
 
 
 def format_table(result: dict) -> str:
-    rows = ["| stage | wall s | CPU s | peak RSS MB |", "|---|---:|---:|---:|"]
+    # the load average as each stage ended: how much wall time waited for a core
+    rows = ["| stage | wall s | CPU s | peak RSS MB | load |", "|---|---:|---:|---:|---:|"]
     for s in result["stages"]:
         flag = "" if s["rc"] == 0 else f" (exit {s['rc']})"
         rows.append(
             f"| homog {s['stage']}{flag} | {s['wall_s']:.1f} | {s['cpu_s']:.1f} "
-            f"| {s['max_rss_mb']:.0f} |"
+            f"| {s['max_rss_mb']:.0f} | {s.get('loadavg', float('nan')):.1f} |"
         )
     stage_wall = sum(s["wall_s"] for s in result["stages"])
     stage_cpu = sum(s["cpu_s"] for s in result["stages"])
-    rows.append(f"| all homog stages | {stage_wall:.1f} | {stage_cpu:.1f} | |")
+    rows.append(f"| all homog stages | {stage_wall:.1f} | {stage_cpu:.1f} | | |")
     rows.append(
-        f"| `{result['command']}` (incl. dvc) | {result['wall_s']:.1f} | {result['cpu_s']:.1f} | |"
+        f"| `{result['command']}` (incl. dvc) | {result['wall_s']:.1f} | {result['cpu_s']:.1f} "
+        "| | |"
     )
     if result.get("reused"):
         rows.append(
