@@ -68,9 +68,11 @@ def extract(
     attention_heads, dataset_spectra, massive_activations and, with
     extract.sentence_metrics, sentence_metrics (Parquet files); vectors.npz (sampled token
     vectors, MAUVE's input), pooled_mean.npy (each text's mean vector per layer, the
-    probe's input) and run.json (written last). An interrupted run resumes from its finished
-    shards when started again with the same parameters. With --out, an <out>/<intervention>
-    folder that homog did not write is refused unless --force.
+    probe's input), zero_shot.parquet (the answers to a text-first probe.prompt, from the
+    same pass continued over the prompt's suffix) and run.json (written last). An
+    interrupted run resumes from its finished shards when started again with the same
+    parameters. With --out, an <out>/<intervention> folder that homog did not write is
+    refused unless --force.
 
     \b
     Examples:

@@ -19,10 +19,10 @@ from homog.layout import Layout
     type=click.Choice(["all", "features", "fit"]),
     default="all",
     show_default=True,
-    help="features: the forward passes only (pooled vectors and zero-shot log-odds, into "
-    "<out>/features); fit: the probes, summaries and slopes from those (no model; e.g. after "
-    "a new stats.n_boot or probe.c, or after extraction); all: both, reusing features that "
-    "are up to date.",
+    help="features: the pooled vectors and zero-shot log-odds, into <out>/features (read from "
+    "the extraction when it holds them: no forward pass); fit: the probes, summaries and "
+    "slopes from those (no model; e.g. after a new stats.n_boot or probe.c, or after "
+    "extraction); all: both, reusing features that are up to date.",
 )
 @click.option("--refit", is_flag=True, help="The same as --step fit.")
 @click.option("--force", is_flag=True, help="With --step all: rerun the forward passes even "
@@ -41,12 +41,13 @@ def probe(
 ) -> None:
     """Does homogenization cost the model anything? (docs/probe.md)
 
-    Pools every text's hidden states per layer (the extraction's tokens and interventions;
-    the extraction's own pooled vectors when they are these texts'), fits linear sentiment
-    probes with folds grouped by review, scores the model's zero-shot answer, and relates
-    both to erank within text (when data/extract/<model> is an extraction of these texts:
-    with --texts OTHER there are no slopes, and stderr says why). Two steps: features (the
-    model, once: data/probe/<model>/features/ with pooled_<intervention>.npy, index.parquet,
+    Pools every text's hidden states per layer (the extraction's tokens and interventions),
+    fits linear sentiment probes with folds grouped by review, scores the model's zero-shot
+    answer, and relates both to erank within text (when data/extract/<model> is an
+    extraction of these texts: with --texts OTHER there are no slopes, and stderr says why).
+    The extraction's pooled vectors and its answers to a text-first probe.prompt are read
+    when they are these texts': then no forward pass runs. Two steps: features
+    (data/probe/<model>/features/ with pooled_<intervention>.npy, index.parquet,
     zero_shot.parquet, features.json) and fit (data/probe/<model>/: probe_texts.parquet,
     lm_sentiment.parquet, probe_metrics.parquet, probe.json).
 
