@@ -170,7 +170,7 @@ def test_params_reference_has_types_defaults_and_comments(params_page):
     assert "| `mauve.kmeans_num_redo` | `int` | `5` | k-means restarts" in params_page  # optional
     assert "hf:&lt;id-or-dir&gt;" in params_page  # not an HTML tag to the Markdown renderer
     # a default with a newline stays on its row (it ended the table there)
-    prompt = "| `probe.prompt` | `str` | `{text}\\nSentiment of this review (positive or negative):` |"
+    prompt = "| `probe.prompt` | `str` | `{text}\\nSentiment of this review (positive or negative):"
     assert prompt in params_page
     assert "| `corpus.label_column` | `str \\| None` | `label` |" in params_page
     assert "| `seed` |" in params_page and "| `extract.seed` |" not in params_page  # from top
