@@ -67,12 +67,10 @@ def extract(
     Writes data/extract/<model>/<intervention>/: layer_metrics, attention_profile,
     attention_heads, dataset_spectra, massive_activations and, with
     extract.sentence_metrics, sentence_metrics (Parquet files); vectors.npz (sampled token
-    vectors, MAUVE's input), pooled_mean.npy (each text's mean vector per layer, the
-    probe's input), zero_shot.parquet (the answers to a text-first probe.prompt, from the
-    same pass continued over the prompt's suffix) and run.json (written last). An
-    interrupted run resumes from its finished shards when started again with the same
-    parameters. With --out, an <out>/<intervention> folder that homog did not write is
-    refused unless --force.
+    vectors, MAUVE's input), pooled_mean.npy and zero_shot.parquet (each text's mean
+    vector per layer and answer to a text-first probe.prompt: the probe's input) and
+    run.json (written last). An interrupted run resumes from its finished shards; with
+    --out, an <out>/<intervention> folder that homog did not write needs --force.
 
     \b
     Examples:

@@ -45,11 +45,10 @@ def probe(
     fits linear sentiment probes with folds grouped by review, scores the model's zero-shot
     answer, and relates both to erank within text (when data/extract/<model> is an
     extraction of these texts: with --texts OTHER there are no slopes, and stderr says why).
-    The extraction's pooled vectors and its answers to a text-first probe.prompt are read
-    when they are these texts': then no forward pass runs. Two steps: features
-    (data/probe/<model>/features/ with pooled_<intervention>.npy, index.parquet,
-    zero_shot.parquet, features.json) and fit (data/probe/<model>/: probe_texts.parquet,
-    lm_sentiment.parquet, probe_metrics.parquet, probe.json).
+    The extraction's vectors and text-first answers are read when they are these texts'
+    (no forward pass). Two steps: features (data/probe/<model>/features/: pooled_*.npy,
+    index.parquet, zero_shot.parquet, features.json) and fit (data/probe/<model>/:
+    probe_texts.parquet, lm_sentiment.parquet, probe_metrics.parquet, probe.json).
 
     \b
     Examples:
