@@ -11,8 +11,10 @@ is the order of every table and legend.
 The position family is a sweep: ``synth.position.positions`` may name any place in [0, 1];
 0, 0.5 and 1 have names here (key_first, key_mid, key_last), any other place p gets
 ``key_p<round(100 p)>`` (``variant_name``), with a colour from ``EXTRA_COLORS`` and a
-definition from ``definition``. Adding a named variant is one entry below plus the code that
-builds its text.
+definition from ``definition``. ctrl_first / ctrl_mid / ctrl_last move the review's control
+sentence to the same slots as key_first / key_mid / key_last (the like-with-like control:
+position alone cancels in their difference of differences, ``contrast_name``). Adding a
+named variant is one entry below plus the code that builds its text.
 """
 
 from __future__ import annotations
@@ -60,9 +62,23 @@ VARIANTS: tuple[Variant, ...] = (
             "same direction, as the position family's largest move in that text: the negative "
             "control of the key_* family (same tokens, same kind of move, key sentence not "
             "moved)."),
+    Variant("ctrl_first", POSITION, "#B35806",
+            "the same-place control: the review's control sentence (a non-key sentence, never "
+            "the first, interior where one exists, the closest to the key sentence in token "
+            "length) placed first, exactly as key_first places the key sentence; the other "
+            "sentences keep their order and every token is kept."),
+    Variant("ctrl_mid", POSITION, "#8073AC",
+            "the control sentence placed in the middle (the slot key_mid gives the key "
+            "sentence); every token kept."),
+    Variant("ctrl_last", POSITION, "#1B7837",
+            "the control sentence placed last (the slot key_last gives the key sentence); "
+            "every token kept."),
     Variant("key_ends", DERIVED, "#7F7F7F",
             "not a text: the stats stage's per-text mean of key_first and key_last (the key "
             "sentence at either edge), contrasted with key_mid for the U-shape (claim 1u)."),
+    Variant("ctrl_ends", DERIVED, "#BFBFBF",
+            "not a text: the per-text mean of ctrl_first and ctrl_last (the control sentence "
+            "at either edge), the control side of the key-specific U-shape."),
 )  # fmt: skip
 BY_NAME = {v.name: v for v in VARIANTS}
 # the variants that are texts, in order (a finer sweep's key_p25 ... sorts after them by name)
@@ -70,6 +86,12 @@ TEXT_VARIANTS = tuple(v.name for v in VARIANTS if v.family != DERIVED)
 PAPER_VARIANTS = tuple(v.name for v in VARIANTS if v.family == PAPER)
 CONTROL = "key_control"  # the position family's negative control
 NAMED = {v.position: v.name for v in VARIANTS if v.position is not None}
+# the same-place control: the control sentence moved to the places key_first / key_mid /
+# key_last give the key sentence (synth makes the ones whose place synth.position.positions
+# names)
+CTRL_NAMED = {0.0: "ctrl_first", 0.5: "ctrl_mid", 1.0: "ctrl_last"}
+# the family members that leave the key sentence where it is: not a dose of key position
+NOT_KEY_MOVES = (CONTROL, *CTRL_NAMED.values())
 COLORS = {v.name: v.color for v in VARIANTS if v.family != DERIVED}
 EXTRA_COLORS = ("#F0E442", "#882255", "#44AA99", "#117733")  # variants beyond the registry's
 
@@ -79,9 +101,15 @@ def variant_name(p: float) -> str:
     return NAMED.get(float(p), f"key_p{round(100 * p)}")
 
 
+def ctrl_names(positions: tuple[float, ...] | list[float]) -> list[str]:
+    """The same-place control's variants of ``positions`` (those at 0, 0.5 and 1), in order."""
+    return [CTRL_NAMED[float(p)] for p in positions if float(p) in CTRL_NAMED]
+
+
 def family_names(positions: tuple[float, ...] | list[float]) -> list[str]:
-    """The position family's variant names in order: one per position, then key_control."""
-    return [variant_name(p) for p in positions] + [CONTROL]
+    """The position family's variant names in order: one per position, key_control, then the
+    same-place control's (:func:`ctrl_names`)."""
+    return [variant_name(p) for p in positions] + [CONTROL] + ctrl_names(positions)
 
 
 def colors_for(names: list[str] | tuple[str, ...] | set[str]) -> dict[str, str]:

@@ -12,6 +12,7 @@ from homog.corpus.cut import budget_check, cut_texts
 from homog.errors import HomogError
 from homog.synth.position import (
     choose_control,
+    choose_ctrl,
     family_orders,
     join,
     key_choice,
@@ -47,7 +48,16 @@ def multiset(tok, text: str) -> Counter:
 
 
 def test_names_and_targets() -> None:
-    assert family_names([0, 0.5, 1]) == ["key_first", "key_mid", "key_last", "key_control"]
+    assert family_names([0, 0.5, 1]) == [
+        "key_first",
+        "key_mid",
+        "key_last",
+        "key_control",
+        "ctrl_first",
+        "ctrl_mid",
+        "ctrl_last",
+    ]
+    assert family_names([0, 0.25]) == ["key_first", "key_p25", "key_control", "ctrl_first"]
     assert [variant_name(p) for p in (0.25, 0.75)] == ["key_p25", "key_p75"]
     assert [target_index(p, 5) for p in (0, 0.25, 0.5, 0.75, 1)] == [0, 1, 2, 3, 4]
     assert target_index(0.5, 4) == 2 and target_index(0.5, 3) == 1  # halves round up
@@ -117,7 +127,38 @@ def test_family_orders_keep_the_others_in_order() -> None:
     assert starts(lengths, fam.orders["key_last"])[3] == 8 + 6 + 9 + 5
     assert family_orders([5, 5], 0, [0, 1]) is None
     sweep = family_orders(lengths, 0, [0, 0.25, 0.5, 0.75, 1])
-    assert [o.index(0) for v, o in sweep.orders.items() if v != "key_control"] == [0, 1, 2, 3, 4]
+    keys = [
+        o.index(0) for v, o in sweep.orders.items() if v.startswith("key_") and v != "key_control"
+    ]
+    assert keys == [0, 1, 2, 3, 4]
+
+
+def test_same_place_control_is_interior_nearest_in_length_never_first() -> None:
+    # key 3 (7 tokens): interior non-key sentences 1 (6) and 2 (9); 1 is nearer in length
+    assert choose_ctrl([8, 6, 9, 7, 5], 3) == 1
+    # the first sentence (7 tokens, the key's length) and the last (7) are never chosen while
+    # an interior one exists
+    assert choose_ctrl([7, 20, 7, 30, 7], 2) == 1
+    assert choose_ctrl([7, 20, 12, 20, 7], 2) == 1  # ties: the earlier
+    # three sentences, key in the middle: no interior candidate, the last one (never the first)
+    assert choose_ctrl([7, 7, 7], 1) == 2
+    assert choose_ctrl([7, 7], 0) is None
+
+
+@pytest.mark.parametrize("n", [3, 4, 5, 6, 9])
+def test_same_place_control_lands_on_the_key_sentences_slot(n: int) -> None:
+    """ctrl_first / ctrl_mid / ctrl_last put the control sentence at exactly the sentence
+    index key_first / key_mid / key_last give the key sentence, for every key place."""
+    lengths = [5 + (3 * i) % 7 for i in range(n)]
+    for key in range(n):
+        fam = family_orders(lengths, key, [0, 0.5, 1])
+        c = fam.ctrl_sentence
+        assert c not in (None, key, 0)
+        for ctrl, moved in (("ctrl_first", "key_first"), ("ctrl_mid", "key_mid"),
+                            ("ctrl_last", "key_last")):  # fmt: skip
+            assert fam.orders[ctrl].index(c) == fam.orders[moved].index(key)
+            rest = [i for i in fam.orders[ctrl] if i != c]
+            assert rest == [i for i in range(n) if i != c]  # the others keep their order
 
 
 def test_word_share() -> None:
@@ -194,7 +235,7 @@ def test_family_sweep_rows_report_and_table(tokenizers) -> None:
     assert set(build.rows["variant"]) == set(names)
     for row in build.rows.itertuples():
         n = len(docs[row.sample_id].spans)
-        if row.variant != "key_control":
+        if row.variant in names[: len(sweep)]:
             p = sweep[names.index(row.variant)]
             assert row.key_index == target_index(p, n)
         assert 0 <= row.key_position < 1
@@ -220,6 +261,9 @@ def test_family_sweep_rows_report_and_table(tokenizers) -> None:
     assert (
         rep["key_sentence"]["key_p25"]["shift_mean"] < rep["key_sentence"]["key_p75"]["shift_mean"]
     )
+    same = fam["same_place_control"]
+    assert same["texts_share"] == 1.0
+    assert same["same_slot_share"] == {"ctrl_first": 1.0, "ctrl_mid": 1.0, "ctrl_last": 1.0}
 
 
 def test_token_measures_count_changes_against_the_tokenizer(tokenizers) -> None:

@@ -26,6 +26,14 @@ corpus. For a review split into n sentences (``homog.synth.keyphrase.split_sente
   the distance in 26 % of 300 IMDB reviews (within 10 %) against 64 % for any place. When the
   key sentence sits at an edge and crosses the whole text, no other sentence can move as far:
   the control then falls short by about a sentence (the best any sentence can do).
+- **Same-place control** (``choose_ctrl``, variants ctrl_first / ctrl_mid / ctrl_last): one
+  non-key sentence per review, never the first (the originals' first place already carries
+  the attention sink's share), interior (neither first nor last) where the review has one, the
+  closest to the key sentence in token length (ties: the earlier). It moves to exactly the
+  slot (sentence index ``target_index``) that key_first / key_mid / key_last give the key
+  sentence, so (key at a place - key in the middle) - (control at that place - control in the
+  middle) cancels what the place does to any sentence. Only a review of 3 sentences with the
+  key sentence in the middle has no interior candidate: its last sentence is the control.
 - A text needs ``MIN_SENTENCES`` (3) sentences: with 2, no non-key sentence can make the
   family's largest move.
 """
@@ -37,7 +45,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from homog.text.sentences import LEAD
-from homog.variants import CONTROL, variant_name
+from homog.variants import CONTROL, CTRL_NAMED, variant_name
 
 MIN_SENTENCES = 3
 # key_control's cost: a token of length difference weighs a quarter of a token of shift (on
@@ -129,14 +137,27 @@ def choose_control(
     return best[1], best[2]
 
 
+def choose_ctrl(lengths: Sequence[float], key: int) -> int | None:
+    """The same-place control sentence (module doc): never ``key`` or the first sentence,
+    interior where one exists, the closest in length to ``key`` (ties: the earlier); None
+    for fewer than MIN_SENTENCES sentences."""
+    n = len(lengths)
+    if n < MIN_SENTENCES:
+        return None
+    pool = [j for j in range(1, n - 1) if j != key] or [j for j in (n - 1,) if j != key]
+    return min(pool, key=lambda j: (abs(lengths[j] - lengths[key]), j)) if pool else None
+
+
 @dataclass(frozen=True)
 class Family:
     """One text's family: variant -> sentence order, the key sentence and the control's
-    (None: no control move exists, and ``orders`` has no key_control)."""
+    (None: no control move exists, and ``orders`` has no key_control), and the same-place
+    control's sentence (``choose_ctrl``; None: no ctrl_* member)."""
 
     key: int
     orders: dict[str, list[int]]
     control_sentence: int | None
+    ctrl_sentence: int | None = None
 
     def key_index(self, variant: str) -> int:
         """The key sentence's index in the variant's text (``original``: the key itself)."""
@@ -165,7 +186,11 @@ def family_orders(lengths: Sequence[float], key: int, positions: Sequence[float]
         return Family(key, orders, None)
     j, dst = control
     orders[CONTROL] = move(n, j, dst)
-    return Family(key, orders, j)
+    ctrl = choose_ctrl(lengths, key)
+    for p in positions:
+        if ctrl is not None and float(p) in CTRL_NAMED:
+            orders[CTRL_NAMED[float(p)]] = move(n, ctrl, target_index(p, n))
+    return Family(key, orders, j, ctrl)
 
 
 def family_problem(sentences: Sequence[str], fam: Family) -> tuple[str, str] | None:

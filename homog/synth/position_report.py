@@ -28,6 +28,16 @@ same text: their means, the mean of their per-text ratio, the mean of
 key sentence sits inside (``ratio_mean_key_inside``) and at an edge (``key_at_edge_share``,
 ``ratio_mean_key_at_edge``: there the key sentence crosses the whole text and no other sentence
 can move as far, so the ratio stays below 1 by about a sentence).
+
+``same_place_control`` (the ctrl_* variants, ``homog.synth.position.choose_ctrl``):
+``texts_share``, the share of the family's texts that have them, and per ctrl variant
+``same_slot_share``, the share of texts whose control sentence sits at the sentence index the
+matching key variant gives the key sentence (ctrl_first / key_first, ...: 1 by construction).
+
+``identical_to_original`` (every variant): per variant the number of texts and the share whose
+text is byte-identical to its review's original (a paper rewrite that changed nothing, or
+key_first where the key sentence is already first): such a pair is an exact zero that the
+stats stage leaves out of every contrast (``n_identical``).
 """
 
 from __future__ import annotations
@@ -40,7 +50,7 @@ import numpy as np
 import pandas as pd
 
 from homog.text.sentences import LEAD
-from homog.variants import CONTROL
+from homog.variants import CONTROL, CTRL_NAMED, variant_name
 
 
 def _r(x: float) -> float | None:
@@ -107,8 +117,6 @@ def key_sentence_measures(records: pd.DataFrame) -> dict[str, dict[str, Any]]:
 
 def family_measures(records: pd.DataFrame, positions: Sequence[float]) -> dict[str, Any]:
     """The key sentence's travel and key_control's shift beside the family's (module doc)."""
-    from homog.variants import variant_name
-
     r = records.assign(
         share=_share(records, "key_start"), moved=_share(records, "moved_start")
     ).set_index(["sample_id", "model"])
@@ -142,6 +150,31 @@ def family_measures(records: pd.DataFrame, positions: Sequence[float]) -> dict[s
     }
 
 
+def same_place_control(records: pd.DataFrame) -> dict[str, Any]:
+    """``texts_share`` and per ctrl variant ``same_slot_share`` (module doc) of the records."""
+    r = records.set_index(["sample_id", "model"])
+    texts = r.index.get_level_values("sample_id")
+    have = set(r[r["variant"].isin(list(CTRL_NAMED.values()))].index.get_level_values(0))
+    out: dict[str, Any] = {"texts_share": _r(len(have) / max(len(set(texts)), 1))}
+    for p, ctrl in CTRL_NAMED.items():
+        c, k = r[r["variant"] == ctrl], r[r["variant"] == variant_name(p)]
+        if len(c) and len(k):
+            same = c["ctrl_index"] == k["key_index"].reindex(c.index)
+            out.setdefault("same_slot_share", {})[ctrl] = _r(same.mean())
+    return out
+
+
+def identical_to_original(table: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """variant -> texts and the share byte-identical to their original (module doc)."""
+    orig = table[table["variant"] == "original"].set_index("sample_id")["text"]
+    out = {}
+    for v, g in table[table["variant"] != "original"].groupby("variant", sort=False):
+        o = orig.reindex(g["sample_id"]).to_numpy()
+        same = g["text"].to_numpy() == o
+        out[str(v)] = {"texts": int(len(g)), "share": _r(same.mean()) if len(g) else None}
+    return out
+
+
 def family_report(build: Any, kept: set[Any], positions: Sequence[float]) -> dict[str, Any]:
     """The family's part of ``report["manipulation"]``: drops, multiset shares before the
     drop (model -> variant -> share), separability, key-sentence and control measures."""
@@ -160,6 +193,7 @@ def family_report(build: Any, kept: set[Any], positions: Sequence[float]) -> dic
             "multiset_equal_share_before_drop": before,
             "separable_share": _r(rec["separable"].mean()) if len(rec) else None,
             **(family_measures(rec, positions) if len(rec) else {}),
+            "same_place_control": same_place_control(rec) if len(rec) else {},
         },
     }
 
@@ -173,7 +207,8 @@ def manipulation(
 ) -> dict[str, Any]:
     """``report["manipulation"]``: ``per_model`` token measures of every variant of the
     written ``table``, and (family on) the family's measures (``family_report``)."""
-    out: dict[str, Any] = {"per_model": token_measures(table, tokenizers, budgets)}
+    out: dict[str, Any] = {"per_model": token_measures(table, tokenizers, budgets),
+                           "identical_to_original": identical_to_original(table)}  # fmt: skip
     if build is not None:
         out.update(family_report(build, set(table["sample_id"]), cfg.positions))
     return out

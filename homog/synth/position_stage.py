@@ -45,12 +45,14 @@ from homog.text.tokens import encode
 
 # the family's own columns of the texts table: the key sentence (index in this text, first
 # word's share of the words), every sentence's character span in this text
-# (``homog.synth.position.sentence_spans``, JSON) and the sentence key_control moves (its
-# index in the original); null on the paper's rewrites and on originals outside the family
-FAMILY_COLUMNS = ["key_index", "key_position", "sentence_spans", "control_sentence"]
+# (``homog.synth.position.sentence_spans``, JSON), the sentence key_control moves and the
+# same-place control's sentence that ctrl_* move (indices in the original); null on the
+# paper's rewrites and on originals outside the family
+FAMILY_COLUMNS = ["key_index", "key_position", "sentence_spans", "control_sentence",
+                  "ctrl_sentence"]  # fmt: skip
 RECORD_COLUMNS = [
     "sample_id", "model", "variant", "key_start", "moved_start", "total",
-    "multiset_equal", "separable", "key_index", "n_sentences",
+    "multiset_equal", "separable", "key_index", "n_sentences", "ctrl_index",
 ]  # fmt: skip
 
 
@@ -162,7 +164,8 @@ def _token_records(
                 bad.setdefault(sid, set()).add(key)
             records.append(
                 (sid, key, v, at[fam.key], at[fam.control_sentence], sum(lengths), equal,
-                 full[(sid, v)] == concat, fam.key_index(v), len(order))
+                 full[(sid, v)] == concat, fam.key_index(v), len(order),
+                 -1 if fam.ctrl_sentence is None else order.index(fam.ctrl_sentence))
             )  # fmt: skip
     return order_of, texts, records, bad
 
@@ -189,6 +192,7 @@ def _family_rows(
             "key_position": word_share(sentences[sid], order, fam.key),
             "sentence_spans": json.dumps(sentence_spans(sentences[sid], order)),
             "control_sentence": fam.control_sentence,
+            "ctrl_sentence": fam.ctrl_sentence,
         }
         (original if v == "original" else rows).append(row)
     return rows, original
@@ -244,7 +248,7 @@ def with_family(out: pd.DataFrame, build: FamilyBuild | None, order: Sequence[st
     followed, and extraction reports it."""
     out = out.assign(text=LEAD + out["text"])
     out = out.assign(key_index=pd.NA, key_position=float("nan"), sentence_spans=None,
-                     control_sentence=pd.NA)  # fmt: skip
+                     control_sentence=pd.NA, ctrl_sentence=pd.NA)  # fmt: skip
     if build is not None and not build.original.empty:
         orig = (out["variant"] == "original") & out["sample_id"].isin(build.original["sample_id"])
         keys = build.original.set_index("sample_id").loc[out.loc[orig, "sample_id"]]
@@ -261,6 +265,7 @@ def with_family(out: pd.DataFrame, build: FamilyBuild | None, order: Sequence[st
         out = pd.concat([out, fam[out.columns]], ignore_index=True)
     out["key_index"] = out["key_index"].astype("Int64")
     out["control_sentence"] = out["control_sentence"].astype("Int64")
+    out["ctrl_sentence"] = out["ctrl_sentence"].astype("Int64")
     out["key_position"] = out["key_position"].astype(float)
     out["sentence_spans"] = out["sentence_spans"].astype(object)
     rank = {v: i for i, v in enumerate(order)}
