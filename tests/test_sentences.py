@@ -16,7 +16,7 @@ from conftest import TINY, extract_config
 
 from homog.extract import run_extract
 from homog.extract.sentences import SENT_HIDDEN, sentence_tokens
-from homog.synth.position import join, move, sentence_spans
+from homog.synth.position import choose_ctrl, join, move, sentence_spans, target_index
 
 SENTENCES = [
     ["The film opens slowly.", "Its music is lovely.", "The acting felt stiff to me.",
@@ -28,16 +28,21 @@ SENTENCES = [
 
 
 def family_texts() -> pd.DataFrame:
-    """original, key_first, key_last and key_control of each review (key = sentence 1,
-    control: the last sentence moved to the front), with synth's spans."""
+    """original, key_first, key_last, key_control and the same-place control's ctrl_first,
+    ctrl_mid, ctrl_last of each review (key = sentence 1, control: the last sentence moved
+    to the front; the same-place control: synth's choice), with synth's spans."""
     rows = []
     for k, ss in enumerate(SENTENCES):
         n = len(ss)
+        ctrl = choose_ctrl([len(x.split()) for x in ss], 1)
         orders = {
             "original": list(range(n)),
             "key_first": move(n, 1, 0),
             "key_last": move(n, 1, n - 1),
             "key_control": move(n, n - 1, 0),
+            "ctrl_first": move(n, ctrl, 0),
+            "ctrl_mid": move(n, ctrl, target_index(0.5, n)),
+            "ctrl_last": move(n, ctrl, n - 1),
         }
         for variant, order in orders.items():
             rows.append(
@@ -48,6 +53,7 @@ def family_texts() -> pd.DataFrame:
                     "key_index": order.index(1),
                     "sentence_spans": json.dumps(sentence_spans(ss, order)),
                     "control_sentence": n - 1,
+                    "ctrl_sentence": ctrl,
                 }
             )
     return pd.DataFrame(rows)
@@ -101,7 +107,7 @@ def test_sentence_metrics_match_output_hidden_states(tiny, tmp_path, impl):
         log=lambda _m: None,
     )  # fmt: skip
     sent = records[0]["sentences"]
-    n_sent = sum(len(ss) for ss in SENTENCES) * 4
+    n_sent = sum(len(ss) for ss in SENTENCES) * 7
     assert sent["sentences"] == n_sent and sent["kept"] == n_sent, sent
     got = pd.read_parquet(tmp_path / "none" / "sentence_metrics.parquet")
     assert set(got["metric"]) == {*SENT_HIDDEN, "sent_attn_in"}
@@ -152,6 +158,16 @@ def test_sentence_metrics_match_output_hidden_states(tiny, tmp_path, impl):
     one = got[(got["layer"] == 0) & (got["metric"] == "sent_norm")]
     assert (one.groupby(["variant", "sample_id"])["is_key"].sum() == 1).all()
     assert (one.groupby(["variant", "sample_id"])["is_control"].sum() == 1).all()
+    assert (one.groupby(["variant", "sample_id"])["is_ctrl"].sum() == 1).all()
+    # the same-place control sits where the key sentence sits in the matching key variant
+    for ctrl, moved in (("ctrl_first", "key_first"), ("ctrl_last", "key_last")):
+        c = one[(one["variant"] == ctrl) & one["is_ctrl"]].set_index("sample_id")["sent_index"]
+        k = one[(one["variant"] == moved) & one["is_key"]].set_index("sample_id")["sent_index"]
+        assert c.sort_index().equals(k.sort_index())
+    # and every variant keeps the original's token multiset
+    tok = tiny.tokenizer
+    bag = {(r.variant, r.sample_id): sorted(tok(r.text)["input_ids"]) for r in texts.itertuples()}
+    assert all(b == bag[("original", s)] for (v, s), b in bag.items())
     key_first = one[(one["variant"] == "key_first") & one["is_key"]]
     assert (key_first["sent_index"] == 0).all() and (key_first["rel_position"] == 0).all()
 

@@ -208,6 +208,8 @@ def sentence_frame(res: BatchResult, encoded: Sequence[EncodedText], run_id: str
             "n_tokens": (meta[:, 4] - meta[:, 3]).astype(np.int32),
             "is_key": meta[:, 6].astype(bool),
             "is_control": meta[:, 7].astype(bool),
+            # a batch of an older partial run may lack the same-place control's column
+            "is_ctrl": meta[:, 8].astype(bool) if meta.shape[1] > 8 else False,
         }
     )
     frames = []

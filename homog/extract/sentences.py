@@ -19,7 +19,8 @@ sentence is left out (never guessed), with the reason counted by ``match_sentenc
 - ``no_original``: its review has no original with spans in the run.
 
 Each kept sentence's row is [sentence index in the original, index in this text, first
-token, end token, sentences in the text, is_key, is_control] (``SENTENCE_FIELDS``).
+token, end token, sentences in the text, is_key, is_control, is_ctrl] (``SENTENCE_FIELDS``;
+is_control: the sentence key_control moves, is_ctrl: the same-place control ctrl_* move).
 
 **Metrics (torch, in the extraction hooks).** For one sentence at one hidden layer, with X the
 (m x d) matrix of its token vectors, c the text's mean metric token and f its first metric
@@ -71,6 +72,7 @@ SENTENCE_FIELDS: tuple[str, ...] = (
     "n_sentences",
     "is_key",
     "is_control",
+    "is_ctrl",
 )
 LEFT_OUT: tuple[str, ...] = ("straddle", "truncated", "tokens_differ", "no_original")
 
@@ -121,8 +123,8 @@ def match_sentences(
     and the left-out count by reason (see the module doc).
 
     ``texts``: the run's ``EncodedText``s; ``spans``: text index -> ``sentence_tokens`` of
-    it; ``meta``: per text index, (n_sentences, key sentence, control sentence) with the key
-    and control as indices in the original (-1 when unknown). A sentence is kept only when
+    it; ``meta``: per text index, (n_sentences, key sentence, control sentence, same-place
+    control sentence) as indices in the original (-1 when unknown). A sentence is kept only when
     its token ids equal those of the same sentence in its review's original.
     """
     originals = {
@@ -138,7 +140,7 @@ def match_sentences(
     left: Counter[str] = Counter()
     for i, rows in spans.items():
         t = variant[i]
-        n_sent, key, control = meta[i]
+        n_sent, key, control, ctrl = meta[i]
         kept = []
         for sent, k, a, b in rows:
             ref = reference.get((t.sample_id, sent))
@@ -147,7 +149,8 @@ def match_sentences(
             elif ref is None or ref != tuple(ids[i][a:b].tolist()):
                 left["tokens_differ"] += 1
             else:
-                kept.append((sent, k, a, b, n_sent, int(sent == key), int(sent == control)))
+                flags = (int(sent == key), int(sent == control), int(sent == ctrl))
+                kept.append((sent, k, a, b, n_sent, *flags))
         out[i] = np.array(kept, dtype=np.int64).reshape(-1, len(SENTENCE_FIELDS))
     return out, left
 
@@ -270,13 +273,11 @@ def attach_sentences(tokenizer: Any, df: Any, encoded: Sequence[Any]) -> dict[st
         return_special_tokens_mask=True,
         return_offsets_mapping=True,
     )
-    key_of, control_of = {}, {}
+    roles = ("key_index", "control_sentence", "ctrl_sentence")
+    role_of: dict[Any, tuple[int, ...]] = {}
     for i, (v, s) in enumerate(zip(df["variant"], df["sample_id"], strict=True)):
-        if v == "original":
-            key_of[s] = _int(df["key_index"].iloc[i]) if "key_index" in df.columns else -1
-            control_of[s] = (
-                _int(df["control_sentence"].iloc[i]) if "control_sentence" in df.columns else -1
-            )
+        if v == "original":  # columns absent from an older synth's texts: -1, no sentence
+            role_of[s] = tuple(_int(df[c].iloc[i]) if c in df.columns else -1 for c in roles)
     token_spans, meta, left = {}, {}, Counter()
     for j, i in enumerate(which):
         t = encoded[i]  # encode_texts keeps df's order: text i is row i
@@ -285,7 +286,7 @@ def attach_sentences(tokenizer: Any, df: Any, encoded: Sequence[Any]) -> dict[st
         )
         token_spans[i] = found
         left.update(lost)
-        meta[i] = (len(spans[i]), key_of.get(t.sample_id, -1), control_of.get(t.sample_id, -1))
+        meta[i] = (len(spans[i]), *role_of.get(t.sample_id, (-1, -1, -1)))
     matched, differ = match_sentences(encoded, token_spans, meta)
     left.update(differ)
     for i, arr in matched.items():

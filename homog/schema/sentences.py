@@ -5,7 +5,8 @@ them in TABLES). Public contracts like every table: extended, never renamed.
   position family's followed sentences (homog.extract.sentences): ``sentence`` is the
   sentence's index in the original review, ``sent_index`` its index in this variant's text,
   ``rel_position`` = sent_index / (sentences - 1), ``n_tokens`` its tokens, ``is_key`` /
-  ``is_control`` whether it is the key sentence / the sentence key_control moves. Hidden
+  ``is_control`` / ``is_ctrl`` whether it is the key sentence / the sentence key_control moves
+  / the same-place control sentence that ctrl_first, ctrl_mid and ctrl_last move. Hidden
   layers 0..L for ``sent_cos_centroid``, ``sent_cos_first``, ``sent_erank``,
   ``sent_erank_c``, ``sent_norm``; attention layers 1..L for ``sent_attn_in``.
 - ``sentence_contrasts``: the contrasts table's columns (homog.stats.contrasts) for the moved
@@ -25,7 +26,7 @@ B = "BOOLEAN"
 
 SENTENCE_METRICS: tuple[tuple[str, str], ...] = (
     ("run_id", V), ("variant", V), ("sample_id", V), ("sentence", I), ("sent_index", I),
-    ("rel_position", D), ("n_tokens", I), ("is_key", B), ("is_control", B), ("layer", I),
+    ("rel_position", D), ("n_tokens", I), ("is_key", B), ("is_control", B), ("is_ctrl", B), ("layer", I),
     ("metric", V), ("value", D),
 )  # fmt: skip
 # the contrasts table's columns after sentence (homog.schema.stats_tables keeps them equal)

@@ -348,6 +348,7 @@ ADDED_COLUMNS = {  # them may lack them, every other column of a present table m
     "probe_metrics": ("family", "sesoi", "sesoi_basis", "eq_ci_low", "eq_ci_high"),
     "sentence_contrasts": ("depth_change",),
     "separability": ("statistic", "first_changed", "n_repeats"),
+    "sentence_metrics": ("is_ctrl",),
 }
 
 

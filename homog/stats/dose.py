@@ -13,8 +13,8 @@ distinct positions contribute nothing; a text whose values differ only by roundi
 1e-9 of their size, contributes S_xy,i = 0: the same tokens reordered at layer 0). CI:
 percentile bootstrap over texts (the stats stage's seeded resamples); p: the paired sign-flip
 test (``stats.test``) of the S_xy,i (the numerator: under no position effect each is as likely
-positive as negative). ``key_control``
-(a non-key sentence moved) is not a dose: it is the family's negative control, contrasted in
+positive as negative). ``key_control`` and ctrl_first / ctrl_mid / ctrl_last
+(a non-key sentence moved) are not a dose: they are the family's controls, contrasted in
 ``contrasts``. The slope is in the metric's unit per unit of x (first word to last word).
 
 Rows (the ``dose_response`` table): ``kind = 'slope'`` (value = slope, intercept = the pooled
@@ -49,7 +49,7 @@ import numpy as np
 import pandas as pd
 
 from homog.stats.paired_tests import NUMERIC_TOLERANCE, holm, paired_p, resample_counts
-from homog.variants import CONTROL
+from homog.variants import NOT_KEY_MOVES
 
 DOSE_COLUMNS = ("run_id", "metric", "band", "kind", "variant", "key_position", "value",
                 "ci_low", "ci_high", "p_value", "n", "intercept", "p_holm", "sesoi",
@@ -58,8 +58,8 @@ CENTRE = 0.5  # the quadratic's x is centred here: its linear term is the slope 
 
 
 def dose_variants(positions: pd.DataFrame) -> list[str]:
-    """Variants with a key position, the control left out (sorted by mean position)."""
-    p = positions[positions["key_position"].notna() & (positions["variant"] != CONTROL)]
+    """Variants with a key position, the controls left out (sorted by mean position)."""
+    p = positions[positions["key_position"].notna() & ~positions["variant"].isin(NOT_KEY_MOVES)]
     return list(p.groupby("variant")["key_position"].mean().sort_values().index)
 
 
