@@ -26,8 +26,8 @@ B = "BOOLEAN"
 
 SENTENCE_METRICS: tuple[tuple[str, str], ...] = (
     ("run_id", V), ("variant", V), ("sample_id", V), ("sentence", I), ("sent_index", I),
-    ("rel_position", D), ("n_tokens", I), ("is_key", B), ("is_control", B), ("is_ctrl", B), ("layer", I),
-    ("metric", V), ("value", D),
+    ("rel_position", D), ("n_tokens", I), ("is_key", B), ("is_control", B), ("is_ctrl", B),
+    ("layer", I), ("metric", V), ("value", D),
 )  # fmt: skip
 # the contrasts table's columns after sentence (homog.schema.stats_tables keeps them equal)
 CONTRAST_TAIL: tuple[tuple[str, str], ...] = (
