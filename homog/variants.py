@@ -19,6 +19,7 @@ named variant is one entry below plus the code that builds its text.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 ORIGINAL, PAPER, POSITION, DERIVED = "original", "paper", "position", "derived"
@@ -133,3 +134,55 @@ def definition(name: str) -> str | None:
 def order_key(name: str) -> tuple[int, str]:
     """Sort key: the registry's order, then other names (a sweep's key_p25 ...) by name."""
     return (TEXT_VARIANTS.index(name), "") if name in TEXT_VARIANTS else (len(VARIANTS), name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Contrasts: one side minus another, per text. A side is a variant, a derived variant (a
+# per-text mean of variants, ``DERIVED_OF``) or a difference of two of those written
+# "x - y"; a contrast whose side is a difference is written with that side in parentheses,
+# "(key_first - key_mid) - (ctrl_first - ctrl_mid)" (a difference of differences). The
+# contrasts table keeps the sides in variant_a and variant_b ("key_first - key_mid").
+
+DERIVED_OF: dict[str, dict[str, float]] = {
+    "key_ends": {"key_first": 0.5, "key_last": 0.5},
+    "ctrl_ends": {"ctrl_first": 0.5, "ctrl_last": 0.5},
+}
+SEP = " - "
+_NAME = r"([A-Za-z0-9_]+)"
+_SIDE = rf"(?:{_NAME}|\(\s*{_NAME}\s+-\s+{_NAME}\s*\))"
+_CONTRAST = re.compile(rf"{_SIDE}\s+-\s+{_SIDE}")
+
+
+def contrast_name(a: str, b: str) -> str:
+    """'a - b', a side that is itself a difference in parentheses."""
+    return SEP.join(f"({s})" if SEP in s else s for s in (a, b))
+
+
+def parse_contrast(text: str) -> tuple[str, str] | None:
+    """(a, b) of a contrast written as :func:`contrast_name` writes it ('a - b',
+    '(a1 - a2) - (b1 - b2)', '(a1 - a2) - b'), or None when ``text`` does not read so."""
+    m = _CONTRAST.fullmatch(text.strip())
+    if m is None:
+        return None
+    return tuple(SEP.join(m[g + k] for k in (1, 2)) if m[g] is None else m[g] for g in (1, 4))  # type: ignore[return-value]
+
+
+def side_terms(side: str) -> dict[str, float]:
+    """The text variants of one side with their weights: key_ends -> key_first 0.5, key_last
+    0.5; 'x - y' -> x's terms minus y's."""
+    if SEP in side:
+        x, y = side.split(SEP, 1)
+        return _add(side_terms(x.strip()), side_terms(y.strip()), -1.0)
+    return dict(DERIVED_OF.get(side, {side: 1.0}))
+
+
+def contrast_terms(a: str, b: str) -> dict[str, float]:
+    """Per text variant its weight in a - b (weights that cancel are dropped)."""
+    return _add(side_terms(a), side_terms(b), -1.0)
+
+
+def _add(x: dict[str, float], y: dict[str, float], w: float) -> dict[str, float]:
+    out = dict(x)
+    for k, v in y.items():
+        out[k] = out.get(k, 0.0) + w * v
+    return {k: v for k, v in out.items() if v != 0.0}

@@ -139,7 +139,7 @@ def test_key_ends_rows_equal_an_independent_numpy_computation():
                         "sample_id": [f"s{i:02d}" for i in range(N)] * 3, "layer": 0,
                         "metric": "n_tokens", "value": 60.0})  # fmt: skip
     out = run_contrasts(pd.concat([frame, tok]), "r", n_boot=200)
-    assert VARIANT_PAIRS[-2:] == (("key_mid", "original"), ("key_ends", "key_mid"))
+    assert {("key_mid", "original"), ("key_ends", "key_mid")} <= set(VARIANT_PAIRS)
     assert len(rows_of(out, "key_mid", "original")) == L + 1 + 5
     ends = rows_of(out, "key_ends", "key_mid")
     keep = np.arange(N) != 3  # s03 lacks key_last: no key_ends value

@@ -213,7 +213,7 @@ def synthetic_frame(n: int = 12, seed: int = 0) -> pd.DataFrame:
                                  layer, "m", value + 0.01 * rng.normal()))  # fmt: skip
     cols = ["variant", "sample_id", "sentence", "sent_index", "rel_position", "n_tokens",
             "is_key", "is_control", "layer", "metric", "value"]  # fmt: skip
-    return pd.DataFrame(rows, columns=cols)
+    return pd.DataFrame(rows, columns=cols).assign(is_ctrl=False)  # no ctrl_* variants here
 
 
 def deep_frame(n: int, metric: str) -> pd.DataFrame:
@@ -238,7 +238,7 @@ def test_sentence_contrasts_pair_within_sentence():
 
     frame = synthetic_frame()
     out = run_sentence_contrasts(frame, "run", stats=small_stats(200))
-    rows = out[out["band"].isna()].set_index(["sentence", "variant_a", "layer"])
+    rows = out[out["band"].isna()].set_index(["sentence", "variant_a", "variant_b", "layer"])
     # by hand at layer 2: the key sentence moves 1 -> 0 (first), 1 -> 4 (last), 1 -> 2 (mid)
     wide = frame[frame["layer"] == 2].pivot_table(
         index=["sample_id"], columns=["variant", "sentence"], values="value"
@@ -246,19 +246,22 @@ def test_sentence_contrasts_pair_within_sentence():
     key = {v: wide[(v, 1)] for v in ("original", "key_first", "key_mid", "key_last")}
     ctrl = {v: wide[(v, 4)] for v in ("original", "key_control")}
     want = {
-        ("key", "key_first"): (key["key_first"] - key["original"]).mean(),
-        ("key", "key_last"): (key["key_last"] - key["original"]).mean(),
-        ("key", "key_ends"): ((key["key_first"] + key["key_last"]) / 2 - key["key_mid"]).mean(),
-        ("control", "key_control"): (ctrl["key_control"] - ctrl["original"]).mean(),
+        ("key", "key_first", "original"): (key["key_first"] - key["original"]).mean(),
+        ("key", "key_last", "original"): (key["key_last"] - key["original"]).mean(),
+        ("key", "key_ends", "key_mid"): ((key["key_first"] + key["key_last"]) / 2
+                                        - key["key_mid"]).mean(),
+        ("control", "key_control", "original"): (ctrl["key_control"] - ctrl["original"]).mean(),
         # the control moved towards the start, so the key's far move is key_first
-        ("key - control", "key_far"): ((key["key_first"] - key["original"])
+        ("key - control", "key_far", "original"): ((key["key_first"] - key["original"])
                                        - (ctrl["key_control"] - ctrl["original"])).mean(),
     }  # fmt: skip
-    for (sentence, va), value in want.items():
-        assert rows.loc[(sentence, va, 2), "mean_diff"] == pytest.approx(value, abs=1e-12)
-    assert rows.loc[("key", "key_first", 2), "mean_diff"] == pytest.approx(1.0, abs=0.05)
+    for (sentence, va, vb), value in want.items():
+        assert rows.loc[(sentence, va, vb, 2), "mean_diff"] == pytest.approx(value, abs=1e-12)
+    assert rows.loc[("key", "key_first", "original", 2), "mean_diff"] == pytest.approx(
+        1.0, abs=0.05
+    )
     # layer 0 carries no position effect (the control of the design), and the band rows exist
-    assert abs(rows.loc[("key - control", "key_far", 0), "mean_diff"]) < 0.05
+    assert abs(rows.loc[("key - control", "key_far", "original", 0), "mean_diff"]) < 0.05
     assert {"layer0", "final"} <= set(out["band"].dropna())
     dose = sentence_dose(frame)
     late = dose[dose["layer"] == 2].set_index("bin")["value"]
@@ -305,7 +308,7 @@ def test_layer_summary_holds_the_key_sentence_curves(tmp_path):
     import duckdb
 
     from homog.schema.summary import materialize_layer_summary
-    from homog.schema.tables import create_schema
+    from homog.schema.tables import TABLES, create_schema
 
     con = duckdb.connect(str(tmp_path / "x.duckdb"))
     create_schema(con)
@@ -315,7 +318,9 @@ def test_layer_summary_holds_the_key_sentence_curves(tmp_path):
               ("original", "s1", 0, 9.0), ("key_first", "s1", 1, 0.5)]  # fmt: skip
     rows = [("r", v, s, sent, 0, 0.0, 3, sent == 1, False, 1, "sent_attn_in", value)
             for v, s, sent, value in values]  # fmt: skip
-    con.executemany(f"INSERT INTO sentence_metrics VALUES ({', '.join(['?'] * 12)})", rows)
+    cols = [c for c in TABLES["sentence_metrics"].names if c != "is_ctrl"]
+    con.executemany(f"INSERT INTO sentence_metrics ({', '.join(cols)}) VALUES "
+                    f"({', '.join(['?'] * 12)})", rows)  # fmt: skip
     materialize_layer_summary(con)
     got = con.execute(
         "SELECT variant, n, mean FROM layer_summary WHERE metric = 'sent_attn_in' ORDER BY 1"
@@ -343,9 +348,9 @@ def test_sentences_page_writes_its_block(tmp_path):
     con.execute("INSERT INTO runs (run_id, model, intervention, n_layers) "
                 "VALUES ('r1', 'm', 'none', 8)")  # fmt: skip
     con.register("sm", frame.assign(run_id="r1")[TABLES["sentence_metrics"].names])
-    con.execute("INSERT INTO sentence_metrics SELECT * FROM sm")
+    con.execute("INSERT INTO sentence_metrics BY NAME SELECT * FROM sm")
     con.register("sc", sc.astype(object).where(sc.notna(), None))
-    con.execute("INSERT INTO sentence_contrasts SELECT * FROM sc")
+    con.execute("INSERT INTO sentence_contrasts BY NAME SELECT * FROM sc")
     con.close()
     page = tmp_path / "page.md"
     page.write_text(f"# Page\n\nbefore\n\n{START}\nold\n{END}\n\nafter\n")
@@ -483,7 +488,7 @@ def test_dose_view_sql_equals_sentence_dose(tmp_path):
     create_schema(con)
     con.execute("INSERT INTO runs (run_id, model, intervention) VALUES ('r1', 'm', 'none')")
     con.register("f", frame[TABLES["sentence_metrics"].names])
-    con.execute("INSERT INTO sentence_metrics SELECT * FROM f")
+    con.execute("INSERT INTO sentence_metrics BY NAME SELECT * FROM f")
     got = con.execute(DOSE_SQL).df().set_index(["metric", "layer", "bin"])
     want = sentence_dose(frame).set_index(["metric", "layer", "bin"])
     assert len(got) == len(want)

@@ -10,10 +10,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from homog.variants import contrast_name, parse_contrast
+
 PRIMARY_SCOPES = ("early", "middle", "late", "final")
 # the U-shape: the key sentence at either edge against the middle, per text
 # ((key_first + key_last) / 2 - key_mid; the stats stage's derived variant key_ends)
 U_SHAPE = "key_ends - key_mid"
+# like with like: what a place gives the key sentence beyond what the same place gives a
+# non-key sentence (the same-place control ctrl_*), per text; position alone cancels
+KEY_FIRST_SPECIFIC = "(key_first - key_mid) - (ctrl_first - ctrl_mid)"
+KEY_LAST_SPECIFIC = "(key_last - key_mid) - (ctrl_last - ctrl_mid)"
+U_SHAPE_SPECIFIC = "(key_ends - key_mid) - (ctrl_ends - ctrl_mid)"
+KEY_SPECIFIC = (KEY_FIRST_SPECIFIC, KEY_LAST_SPECIFIC, U_SHAPE_SPECIFIC)
 
 
 @dataclass(frozen=True)
@@ -26,9 +34,10 @@ class PrimaryConfig:
     token_sets: tuple[str, ...] = ("all", "no_sink")
     # where the paper's claim lives: the late layers and the final-norm output
     scopes: tuple[str, ...] = ("late", "final")
-    # position, not reordering: the key sentence moved as far as a control sentence was; and
-    # the paper's idea, the edges against the middle
-    contrasts: tuple[str, ...] = ("key_first - key_control", "key_last - key_control", U_SHAPE)
+    # the key-specific effects: (key at an edge - key in the middle) - (a non-key sentence
+    # at the same edge - it in the middle), for the first place, the last and both (the
+    # U-shape); what position does to any sentence cancels, and so does reordering
+    contrasts: tuple[str, ...] = KEY_SPECIFIC
 
     def __post_init__(self) -> None:
         from homog.validate import ParamsValueError
@@ -42,12 +51,17 @@ class PrimaryConfig:
                 f"stats.primary.scopes: {bad} are not depth scopes; use any of "
                 f"{', '.join(PRIMARY_SCOPES)} (layer 0 is the control, never primary)"
             )
-        odd = [c for c in self.contrasts if len(c.split(" - ")) != 2]
+        odd = [c for c in self.contrasts if parse_contrast(c) is None]
         if odd:
             raise ParamsValueError(
                 f"stats.primary.contrasts: {odd} must read 'variant_a - variant_b', e.g. "
-                "'key_first - key_control'"
+                f"'key_first - key_control', or a difference of differences, e.g. "
+                f"'{KEY_FIRST_SPECIFIC}'"
             )
+        # one spelling per contrast (spaces as contrast_name writes them)
+        object.__setattr__(
+            self, "contrasts", tuple(contrast_name(*parse_contrast(c)) for c in self.contrasts)
+        )
 
     def names(self, metric: str, token_set: str, scope: str, comparison: str) -> bool:
         """Whether the row (base metric, token set, band, 'a - b') is a primary endpoint."""

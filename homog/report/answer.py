@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from homog.config.primary import KEY_FIRST_SPECIFIC, KEY_LAST_SPECIFIC, U_SHAPE_SPECIFIC
 from homog.report.claims_view import tally
 from homog.report.document import Section
 from homog.report.sensitivity import holds_phrase
@@ -44,6 +45,11 @@ VERDICT_COLOURS = {
 }
 # the primary family's questions: a name and the comparisons it covers
 PRIMARY_QUESTIONS = (
+    ("Key-specific edge effect", "the key sentence first or last against the middle, beyond "
+     "what the same places give a non-key sentence (position alone cancels)",
+     (KEY_FIRST_SPECIFIC, KEY_LAST_SPECIFIC)),
+    ("Key-specific U-shape", "the key sentence at the edges against the middle, beyond a "
+     "non-key sentence's U-shape on the same slots", (U_SHAPE_SPECIFIC,)),
     ("Position effect", "the key sentence first or last against a control sentence moved as "
      "far", ("key_first - key_control", "key_last - key_control")),
     ("U-shape", "the key sentence at the edges, (key_first + key_last) / 2, against the middle",

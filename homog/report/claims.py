@@ -33,7 +33,9 @@ said otherwise, each at layer 0, the early / middle / late bands and the final-n
 1. front / end (and the token-preserving key_first / key_last) have lower erank and higher
    MEV than original, on every token set present; ``1u``: the U-shape, the key sentence at
    the edges ((key_first + key_last) / 2, the stats stage's ``key_ends``) against the middle
-   (key_mid);
+   (key_mid); ``1k``: the key-specific effects, (key at the place - key in the middle) -
+   (a non-key sentence at the same place - it in the middle) for the first place, the last
+   and both (the same-place control ctrl_*; position alone cancels);
 2. homogenization is progressive (erank: late band - early band of the original < 0), and its
    steepest fall lies in the middle band (claims_progression);
 3. the biased variants put more attention on the first token than original (``attn_first``
@@ -54,7 +56,7 @@ from dataclasses import asdict
 
 import pandas as pd
 
-from homog.config.primary import U_SHAPE, PrimaryConfig
+from homog.config.primary import KEY_SPECIFIC, U_SHAPE, PrimaryConfig
 from homog.report.claims_progression import progression_claims
 from homog.report.claims_rows import Claim, token_set_of, unit_of
 from homog.stats.contrasts import ALL_BANDS
@@ -70,6 +72,7 @@ from homog.stats.verdicts import (
     SUPPORTED,
     judge,
 )
+from homog.variants import contrast_name, parse_contrast
 
 BIASED = ("front", "end", "key_first", "key_last")
 CONTROL_OF = {"front": "control", "end": "control", "key_first": "key_control",
@@ -118,6 +121,9 @@ def from_contrast(model: str, claim: str, statement: str, row: pd.Series, sign: 
         )
     if not math.isfinite(l0):
         notes.append("no layer-0 control for this metric")
+    same = _get(row, "n_identical", 0)
+    if same:
+        notes.append(f"{int(same)} identical pair(s) left out (the same text on both sides)")
     if math.isfinite(float(_get(row, "mm_diff"))):
         notes.append(
             f"mixed model: {float(row['mm_diff']):+.4g} "
@@ -129,7 +135,7 @@ def from_contrast(model: str, claim: str, statement: str, row: pd.Series, sign: 
         claim=claim,
         statement=statement,
         metric=metric,
-        comparison=comparison or f"{row['variant_a']} - {row['variant_b']}",
+        comparison=comparison or contrast_name(str(row["variant_a"]), str(row["variant_b"])),
         scope="layer 0" if band == "layer0" else "final layer" if band == "final"
         else f"{band} layers",
         effect=effect,
@@ -190,6 +196,12 @@ def _band_specs(present: set[str], metrics: list[str]) -> list[tuple]:
             specs.append((_tag("1u", metric), f"U-shape: the key sentence at the edges "
                           f"((key_first + key_last) / 2) has {word} {metric} than in the middle",
                           a, b, sign, metric))  # fmt: skip
+        for metric in _sets(base, present, metrics):
+            for comp, where in zip(KEY_SPECIFIC, ("first", "last", "at the edges"), strict=True):
+                a, b = parse_contrast(comp)  # type: ignore[misc]
+                specs.append((_tag("1k", metric), f"key-specific: the key sentence {where} has "
+                              f"{word} {metric} than in the middle, beyond what the same places "
+                              "give a non-key sentence", a, b, sign, metric))  # fmt: skip
     if "attn_first" in present:
         specs += [("3", f"{v} puts more attention on the first token than original", v,
                    "original", +1, "attn_first") for v in BIASED]  # fmt: skip

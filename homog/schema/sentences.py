@@ -26,8 +26,8 @@ B = "BOOLEAN"
 
 SENTENCE_METRICS: tuple[tuple[str, str], ...] = (
     ("run_id", V), ("variant", V), ("sample_id", V), ("sentence", I), ("sent_index", I),
-    ("rel_position", D), ("n_tokens", I), ("is_key", B), ("is_control", B), ("is_ctrl", B),
-    ("layer", I), ("metric", V), ("value", D),
+    ("rel_position", D), ("n_tokens", I), ("is_key", B), ("is_control", B), ("layer", I),
+    ("metric", V), ("value", D), ("is_ctrl", B),
 )  # fmt: skip
 # the contrasts table's columns after sentence (homog.schema.stats_tables keeps them equal)
 CONTRAST_TAIL: tuple[tuple[str, str], ...] = (
@@ -39,6 +39,6 @@ CONTRAST_TAIL: tuple[tuple[str, str], ...] = (
     ("layer0_diff", D), ("layer0_p_value", D), ("rel_layer0_diff", D),
     ("rel_layer0_ci_low", D), ("rel_layer0_ci_high", D), ("mm_diff", D), ("mm_ci_low", D),
     ("mm_ci_high", D), ("mm_p_value", D), ("sesoi_basis", V), ("eq_ci_low", D),
-    ("eq_ci_high", D), ("depth_change", D),
+    ("eq_ci_high", D), ("depth_change", D), ("n_identical", I),
 )  # fmt: skip
 SENTENCE_CONTRASTS: tuple[tuple[str, str], ...] = (("sentence", V), *CONTRAST_TAIL)

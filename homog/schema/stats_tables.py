@@ -79,6 +79,8 @@ CONTRASTS: tuple[tuple[str, str], ...] = (
     # the homogenizing early-to-late change of the run's original (homog.stats.margins): the
     # depth basis, kept so that the report recomputes every margin setting
     ("depth_change", D),
+    # the reviews left out because their texts make the contrast cancel (homog.stats.combos)
+    ("n_identical", I),
 )
 DOSE_RESPONSE: tuple[tuple[str, str], ...] = (
     ("run_id", V),

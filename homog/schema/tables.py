@@ -344,6 +344,7 @@ ADDED_COLUMNS = {  # them may lack them, every other column of a present table m
         "eq_ci_low",
         "eq_ci_high",
         "depth_change",
+        "n_identical",
     ),
     "probe_metrics": ("family", "sesoi", "sesoi_basis", "eq_ci_low", "eq_ci_high"),
     "sentence_contrasts": ("depth_change",),

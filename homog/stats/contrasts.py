@@ -41,15 +41,15 @@ import pandas as pd
 from homog.extract import TOKEN_COUNT
 from homog.metrics.sets import N_REMOVED
 from homog.schema.tables import TABLES
+from homog.stats.combos import pair_identical, with_sides, without
 from homog.stats.contrast_rows import extra_columns
 from homog.stats.margins import Margin, margin_of
 from homog.stats.mixed import MIXED_COLUMNS, band_effects
 from homog.stats.paired_tests import bootstrap_ci, holm, paired_difference, paired_p
 
 # the derived variant of the U-shape: per text, layer and metric the mean of key_first's and
-# key_last's values (texts that have both); its token count is the mean of theirs
+# key_last's values (homog.variants.DERIVED_OF; homog.stats.combos.with_sides)
 KEY_ENDS = "key_ends"
-ENDS_OF = ("key_first", "key_last")
 VARIANT_PAIRS: tuple[tuple[str, str], ...] = (
     ("front", "original"),
     ("end", "original"),
@@ -71,6 +71,16 @@ VARIANT_PAIRS: tuple[tuple[str, str], ...] = (
     # key_ends (per text, the mean of key_first and key_last) against the middle
     ("key_mid", "original"),
     (KEY_ENDS, "key_mid"),
+    # like with like: what a place does to any sentence (the same-place control moved), and
+    # the key-specific effect, a difference of differences in which position alone cancels
+    # (the primary endpoints: homog.config.primary)
+    ("key_last", "key_mid"),
+    ("ctrl_first", "ctrl_mid"),
+    ("ctrl_last", "ctrl_mid"),
+    ("ctrl_ends", "ctrl_mid"),
+    ("key_first - key_mid", "ctrl_first - ctrl_mid"),
+    ("key_last - key_mid", "ctrl_last - ctrl_mid"),
+    ("key_ends - key_mid", "ctrl_ends - ctrl_mid"),
 )
 BANDS = ("early", "middle", "late")
 # Layer 0 (the token embeddings: no position in RoPE models, so a difference there is lexical)
@@ -244,27 +254,6 @@ def _mixed(
     return band_effects(tables, tokens, metric, variants, band_of_layers(layers), pairs, ci)
 
 
-def with_key_ends(
-    tables: dict[tuple[str, str], pd.DataFrame], tokens: dict[str, pd.Series]
-) -> tuple[dict[tuple[str, str], pd.DataFrame], dict[str, pd.Series]]:
-    """``tables`` and ``tokens`` with the derived variant KEY_ENDS added for every metric that
-    has both ENDS_OF variants: per text and layer the mean of their two values (the layers and
-    texts both have; NaN where either is). Its token count is the mean of theirs (the position
-    family keeps every token, so it equals key_mid's: t = 0)."""
-    first, last = ENDS_OF
-    tables = dict(tables)
-    for metric in [m for v, m in tables if v == first]:
-        if (last, metric) not in tables:
-            continue
-        a, b = tables[(first, metric)].align(tables[(last, metric)], join="inner")
-        tables[(KEY_ENDS, metric)] = (a + b) / 2.0
-    tokens = dict(tokens)
-    if first in tokens and last in tokens:
-        ta, tb = tokens[first].align(tokens[last], join="inner")
-        tokens[KEY_ENDS] = (ta + tb) / 2.0
-    return tables, tokens
-
-
 def sesoi_of_table(
     factor: float, basis: str, table: pd.DataFrame, who: str, metric: str = "", pins=None
 ) -> Margin:
@@ -292,12 +281,17 @@ def run_contrasts(
     alpha: float = 0.05,
     mixed_metrics: Sequence[str] = (),
     sesoi_pin: Mapping[str, Mapping[str, float]] | None = None,
+    text_ids: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Contrasts between variants of one run.
 
     ``frame``: layer_metrics rows of the run (variant, sample_id, layer, metric, value); its
     TOKEN_COUNT rows, when present, adjust the contrasts for length. Pairs whose variants are
-    absent are skipped; KEY_ENDS is derived from key_first and key_last (:func:`with_key_ends`).
+    absent are skipped; a side that is not a text (KEY_ENDS, "key_first - key_mid") is its
+    per-text combination (:func:`homog.stats.combos.with_sides`). ``text_ids``
+    (:func:`homog.stats.combos.text_ids` of the texts table): the reviews whose texts make a
+    contrast cancel are left out of it and counted in ``n_identical`` (None: not checked,
+    ``n_identical`` null).
     ``mixed_metrics``: the metrics whose band rows also get the secondary mixed model
     (homog.stats.mixed; ``stats.mixed_metrics``; KEY_ENDS is not a variant of the fit, so its
     columns are NaN). ``sesoi``, ``sesoi_basis``, ``sesoi_pin``: the smallest effect of
@@ -306,7 +300,8 @@ def run_contrasts(
     """
     opts = {"n_boot": n_boot, "ci": ci, "seed": seed, "test": test, "n_perm": n_perm}
     measured = pivot_metrics(frame[~frame["metric"].isin(NOT_CONTRASTED)])
-    tables, tokens = with_key_ends(measured, _tokens(frame))
+    tables, tokens = with_sides(measured, _tokens(frame), pairs)
+    identical = {p: pair_identical(*p, text_ids) for p in pairs}
     parts: list[pd.DataFrame] = []
     for metric in sorted({m for _, m in tables}):
         present = [(a, b) for a, b in pairs if (a, metric) in tables and (b, metric) in tables]
@@ -321,9 +316,11 @@ def run_contrasts(
                 "baseline_run_id": None,
             }
             ref = "original" if ("original", metric) in tables else vb
+            a, b, n_same = without(tables[(va, metric)], tables[(vb, metric)], identical[(va, vb)])
+            meta["n_identical"] = n_same if text_ids is not None else None
             parts += pair_rows(
-                tables[(va, metric)],
-                tables[(vb, metric)],
+                a,
+                b,
                 meta,
                 **opts,
                 tokens=(tokens.get(va), tokens.get(vb)),
@@ -372,6 +369,7 @@ def intervention_contrasts(
             "variant_b": variant,
             "metric": metric,
             "baseline_run_id": baseline_run_id,
+            "n_identical": 0,  # the same text on both sides, but another run
         }
         ref = "original" if ("original", metric) in base else variant
         who = f"the unchanged run's {ref}'s"
@@ -390,6 +388,7 @@ def finish_contrasts(parts: list[pd.DataFrame]) -> pd.DataFrame:
     out = pd.concat(parts, ignore_index=True)[CONTRAST_COLUMNS]
     out["layer"] = out["layer"].astype("Int64")
     out["n"] = out["n"].astype("int64")
+    out["n_identical"] = out["n_identical"].astype("Int64")
     out["adjusted"] = out["adjusted"].astype(bool)
     return out
 

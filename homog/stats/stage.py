@@ -128,6 +128,7 @@ def compute_all(
         "alpha": params.stats.alpha,
     }
     runs, frames = read or read_runs(params, root)
+    ids = texts_identity(Layout(Path(root)).texts)
     found = set().union(*(set(f["metric"].unique()) for f in frames.values()))
     missing = [m for m in params.stats.mixed_metrics if m not in found]
     if missing:
@@ -142,7 +143,7 @@ def compute_all(
             parts.append(
                 run_contrasts(
                     frames[run["run_id"]], run["run_id"], **opts,
-                    mixed_metrics=params.stats.mixed_metrics,
+                    mixed_metrics=params.stats.mixed_metrics, text_ids=ids,
                 )
             )  # fmt: skip
             if run.get("intervention", "none") != "none":
@@ -272,7 +273,7 @@ def stats_stage(
     mauve = pd.concat(mauve_parts, ignore_index=True) if mauve_parts else None
     dose = dose_tables(params, layout, found, frames)
     separable = separability_tables(params, runs, frames, layout.texts)
-    sentences = sentence_contrasts_of_runs(params, found)
+    sentences = sentence_contrasts_of_runs(params, found, texts_identity(layout.texts))
     graded = intervention_doses(params, runs, frames, lambda r: unchanged_run(r, runs, _quiet))
     with atomic_path(out_dir, directory=True) as tmp:
         contrasts.to_parquet(tmp / "contrasts.parquet", index=False)
@@ -317,10 +318,11 @@ def stats_stage(
 
 
 def sentence_contrasts_of_runs(
-    params: Params, found: list[tuple[dict[str, Any], Path]]
+    params: Params, found: list[tuple[dict[str, Any], Path]], ids: pd.DataFrame | None = None
 ) -> pd.DataFrame:
     """The sentence_contrasts rows (homog.stats.sentences) of every run whose directory holds
-    a sentence_metrics.parquet (an empty table when none does)."""
+    a sentence_metrics.parquet (an empty table when none does); ``ids``: the texts' identity
+    (:func:`texts_identity`) for the identity pairs."""
     from homog.stats.sentences import SENTENCE_CONTRAST_COLUMNS, run_sentence_contrasts
 
     parts = []
@@ -331,11 +333,23 @@ def sentence_contrasts_of_runs(
                 path, pd.read_parquet, f"rerun `homog extract --model {run['model']}`"
             )
             parts.append(run_sentence_contrasts(frame, run["run_id"], stats=params.stats,
-                                                seed=params.seed))  # fmt: skip
+                                                seed=params.seed, text_ids=ids))  # fmt: skip
     parts = [p for p in parts if not p.empty]
     if not parts:
         return pd.DataFrame(columns=SENTENCE_CONTRAST_COLUMNS)
     return pd.concat(parts, ignore_index=True)
+
+
+def texts_identity(path: Path) -> pd.DataFrame | None:
+    """:func:`homog.stats.combos.text_ids` of the texts table at ``path`` (None when absent:
+    identity pairs are then not checked)."""
+    from homog.stats.combos import text_ids
+
+    if not path.exists():
+        return None
+    cols = ["variant", "sample_id", "text"]
+    return text_ids(read_output(path, lambda p: pd.read_parquet(p, columns=cols),
+                                "rerun `homog synth`"))  # fmt: skip
 
 
 def key_positions(path: Path) -> pd.DataFrame | None:

@@ -120,10 +120,10 @@ def fill_sentences(con: duckdb.DuckDBPyConnection, *, seed: int, n_texts: int = 
                                             "sent_index", "rel_position", "n_tokens", "is_key",
                                             "is_control", "layer", "metric", "value"])  # fmt: skip
         con.register("demo_sentences", frame)
-        con.execute("INSERT INTO sentence_metrics SELECT * FROM demo_sentences")
+        con.execute("INSERT INTO sentence_metrics BY NAME SELECT * FROM demo_sentences")
         con.unregister("demo_sentences")
         sc = run_sentence_contrasts(frame, run_id, stats=stats, seed=seed)
         sc = sc[SENTENCE_CONTRAST_COLUMNS].astype(object).where(sc.notna(), None)
         con.register("demo_sc", sc)
-        con.execute("INSERT INTO sentence_contrasts SELECT * FROM demo_sc")
+        con.execute("INSERT INTO sentence_contrasts BY NAME SELECT * FROM demo_sc")
         con.unregister("demo_sc")
