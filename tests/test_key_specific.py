@@ -110,6 +110,23 @@ def test_a_pure_position_curve_cancels_in_every_key_specific_row():
     assert got[("ctrl", "ctrl_ends", "ctrl_mid")][1] == pytest.approx(1.0, abs=0.05)
 
 
+def test_the_position_curve_predicts_what_position_alone_does():
+    """position_pred, fit on the non-key sentences with sentence fixed effects: beside the key
+    sentence's own move it equals the measured move when position is all there is, and beside
+    a key-specific row it is 0; with a planted key gain the move exceeds it by that gain."""
+    reviews = family(40, seed=0)
+    for gain in (0.0, 0.3):
+        out = run_sentence_contrasts(sentence_frame(reviews, key_gain=gain), "run", stats=stats(50))
+        late = out[out["band"] == "late"].set_index(["sentence", "variant_a", "variant_b"])
+        move = late.loc[("key", "key_first", "key_mid")]
+        # key_mid is index 3 of 6 (relative place 0.6): curve(0) - curve(0.6) = 0.96
+        assert move["position_pred"] == pytest.approx(0.96, abs=0.03)
+        assert move["mean_diff"] - move["position_pred"] == pytest.approx(gain, abs=0.03)
+        for row in SPECIFIC:
+            assert abs(late.loc[row, "position_pred"]) < 1e-9
+    assert out.loc[out["band"].isna(), "position_pred"].isna().all()  # band rows only
+
+
 def test_a_planted_key_by_position_interaction_is_recovered():
     reviews = family(40, seed=0)
     out = run_sentence_contrasts(sentence_frame(reviews, key_gain=0.3), "run", stats=stats())

@@ -41,4 +41,10 @@ CONTRAST_TAIL: tuple[tuple[str, str], ...] = (
     ("mm_ci_high", D), ("mm_p_value", D), ("sesoi_basis", V), ("eq_ci_low", D),
     ("eq_ci_high", D), ("depth_change", D), ("n_identical", I),
 )  # fmt: skip
-SENTENCE_CONTRASTS: tuple[tuple[str, str], ...] = (("sentence", V), *CONTRAST_TAIL)
+# position_pred: what the positional curve of the non-key sentences predicts for the row's
+# contrast (band rows; homog.stats.position_curve)
+SENTENCE_CONTRASTS: tuple[tuple[str, str], ...] = (
+    ("sentence", V),
+    *CONTRAST_TAIL,
+    ("position_pred", D),
+)

@@ -347,7 +347,7 @@ ADDED_COLUMNS = {  # them may lack them, every other column of a present table m
         "n_identical",
     ),
     "probe_metrics": ("family", "sesoi", "sesoi_basis", "eq_ci_low", "eq_ci_high"),
-    "sentence_contrasts": ("depth_change",),
+    "sentence_contrasts": ("depth_change", "n_identical", "position_pred"),
     "separability": ("statistic", "first_changed", "n_repeats"),
     "sentence_metrics": ("is_ctrl",),
 }

@@ -61,6 +61,7 @@ import pandas as pd
 
 from homog.schema.tables import TABLES
 from homog.stats.combos import combine, identical_samples, without
+from homog.stats.contrasts import band_of_layers
 from homog.variants import side_terms
 
 SENTENCE_CONTRAST_COLUMNS = TABLES["sentence_contrasts"].names
@@ -213,6 +214,31 @@ def sentence_ids(
     return out
 
 
+def _predictions(
+    frame: pd.DataFrame, bands: dict[str, list[int]], far: pd.Series, metric: str
+) -> dict[tuple[str, str, str], tuple[pd.DataFrame, pd.DataFrame]]:
+    """(sentence, variant_a, variant_b) -> the position curve's (a, b) tables of that contrast
+    ([band order x sample_id], homog.stats.position_curve)."""
+    from homog.stats.position_curve import predicted_frame
+
+    pred = predicted_frame(frame, bands)
+    if pred.empty:
+        return {}
+    sides = contrast_sides(sentence_tables(pred), far, metric)
+    return {(s, va, vb): (a, b) for s, va, vb, a, b, _ in sides}
+
+
+def _predicted(
+    pred: tuple[pd.DataFrame, pd.DataFrame] | None, a: pd.DataFrame, b: pd.DataFrame, bands
+) -> dict[str, float]:
+    """band -> the curve's mean a - b over the reviews the measured row pairs."""
+    if pred is None:
+        return {}
+    d = pred[0] - pred[1]
+    d = d.reindex(columns=a.columns.intersection(b.columns))
+    return {bands[int(i)]: float(row.mean()) for i, row in d.iterrows() if int(i) < len(bands)}
+
+
 def run_sentence_contrasts(
     frame: pd.DataFrame,
     run_id: str,
@@ -241,15 +267,19 @@ def run_sentence_contrasts(
         # the sentence's own basis, whatever stats.sesoi_basis: its between-sentence SD in its
         # original place (a sentence has no depth course of its own to scale)
         rule = sesoi_of_table(stats.sesoi, "sd", base, "the key sentence's", metric)
+        bands = band_of_layers(list(base.index))
+        pred = _predictions(frame[frame["metric"] == metric], bands, far, metric)
         for sentence, va, vb, a, b, terms in contrast_sides(tables, far, metric):
             a, b, n_same = without(a, b, identical_samples(terms, ids))
             meta = {"run_id": run_id, "variant_a": va, "variant_b": vb, "metric": metric,
                     "baseline_run_id": None, "sentence": sentence,
                     "n_identical": n_same if ids is not None else None}  # fmt: skip
-            parts += pair_rows(
+            rows = pair_rows(
                 a, b, meta, **opts, baseline=base, sesoi=stats.sesoi, margin=rule,
                 alpha=stats.alpha,
             )  # fmt: skip
+            per_band = _predicted(pred.get((sentence, va, vb)), a, b, list(bands))
+            parts += [r.assign(position_pred=r["band"].map(per_band)) for r in rows]
     if not parts:
         return pd.DataFrame(columns=SENTENCE_CONTRAST_COLUMNS)
     out = pd.concat([p for p in parts if not p.empty], ignore_index=True)
