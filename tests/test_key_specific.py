@@ -195,3 +195,34 @@ def test_the_contrast_grammar_round_trips(text):
 @pytest.mark.parametrize("text", ["a - b - c", "key_frist", "(a - b", "a-b", "(a) - b"])
 def test_the_contrast_grammar_refuses(text):
     assert parse_contrast(text) is None
+
+
+def test_where_position_acts_says_what_any_sentence_gets_then_the_key(tmp_path):
+    """The report's section: the place's gain for any sentence first, then the key-specific
+    rows as the primary family with the control's move, the curve's prediction and the key's
+    own move beside each; the earlier position effect is exploratory."""
+    from homog.report.document import to_html
+    from homog.report.sentences_view import sentences_section, verdict_rows
+
+    frame = sentence_frame(family(30, seed=0), key_gain=0.3).assign(metric="sent_attn_in")
+    sc = run_sentence_contrasts(frame, "r1", stats=stats(1000))  # p down to 1e-3: Holm of 12
+    runs = pd.DataFrame({"run_id": ["r1"], "model": ["m"], "intervention": ["none"]})
+    rows = verdict_rows(sc, runs)
+    prim = rows[(rows["family"] == "primary") & ~rows["control"]]
+    assert set(prim["question"]) == {"key-specific first", "key-specific last",
+                                     "key-specific U-shape"}  # fmt: skip
+    assert (prim["verdict"] == "supported").all()
+    assert set(rows.loc[rows["family"] == "exploratory", "question"]) == {"position effect",
+                                                                          "U-shape"}  # fmt: skip
+    sec = sentences_section(sc, pd.DataFrame(), runs, tmp_path, 0.05)
+    where = [i for i, p in enumerate(sec.paragraphs) if "What any sentence gets" in p]
+    tally = [i for i, p in enumerate(sec.paragraphs) if "key-specific first 4 supported" in p]
+    assert where and tally and where[0] < tally[0]  # the place first, then the key beyond it
+    table = sec.tables[0]
+    assert table.columns[4:8] == ["any sentence", "predicted", "key move", "key-specific"]
+    first = [r for r in table.rows if r[1] == "key-specific first" and r[3] == "late"][0]
+    any_sentence, predicted, key_move, effect = first[4:8]
+    assert any_sentence == pytest.approx(predicted, abs=0.05)  # the curve = the control's move
+    assert key_move - any_sentence == pytest.approx(effect, abs=1e-9)
+    assert effect == pytest.approx(0.3, abs=0.03)
+    assert "Where position acts" in to_html("t", "", [sec])

@@ -1,11 +1,14 @@
-"""The report's section "Where position acts": the moved sentence itself (issue 40).
+"""The report's section "Where position acts": the moved sentence itself.
 
 From the stats stage's ``sentence_contrasts`` (homog.stats.sentences) and a per-variant summary
-of ``sentence_metrics``: per model, the position effect (the key sentence moved to an edge
-minus the control sentence moved as far) and the U-shape of the key sentence ((first + last)
-/ 2 - middle), per band, with CIs, SESOI and the verdict rule of docs/statistics.md in their
-own Holm family (per model: 2 questions x the primary sentence metrics x 4 bands), the layer-0
-rows as the control beside them, and one figure per model. Pure: frames in, a section out.
+of ``sentence_metrics``: per model, first what any sentence gets from its place (the
+same-place control moved to the key sentence's slots, homog.report.sentences_specific), then
+what the key sentence gets beyond it: the key-specific effects (difference of differences;
+first, last, U-shape) per band with CIs, SESOI and the verdict rule of docs/statistics.md in
+their own Holm family (per model: 3 questions x the primary sentence metrics x 4 bands), with
+the control's move, the positional curve's prediction and the key's own move beside each; the
+earlier position effect and the key sentence's own U-shape as an exploratory family; the
+layer-0 rows as the control, and one figure per model. Pure: frames in, a section out.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from homog.report.document import Section, Table
+from homog.report.sentences_specific import beside, place_lines
 from homog.stats.paired_tests import holm
 from homog.stats.verdicts import verdict_of
 
@@ -27,11 +31,24 @@ BANDS = ("early", "middle", "late", "final")
 # change, so these must not either (sent_cos_first does: the first token changes with the
 # first sentence; sent_attn_in has no layer 0)
 CONTROL_METRICS = ("sent_cos_centroid", "sent_erank", "sent_erank_c", "sent_norm")
-QUESTIONS = {("key - control", "key_far"): "position effect", ("key", "key_ends"): "U-shape"}
-# both questions are undirected by declaration (claimed sign "either"): the paper names no
+# (sentence, variant_a) -> (question, family): the key-specific rows (like with like: the key
+# sentence against the same-place control on the same slots) are the section's primary
+# family; the earlier position effect (different destinations) and the key sentence's own
+# U-shape (position alone included) are exploratory, beside them
+QUESTIONS = {
+    ("key - ctrl", "key_first - key_mid"): ("key-specific first", "primary"),
+    ("key - ctrl", "key_last - key_mid"): ("key-specific last", "primary"),
+    ("key - ctrl", "key_ends - key_mid"): ("key-specific U-shape", "primary"),
+    ("key - control", "key_far"): ("position effect", "exploratory"),
+    ("key", "key_ends"): ("U-shape", "exploratory"),
+}
+# every question is undirected by declaration (claimed sign "either"): the paper names no
 # direction for a sentence's cosine or received attention, so a supported U-shape row may be
 # an inverted U; the answer line says which (SIDES)
 SIDES = {
+    "key-specific first": ("above the same-place control", "below it"),
+    "key-specific last": ("above the same-place control", "below it"),
+    "key-specific U-shape": ("U beyond the control's", "inverted U beyond the control's"),
     "position effect": ("above the control", "below the control"),
     "U-shape": ("U", "inverted U"),
 }
@@ -58,14 +75,19 @@ DOSE_SQL = (
 )
 
 
+def _int(x) -> int | None:
+    return int(x) if pd.notna(x) else None
+
+
 def _g(x) -> str:
     return f"{float(x):.3g}" if pd.notna(x) else "n/a"
 
 
 def verdict_rows(sc: pd.DataFrame, runs: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
-    """The family's rows (model, question, metric, band, effect, ci_low, ci_high, sesoi,
-    eq_ci_low, eq_ci_high, p_value, p_holm, n, verdict) and the layer-0 control rows
-    (question '... (layer 0)', p_holm = the raw p): every run without an intervention."""
+    """The families' rows (model, question, family, metric, band, effect, ci_low, ci_high,
+    sesoi, eq_ci_low, eq_ci_high, p_value, p_holm, n, n_identical, verdict; Holm per model
+    and family) and the layer-0 control rows (question '... (layer 0)', p_holm = the raw
+    p): every run without an intervention."""
     if sc is None or sc.empty:
         return pd.DataFrame()
     model = runs.set_index("run_id")["model"]
@@ -73,7 +95,7 @@ def verdict_rows(sc: pd.DataFrame, runs: pd.DataFrame, alpha: float = 0.05) -> p
     sc = sc[sc["run_id"].map(iv) == "none"].assign(model=sc["run_id"].map(model))
     sc = sc[sc["band"].notna()]
     rows = []
-    for (sentence, va), question in QUESTIONS.items():
+    for (sentence, va), (question, family) in QUESTIONS.items():
         sel = sc[(sc["sentence"] == sentence) & (sc["variant_a"] == va)]
         for r in sel.itertuples():
             control = r.band == "layer0"
@@ -84,14 +106,15 @@ def verdict_rows(sc: pd.DataFrame, runs: pd.DataFrame, alpha: float = 0.05) -> p
                 "metric": r.metric, "band": r.band, "effect": r.mean_diff, "ci_low": r.ci_low,
                 "ci_high": r.ci_high, "sesoi": r.sesoi, "eq_ci_low": r.eq_ci_low,
                 "eq_ci_high": r.eq_ci_high, "p_value": r.p_value, "n": r.n,
-                "control": control,
+                "n_identical": getattr(r, "n_identical", None), "control": control,
+                "family": "control" if control else family,
             })  # fmt: skip
     out = pd.DataFrame(rows)
     if out.empty:
         return out
     out["p_holm"] = out["p_value"]
     fam = ~out["control"] & out["band"].isin(BANDS)
-    for _, idx in out[fam].groupby("model").groups.items():
+    for _, idx in out[fam].groupby(["model", "family"]).groups.items():
         out.loc[idx, "p_holm"] = holm(out.loc[idx, "p_value"].to_numpy(dtype=float))
     out = out[fam | out["control"]].copy()
     out["verdict"] = [
@@ -115,10 +138,13 @@ def sentence_line(rows: pd.DataFrame) -> str | None:
     parts = []
     for model, g in rows[~rows["control"]].groupby("model", sort=False):
         tallies = []
-        for q in QUESTIONS.values():
-            tallies.append(f"{q} {_tally(g[g['question'] == q], SIDES[q])}")
-        ratio = (g["effect"] / g["sesoi"].where(g["sesoi"] > 0)).abs()
-        big = f"; largest |effect| {ratio.max():.2g} SESOI" if ratio.notna().any() else ""
+        for q in dict.fromkeys(q for q, _ in QUESTIONS.values()):
+            if (g["question"] == q).any():
+                tallies.append(f"{q} {_tally(g[g['question'] == q], SIDES[q])}")
+        main = g[g["family"] == "primary"] if (g["family"] == "primary").any() else g
+        ratio = (main["effect"] / main["sesoi"].where(main["sesoi"] > 0)).abs()
+        what = "key-specific" if main is not g else "largest"
+        big = f"; {what} |effect| up to {ratio.max():.2g} SESOI" if ratio.notna().any() else ""
         n = pd.to_numeric(g["n"], errors="coerce").max()
         reviews = f" ({int(n)} reviews)" if pd.notna(n) else ""
         parts.append(f"{model}{reviews}: {'; '.join(tallies)}{big}")
@@ -154,7 +180,7 @@ def _figure(curve: pd.DataFrame, model: str, path: Path) -> Path | None:
     from homog.plot import legend_below
     from homog.stats.contrasts import band_of_layers
 
-    c = curve[curve["model"] == model]
+    c = curve[curve["model"] == model] if "model" in curve.columns else curve.iloc[0:0]
     if c.empty:
         return None
     metrics = [m for m in PRIMARY_METRICS if m in set(c["metric"])]
@@ -264,28 +290,52 @@ def sentences_section(
         return sec
     sec.paragraphs.append(
         "Whole-text metrics average a local effect away; here the moved sentence is measured "
-        "itself, paired with the same sentence in its original place. Position effect: the "
-        "key sentence moved to the edge that key_control moves its control sentence towards, "
-        "minus that control sentence's own move. U-shape: the key sentence's (first + last) / "
-        "2 minus its value in the middle. One Holm family per model (these rows); the "
-        "layer-0 rows are the control (the embeddings do not know the place: 0 up to "
-        "rounding). The SESOI is stats.sesoi of the key sentence's own basis (docs/sentences.md). "
-        "Both questions are undirected by declaration (claimed sign: either): supported means "
-        "beyond the margin on either side, and the line below splits those rows by side "
-        "(a U or an inverted U)."
+        "itself. A place acts on any sentence (the causal mask and the attention sink favour "
+        "the first and the last tokens), so the key sentence is compared with a non-key "
+        "sentence moved to the same slots (ctrl_first, ctrl_mid, ctrl_last): first what any "
+        "sentence gets from its place, then what the key sentence gets beyond it. "
+        "Key-specific effect: (key sentence at the place - in the middle) - (control sentence "
+        "at the place - in the middle), the U-shape with both ends; position alone and "
+        "reordering cancel. Beside it: the control's own move (what any sentence gets), the "
+        "positional curve's prediction for the key sentence's move (every followed non-key "
+        "sentence, sentence fixed effects) and the key sentence's own move. One Holm family "
+        "per model for the key-specific rows; the earlier position effect (key_far: a control "
+        "moved as far, to another place) and the key sentence's own U-shape are exploratory. "
+        "The layer-0 rows are the control (the embeddings do not know the place: 0 up to "
+        "rounding); SESOI: stats.sesoi of the key sentence's own basis (docs/sentences.md); "
+        "identical: reviews left out because both sides are the same text. Every "
+        "question is undirected by declaration (claimed sign: either): supported means beyond "
+        "the margin on either side, and the line below splits those rows by side."
     )
+    sec.paragraphs += place_lines(sc, runs, PRIMARY_METRICS, BANDS)
     line = sentence_line(rows)
     if line:
         sec.paragraphs.append(line)
+    prim = beside(rows[(rows["family"] == "primary") & ~rows["control"]], sc, runs)
+    if len(prim):
+        sec.tables.append(Table(
+            ["model", "question", "metric", "band", "any sentence", "predicted", "key move",
+             "key-specific", "CI low", "CI high", "SESOI", "p_holm", "n", "identical",
+             "verdict"],
+            [[r.model, r.question, r.metric, r.band, r.any_sentence, r.predicted, r.key_move,
+              r.effect, r.ci_low, r.ci_high, r.sesoi, r.p_holm, _int(r.n),
+              _int(r.n_identical), r.verdict] for r in prim.itertuples()],
+            "what the key sentence gets beyond its place (primary, per model): any sentence = "
+            "the control's move to the same slot, predicted = the positional curve's value "
+            "for the key's move, key move = the key sentence's own move",
+            verdict_column="verdict",
+        ))  # fmt: skip
     cols = ["model", "question", "metric", "band", "effect", "CI low", "CI high", "SESOI",
-            "p_holm", "n", "verdict"]  # fmt: skip
-    fam = rows[~rows["control"]]
-    sec.tables.append(Table(
-        cols,
-        [[r.model, r.question, r.metric, r.band, r.effect, r.ci_low, r.ci_high, r.sesoi,
-          r.p_holm, int(r.n) if pd.notna(r.n) else None, r.verdict] for r in fam.itertuples()],
-        "the moved sentence's primary family, per model", verdict_column="verdict",
-    ))  # fmt: skip
+            "p_holm", "n", "identical", "verdict"]  # fmt: skip
+    fam = rows[(rows["family"] == "exploratory") & ~rows["control"]]
+    if len(fam):
+        sec.tables.append(Table(
+            cols,
+            [[r.model, r.question, r.metric, r.band, r.effect, r.ci_low, r.ci_high, r.sesoi,
+              r.p_holm, _int(r.n), _int(r.n_identical), r.verdict] for r in fam.itertuples()],
+            "exploratory: the earlier position effect (different destinations) and the key "
+            "sentence's own U-shape, position alone included", verdict_column="verdict",
+        ))  # fmt: skip
     ctl = rows[rows["control"]]
     if len(ctl):
         worst = ctl.groupby("model")["effect"].apply(lambda s: np.nanmax(np.abs(s)))
