@@ -226,3 +226,32 @@ def test_where_position_acts_says_what_any_sentence_gets_then_the_key(tmp_path):
     assert key_move - any_sentence == pytest.approx(effect, abs=1e-9)
     assert effect == pytest.approx(0.3, abs=0.03)
     assert "Where position acts" in to_html("t", "", [sec])
+
+
+def test_unchanged_texts_are_reported_per_variant():
+    """synth's report.json: the share of each variant's texts that equal their original; the
+    report's manipulation section says it, and where the same-place control landed."""
+    from homog.report.manipulation import identity_lines
+    from homog.synth.position_report import identical_to_original
+
+    table = pd.DataFrame({
+        "variant": ["original", "original", "front", "front", "key_first", "key_first"],
+        "sample_id": ["a", "b", "a", "b", "a", "b"],
+        "text": [" A. B.", " C. D.", " A. B.", " D, C.", " B. A.", " C. D."],
+    })  # fmt: skip
+    same = identical_to_original(table)
+    assert same == {"front": {"texts": 2, "share": 0.5}, "key_first": {"texts": 2, "share": 0.5}}
+    report = {
+        "manipulation": {
+            "identical_to_original": same,
+            "position_family": {
+                "same_place_control": {"texts_share": 1.0, "same_slot_share": {"ctrl_first": 1.0}}
+            },
+        }
+    }
+    lines = identity_lines(report)
+    assert "front 50 % of 2, key_first 50 % of 2" in lines[0]
+    assert (
+        "in 100 % of the family's reviews; on the key sentence's slot: ctrl_first 100 %" in lines[1]
+    )
+    assert identity_lines({}) == []

@@ -206,6 +206,7 @@ def manipulation_section(texts: pd.DataFrame, report: dict[str, Any] | None) -> 
         line = length_match_line(_part(report, "length_match"))
         if line:
             sec.paragraphs.append(line)
+    sec.paragraphs += identity_lines(report)
     if "texts_in" in report:
         dropped = report.get("dropped") or {}
         sec.paragraphs.append(
@@ -214,6 +215,34 @@ def manipulation_section(texts: pd.DataFrame, report: dict[str, Any] | None) -> 
             + "."
         )
     return sec
+
+
+def identity_lines(report: dict[str, Any]) -> list[str]:
+    """The texts a variant left unchanged (``manipulation.identical_to_original``) and where
+    the same-place control landed (``manipulation.position_family.same_place_control``)."""
+    out = []
+    same = _part(report, "identical_to_original")
+    shares = [f"{v} {_pct(m.get('share'))} of {m.get('texts')}" for v, m in same.items()
+              if isinstance(m, dict) and m.get("share") is not None]  # fmt: skip
+    if shares:
+        out.append(
+            "Unchanged texts (byte-identical to their original; a pair of them is an exact zero, "
+            "left out of every contrast it cancels in and counted in n_identical): "
+            + ", ".join(shares) + "."
+        )  # fmt: skip
+    ctrl = _dig(report, "manipulation", "position_family", "same_place_control") or {}
+    if ctrl.get("texts_share") is not None:
+        slots = ", ".join(f"{v} {_pct(x)}" for v, x in (ctrl.get("same_slot_share") or {}).items())
+        out.append(
+            f"Same-place control (ctrl_first / ctrl_mid / ctrl_last): in "
+            f"{_pct(ctrl['texts_share'])} of the family's reviews; on the key sentence's slot: "
+            f"{slots or NA}."
+        )
+    return out
+
+
+def _pct(x: Any) -> str:
+    return NA if x is None else f"{100 * float(x):.0f} %"
 
 
 def token_change_rows(report: dict[str, Any]) -> list[list[Any]]:
