@@ -35,7 +35,7 @@ def test_synth_writes_the_registry_text_variants_in_order():
     position = load_config(ROOT / "params.yaml").synth.position
     written = [*SYNTH_PAPER, *family_names(position.positions)]
     assert written == [v for v in TEXT_VARIANTS if v in written]
-    assert len(written) == 8 and set(written) <= set(TEXT_VARIANTS)
+    assert len(written) == 11 and set(written) <= set(TEXT_VARIANTS)
 
 
 def test_glossary_and_colours_come_from_the_registry():
@@ -79,7 +79,7 @@ def test_compare_orders_the_variants_as_the_registry(demo_db_factory, tmp_path):
     assert out.exit_code == 0, out.output
     order = list(dict.fromkeys(r["variant"] for r in json.loads(out.output)))
     assert order == [*TEXT_VARIANTS, "key_p35"]
-    assert set(BY_NAME) - set(order) == {"key_ends"}  # not a text
+    assert set(BY_NAME) - set(order) == {"key_ends", "ctrl_ends"}  # not texts
 
 
 def test_colors_for_gives_registry_colours_and_extras_in_order():
