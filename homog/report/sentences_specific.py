@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from homog.report.document import Table
+
 # key-specific question -> (the key sentence's own move, the same-place control's move), as
 # (sentence, variant_a, variant_b) rows of sentence_contrasts
 MOVES = {
@@ -81,3 +83,38 @@ def place_lines(sc: pd.DataFrame, runs: pd.DataFrame, metrics, bands) -> list[st
         "the first or the last place, the same slots the key sentence takes; the causal mask's "
         "and the attention sink's primacy and recency): " + " | ".join(out) + "."
     ]
+
+
+def _int(x) -> int | None:
+    return int(x) if pd.notna(x) else None
+
+
+def family_tables(rows: pd.DataFrame, sc: pd.DataFrame, runs: pd.DataFrame) -> list[Table]:
+    """The primary table (the key-specific rows with what stands beside them, :func:`beside`)
+    and the exploratory one (the earlier position effect, the key sentence's own U-shape)."""
+    out = []
+    prim = beside(rows[(rows["family"] == "primary") & ~rows["control"]], sc, runs)
+    if len(prim):
+        out.append(Table(
+            ["model", "question", "metric", "band", "any sentence", "predicted", "key move",
+             "key-specific", "CI low", "CI high", "SESOI", "p_holm", "n", "identical",
+             "verdict"],
+            [[r.model, r.question, r.metric, r.band, r.any_sentence, r.predicted, r.key_move,
+              r.effect, r.ci_low, r.ci_high, r.sesoi, r.p_holm, _int(r.n),
+              _int(r.n_identical), r.verdict] for r in prim.itertuples()],
+            "what the key sentence gets beyond its place (primary, per model): any sentence = "
+            "the control's move to the same slot, predicted = the positional curve's value "
+            "for the key's move, key move = the key sentence's own move",
+            verdict_column="verdict",
+        ))  # fmt: skip
+    fam = rows[(rows["family"] == "exploratory") & ~rows["control"]]
+    if len(fam):
+        out.append(Table(
+            ["model", "question", "metric", "band", "effect", "CI low", "CI high", "SESOI",
+             "p_holm", "n", "identical", "verdict"],
+            [[r.model, r.question, r.metric, r.band, r.effect, r.ci_low, r.ci_high, r.sesoi,
+              r.p_holm, _int(r.n), _int(r.n_identical), r.verdict] for r in fam.itertuples()],
+            "exploratory: the earlier position effect (different destinations) and the key "
+            "sentence's own U-shape, position alone included", verdict_column="verdict",
+        ))  # fmt: skip
+    return out

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from homog.report.document import Section, Table
-from homog.report.sentences_specific import beside, place_lines
+from homog.report.document import Section
+from homog.report.sentences_specific import family_tables, place_lines
 from homog.stats.paired_tests import holm
 from homog.stats.verdicts import verdict_of
 
@@ -73,10 +73,6 @@ DOSE_SQL = (
     "WHERE coalesce(r.intervention, 'none') = 'none' "
     "AND s.metric IN ('sent_cos_centroid', 'sent_attn_in')) GROUP BY ALL ORDER BY ALL"
 )
-
-
-def _int(x) -> int | None:
-    return int(x) if pd.notna(x) else None
 
 
 def _g(x) -> str:
@@ -311,31 +307,7 @@ def sentences_section(
     line = sentence_line(rows)
     if line:
         sec.paragraphs.append(line)
-    prim = beside(rows[(rows["family"] == "primary") & ~rows["control"]], sc, runs)
-    if len(prim):
-        sec.tables.append(Table(
-            ["model", "question", "metric", "band", "any sentence", "predicted", "key move",
-             "key-specific", "CI low", "CI high", "SESOI", "p_holm", "n", "identical",
-             "verdict"],
-            [[r.model, r.question, r.metric, r.band, r.any_sentence, r.predicted, r.key_move,
-              r.effect, r.ci_low, r.ci_high, r.sesoi, r.p_holm, _int(r.n),
-              _int(r.n_identical), r.verdict] for r in prim.itertuples()],
-            "what the key sentence gets beyond its place (primary, per model): any sentence = "
-            "the control's move to the same slot, predicted = the positional curve's value "
-            "for the key's move, key move = the key sentence's own move",
-            verdict_column="verdict",
-        ))  # fmt: skip
-    cols = ["model", "question", "metric", "band", "effect", "CI low", "CI high", "SESOI",
-            "p_holm", "n", "identical", "verdict"]  # fmt: skip
-    fam = rows[(rows["family"] == "exploratory") & ~rows["control"]]
-    if len(fam):
-        sec.tables.append(Table(
-            cols,
-            [[r.model, r.question, r.metric, r.band, r.effect, r.ci_low, r.ci_high, r.sesoi,
-              r.p_holm, _int(r.n), _int(r.n_identical), r.verdict] for r in fam.itertuples()],
-            "exploratory: the earlier position effect (different destinations) and the key "
-            "sentence's own U-shape, position alone included", verdict_column="verdict",
-        ))  # fmt: skip
+    sec.tables += family_tables(rows, sc, runs)
     ctl = rows[rows["control"]]
     if len(ctl):
         worst = ctl.groupby("model")["effect"].apply(lambda s: np.nanmax(np.abs(s)))

@@ -17,10 +17,12 @@ the contrast leaves them out and counts them in ``n_identical``.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from homog.io import read_output
 from homog.variants import contrast_terms, side_terms
 
 TOLERANCE = 1e-12  # a weight sum this close to 0 cancels (0.5 + 0.5 - 1 is exact anyway)
@@ -72,6 +74,16 @@ def text_ids(texts: pd.DataFrame | None) -> pd.DataFrame | None:
     codes, _ = pd.factorize(texts["text"])
     frame = texts.assign(code=codes, sample_id=texts["sample_id"].astype(str))
     return frame.pivot_table(index="sample_id", columns="variant", values="code", aggfunc="first")
+
+
+def texts_identity(path: Path) -> pd.DataFrame | None:
+    """:func:`homog.stats.combos.text_ids` of the texts table at ``path`` (None when absent:
+    identity pairs are then not checked)."""
+    if not path.exists():
+        return None
+    cols = ["variant", "sample_id", "text"]
+    return text_ids(read_output(path, lambda p: pd.read_parquet(p, columns=cols),
+                                "rerun `homog synth`"))  # fmt: skip
 
 
 def identical_samples(terms: Mapping[Hashable, float], ids: pd.DataFrame | None) -> pd.Index:

@@ -21,6 +21,7 @@ from homog.config import Params, as_params
 from homog.extract import TOKEN_COUNT
 from homog.io import HomogError, atomic_path, read_output, write_json
 from homog.layout import Layout, find_runs
+from homog.stats.combos import texts_identity
 from homog.stats.contrasts import (
     NOT_CONTRASTED,
     finish_contrasts,
@@ -338,18 +339,6 @@ def sentence_contrasts_of_runs(
     if not parts:
         return pd.DataFrame(columns=SENTENCE_CONTRAST_COLUMNS)
     return pd.concat(parts, ignore_index=True)
-
-
-def texts_identity(path: Path) -> pd.DataFrame | None:
-    """:func:`homog.stats.combos.text_ids` of the texts table at ``path`` (None when absent:
-    identity pairs are then not checked)."""
-    from homog.stats.combos import text_ids
-
-    if not path.exists():
-        return None
-    cols = ["variant", "sample_id", "text"]
-    return text_ids(read_output(path, lambda p: pd.read_parquet(p, columns=cols),
-                                "rerun `homog synth`"))  # fmt: skip
 
 
 def key_positions(path: Path) -> pd.DataFrame | None:
