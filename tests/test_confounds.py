@@ -25,6 +25,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
+from homog.config.primary import PrimaryConfig
 from homog.report.claims import claims_table
 from homog.stats.contrasts import band_of_layers, run_contrasts
 
@@ -68,7 +69,10 @@ def run():
                               mixed_metrics=("erank",))  # fmt: skip
     runs = pd.DataFrame([{"run_id": "r1", "model": "m", "intervention": "none"}])
     originals = frame[frame["variant"] == "original"].assign(run_id="r1")
-    claims = claims_table(contrasts, runs, originals, alpha=ALPHA, n_boot=300)
+    # the earlier primary endpoints: this synthetic run has no same-place control (ctrl_*)
+    primary = PrimaryConfig(contrasts=("key_first - key_control", "key_last - key_control",
+                                       "key_ends - key_mid"))  # fmt: skip
+    claims = claims_table(contrasts, runs, originals, alpha=ALPHA, n_boot=300, primary=primary)
     return frame, texts, contrasts, claims
 
 
@@ -298,7 +302,9 @@ def test_stage_load_and_report_carry_the_new_columns(tmp_path):
               "n_layers": L, "intervention": "none", "pair_key": "m-pair"}  # fmt: skip
     (out / "run.json").write_text(json.dumps(record))
     layout.texts.parent.mkdir(parents=True)
-    texts.assign(dataset="d", text="t").to_parquet(layout.texts, index=False)
+    # each text its own (a texts table of equal texts would make every pair an identity pair)
+    texts = texts.assign(dataset="d", text=texts["variant"] + " " + texts["sample_id"])
+    texts.to_parquet(layout.texts, index=False)
     params = {"models": {"m": {"source": "random:tiny-llama"}},
               "stats": {"n_boot": 100, "mixed_metrics": ["erank"]},
               "extract": {"interventions": ["none"]}, "posenc": {"encodings": []}}  # fmt: skip

@@ -35,7 +35,8 @@ from homog.report.position import layer0_rows
 N_TEXTS, N_LAYERS = 16, 8
 # erank shift per variant (key_* by their position: a designed dose-response of +2 per unit)
 SHIFT = {"original": 0.0, "front": -2.0, "end": 0.6, "control": 0.0, "key_first": 0.0,
-         "key_mid": 1.0, "key_last": 2.0, "key_control": 0.0}  # fmt: skip
+         "key_mid": 1.0, "key_last": 2.0, "key_control": 0.0, "ctrl_first": 0.0,
+         "ctrl_mid": 0.0, "ctrl_last": 0.0}  # fmt: skip
 LEXICAL = {"control": 1.0}  # a layer-0 difference: words, not position
 
 
@@ -359,8 +360,8 @@ def test_glossary_lists_every_variant_present(project, tmp_path):
             v for (v,) in con.execute("SELECT DISTINCT variant FROM layer_metrics").fetchall()
         }
     # and key_ends, the stats stage's derived variant of the U-shape contrast (no text)
-    assert present == set(SHIFT) and set(listed) == present | {"key_ends"}
-    for v in present | {"key_ends"}:
+    assert present == set(SHIFT) and set(listed) == present | {"key_ends", "ctrl_ends"}
+    for v in present | {"key_ends", "ctrl_ends"}:
         assert listed[v] == VARIANTS[v]
     assert listed["key_ends"].startswith("not a text")
     text = page.read_text()
@@ -451,7 +452,7 @@ def test_report_without_params_names_what_is_missing(project, tmp_path, monkeypa
     h2 = [re.sub("<[^>]+>", "", h) for h in re.findall(r"<h2[^>]*>(.*?)</h2>", text)]
     assert h2[:6] == ["The answer", "Per claim", "Margin sensitivity", "Glossary",
                       "Manipulation strength", "Claims of arXiv 2508.17126 in detail"]  # fmt: skip
-    assert text.index("<strong>Position effect</strong> (primary") < text.index(
+    assert text.index("<strong>Key-specific edge effect</strong> (primary") < text.index(
         "<h2 id='per-claim'>"
     )
     assert text.index("claim rows (layer-0 controls aside) on 2") < text.index("<h2 id='glossary'>")

@@ -108,7 +108,9 @@ def _variants(con: Any, data: dict[str, pd.DataFrame]) -> list[str]:
     """Every variant the database holds (texts and contrasts), in the glossary's order."""
     seen = set(data["texts"]["variant"]) if not data["texts"].empty else set()
     if not data["contrasts"].empty:
-        seen |= set(data["contrasts"]["variant_a"]) | set(data["contrasts"]["variant_b"])
+        sides = set(data["contrasts"]["variant_a"]) | set(data["contrasts"]["variant_b"])
+        # a side that is a difference ("key_first - key_mid") names two variants
+        seen |= {v.strip() for side in sides for v in str(side).split(" - ")}
     if "layer_metrics" in tables_of(con):
         seen |= {r[0] for r in con.execute("SELECT DISTINCT variant FROM layer_metrics").fetchall()}
     return [v for v in VARIANTS if v in seen] + sorted(seen - set(VARIANTS))
