@@ -63,3 +63,10 @@ def test_the_stats_stage_refuses_a_typo_before_any_work(tmp_path):
     params = {"stats": {"primary": {"token_sets": ["all", "nosink"]}}}
     with pytest.raises(HomogError, match=r"'nosink' \(did you mean no_sink\?\)"):
         stats_stage(params, tmp_path)
+
+
+def test_a_difference_of_differences_is_checked_variant_by_variant():
+    """The key-specific endpoints pass; a typo inside one of their sides is named."""
+    check_primary(PrimaryConfig(contrasts=("(key_first - key_mid) - (ctrl_first - ctrl_mid)",)))
+    with pytest.raises(HomogError, match="unknown variant 'ctrl_frist'"):
+        check_primary(PrimaryConfig(contrasts=("(key_first - key_mid) - (ctrl_frist - ctrl_mid)",)))

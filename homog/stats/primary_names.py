@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from homog.config.primary import PrimaryConfig
 from homog.errors import HomogError
 from homog.metrics.registry import ALL_METRICS, TOKEN_SETS
-from homog.variants import BY_NAME, definition
+from homog.variants import BY_NAME, SEP, definition, parse_contrast
 
 
 def _hint(name: str, valid: Iterable[str]) -> str:
@@ -38,7 +38,9 @@ def primary_problems(primary: PrimaryConfig) -> list[str]:
                     f"{_hint(name, valid)}; valid: {', '.join(valid)}"
                 )
     for contrast in primary.contrasts:
-        for side in (s.strip() for s in contrast.split(" - ")):
+        # each side, and each variant of a side that is a difference ("(a - b) - (c - d)")
+        sides = parse_contrast(contrast) or (contrast,)
+        for side in (v.strip() for s in sides for v in s.split(SEP)):
             if definition(side) is None:
                 problems.append(
                     f"stats.primary.contrasts: {contrast!r} names an unknown variant {side!r}"
