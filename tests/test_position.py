@@ -346,8 +346,9 @@ def test_control_ratio_apart_for_keys_inside_and_at_an_edge() -> None:
         orders = {"original": list(range(len(lengths))), **fam.orders}
         for v, order in orders.items():
             at = starts(lengths, order)
+            ctrl = order.index(fam.ctrl_sentence)
             rows.append((sid, "m", v, at[key], at[fam.control_sentence], total, True, True,
-                         order.index(key), len(lengths)))  # fmt: skip
+                         order.index(key), len(lengths), ctrl))  # fmt: skip
         before = starts(lengths, range(len(lengths)))
         largest = max(abs(starts(lengths, fam.orders[v])[key] - before[key])
                       for v in ("key_first", "key_mid", "key_last"))  # fmt: skip

@@ -164,9 +164,11 @@ def test_stage_writes_separability_and_load_puts_it_in_duckdb(tmp_path):
               "n_layers": layers, "intervention": "none", "pair_key": "m-pair"}  # fmt: skip
     (out / "run.json").write_text(json.dumps(record))
     layout.texts.parent.mkdir(parents=True)
-    pd.DataFrame(texts, columns=["variant", "sample_id", "key_position"]).assign(
-        dataset="d", text="t"
-    ).to_parquet(layout.texts, index=False)
+    texts = pd.DataFrame(texts, columns=["variant", "sample_id", "key_position"])
+    # each text its own bytes (equal texts would be identity pairs, left out of the contrasts)
+    texts.assign(dataset="d", text=texts["variant"] + " " + texts["sample_id"]).to_parquet(
+        layout.texts, index=False
+    )
     params = {"models": {"m": {"source": "random:tiny-llama"}},
               "stats": {"n_boot": 100, "mixed_metrics": [], "separability_perm": 19},
               "extract": {"interventions": ["none"]}, "posenc": {"encodings": []}}  # fmt: skip
