@@ -116,13 +116,16 @@ def encoded(ids: list[np.ndarray]) -> list[EncodedText]:
 
 def with_sentences(texts: list[EncodedText], size: int) -> list[EncodedText]:
     """Copies of ``texts`` cut into consecutive sentences of ``size`` tokens (the last one
-    shorter), the first the key and the last the control, as
-    ``homog.extract.sentences.attach_sentences`` would mark them."""
+    shorter), the first the key, the last the control and the second the same-place control,
+    as ``homog.extract.sentences.attach_sentences`` would mark them."""
     out = []
     for t in texts:
         bounds = [(a, min(a + size, len(t.input_ids))) for a in range(0, len(t.input_ids), size)]
         n = len(bounds)
-        rows = [(k, k, a, b, n, int(k == 0), int(k == n - 1)) for k, (a, b) in enumerate(bounds)]
+        rows = [
+            (k, k, a, b, n, int(k == 0), int(k == n - 1), int(k == 1))
+            for k, (a, b) in enumerate(bounds)
+        ]
         out.append(dataclasses.replace(t, sentences=np.array(rows, dtype=np.int64)))
     return out
 

@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+from conftest import ROOT
 from hostile_helpers import clean_error
 
 from homog.cli import main
-from homog.owned import MARKER
+from homog.owned import HTML_MARK, MARKER, homog_wrote
 
 
 def invoke(*args: str):
@@ -260,3 +261,44 @@ def test_homogs_parquet_carries_its_mark(tmp_path):
     assert homog_wrote(path) and pd.read_parquet(path)["a"].sum() == sum(range(100000))
     pd.DataFrame({"a": [1]}).to_parquet(path)
     assert not homog_wrote(path)
+
+
+# --- a mention is not a mark (homog.owned: the mark sits in its format's fixed place) -------
+
+DRAFT = (
+    b"<!doctype html><html><head><title>draft</title></head><body>"
+    b"<p>homog corpus</p><pre>" + HTML_MARK.encode() + b"</pre></body></html>"
+)
+SVG = b'<svg xmlns="http://www.w3.org/2000/svg"><text>made after homog plot</text></svg>'
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def test_report_keeps_the_projects_readme_and_a_users_draft(tmp_path, db):
+    """`homog report --format md -o README.md` overwrote the project's README (it mentions
+    homog plot); an HTML draft that names homog corpus was replaced the same way."""
+    readme = _write(tmp_path / "README.md", (ROOT / "README.md").read_bytes())
+    res = invoke("report", "--db", str(db), "--format", "md", "-o", str(readme))
+    clean_error(res, str(readme), "--force")
+    assert readme.read_bytes() == (ROOT / "README.md").read_bytes()
+    draft = _write(tmp_path / "draft.html", DRAFT)
+    res = invoke("report", "--db", str(db), "-o", str(draft))
+    clean_error(res, str(draft), "--force")
+    assert draft.read_bytes() == DRAFT
+    # homog's own pages stay homog's: written once with --force, rewritten without
+    for page, fmt in ((readme, "md"), (draft, "html")):
+        args = ["report", "--db", str(db), "--format", fmt, "-o", str(page)]
+        assert invoke(*args, "--force").exit_code == 0
+        assert homog_wrote(page)
+        res = invoke(*args)
+        assert res.exit_code == 0, res.output
+
+
+def test_plot_keeps_a_users_svg_and_notes(tmp_path, db):
+    svg = _write(tmp_path / "mine.svg", SVG)
+    res = invoke("plot", "--db", str(db), "-o", str(svg))
+    clean_error(res, str(svg), "--force")
+    assert svg.read_bytes() == SVG

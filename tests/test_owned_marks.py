@@ -7,28 +7,13 @@ found `homog report -o` and `homog plot -o` overwriting them.
 
 from __future__ import annotations
 
-import shutil
 import zlib
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from conftest import ROOT
-from hostile_helpers import clean_error
 
-from homog.cli import main
 from homog.owned import HTML_MARK, MD_MARK, homog_wrote
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(main, list(args))
-
-
-@pytest.fixture
-def db(tmp_path, demo_db_factory):
-    path = tmp_path / "homog.duckdb"
-    shutil.copy(demo_db_factory(2, 4), path)
-    return path
 
 
 def png_with_text(key: bytes, value: bytes) -> bytes:
@@ -99,30 +84,3 @@ def test_homog_plot_images_carry_the_mark(tmp_path, fmt):
 def _write(path: Path, data: bytes) -> Path:
     path.write_bytes(data)
     return path
-
-
-def test_report_keeps_the_projects_readme_and_a_users_draft(tmp_path, db):
-    """`homog report --format md -o README.md` overwrote the project's README (it mentions
-    homog plot); an HTML draft that names homog corpus was replaced the same way."""
-    readme = _write(tmp_path / "README.md", (ROOT / "README.md").read_bytes())
-    res = invoke("report", "--db", str(db), "--format", "md", "-o", str(readme))
-    clean_error(res, str(readme), "--force")
-    assert readme.read_bytes() == (ROOT / "README.md").read_bytes()
-    draft = _write(tmp_path / "draft.html", USERS_FILES["draft.html"])
-    res = invoke("report", "--db", str(db), "-o", str(draft))
-    clean_error(res, str(draft), "--force")
-    assert draft.read_bytes() == USERS_FILES["draft.html"]
-    # homog's own pages stay homog's: written once with --force, rewritten without
-    for page, fmt in ((readme, "md"), (draft, "html")):
-        args = ["report", "--db", str(db), "--format", fmt, "-o", str(page)]
-        assert invoke(*args, "--force").exit_code == 0
-        assert homog_wrote(page)
-        res = invoke(*args)
-        assert res.exit_code == 0, res.output
-
-
-def test_plot_keeps_a_users_svg_and_notes(tmp_path, db):
-    svg = _write(tmp_path / "mine.svg", USERS_FILES["mine.svg"])
-    res = invoke("plot", "--db", str(db), "-o", str(svg))
-    clean_error(res, str(svg), "--force")
-    assert svg.read_bytes() == USERS_FILES["mine.svg"]
