@@ -82,7 +82,10 @@ def test_layer0_family_equals_original_demo() -> None:
     reviews = pd.read_json(DEMO_PATH, lines=True)["text"].head(8).map(clean_text).tolist()
     df = family_texts(reviews, {"smollm2-135m": tok})
     metrics = layer0(source, df)
-    assert assert_family_equals_original(metrics) == 4 * 8
+    # every family text is checked: key_first/mid/last, key_control and the same-place
+    # controls ctrl_first/mid/last of each review
+    assert assert_family_equals_original(metrics) == (df["variant"] != "original").sum()
+    assert {"ctrl_first", "ctrl_mid", "ctrl_last"} <= set(df["variant"])
     # and the check can fail: without its last sentence a text's spectrum moves
     shorter = df[df["variant"] == "original"].head(3).copy()
     shorter["text"] = shorter["text"].str.rsplit(". ", n=1).str[0] + "."

@@ -115,7 +115,9 @@ def _frames():
 
 def test_cost_slopes_give_the_planted_within_text_slope():
     probe, lm, erank = _frames()
-    out = cost_slopes(probe, lm, erank, n_boot=200)
+    # 2,000 resamples: a bootstrap p is never below 2 / (B + 1), and Holm multiplies it by
+    # the family's 8 slopes (with 200: 0.00995 x 8 = 0.08, which cannot pass 0.05)
+    out = cost_slopes(probe, lm, erank, n_boot=2000)
     probe_rows = out[out["outcome"] == "probe_margin"]
     assert set(probe_rows["band"]) == {"late", "final"}
     assert set(out["contrast"]) == {"variant", "zero_pos"}
