@@ -19,6 +19,7 @@ from homog.layout import Layout
 N_TEXTS, N_LAYERS = 30, 9
 # erank shifts per variant, in units of the texts' spread (3): a position effect of about
 # one tenth of an SD at first, none at last
+PRIMARY = ["key_first - key_control", "key_last - key_control", "key_ends - key_mid"]
 SHIFT = {"original": 0.0, "key_first": -0.5, "key_mid": 0.0, "key_last": -0.15, "key_control": 0.0}
 
 
@@ -50,7 +51,15 @@ def _project(root: Path, stats: dict) -> Path:
     params = {
         "models": {"m1": {"source": "random:tiny-llama"}},
         "posenc": {"encodings": []},
-        "stats": {"n_boot": 200, "mixed_metrics": [], "separability_perm": 0, **stats},
+        "stats": {
+            "n_boot": 200,
+            "mixed_metrics": [],
+            "separability_perm": 0,
+            # these texts have no same-place controls (ctrl_*): the position family's
+            # contrasts against key_control are the primary endpoints here
+            "primary": {"contrasts": PRIMARY},
+            **stats,
+        },
     }
     (root / "params.yaml").write_text(json.dumps(params))
     stats_stage(params, root)
