@@ -290,6 +290,7 @@ def test_demo_synth_end_to_end(tmp_path, scorer):
     kept = texts["sample_id"].unique()
     assert report["texts_in"] == 30 and report["texts_kept"] == len(kept) >= 20
     family = ["key_first", "key_mid", "key_last", "key_control"]
+    family += ["ctrl_first", "ctrl_mid", "ctrl_last"]  # the same-place controls
     assert (
         texts.groupby("sample_id")["variant"]
         .apply(lambda v: sorted(v) == sorted([*VARIANTS, *family]))
