@@ -338,3 +338,68 @@ async def test_differences_view_cuts_no_number_at_120x36(ten_runs: Path) -> None
                 assert all(fits), cells
             await pilot.press("m")
             await settle(pilot)
+
+
+async def test_differences_view_zero_line_reads_zero_at_80x24(ten_runs: Path) -> None:
+    """The differences view draws a line at y = 0; plotext's own ticks missed 0, so the tick
+    on that line read -0.5 (or -0.043). The ticks are now round steps with 0 among them, and
+    the zero line's row carries the label 0."""
+    app = HomogApp(ten_runs, watch_interval=3600)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_compare(pilot)
+        screen = app.screen
+        for _ in range(3):
+            await pilot.press("v")
+            await settle(pilot)
+        assert "differences to the original" in status_text(screen, "#compare-status")
+        plot = screen.query_one(CurvePlot)
+        assert plot.zero_line and plot.series
+        rows = plot_text(plot).splitlines()
+        # the zero line is the row whose frame opens with ├ (a horizontal line meets the axis)
+        zero_rows = [r for r in rows if "├" in r]
+        assert len(zero_rows) == 1, rows
+        assert zero_rows[0].split("├")[0].strip() == "0"
+
+
+def test_zero_ticks_are_round_and_hold_zero() -> None:
+    from tui.components.curve_plot import tick_label, zero_ticks
+
+    for lo, hi, n in [(-6.5, 0.7, 6), (0.2, 0.9, 5), (-0.043, 0.01, 4), (-2.5e-4, 3e-4, 5)]:
+        ticks = zero_ticks(lo, hi, n)
+        assert ticks[0] <= min(lo, 0) and ticks[-1] >= max(hi, 0)
+        assert 0.0 in ticks and len(ticks) <= 2 * n + 2
+        steps = {round(b - a, 12) for a, b in zip(ticks, ticks[1:], strict=False)}
+        assert len(steps) == 1
+    ticks = zero_ticks(-0.043, 0.01, 4)
+    assert [tick_label(t, ticks) for t in ticks] == ["-0.06", "-0.04", "-0.02", "0", "0.02"]
+    ticks = zero_ticks(-6.5, 0.7, 3)
+    assert [tick_label(t, ticks) for t in ticks] == ["-7.5", "-5.0", "-2.5", "0", "2.5"]
+
+
+async def test_attention_map_of_30_layers_fits_80x24(ten_runs: Path) -> None:
+    """smollm2-135m has 30 layers: at 80x24 the map needed scrolling although docs/tui.md
+    says every layer stays on screen (the pane's title took two lines), and the readout under
+    the map was cut. All 30 rows show now, two a line, and the readout fits the pane."""
+    app = HomogApp(ten_runs, watch_interval=3600)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await goto(pilot, "attention")
+        screen = app.screen
+        run = screen.query_one("#attn-run", Select)
+        smol = sql(ten_runs, "SELECT run_id FROM runs WHERE n_layers = 30 LIMIT 1")[0][0]
+        run.value = smol
+        await settle(pilot)
+        heatmap = screen.query_one(Heatmap)
+        assert len(heatmap.values) == 30
+        heatmap.focus()
+        await pilot.press(*["down"] * 29)
+        await settle(pilot)
+        first, visible = heatmap._window()
+        assert (first, visible) == (0, 30)  # nothing scrolled away
+        lines = str(heatmap.render()).splitlines()
+        assert lines[1].strip().startswith("1/2") and lines[15].strip().startswith("29/30")
+        width = heatmap.content_region.width
+        assert len(lines[-1]) <= width and lines[-1].rstrip().endswith(
+            heatmap.format_value(heatmap.values[29][0])
+        )
+        assert "layer 30" in lines[-1]

@@ -96,6 +96,11 @@ class CurvePlot(PlotextPlot):
             xs_all += list(xs)
         if self.zero_line and self.series:
             plt.horizontal_line(0, color="gray")
+            ys_all = [y for _, ys in self.series.values() for y in ys if math.isfinite(y)]
+            if ys_all:  # plotext's own ticks miss 0, so the zero line read as another value
+                ticks = zero_ticks(min(ys_all), max(ys_all), max(2, (self.size.height - 5) // 2))
+                plt.yticks(ticks, [tick_label(t, ticks) for t in ticks])
+                plt.ylim(ticks[0], ticks[-1])
         # the canvas inside the axes: the y tick labels and frame take about 6 columns, the
         # title, x ticks and x label 4 rows
         spots = label_points(self.line_labels, self.size.width - 6, self.size.height - 5)
@@ -113,3 +118,23 @@ class CurvePlot(PlotextPlot):
         if len(self._rendered) > CACHE_SIZE:
             self._rendered.popitem(last=False)
         return rendered
+
+
+def zero_ticks(lo: float, hi: float, n: int) -> list[float]:
+    """About ``n`` round y ticks over [lo, hi] widened to hold 0, 0 among them: multiples
+    of a step of 1, 2, 2.5 or 5 x 10^k."""
+    lo, hi = min(lo, 0.0), max(hi, 0.0)
+    if hi <= lo:
+        return [0.0]
+    raw = (hi - lo) / max(1, n)
+    power = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+    first, last = math.floor(lo / step + 1e-9), math.ceil(hi / step - 1e-9)
+    return [k * step for k in range(first, last + 1)]
+
+
+def tick_label(t: float, ticks: Sequence[float]) -> str:
+    """``t`` with as many decimals as the ticks' step needs (0 reads "0")."""
+    step = abs(ticks[1] - ticks[0]) if len(ticks) > 1 else 1.0
+    digits = f"{step:.12f}".rstrip("0").split(".")[1]
+    return "0" if abs(t) < step * 1e-6 else f"{t:.{len(digits)}f}"

@@ -197,8 +197,18 @@ class Heatmap(Widget, can_focus=True):
             out.append(" ", style=Style(bgcolor=_hex(colour(i / 7))))
         scale = "√" if self.sqrt_scale else "linear"
         out.append(f" {self.format_value(hi)} ({scale}, s)\n", style="dim")
-        out.append(" " * lw + self.readout())
+        out.append(self._fit_readout(self.content_region.width or self.size.width))
         return out
+
+    def _fit_readout(self, width: int) -> str:
+        """The readout under the map: indented to the cells where it fits, else from the left
+        edge, else without the spaces around its separators (never cut)."""
+        text = self.readout()
+        if self._label_w + len(text) <= width:
+            return " " * self._label_w + text
+        if len(text) <= width:
+            return text
+        return text.replace(" · ", "·")
 
     def _value(self, r: int, c: int) -> float | None:
         row = self.values[r]

@@ -89,7 +89,7 @@ class AttentionScreen(HomogScreen):
         with Horizontal(id="attn-body"):
             with Vertical(id="attn-map-box"):
                 yield Static(
-                    "mass by layer ↓ and relative position →",
+                    "mass: layer ↓ × pos →",
                     id="attn-map-title",
                     classes="pane-title",
                 )
@@ -183,10 +183,9 @@ class AttentionScreen(HomogScreen):
         for i, b in enumerate(bins):
             if b % 5 == 0:
                 col_labels[i] = f"{b / n_bins:.2g}"
-        head = "heads averaged" if choice[2] is None else f"head {choice[2]}"
-        self.query_one("#attn-map-title", Static).update(
-            f"attention mass: layer ↓ × relative position → ({head})"
-        )
+        head = "all heads" if choice[2] is None else f"head {choice[2]}"
+        # one line at 80 columns, so that a 30-layer model's map fits 24 rows (two layers a line)
+        self.query_one("#attn-map-title", Static).update(f"mass: layer ↓ × pos →, {head}")
         heatmap.set_data(
             matrix,
             [str(layer) for layer in layers],
