@@ -39,6 +39,7 @@ COMMANDS: dict[str, str] = {
     "diff": "homog.cli.diff:diff",
     "posenc": "homog.cli.posenc:posenc",
     "probe": "homog.cli.probe:probe",
+    "publish": "homog.cli.publish:publish",
 }
 
 
@@ -123,6 +124,7 @@ _MEMORY_ADVICE: dict[str, str] = {
     "texts": "",
     "sql": "select fewer rows or columns (add a LIMIT or a WHERE)",
     "export": "select fewer rows or columns (add a LIMIT or a WHERE)",
+    "publish": "publish a database of fewer runs",
 }
 _READER_ADVICE = "narrow it (fewer --runs, --model, --layers or --metric values)"
 
@@ -245,6 +247,8 @@ def main() -> None:
       corpus, synth, extract, mauve, stats, probe, load, posenc
     Looking at results (read-only over data/homog.duckdb):
       runs, compare, diff, claims, sql, export, plot, report, tui
+    Publishing the summary tables (a folder every reader opens as --db):
+      publish
     Looking at synth's texts and the reviews it dropped (data/synth):
       texts
     Checks:

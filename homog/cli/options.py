@@ -69,9 +69,10 @@ def db_option(f):
     return click.option(
         "--db",
         "db_path",
-        type=click.Path(dir_okay=False, path_type=Path),
+        type=click.Path(path_type=Path),
         default=None,
-        help="DuckDB file (default: params.yaml `db`, data/homog.duckdb); opened read-only.",
+        help="DuckDB file (default: params.yaml `db`, data/homog.duckdb), or a folder "
+        "`homog publish` wrote; opened read-only.",
     )(f)
 
 

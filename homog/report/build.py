@@ -39,8 +39,13 @@ from homog.report.targets import (
     rebuild_command,
 )
 from homog.store.current import left_out
-from homog.store.query import attention_profile, connect, difference_curves, layer_curves
-from homog.store.query import metrics as metric_names
+from homog.store.query import (
+    attention_profile,
+    connect,
+    difference_curves,
+    layer_curves,
+    summary_names,
+)
 
 REPORT_TABLES = ("runs", "layer_metrics", "contrasts", "texts", "mauve_scores", "posenc_results",
                  "head_ablation", "attention_profile")  # fmt: skip
@@ -63,7 +68,7 @@ def figure_sections(
             "the stats stage's per-layer contrasts)."
         ],
     )
-    present = set(metric_names(con)) if not runs.empty else set()
+    present = set(summary_names(con)[0]) if not runs.empty else set()
     for metric in CURVE_METRICS:
         if metric in present:
             rows = layer_curves(con, metric)
@@ -111,8 +116,8 @@ def _variants(con: Any, data: dict[str, pd.DataFrame]) -> list[str]:
         sides = set(data["contrasts"]["variant_a"]) | set(data["contrasts"]["variant_b"])
         # a side that is a difference ("key_first - key_mid") names two variants
         seen |= {v.strip() for side in sides for v in str(side).split(" - ")}
-    if "layer_metrics" in tables_of(con):
-        seen |= {r[0] for r in con.execute("SELECT DISTINCT variant FROM layer_metrics").fetchall()}
+    if "layer_metrics" in tables_of(con):  # the summary's names (a bundle has no raw rows)
+        seen |= set(summary_names(con)[1])
     return [v for v in VARIANTS if v in seen] + sorted(seen - set(VARIANTS))
 
 

@@ -15,6 +15,7 @@ from homog.report.sensitivity import with_sensitivity
 from homog.report.sentences_view import CURVE_SQL as SENTENCE_CURVE_SQL
 from homog.report.sentences_view import DOSE_SQL as SENTENCE_DOSE_SQL
 from homog.stats.primary_names import check_primary
+from homog.store.bundle import frame_sql
 from homog.store.current import use_runs
 
 CLAIM_COLUMNS = [
@@ -23,8 +24,37 @@ CLAIM_COLUMNS = [
 ]  # fmt: skip
 
 
+# the per-text rows the claims compute from (claim 1's progression, bootstrapped over texts):
+# a bundle (homog publish) keeps this slice of layer_metrics
+ERANK_SQL = (
+    "SELECT run_id, variant, sample_id, layer, metric, value FROM layer_metrics "
+    "WHERE metric IN ('erank', 'erank__no_sink', 'erank__standardized') "
+    "AND variant = 'original'"
+)
+# how many reviews, texts and sentences were followed through the layers, per model
+FOLLOWED_SQL = (
+    "SELECT r.model, count(DISTINCT s.sample_id) AS reviews, "
+    "count(DISTINCT (s.variant, s.sample_id)) AS texts, "
+    "count(DISTINCT (s.variant, s.sample_id, s.sentence)) AS sentences "
+    "FROM sentence_metrics s JOIN runs r USING (run_id) GROUP BY r.model ORDER BY 1"
+)
+# what a bundle keeps of the per-text tables: slices (table -> rows) and the readers'
+# aggregates (name -> (table, SELECT)), stored whole (homog.store.bundle)
+BUNDLE_SLICES = {"layer_metrics": ERANK_SQL}
+BUNDLE_FRAMES = {
+    "sentence_curve": ("sentence_metrics", SENTENCE_CURVE_SQL),
+    "sentence_dose": ("sentence_metrics", SENTENCE_DOSE_SQL),
+    "sentence_followed": ("sentence_metrics", FOLLOWED_SQL),
+}
+
+
 def _frame(con: Any, sql: str) -> pd.DataFrame:
     return con.execute(sql).fetch_df()
+
+
+def bundled(con: Any, name: str) -> pd.DataFrame:
+    """The frame ``name`` of BUNDLE_FRAMES: a bundle's stored result, else its query."""
+    return _frame(con, frame_sql(con, name, BUNDLE_FRAMES[name][1]))
 
 
 def tables_of(con: Any) -> set[str]:
@@ -47,12 +77,7 @@ def read_inputs(con: Any) -> dict[str, pd.DataFrame]:
         "older_runs": pd.DataFrame(older, columns=columns),
         "runs": get("runs", "SELECT * FROM runs ORDER BY model, intervention, run_id"),
         "contrasts": get("contrasts", "SELECT * FROM contrasts"),
-        "erank": get(
-            "layer_metrics",
-            "SELECT run_id, variant, sample_id, layer, metric, value FROM layer_metrics "
-            "WHERE metric IN ('erank', 'erank__no_sink', 'erank__standardized') "
-            "AND variant = 'original'",
-        ),
+        "erank": get("layer_metrics", ERANK_SQL),
         "texts": get(
             "texts",
             "SELECT dataset, variant, count(*) AS n_texts, avg(bertscore_f1) AS bertscore_f1 "
@@ -70,8 +95,12 @@ def read_inputs(con: Any) -> dict[str, pd.DataFrame]:
         "doses": get("intervention_doses", DOSES_SQL),  # homog.report.concentration
         # the moved sentence (issue 40; homog.report.sentences_view)
         "sentences": get("sentence_contrasts", "SELECT * FROM sentence_contrasts"),
-        "sentence_curve": get("sentence_metrics", SENTENCE_CURVE_SQL),
-        "sentence_dose": get("sentence_metrics", SENTENCE_DOSE_SQL),
+        "sentence_curve": bundled(con, "sentence_curve")
+        if "sentence_metrics" in tables
+        else pd.DataFrame(),
+        "sentence_dose": bundled(con, "sentence_dose")
+        if "sentence_metrics" in tables
+        else pd.DataFrame(),
         "posenc": get("posenc_results", POSENC_SQL),
         "ablation": get(
             "head_ablation",

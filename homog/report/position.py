@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from homog.report.document import Section
+from homog.store.query import summary_names
 
 CONTROL_METRICS = ("erank", "erank__no_sink", "erank__standardized", "attn_first")
 
@@ -81,10 +82,8 @@ def position_section(
     contrasts, runs = data["contrasts"], data["runs"]
     present = set(contrasts["metric"]) if not contrasts.empty else set()
     tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-    if "layer_metrics" in tables:
-        present |= {
-            r[0] for r in con.execute("SELECT DISTINCT metric FROM layer_metrics").fetchall()
-        }
+    if "layer_metrics" in tables:  # the summary's names (a bundle has no raw rows)
+        present |= set(summary_names(con)[0])
     for metric in CONTROL_METRICS:
         rows = layer0_rows(contrasts, runs, metric) if metric in present else []
         if rows:

@@ -34,7 +34,7 @@ def render(db: Path, params_path: str | None, figdir: Path, link: str) -> list[s
     """The Markdown lines of the block (figures written into ``figdir``, linked as ``link``)."""
     from homog.config import Params, load_config
     from homog.report.document import to_markdown
-    from homog.report.inputs import read_inputs
+    from homog.report.inputs import bundled, read_inputs
     from homog.report.sentences_view import sentences_section
     from homog.store.query import connect
 
@@ -42,12 +42,7 @@ def render(db: Path, params_path: str | None, figdir: Path, link: str) -> list[s
     con = connect(db)
     try:
         data = read_inputs(con)
-        followed = con.execute(
-            "SELECT r.model, count(DISTINCT s.sample_id) AS reviews, "
-            "count(DISTINCT (s.variant, s.sample_id)) AS texts, "
-            "count(DISTINCT (s.variant, s.sample_id, s.sentence)) AS sentences "
-            "FROM sentence_metrics s JOIN runs r USING (run_id) GROUP BY r.model ORDER BY 1"
-        ).df()
+        followed = bundled(con, "sentence_followed")
     finally:
         con.close()
     figdir.mkdir(parents=True, exist_ok=True)

@@ -37,7 +37,14 @@ def connect(db_path: str | os.PathLike[str]) -> duckdb.DuckDBPyConnection:
     if not path.exists():
         raise HomogError(f"no database at {path}: {CREATE_HINT}")
     if path.is_dir():
-        raise HomogError(f"the database {path} is a directory; pass --db with the database file")
+        from homog.store.bundle import is_bundle, open_bundle
+
+        if is_bundle(path):  # a published result (homog publish): read in memory
+            return open_bundle(path)
+        raise HomogError(
+            f"the database {path} is a directory, and not a bundle that `homog publish` wrote "
+            "(it has no bundle.json); pass --db with the database file or a bundle folder"
+        )
     if path.stat().st_size == 0:  # `homog load` never replaces a file that is not DuckDB's
         raise HomogError(
             f"the database {path} is empty (a 0-byte file, not a database: `homog load` does "
@@ -85,16 +92,24 @@ def list_runs(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     )
 
 
+def _per_layer(con: duckdb.DuckDBPyConnection) -> str:
+    """Where the names of the per-layer rows are: ``layer_metrics``, or in a bundle (which
+    keeps a slice of it) ``layer_summary``."""
+    from homog.store.bundle import opened_bundle
+
+    return "layer_summary" if opened_bundle(con) else "layer_metrics"
+
+
 def metrics(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Metric names present in ``layer_metrics``, sorted."""
-    return [
-        r[0] for r in fetch_rows(con, "SELECT DISTINCT metric FROM layer_metrics ORDER BY metric")
-    ]
+    table = _per_layer(con)
+    return [r[0] for r in fetch_rows(con, f"SELECT DISTINCT metric FROM {table} ORDER BY metric")]
 
 
 def variants(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Variant names present in ``layer_metrics``: original, front, end, control first."""
-    found = {r[0] for r in fetch_rows(con, "SELECT DISTINCT variant FROM layer_metrics")}
+    table = _per_layer(con)
+    found = {r[0] for r in fetch_rows(con, f"SELECT DISTINCT variant FROM {table}")}
     return [v for v in VARIANT_ORDER if v in found] + sorted(found - set(VARIANT_ORDER))
 
 
