@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup demo study sentences test test-all lint docs bench bench-peers bench-curves clean-outputs
+.PHONY: setup demo study test test-all lint docs bench bench-peers bench-curves clean-outputs
 
 setup: $(VENV)/.installed
 
@@ -31,16 +31,13 @@ demo: setup
 	homog runs
 
 ## The study on real reviews (study/params.yaml: 380 IMDB reviews of ../shared, both embedded
-## models, 256 tokens; STUDY_PARAMS=quick.yaml: 64 reviews). Writes study/data/ and regenerates
-## docs/results.md with its figures from the study database.
+## models, 256 tokens; STUDY_PARAMS=quick.yaml: 64 reviews). Writes study/data/, regenerates
+## docs/results.md, docs/sentences.md's results and the README's answer from the one study
+## database, and publishes its summary tables to study/results/. Stopped, it goes on where it
+## stopped when run again (study/stages.sh).
 STUDY_PARAMS ?= params.yaml
 study: setup
 	study/run.sh $(STUDY_PARAMS)
-
-## The sentence study (issue 40; docs/sentences.md): the position family of the study's
-## reviews, every sentence followed through the layers of both embedded models.
-sentences: setup
-	study/sentences/run.sh
 
 ## The test suite (what CI runs).
 test: setup

@@ -1,28 +1,33 @@
 #!/usr/bin/env bash
-# The study, stage by stage, in this directory (outputs under study/data/), each stage timed.
+# The study, stage by stage in this directory (outputs under study/data/), each stage timed and
+# skipped when a run with the same params and code finished it (study/stages.sh): stop it
+# and run it again to go on. One database serves every page: docs/results.md and its
+# figures, docs/sentences.md's results block, the README's answer, and the published bundle
+# study/results/ (homog publish) that any reader opens with --db study/results.
 # Usage (from the repository root): make study [STUDY_PARAMS=quick.yaml]
-# Then docs/results.md and docs/results/*.png are written by `homog report --format md` from
-# the study database, and study/data/report/report.html is the full HTML report.
 set -euo pipefail
 cd "$(dirname "$0")"
 P="${1:-params.yaml}"
 [ -f "$P" ] || { echo "study/run.sh: no params file study/$P" >&2; exit 2; }
 . ./stages.sh
-stage homog corpus --params "$P"
-stage homog synth --params "$P"
+stage corpus homog corpus --params "$P"
+stage synth homog synth --params "$P"
 for m in $models; do
-  stage homog extract --model "$m" --params "$P"
-  stage homog mauve --model "$m" --params "$P"
+  stage "extract@$m" homog extract --model "$m" --params "$P"
+  stage "mauve@$m" homog mauve --model "$m" --params "$P"
   # does homogenization cost anything? (docs/probe.md): pooled vectors, zero-shot answers, probes
-  stage homog probe --model "$m" --params "$P"
+  stage "probe@$m" homog probe --model "$m" --params "$P"
 done
-stage homog stats --params "$P"
-stage homog load --params "$P"
-stage homog report --params "$P"
-# --force: docs/results.md and docs/results/ are this script's own outputs (pages written
-# before homog marked its outputs carry no mark)
-stage homog report --params "$P" --format md -o ../docs/results.md --figures-dir ../docs/results --force
-# the README's "answer so far": the same lines as the results page's answer, from this database
-# (with the sentence study's line when `make sentences` has run: docs/sentences.md)
-stage python -m homog.report.readme --db data/homog.duckdb --params "$P" --readme ../README.md \
-  --sentences-db sentences/data/homog.duckdb
+stage stats homog stats --params "$P"
+# one study, one database: the runs of an earlier study are not kept beside this one's
+stage load bash -c 'rm -f data/homog.duckdb && homog load --params "$1"' load "$P"
+stage report homog report --params "$P"
+# --force: docs/results.md and docs/results/ are this script's own outputs
+stage results homog report --params "$P" --format md -o ../docs/results.md \
+  --figures-dir ../docs/results --force
+stage sentences python -m homog.report.sentences_page --db data/homog.duckdb --params "$P" \
+  --page ../docs/sentences.md --figures ../docs/sentences \
+  --source "From the study's database (\`make study\`), by \`python -m homog.report.sentences_page\`:"
+# the README's "answer so far": the same lines as the results page's answer, this database
+stage readme python -m homog.report.readme --db data/homog.duckdb --params "$P" --readme ../README.md
+stage publish homog publish --db data/homog.duckdb -o results

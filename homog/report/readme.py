@@ -17,6 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     write the answer lines of the database's claims into the README's answer block."""
     from homog.config import Params, load_config
     from homog.report.inputs import claims_of, read_inputs
+    from homog.report.sentences_view import sentence_line, verdict_rows
     from homog.store.query import connect
 
     ap = argparse.ArgumentParser(prog="python -m homog.report.readme")
@@ -24,7 +25,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--params")
     ap.add_argument("--readme", required=True)
     ap.add_argument("--source", default="")
-    ap.add_argument("--sentences-db", help="the sentence study's database (its answer line)")
     args = ap.parse_args(argv)
     params = load_config(args.params) if args.params else Params()
     con = connect(Path(args.db))
@@ -41,19 +41,8 @@ def main(argv: list[str] | None = None) -> int:
         "study's database by `python -m homog.report.readme`:"
     )
     readme = Path(args.readme)
-    sentence = None
-    sentences = Path(args.sentences_db) if args.sentences_db else None
-    if sentences is not None and sentences.exists():
-        from homog.report.sentences_view import sentence_line, verdict_rows
-
-        scon = connect(sentences)
-        try:
-            sdata = read_inputs(scon)
-        finally:
-            scon.close()
-        sentence = sentence_line(
-            verdict_rows(sdata["sentences"], sdata["runs"], params.stats.alpha)
-        )
+    # where position acts: the same database's moved sentences, as the report words it
+    sentence = sentence_line(verdict_rows(data["sentences"], data["runs"], params.stats.alpha))
     lines = full_answer(claims, data["probe"], sentence)
     readme.write_text(replace_block(readme.read_text(), lines, source))
     print(f"wrote the answer ({len(lines)} lines) into {readme}")

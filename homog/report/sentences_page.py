@@ -3,7 +3,7 @@
 Writes the report's section "Where position acts" (homog.report.sentences_view) of a database,
 with the followed / left-out sentence counts of its runs (run.json ``sentences``), between the
 ``<!-- sentence-results -->`` markers of a Markdown page (docs/sentences.md), and its figures
-into a folder beside it (study/sentences/run.sh runs it).
+into a folder beside it (study/run.sh runs it).
 """
 
 from __future__ import annotations
