@@ -53,8 +53,10 @@ def test_the_report_from_the_bundle_equals_the_databases(
     database's own rows give (the sentence views, claim 1's bootstrap over texts)."""
     pages = {}
     for name, db in (("a", source), ("b", bundle)):
-        invoke("report", "--db", str(db), "--format", "md", "-o", str(tmp_path / f"{name}.md"),
-               "--figures-dir", str(tmp_path / "figs" / name))  # fmt: skip
+        page, figs = tmp_path / f"{name}.md", tmp_path / "figs" / name
+        invoke(
+            "report", "--db", str(db), "--format", "md", "-o", str(page), "--figures-dir", str(figs)
+        )
         pages[name] = [
             line.replace(str(db), "DB").replace(f"{name}.md", "X.md").replace(f"figs/{name}", "F")
             for line in (tmp_path / f"{name}.md").read_text().splitlines()
@@ -92,8 +94,12 @@ def test_the_bundle_holds_no_words_and_only_slices_of_the_per_text_tables(
 
 def test_readers_never_change_the_bundle(bundle: Path, tmp_path: Path) -> None:
     before = snapshot(bundle)
-    for sql in ("CREATE TABLE x AS SELECT 1", "DELETE FROM runs",
-                f"COPY runs TO '{tmp_path / 'x.csv'}'"):  # fmt: skip
+    writes = (
+        "CREATE TABLE x AS SELECT 1",
+        "DELETE FROM runs",
+        f"COPY runs TO '{tmp_path / 'x.csv'}'",
+    )
+    for sql in writes:
         res = CliRunner().invoke(main, ["sql", "--db", str(bundle), sql])
         assert res.exit_code != 0 and "read-only" in res.output + str(res.exception), sql
     res = CliRunner().invoke(

@@ -15,8 +15,12 @@ def run_stages(study: Path, script: str) -> subprocess.CompletedProcess:
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
     return subprocess.run(
         ["bash", "-c", f"set -euo pipefail; P=params.yaml; . ./stages.sh; {script}"],
-        cwd=study, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=study,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_a_finished_stage_is_skipped_until_params_change(tmp_path: Path) -> None:

@@ -65,6 +65,23 @@ def _sensitivity(frame: Any, params: Any, fmt: str) -> None:
     emit(columns, rows, fmt, "primary verdicts per margin")
 
 
+def _power(frame: Any, fmt: str) -> None:
+    """Print the reviews each primary endpoint needs (homog.report.power), then one line."""
+    from homog.report.power import power_line, power_table
+
+    table = power_table(frame)
+    if table.empty:
+        raise HomogError("no primary endpoints among the claim rows (stats.primary)")
+    full = table
+    if fmt == "table":  # what fits 80 columns; csv and json carry every column
+        table = table[["model", "comparison", "metric", "scope", "n", "n_needed", "verdict"]]
+    columns = [str(c) for c in table.columns]
+    rows = [[plain(v) for v in r] for r in table.itertuples(index=False, name=None)]
+    emit(columns, rows, fmt, "reviews that would decide each primary endpoint")
+    if fmt == "table":
+        click.echo(power_line(full))
+
+
 def _matches(value: Any, wanted: list[str], *, prefix: bool = False) -> bool:
     text = str(value)
     return any(text == w or (prefix and text.startswith(w)) for w in wanted)
@@ -92,6 +109,12 @@ def _matches(value: Any, wanted: list[str], *, prefix: bool = False) -> bool:
     help="Instead of the claims: every primary endpoint's verdict under the margin bases sd "
     "and depth x 0.05, 0.1, 0.2 (the column of the params' own setting equals the claims').",
 )
+@click.option(
+    "--power",
+    is_flag=True,
+    help="Instead of the claims: per primary endpoint, the reviews that would decide it (its "
+    "equivalence CI clear of +-SESOI; plug-in, docs/statistics.md).",
+)
 @format_option
 @wide_option
 def claims(
@@ -101,6 +124,7 @@ def claims(
     claims: tuple[str, ...],
     verdicts: tuple[str, ...],
     sensitivity: bool,
+    power: bool,
     fmt: str,
     wide: bool,
 ) -> None:
@@ -120,6 +144,7 @@ def claims(
       homog claims --claim 5b --wide
       homog claims --verdict supported,reversed
       homog claims --sensitivity --format json
+      homog claims --power
     """
     from homog.report.build import REPORT_TABLES
     from homog.report.inputs import claims_of, read_inputs
@@ -157,6 +182,9 @@ def claims(
         frame = frame[[_matches(v, wanted, prefix=prefix) for v in frame[column]]]
     if sensitivity:
         _sensitivity(frame, params, fmt)
+        return
+    if power:
+        _power(frame, fmt)
         return
     if fmt == "table":
         from homog.cli.views import show_claims
