@@ -115,16 +115,22 @@ def os_error(exc: OSError, path: str | os.PathLike[str] | None, what: str = "out
 
 # What reading a damaged Parquet or .npz file raises (pyarrow's errors subclass these too).
 READ_ERRORS: tuple[type[BaseException], ...] = (
-    OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error,
-)  # fmt: skip
+    OSError,
+    ValueError,
+    EOFError,
+    KeyError,
+    zipfile.BadZipFile,
+    zlib.error,
+)
 
 
 def unreadable(path: str | os.PathLike[str], exc: BaseException, fix: str) -> HomogError:
     """The HomogError for a stage output that cannot be read: names the file, DuckDB's or
     pyarrow's or numpy's reason, and ``fix`` (the command that writes it again)."""
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return HomogError(f"cannot read {path} ({first}): the file is damaged or not what homog "
-                      f"wrote; {fix}")  # fmt: skip
+    return HomogError(
+        f"cannot read {path} ({first}): the file is damaged or not what homog wrote; {fix}"
+    )
 
 
 def read_output(path: Path, read: Callable[[Path], T], fix: str) -> T:
@@ -243,8 +249,9 @@ def atomic_path(
         target.parent.mkdir(parents=True, exist_ok=True)
         remove_stale(target.parent, _stale_pattern(target.name))
         if directory:
-            tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.{pid}.", suffix=".tmp",
-                                        dir=target.parent))  # fmt: skip
+            tmp = Path(
+                tempfile.mkdtemp(prefix=f".{target.name}.{pid}.", suffix=".tmp", dir=target.parent)
+            )
             tmp.chmod(0o777 & ~umask)
         else:
             fd, name = tempfile.mkstemp(

@@ -120,8 +120,15 @@ def layer_curves_figure(
         for ax in list(axes.flat)[len(models) :]:
             ax.set_visible(False)
         handles, labels = _panel_legend(list(axes.flat)[: len(models)])
-        fig.text(0.99, 1.0, curves_note(difference, significance), ha="right", va="bottom",
-                 fontsize=7, color="0.4")  # fmt: skip
+        fig.text(
+            0.99,
+            1.0,
+            curves_note(difference, significance),
+            ha="right",
+            va="bottom",
+            fontsize=7,
+            color="0.4",
+        )
         fig.tight_layout()
         legend_below(fig, handles, labels, ncol=min(4 if ncols == 1 else 6, len(labels)))
         try:
@@ -157,8 +164,12 @@ def _draw_curve(ax, pts, x: str, intervention: str, variant: str, color, signifi
     if intervention == "none":  # bands for interventions too would be unreadable
         ax.fill_between(xs, lo, hi, color=color, alpha=0.12, lw=0)
     if significance is not None and variant != "original":
-        p = np.array([np.nan if r.get("p_holm_vs_original") is None
-                      else r["p_holm_vs_original"] for r in pts])  # fmt: skip
+        p = np.array(
+            [
+                np.nan if r.get("p_holm_vs_original") is None else r["p_holm_vs_original"]
+                for r in pts
+            ]
+        )
         sig = (p < significance) & np.isfinite(mean)
         if sig.any() and intervention == "none":
             # on the curve itself: a mark can never leave the data's range
@@ -286,13 +297,24 @@ def dose_response_figure(
                 _draw_dose(ax, sel, model, colors[model])
             ax.set_title(band)
             ax.legend(
-                fontsize=6, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.12),
-                title="slope per unit position [CI]", title_fontsize=6,
-            )  # fmt: skip
+                fontsize=6,
+                frameon=False,
+                loc="upper center",
+                bbox_to_anchor=(0.5, -0.12),
+                title="slope per unit position [CI]",
+                title_fontsize=6,
+            )
         axes.flat[0].set_ylabel(METRIC_LABELS.get(metric, metric))
         fig.supxlabel("key sentence position (share of the text's words)", fontsize=9)
-        fig.text(0.99, 1.0, "points: mean and 95% CI of the within-text deviation",
-                 ha="right", va="bottom", fontsize=7, color="0.4")  # fmt: skip
+        fig.text(
+            0.99,
+            1.0,
+            "points: mean and 95% CI of the within-text deviation",
+            ha="right",
+            va="bottom",
+            fontsize=7,
+            color="0.4",
+        )
         fig.tight_layout()
         try:
             return save_figure(fig, out)
@@ -317,8 +339,16 @@ def _draw_dose_points(ax, pts: Sequence[dict[str, Any]], color: str) -> np.ndarr
     xs = np.array([r["key_position"] for r in pts], dtype=float)
     ys = np.array([r["value"] for r in pts], dtype=float)
     err = np.array([[y - r["ci_low"], r["ci_high"] - y] for r, y in zip(pts, ys, strict=True)]).T
-    ax.errorbar(xs, ys, yerr=np.clip(np.nan_to_num(err), 0, None), fmt="o", color=color,
-                ms=3.5, capsize=2, lw=1)  # fmt: skip
+    ax.errorbar(
+        xs,
+        ys,
+        yerr=np.clip(np.nan_to_num(err), 0, None),
+        fmt="o",
+        color=color,
+        ms=3.5,
+        capsize=2,
+        lw=1,
+    )
     for k, (r, x_, y_) in enumerate(zip(pts, xs, ys, strict=True)):
         ax.annotate(  # alternate above / below: near positions stay legible
             r["variant"].removeprefix("key_"),
@@ -333,8 +363,10 @@ def _draw_dose_points(ax, pts: Sequence[dict[str, Any]], color: str) -> np.ndarr
 
 def slope_label(model: str, r: dict[str, Any]) -> str:
     """A slope row's legend entry: model, slope [CI], p and (where present) Holm p."""
-    label = (f"{model}: {r['value']:+.3g} [{r['ci_low']:+.3g}, "
-             f"{r['ci_high']:+.3g}]\np = {r['p_value']:.2g}")  # fmt: skip
+    label = (
+        f"{model}: {r['value']:+.3g} [{r['ci_low']:+.3g}, "
+        f"{r['ci_high']:+.3g}]\np = {r['p_value']:.2g}"
+    )
     ph = r.get("p_holm")
     if ph is not None and np.isfinite(ph):
         label += f", Holm p = {ph:.2g}"

@@ -43,8 +43,15 @@ def type_name(tp: Any) -> str:
 
 
 def value_name(value: Any) -> str:
-    kind = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
-            list: "a list", dict: "a mapping", type(None): "null"}  # fmt: skip
+    kind = {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "a mapping",
+        type(None): "null",
+    }
     return f"{value!r} ({kind.get(type(value), type(value).__name__)})"
 
 

@@ -81,13 +81,19 @@ def check_posenc(config: Mapping[str, Mapping[str, Any]]) -> None:
     """Ranges of a resolved posenc config (``homog.posenc.presets.resolve``'s sections):
     sizes and counts >= 1, shares in their interval, ``lr > 0``, seeds in the seed range,
     ``[lo, hi]`` spans with ``0 <= lo <= hi``."""
-    minimum = {(sec, key): low for low, table in ((1, _POSITIVE), (0, _NON_NEGATIVE))
-               for sec, keys in table.items() for key in keys}  # fmt: skip
+    minimum = {
+        (sec, key): low
+        for low, table in ((1, _POSITIVE), (0, _NON_NEGATIVE))
+        for sec, keys in table.items()
+        for key in keys
+    }
     for (sec, key), low in minimum.items():
         if key in config.get(sec, {}):
             value = config[sec][key]
-            check(isinstance(value, int) and not isinstance(value, bool) and value >= low,
-                  f"posenc.{sec}.{key} must be an integer >= {low}, got {value!r}")  # fmt: skip
+            check(
+                isinstance(value, int) and not isinstance(value, bool) and value >= low,
+                f"posenc.{sec}.{key} must be an integer >= {low}, got {value!r}",
+            )
     for (sec, key), (lo, hi, lo_in, hi_in) in _SHARES.items():
         if key in config.get(sec, {}):
             v = config[sec][key]
@@ -98,13 +104,17 @@ def check_posenc(config: Mapping[str, Mapping[str, Any]]) -> None:
     for key in ("lr", "weight_decay"):
         if key in train:
             v = train[key]
-            check(_number(v) and (v > 0 if key == "lr" else v >= 0),
-                  f"posenc.train.{key} must be a number {'> 0' if key == 'lr' else '>= 0'}, "
-                  f"got {v!r}")  # fmt: skip
+            check(
+                _number(v) and (v > 0 if key == "lr" else v >= 0),
+                f"posenc.train.{key} must be a number {'> 0' if key == 'lr' else '>= 0'}, "
+                f"got {v!r}",
+            )
     if "seeds" in train:
         seeds = train["seeds"]
-        check(isinstance(seeds, list | tuple) and len(seeds) >= 1,
-              f"posenc.train.seeds must be a non-empty list, got {seeds!r}")  # fmt: skip
+        check(
+            isinstance(seeds, list | tuple) and len(seeds) >= 1,
+            f"posenc.train.seeds must be a non-empty list, got {seeds!r}",
+        )
         for seed in seeds:
             check_seed(seed, "posenc.train.seeds[]")
     if "data_seed" in train:
@@ -113,11 +123,12 @@ def check_posenc(config: Mapping[str, Mapping[str, Any]]) -> None:
         span = config.get("distance", {}).get(key)
         if span is not None:
             check(
-                isinstance(span, list | tuple) and len(span) == 2
+                isinstance(span, list | tuple)
+                and len(span) == 2
                 and all(isinstance(x, int) and not isinstance(x, bool) for x in span)
                 and 0 <= span[0] <= span[1],
                 f"posenc.distance.{key} must be [lo, hi] with 0 <= lo <= hi, got {span!r}",
-            )  # fmt: skip
+            )
 
 
 # ---------------------------------------------------------------------------------------------

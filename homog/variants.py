@@ -35,52 +35,105 @@ class Variant:
 
 
 VARIANTS: tuple[Variant, ...] = (
-    Variant("original", ORIGINAL, "#000000",
-            "the review as drawn from the corpus (after the corpus stage's cleaning)."),
-    Variant("front", PAPER, "#D55E00",
-            "every sentence that has a key phrase rewritten so that the key phrase sits as "
-            "early in the sentence as possible (synth stage)."),
-    Variant("end", PAPER, "#0072B2",
-            "the same rewrite toward the end: the key phrase as late in the sentence as "
-            "possible."),
-    Variant("control", PAPER, "#009E73",
-            "the same kind of rewrite (clause moves) that keeps the key phrase where it was "
-            "(its relative position changes by at most synth.control_tolerance): a difference "
-            "between front/end and control is position, a difference between control and "
-            "original is paraphrase."),
-    Variant("key_first", POSITION, "#E69F00",
-            "the review's key sentence (the one that holds its most salient key phrase) "
-            "placed first; the other sentences keep their order and every token is kept.",
-            0.0),
-    Variant("key_mid", POSITION, "#CC79A7",
-            "the key sentence placed in the middle of the review; the other sentences keep "
-            "their order and every token is kept.", 0.5),
-    Variant("key_last", POSITION, "#56B4E9",
-            "the key sentence placed last; the other sentences keep their order and every "
-            "token is kept.", 1.0),
-    Variant("key_control", POSITION, "#999999",
-            "a non-key sentence of similar token length moved by the same distance, in the "
-            "same direction, as the position family's largest move in that text: the negative "
-            "control of the key_* family (same tokens, same kind of move, key sentence not "
-            "moved)."),
-    Variant("ctrl_first", POSITION, "#B35806",
-            "the same-place control: the review's control sentence (a non-key sentence, never "
-            "the first, interior where one exists, the closest to the key sentence in token "
-            "length) placed first, exactly as key_first places the key sentence; the other "
-            "sentences keep their order and every token is kept."),
-    Variant("ctrl_mid", POSITION, "#8073AC",
-            "the control sentence placed in the middle (the slot key_mid gives the key "
-            "sentence); every token kept."),
-    Variant("ctrl_last", POSITION, "#1B7837",
-            "the control sentence placed last (the slot key_last gives the key sentence); "
-            "every token kept."),
-    Variant("key_ends", DERIVED, "#7F7F7F",
-            "not a text: the stats stage's per-text mean of key_first and key_last (the key "
-            "sentence at either edge), contrasted with key_mid for the U-shape (claim 1u)."),
-    Variant("ctrl_ends", DERIVED, "#BFBFBF",
-            "not a text: the per-text mean of ctrl_first and ctrl_last (the control sentence "
-            "at either edge), the control side of the key-specific U-shape."),
-)  # fmt: skip
+    Variant(
+        "original",
+        ORIGINAL,
+        "#000000",
+        "the review as drawn from the corpus (after the corpus stage's cleaning).",
+    ),
+    Variant(
+        "front",
+        PAPER,
+        "#D55E00",
+        "every sentence that has a key phrase rewritten so that the key phrase sits as "
+        "early in the sentence as possible (synth stage).",
+    ),
+    Variant(
+        "end",
+        PAPER,
+        "#0072B2",
+        "the same rewrite toward the end: the key phrase as late in the sentence as possible.",
+    ),
+    Variant(
+        "control",
+        PAPER,
+        "#009E73",
+        "the same kind of rewrite (clause moves) that keeps the key phrase where it was "
+        "(its relative position changes by at most synth.control_tolerance): a difference "
+        "between front/end and control is position, a difference between control and "
+        "original is paraphrase.",
+    ),
+    Variant(
+        "key_first",
+        POSITION,
+        "#E69F00",
+        "the review's key sentence (the one that holds its most salient key phrase) "
+        "placed first; the other sentences keep their order and every token is kept.",
+        0.0,
+    ),
+    Variant(
+        "key_mid",
+        POSITION,
+        "#CC79A7",
+        "the key sentence placed in the middle of the review; the other sentences keep "
+        "their order and every token is kept.",
+        0.5,
+    ),
+    Variant(
+        "key_last",
+        POSITION,
+        "#56B4E9",
+        "the key sentence placed last; the other sentences keep their order and every "
+        "token is kept.",
+        1.0,
+    ),
+    Variant(
+        "key_control",
+        POSITION,
+        "#999999",
+        "a non-key sentence of similar token length moved by the same distance, in the "
+        "same direction, as the position family's largest move in that text: the negative "
+        "control of the key_* family (same tokens, same kind of move, key sentence not "
+        "moved).",
+    ),
+    Variant(
+        "ctrl_first",
+        POSITION,
+        "#B35806",
+        "the same-place control: the review's control sentence (a non-key sentence, never "
+        "the first, interior where one exists, the closest to the key sentence in token "
+        "length) placed first, exactly as key_first places the key sentence; the other "
+        "sentences keep their order and every token is kept.",
+    ),
+    Variant(
+        "ctrl_mid",
+        POSITION,
+        "#8073AC",
+        "the control sentence placed in the middle (the slot key_mid gives the key "
+        "sentence); every token kept.",
+    ),
+    Variant(
+        "ctrl_last",
+        POSITION,
+        "#1B7837",
+        "the control sentence placed last (the slot key_last gives the key sentence); "
+        "every token kept.",
+    ),
+    Variant(
+        "key_ends",
+        DERIVED,
+        "#7F7F7F",
+        "not a text: the stats stage's per-text mean of key_first and key_last (the key "
+        "sentence at either edge), contrasted with key_mid for the U-shape (claim 1u).",
+    ),
+    Variant(
+        "ctrl_ends",
+        DERIVED,
+        "#BFBFBF",
+        "not a text: the per-text mean of ctrl_first and ctrl_last (the control sentence "
+        "at either edge), the control side of the key-specific U-shape.",
+    ),
+)
 BY_NAME = {v.name: v for v in VARIANTS}
 # the variants that are texts, in order (a finer sweep's key_p25 ... sorts after them by name)
 TEXT_VARIANTS = tuple(v.name for v in VARIANTS if v.family != DERIVED)
@@ -125,9 +178,11 @@ def definition(name: str) -> str | None:
     if name in BY_NAME:
         return BY_NAME[name].definition
     if name.startswith("key_p") and name[5:].isdigit():
-        return (f"the key sentence placed at {int(name[5:])} % of the review (the position "
-                "family's sweep); the other sentences keep their order and every token is "
-                "kept.")  # fmt: skip
+        return (
+            f"the key sentence placed at {int(name[5:])} % of the review (the position "
+            "family's sweep); the other sentences keep their order and every token is "
+            "kept."
+        )
     return None
 
 

@@ -27,11 +27,24 @@ VIEW_NAMES = {
 # Colours that stay apart on dark and light backgrounds (Okabe-Ito, then Tableau), as RGB so
 # plotext and rich draw the same colour.
 PALETTE: tuple[tuple[int, int, int], ...] = (
-    (230, 159, 0), (86, 180, 233), (0, 158, 115), (240, 228, 66), (0, 114, 178),
-    (213, 94, 0), (204, 121, 167), (31, 119, 180), (255, 127, 14), (44, 160, 44),
-    (214, 39, 40), (148, 103, 189), (140, 86, 75), (227, 119, 194), (127, 127, 127),
-    (188, 189, 34), (23, 190, 207),
-)  # fmt: skip
+    (230, 159, 0),
+    (86, 180, 233),
+    (0, 158, 115),
+    (240, 228, 66),
+    (0, 114, 178),
+    (213, 94, 0),
+    (204, 121, 167),
+    (31, 119, 180),
+    (255, 127, 14),
+    (44, 160, 44),
+    (214, 39, 40),
+    (148, 103, 189),
+    (140, 86, 75),
+    (227, 119, 194),
+    (127, 127, 127),
+    (188, 189, 34),
+    (23, 190, 207),
+)
 
 
 @dataclass
@@ -89,8 +102,11 @@ def view_rows(
     or in the 'diff' view the :func:`diff_rows` of ``contrasts`` (variants in ``order``)."""
     if view == "diff":
         depth = {rid: r.get("n_layers") or 1 for rid, r in runs.items()}
-        return [r for r in diff_rows(contrasts, depth, order)
-                if r["variant"].removesuffix("−original") in shown]  # fmt: skip
+        return [
+            r
+            for r in diff_rows(contrasts, depth, order)
+            if r["variant"].removesuffix("−original") in shown
+        ]
     rows = [r for r in rows if r["variant"] in shown]
     return [r for r in rows if in_view(view, group, r, runs)]
 
@@ -113,8 +129,13 @@ def build_lines(
     lines, numbers = [], {}
     for i, key in enumerate(keys, start=1):
         run_id, variant = key
-        line = Line(i, run_id, variant, line_name(runs.get(run_id), run_id, variant,
-                    short.get(run_id, run_id)), PALETTE[(i - 1) % len(PALETTE)])  # fmt: skip
+        line = Line(
+            i,
+            run_id,
+            variant,
+            line_name(runs.get(run_id), run_id, variant, short.get(run_id, run_id)),
+            PALETTE[(i - 1) % len(PALETTE)],
+        )
         for r in sorted(order[key], key=lambda r: r["layer"]):
             mean = r.get("mean")
             if mean is None or (isinstance(mean, float) and math.isnan(mean)):
@@ -183,18 +204,20 @@ def diff_rows(
         if c.get("variant_b") != "original" or c.get("layer") is None:
             continue
         depth = n_layers.get(c["run_id"]) or 1
-        out.append({
-            "run_id": c["run_id"],
-            "variant": f"{c['variant_a']}−original",
-            "layer": int(c["layer"]),
-            "rel_depth": int(c["layer"]) / depth,
-            "n": c.get("n"),
-            "mean": c.get("mean_diff"),
-            "ci_low": c.get("ci_low"),
-            "ci_high": c.get("ci_high"),
-            "p_holm_vs_original": c.get("p_holm"),
-            "p_value": c.get("p_value"),
-        })  # fmt: skip
+        out.append(
+            {
+                "run_id": c["run_id"],
+                "variant": f"{c['variant_a']}−original",
+                "layer": int(c["layer"]),
+                "rel_depth": int(c["layer"]) / depth,
+                "n": c.get("n"),
+                "mean": c.get("mean_diff"),
+                "ci_low": c.get("ci_low"),
+                "ci_high": c.get("ci_high"),
+                "p_holm_vs_original": c.get("p_holm"),
+                "p_value": c.get("p_value"),
+            }
+        )
     return out
 
 
@@ -216,8 +239,12 @@ def p_floors(contrasts: Iterable[Row]) -> dict[tuple[str, str], Floor]:
     go lower, so those p-values are bounds, not estimates."""
     fam: dict[tuple[str, str], list[Row]] = {}
     for c in contrasts:
-        if c.get("band") is None and c.get("baseline_run_id") is None \
-                and c.get("variant_b") == "original" and c.get("p_value") is not None:  # fmt: skip
+        if (
+            c.get("band") is None
+            and c.get("baseline_run_id") is None
+            and c.get("variant_b") == "original"
+            and c.get("p_value") is not None
+        ):
             fam.setdefault((c["run_id"], c["variant_a"]), []).append(c)
     out = {}
     for key, rows in fam.items():

@@ -55,5 +55,9 @@ class PosencConfig:
 
     def overrides(self) -> dict[str, dict[str, Any]]:
         """The preset overrides, by preset section."""
-        return {"model": self.model, "train": self.train, "distance": self.distance,
-                "count": self.count}  # fmt: skip
+        return {
+            "model": self.model,
+            "train": self.train,
+            "distance": self.distance,
+            "count": self.count,
+        }

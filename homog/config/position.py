@@ -23,11 +23,14 @@ class PositionConfig:
         bad = [p for p in self.positions if not 0 <= p <= 1]
         names = [variant_name(p) for p in self.positions]
         problem = (
-            "must not be empty" if not self.positions
-            else f"must lie in [0, 1], got {bad}" if bad
-            else f"repeats a position (names {names})" if len(set(names)) < len(names)
+            "must not be empty"
+            if not self.positions
+            else f"must lie in [0, 1], got {bad}"
+            if bad
+            else f"repeats a position (names {names})"
+            if len(set(names)) < len(names)
             else None
-        )  # fmt: skip
+        )
         if problem:
             from homog.validate import ParamsValueError
 

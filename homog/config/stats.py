@@ -45,8 +45,13 @@ class StatsConfig:
     separability_perm: int = 999
     # metrics of the secondary mixed model per band (statsmodels MixedLM, ~2 s per fit at
     # 300 texts x 8 variants); [] turns it off
-    mixed_metrics: tuple[str, ...] = ("erank", "erank__no_sink", "erank__standardized", "mev",
-                                      "attn_first")  # fmt: skip
+    mixed_metrics: tuple[str, ...] = (
+        "erank",
+        "erank__no_sink",
+        "erank__standardized",
+        "mev",
+        "attn_first",
+    )
     # the pre-registered primary endpoints: their own Holm family (homog.config.primary)
     primary: PrimaryConfig = field(default_factory=PrimaryConfig)
 

@@ -74,8 +74,10 @@ class BertScoreConfig:
 
     def __post_init__(self) -> None:
         _check(self.batch_size >= 1, "synth.bertscore.batch_size must be >= 1")
-        _check(-1 <= self.threshold <= 1, f"synth.bertscore.threshold must lie in [-1, 1] "
-               f"(an F1 score), got {self.threshold}")  # fmt: skip
+        _check(
+            -1 <= self.threshold <= 1,
+            f"synth.bertscore.threshold must lie in [-1, 1] (an F1 score), got {self.threshold}",
+        )
         _check(
             self.num_layers is None or self.num_layers >= 1,
             "synth.bertscore.num_layers must be >= 1 or null",

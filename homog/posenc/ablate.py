@@ -99,9 +99,12 @@ def run_ablate(
                 n_heads = sum(m.numel() for m in model.head_masks())
                 job = bar.add_task(f"ablate {pe}/{task} seed {seed}", total=n_heads)
                 rows = head_ablation(
-                    model, test, int(run_config["train"]["eval_batch_size"]), dev,
+                    model,
+                    test,
+                    int(run_config["train"]["eval_batch_size"]),
+                    dev,
                     on_head=lambda job=job: bar.update(job, advance=1),
-                )  # fmt: skip
+                )
                 ablation += [{"pe": pe, "task": task, "seed": seed, **r} for r in rows]
                 idx = test.tokens[:n_decompose].to(dev)
                 decomposition += [

@@ -279,8 +279,9 @@ def difference_curves(
     for r in rows:
         d = diff.get((r["run_id"], r["variant"], r["layer"]))
         if r["variant"] != "original" and d is not None:
-            out.append({**r, "mean": d["mean_diff"], "ci_low": d["ci_low"],
-                        "ci_high": d["ci_high"]})  # fmt: skip
+            out.append(
+                {**r, "mean": d["mean_diff"], "ci_low": d["ci_low"], "ci_high": d["ci_high"]}
+            )
     return out
 
 

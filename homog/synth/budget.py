@@ -27,16 +27,20 @@ def fit_budget(
     ok = fits([LEAD + t for t in table["text"]])
     over = table[[not x for x in ok]]
     too_long = set(over.loc[over["variant"] == "original", "sample_id"])
-    todo = [(v, s) for v, s in zip(over["variant"], over["sample_id"], strict=True)
-            if v != "original" and s not in too_long]  # fmt: skip
+    todo = [
+        (v, s)
+        for v, s in zip(over["variant"], over["sample_id"], strict=True)
+        if v != "original" and s not in too_long
+    ]
     targets = [v for v in table["variant"].unique() if v != "original"]
     report = {
         "over_budget": {v: sum(1 for w, _ in todo if w == v) for v in targets},
         "reverted": dict.fromkeys(targets, 0),
         "original_over_budget": len(too_long),
     }
-    row_of = {(v, s): k for k, v, s in zip(table.index, table["variant"], table["sample_id"],
-                                            strict=True)}  # fmt: skip
+    row_of = {
+        (v, s): k for k, v, s in zip(table.index, table["variant"], table["sample_id"], strict=True)
+    }
     rw_row = {}
     if rw is not None:
         cols = (rw.index, rw["variant"], rw["sample_id"], rw["sentence"])
@@ -55,8 +59,11 @@ def fit_budget(
             rebuild(variants, v, s)
         still = fits([LEAD + table.at[row_of[key], "text"] for key in todo])
         # a text without edits left is the original's, which fits
-        todo = [(v, s) for (v, s), good in zip(todo, still, strict=True)
-                if not good and variants.edits[v].get(s)]  # fmt: skip
+        todo = [
+            (v, s)
+            for (v, s), good in zip(todo, still, strict=True)
+            if not good and variants.edits[v].get(s)
+        ]
     for v, n in report["reverted"].items():
         counts = variants.status.setdefault(v, {})
         if n:

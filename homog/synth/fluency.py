@@ -223,9 +223,21 @@ def summary(values: Any) -> dict[str, float | int | None]:
     v = np.asarray(list(values), dtype=float)
     v = v[np.isfinite(v)]
     if not len(v):
-        return {"n": 0, "mean": None, "p05": None, "p25": None, "median": None, "p75": None,
-                "p95": None}  # fmt: skip
+        return {
+            "n": 0,
+            "mean": None,
+            "p05": None,
+            "p25": None,
+            "median": None,
+            "p75": None,
+            "p95": None,
+        }
     q = np.quantile(v, [0.05, 0.25, 0.5, 0.75, 0.95])
-    return {"n": int(len(v)), "mean": round(float(v.mean()), 4),
-            **{k: round(float(x), 4) for k, x in zip(("p05", "p25", "median", "p75", "p95"), q,
-                                                      strict=True)}}  # fmt: skip
+    return {
+        "n": int(len(v)),
+        "mean": round(float(v.mean()), 4),
+        **{
+            k: round(float(x), 4)
+            for k, x in zip(("p05", "p25", "median", "p75", "p95"), q, strict=True)
+        },
+    }

@@ -298,8 +298,14 @@ def edge_shares(
                 eo, ev = edges(doc.sentence(i), phrase), edges(sent_v, phrase)
                 if eo is None or ev is None:
                     continue
-                rows.append((ev[0] <= EDGE_WORDS, ev[1] <= EDGE_WORDS,
-                             eo[0] <= EDGE_WORDS, eo[1] <= EDGE_WORDS))  # fmt: skip
+                rows.append(
+                    (
+                        ev[0] <= EDGE_WORDS,
+                        ev[1] <= EDGE_WORDS,
+                        eo[0] <= EDGE_WORDS,
+                        eo[1] <= EDGE_WORDS,
+                    )
+                )
         counted = np.array(rows, dtype=bool).reshape(-1, 4)
         n = len(counted)
         share = [round(float(counted[:, j].mean()), 4) if n else None for j in range(4)]

@@ -207,8 +207,10 @@ def manipulation(
 ) -> dict[str, Any]:
     """``report["manipulation"]``: ``per_model`` token measures of every variant of the
     written ``table``, and (family on) the family's measures (``family_report``)."""
-    out: dict[str, Any] = {"per_model": token_measures(table, tokenizers, budgets),
-                           "identical_to_original": identical_to_original(table)}  # fmt: skip
+    out: dict[str, Any] = {
+        "per_model": token_measures(table, tokenizers, budgets),
+        "identical_to_original": identical_to_original(table),
+    }
     if build is not None:
         out.update(family_report(build, set(table["sample_id"]), cfg.positions))
     return out

@@ -48,12 +48,26 @@ from homog.text.tokens import encode
 # (``homog.synth.position.sentence_spans``, JSON), the sentence key_control moves and the
 # same-place control's sentence that ctrl_* move (indices in the original); null on the
 # paper's rewrites and on originals outside the family
-FAMILY_COLUMNS = ["key_index", "key_position", "sentence_spans", "control_sentence",
-                  "ctrl_sentence"]  # fmt: skip
+FAMILY_COLUMNS = [
+    "key_index",
+    "key_position",
+    "sentence_spans",
+    "control_sentence",
+    "ctrl_sentence",
+]
 RECORD_COLUMNS = [
-    "sample_id", "model", "variant", "key_start", "moved_start", "total",
-    "multiset_equal", "separable", "key_index", "n_sentences", "ctrl_index",
-]  # fmt: skip
+    "sample_id",
+    "model",
+    "variant",
+    "key_start",
+    "moved_start",
+    "total",
+    "multiset_equal",
+    "separable",
+    "key_index",
+    "n_sentences",
+    "ctrl_index",
+]
 
 
 @dataclass
@@ -163,10 +177,20 @@ def _token_records(
             if not equal:
                 bad.setdefault(sid, set()).add(key)
             records.append(
-                (sid, key, v, at[fam.key], at[fam.control_sentence], sum(lengths), equal,
-                 full[(sid, v)] == concat, fam.key_index(v), len(order),
-                 -1 if fam.ctrl_sentence is None else order.index(fam.ctrl_sentence))
-            )  # fmt: skip
+                (
+                    sid,
+                    key,
+                    v,
+                    at[fam.key],
+                    at[fam.control_sentence],
+                    sum(lengths),
+                    equal,
+                    full[(sid, v)] == concat,
+                    fam.key_index(v),
+                    len(order),
+                    -1 if fam.ctrl_sentence is None else order.index(fam.ctrl_sentence),
+                )
+            )
     return order_of, texts, records, bad
 
 
@@ -205,8 +229,13 @@ def build_family(
     positions: Sequence[float],
 ) -> FamilyBuild:
     """The family of every text of ``docs`` (sample_id -> Sentences); see the module doc."""
-    dropped = {"no_key": 0, "too_few_sentences": 0, "no_control": 0, "no_move": 0,
-               "multiset_changed": 0}  # fmt: skip
+    dropped = {
+        "no_key": 0,
+        "too_few_sentences": 0,
+        "no_control": 0,
+        "no_move": 0,
+        "multiset_changed": 0,
+    }
     reasons: dict[Any, tuple[str, str]] = {}
 
     def drop(sid: Any, reason: str, detail: str) -> None:
@@ -247,8 +276,13 @@ def with_family(out: pd.DataFrame, build: FamilyBuild | None, order: Sequence[st
     ``homog.synth.position.join`` joins them) keeps null spans: its sentences cannot be
     followed, and extraction reports it."""
     out = out.assign(text=LEAD + out["text"])
-    out = out.assign(key_index=pd.NA, key_position=float("nan"), sentence_spans=None,
-                     control_sentence=pd.NA, ctrl_sentence=pd.NA)  # fmt: skip
+    out = out.assign(
+        key_index=pd.NA,
+        key_position=float("nan"),
+        sentence_spans=None,
+        control_sentence=pd.NA,
+        ctrl_sentence=pd.NA,
+    )
     if build is not None and not build.original.empty:
         orig = (out["variant"] == "original") & out["sample_id"].isin(build.original["sample_id"])
         keys = build.original.set_index("sample_id").loc[out.loc[orig, "sample_id"]]

@@ -60,8 +60,9 @@ def revert_failing(
     }
     if rw is None or max_reverts <= 0:
         return out
-    row_of = {(v, s): k for k, v, s in zip(table.index, table["variant"], table["sample_id"],
-                                            strict=True)}  # fmt: skip
+    row_of = {
+        (v, s): k for k, v, s in zip(table.index, table["variant"], table["sample_id"], strict=True)
+    }
     originals = table[table["variant"] == "original"].set_index("sample_id")["text"]
     below = table[(table["variant"] != "original") & (table["bertscore_f1"] < threshold)]
     failing = list(zip(below["variant"], below["sample_id"], strict=True))
@@ -71,14 +72,14 @@ def revert_failing(
     order = {key: damage_order(rw.loc[groups[key]]) if key in groups else [] for key in failing}
     rw_row = {
         (v, s, int(i)): k
-        for k, v, s, i in zip(rw.index, rw["variant"], rw["sample_id"], rw["sentence"],
-                              strict=True)
-    }  # fmt: skip
+        for k, v, s, i in zip(rw.index, rw["variant"], rw["sample_id"], rw["sentence"], strict=True)
+    }
     for _round in range(max_reverts):
         open_ = [
-            key for key in failing
+            key
+            for key in failing
             if table.at[row_of[key], "bertscore_f1"] < threshold and order[key]
-        ]  # fmt: skip
+        ]
         if not open_:
             break
         out["rounds"] += 1

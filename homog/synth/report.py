@@ -90,8 +90,10 @@ def edit_distance(rewrites: pd.DataFrame, n_texts: int) -> dict[str, float]:
     out = {}
     for v, rows in rewrites.groupby("variant", sort=False):
         changed = rows[rows["status"] == "rewritten"]
-        total = sum(word_edit_distance(a, b) for a, b in zip(changed["original"], changed["text"],
-                                                             strict=True))  # fmt: skip
+        total = sum(
+            word_edit_distance(a, b)
+            for a, b in zip(changed["original"], changed["text"], strict=True)
+        )
         out[str(v)] = round(total / max(n_texts, 1), 3)
     return out
 
@@ -156,8 +158,9 @@ def audit(
     out: dict[str, Any] = {"model": getattr(scorer, "source", "custom"), "threshold": threshold}
     samples = sample_rewrites(rewrites, n, seed)
     with progress(transient=True) as bar:
-        task = bar.add_task("fluency audit", total=sum(len(r) for r in samples.values()),
-                            visible=show_progress)  # fmt: skip
+        task = bar.add_task(
+            "fluency audit", total=sum(len(r) for r in samples.values()), visible=show_progress
+        )
         for v, rows in samples.items():
             if rows.empty:
                 out[v] = summary([])
@@ -261,8 +264,10 @@ def dropped_reviews(
     still = {str(s) for s in kept[kept].index} if kept is not None else set()
     for sid, entry in out.items():
         entry["kept_in"] = (
-            "none" if sid not in still
-            else "position_family" if sid in in_family
+            "none"
+            if sid not in still
+            else "position_family"
+            if sid in in_family
             else "paper_variants"
-        )  # fmt: skip
+        )
     return [{"sample_id": sid, **out[sid]} for sid in sorted(out)]

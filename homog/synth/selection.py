@@ -80,8 +80,9 @@ def select(
         elif not has_rewrite.get(sid, False):
             reasons[sid] = ("not_rewritten", f"require_rewrite {require_rewrite}: not rewritten")
         elif not above.loc[sid].all():
-            low = ", ".join(f"{v} {wide_f1.loc[sid, v]:.3f}" for v in targets
-                            if not above.loc[sid, v])  # fmt: skip
+            low = ", ".join(
+                f"{v} {wide_f1.loc[sid, v]:.3f}" for v in targets if not above.loc[sid, v]
+            )
             reasons[sid] = ("below_threshold", f"BERTScore F1 below {threshold}: {low}")
     counts = {
         "reasons": reasons,

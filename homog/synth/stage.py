@@ -65,8 +65,16 @@ from homog.text.sentences import split_sentences
 from homog.text.tokens import model_tokenizers, token_budgets
 from homog.variants import family_names
 
-TEXT_COLUMNS = ["dataset", "variant", "sample_id", "text", "label", "keyphrase", "bertscore_f1",
-                *FAMILY_COLUMNS]  # fmt: skip
+TEXT_COLUMNS = [
+    "dataset",
+    "variant",
+    "sample_id",
+    "text",
+    "label",
+    "keyphrase",
+    "bertscore_f1",
+    *FAMILY_COLUMNS,
+]
 LAYOUT = Layout()  # the paths of a project run from its root (the CLI's defaults)
 # file names inside the synth directory (``Layout.texts`` / ``Layout.synth_report``)
 TEXTS_FILE = LAYOUT.texts.name
@@ -287,9 +295,13 @@ def _fluency_report(
                             source, fcfg, params.model_sources(), params.seed
                         )
                 report["fluency_audit"] = rep.audit(
-                    kept_rw, audit_scorer, fcfg.audit_sentences, params.seed, fcfg.threshold,
+                    kept_rw,
+                    audit_scorer,
+                    fcfg.audit_sentences,
+                    params.seed,
+                    fcfg.threshold,
                     show_progress=show_progress,
-                )  # fmt: skip
+                )
 
 
 def texts_table(
@@ -319,6 +331,10 @@ def _revert(variants: Variants, scorer: Any, cfg: Any, show_progress: bool) -> d
     with progress(transient=True) as bar:
         task = bar.add_task("revert rewrites", total=None, visible=show_progress and n > 0)
         return revert_failing(
-            variants, scorer, cfg.threshold, cfg.max_reverts, rebuild=rebuild,
+            variants,
+            scorer,
+            cfg.threshold,
+            cfg.max_reverts,
+            rebuild=rebuild,
             on_round=lambda k: bar.advance(task, k),
-        )  # fmt: skip
+        )

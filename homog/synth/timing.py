@@ -41,5 +41,8 @@ class Phases:
             load = [round(x, 2) for x in os.getloadavg()]
         except OSError:
             load = None
-        return {"timings": rounded(self.wall), "timings_cpu": rounded(self.cpu),
-                "load_average": load}  # fmt: skip
+        return {
+            "timings": rounded(self.wall),
+            "timings_cpu": rounded(self.cpu),
+            "load_average": load,
+        }

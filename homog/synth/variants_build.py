@@ -21,8 +21,17 @@ from homog.text.sentences import split_sentences
 
 PHRASE_SEP = " | "
 # the columns of ``Variants.rewrites``: one row per (keyed sentence, target)
-REWRITE_COLUMNS = ["sample_id", "variant", "sentence", "phrase", "original", "text", "status",
-                   "kinds", "fluency"]  # fmt: skip
+REWRITE_COLUMNS = [
+    "sample_id",
+    "variant",
+    "sentence",
+    "phrase",
+    "original",
+    "text",
+    "status",
+    "kinds",
+    "fluency",
+]
 # sentences handed to the rephraser's parse at once (only so that the bar moves)
 PARSE_CHUNK = 512
 

@@ -26,9 +26,15 @@ from tui.core import Row, fmt_fit, fmt_interval, fmt_p, significant
 
 # (label, width, justify); each cell has one space of padding on its left. "#" is the line's
 # number in the plot and the legend; the CI comes before p so that it is never the column cut.
-COLUMNS = (("#", 3, "right"), ("layer", 5, "right"), ("mean", 8, "right"),
-           ("95% CI", 15, "left"), ("p Holm", 6, "right"), ("", 2, "left"),
-           ("n", 4, "right"))  # fmt: skip
+COLUMNS = (
+    ("#", 3, "right"),
+    ("layer", 5, "right"),
+    ("mean", 8, "right"),
+    ("95% CI", 15, "left"),
+    ("p Holm", 6, "right"),
+    ("", 2, "left"),
+    ("n", 4, "right"),
+)
 PAD = 1
 MEAN_W, CI_W = COLUMNS[2][1], COLUMNS[3][1]  # numbers are shortened to fit, never cut
 P_COLUMN, MARK_COLUMN = 4, 5  # highlighted when the contrast is significant

@@ -221,8 +221,12 @@ class Heatmap(Widget, can_focus=True):
         cursor_here = c == cur_c and cur_r in rows and self.has_focus
         values = [self._value(r, c) for r in rows]
         rgbs = [None if v is None else colour(self._scaled(v, lo, hi)) for v in values]
-        if len(rows) == 2 and not cursor_here and (rows[0], c) != self.highlight \
-                and (rows[1], c) != self.highlight:  # fmt: skip
+        if (
+            len(rows) == 2
+            and not cursor_here
+            and (rows[0], c) != self.highlight
+            and (rows[1], c) != self.highlight
+        ):
             top, bottom = rgbs
             if top is None and bottom is None:
                 return " " * cw, Style()

@@ -85,7 +85,7 @@ class RunTable(DataTable):
                 "intervention": str(r.get("intervention", "") or ""),
                 "texts": Text(
                     "" if r.get("n_texts") is None else str(r["n_texts"]), justify="right"
-                ),  # fmt: skip
+                ),
                 "date": _date(r.get("created_at")),
                 "run": self._short.get(rid, rid[:12]),
             }

@@ -346,8 +346,9 @@ class CompareScreen(HomogScreen):
         by_id = {r["run_id"]: r for r in catalog.runs}
         contrasts = self._contrasts.get(key, [])
         shown = set(variants)
-        rows = S.view_rows(self.view, group, self._cache.get(key, []), contrasts, by_id,
-                           shown, catalog.variants)  # fmt: skip
+        rows = S.view_rows(
+            self.view, group, self._cache.get(key, []), contrasts, by_id, shown, catalog.variants
+        )
         short = short_ids([r["run_id"] for r in catalog.runs])
         lines, numbers = S.build_lines(rows, by_id, short, relative=relative)
         floors = S.p_floors(contrasts)

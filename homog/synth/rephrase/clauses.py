@@ -44,8 +44,9 @@ def read_clause(doc: Any, head: int, tokens: set[int]) -> Clause | None:
     flat = [i for _, s, _, _ in slots for i in s]
     if sorted(flat) != sorted(tokens) or flat != sorted(flat):
         return None
-    return Clause(head, [s for _, s, _, _ in slots], [d for *_, d, _ in slots],
-                  [t for *_, t in slots])  # fmt: skip
+    return Clause(
+        head, [s for _, s, _, _ in slots], [d for *_, d, _ in slots], [t for *_, t in slots]
+    )
 
 
 @dataclass
@@ -183,8 +184,26 @@ def _text(doc: Any, seg: Seg) -> str:
     return " ".join(doc[i].text if isinstance(i, int) else i for i in seg)
 
 
-NO_SPACE_BEFORE = frozenset({",", ".", "!", "?", ";", ":", "%", "n't", "'s", "'re", "'ve", "'ll",
-                             "'d", "'m", "\u2026", "..."})  # fmt: skip
+NO_SPACE_BEFORE = frozenset(
+    {
+        ",",
+        ".",
+        "!",
+        "?",
+        ";",
+        ":",
+        "%",
+        "n't",
+        "'s",
+        "'re",
+        "'ve",
+        "'ll",
+        "'d",
+        "'m",
+        "\u2026",
+        "...",
+    }
+)
 
 
 def render(doc: Any, items: tuple[Item, ...]) -> str:

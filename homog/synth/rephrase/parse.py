@@ -179,9 +179,11 @@ class ParseRephraser(Rephraser):
         from homog.synth.rephrase.moves import candidates
 
         sents = list(doc.sents)
-        parts = [(None, doc)] if len(sents) == 1 else [
-            (sp, sp.as_doc()) for sp in sents if len(words(sp.text)) >= 3
-        ]  # fmt: skip
+        parts = (
+            [(None, doc)]
+            if len(sents) == 1
+            else [(sp, sp.as_doc()) for sp in sents if len(words(sp.text)) >= 3]
+        )
         original = tuple(words(sentence))
         seen: set[str] = set()  # texts: comma twins differ in a comma only
         options: list[Option] = []
@@ -261,8 +263,9 @@ class ParseRephraser(Rephraser):
         if scored and self.length_filter is not None:
             ok = self.length_filter.keep(sentence, context, [o.text for _, o in scored])
             scored = [x for x, good in zip(scored, ok, strict=True) if good]
-            if not scored and not (target == "front" and edge[0] <= 2 or
-                                   target == "end" and edge[1] <= 2):  # fmt: skip
+            if not scored and not (
+                target == "front" and edge[0] <= 2 or target == "end" and edge[1] <= 2
+            ):
                 return "length_mismatch", []
         if not scored:
             if target == "front" and edge[0] <= 2 or target == "end" and edge[1] <= 2:
@@ -386,8 +389,10 @@ class ParseRephraser(Rephraser):
                 results[k] = r
             if on_done is not None:
                 on_done(len(chunk))
-        out = [r if r is not None else Rewrite(items[k][0], "left_alone") for k, r in
-               enumerate(results)]  # fmt: skip
+        out = [
+            r if r is not None else Rewrite(items[k][0], "left_alone")
+            for k, r in enumerate(results)
+        ]
         if target != "control":  # the control prefers these kinds (``ranked``)
             for (sentence, phrase, _c), r in zip(items, out, strict=True):
                 self._kinds.setdefault((sentence, phrase.lower()), set()).update(r.kinds)
