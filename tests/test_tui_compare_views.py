@@ -67,6 +67,17 @@ async def open_compare(pilot, select_all: bool = True) -> None:
     assert pilot.app.screen.MODE == "compare"
 
 
+async def open_differences(pilot):
+    """Compare with every run, in the view "differences to the original" (v three times)."""
+    await open_compare(pilot)
+    for _ in range(3):
+        await pilot.press("v")
+        await settle(pilot)
+    screen = pilot.app.screen
+    assert "differences to the original" in status_text(screen, "#compare-status")
+    return screen
+
+
 def plot_text(plot: CurvePlot) -> str:
     from rich.console import Console
 
@@ -322,12 +333,7 @@ async def test_differences_view_cuts_no_number_at_120x36(ten_runs: Path) -> None
 
     app = HomogApp(ten_runs, watch_interval=3600)
     async with app.run_test(size=(120, 36)) as pilot:
-        await open_compare(pilot)
-        screen = app.screen
-        for _ in range(3):
-            await pilot.press("v")
-            await settle(pilot)
-        assert "differences to the original" in status_text(screen, "#compare-status")
+        screen = await open_differences(pilot)
         table = screen.query_one(CurveTable)
         assert table.region.right <= 120 and table.region.width >= sum(w + 1 for _, w, _ in COLUMNS)
         for _ in range(3):  # erank, mean_cosine, mev: the last two are small differences
@@ -346,12 +352,7 @@ async def test_differences_view_zero_line_reads_zero_at_80x24(ten_runs: Path) ->
     the zero line's row carries the label 0."""
     app = HomogApp(ten_runs, watch_interval=3600)
     async with app.run_test(size=(80, 24)) as pilot:
-        await open_compare(pilot)
-        screen = app.screen
-        for _ in range(3):
-            await pilot.press("v")
-            await settle(pilot)
-        assert "differences to the original" in status_text(screen, "#compare-status")
+        screen = await open_differences(pilot)
         plot = screen.query_one(CurvePlot)
         assert plot.zero_line and plot.series
         rows = plot_text(plot).splitlines()
