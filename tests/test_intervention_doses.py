@@ -14,59 +14,125 @@ LAYERS = range(0, 9)  # final = 8, late band = layers 6, 7
 SAMPLES = [f"t{i}" for i in range(12)]
 
 
-def frame(attn: np.ndarray, erank: np.ndarray) -> pd.DataFrame:
-    """layer_metrics rows: attn_first and erank per text, the same at every layer."""
+def frame(attn: np.ndarray, erank: np.ndarray, ctrl: np.ndarray | None = None) -> pd.DataFrame:
+    """layer_metrics rows: attn_first, erank (and attn_ctrl_token) per text, the same at
+    every layer."""
     rows = []
     for i, s in enumerate(SAMPLES):
         for layer in LAYERS:
             # erank falls with depth (the SESOI's early-to-late change), shifted by the dose
             rows.append(("original", s, layer, "erank", erank[i] + 20 - layer))
             rows.append(("original", s, layer, "attn_first", attn[i]))
+            if ctrl is not None:
+                rows.append(("original", s, layer, "attn_ctrl_token", ctrl[i]))
     return pd.DataFrame(rows, columns=["variant", "sample_id", "layer", "metric", "value"])
 
 
-def test_slopes_and_primary_endpoint_recover_known_slopes():
-    rng = np.random.default_rng(0)
+def planted(zero_run: bool, seed: int = 0) -> tuple[list[dict], dict]:
+    """Runs and frames whose slopes are known. Sink arm: attn_first moves by 0.1 per dose,
+    erank by -3 per unit of attn_first; control: its own token's attn_ctrl_token moves by
+    0.1 per dose (attn_first by 0.01), erank by -1 per unit of attn_ctrl_token: primary = -2.
+    ``zero_run``: a sink_bias:0 run (with attn_ctrl_token) is dose 0, else the unchanged run
+    (without it) stands in."""
+    rng = np.random.default_rng(seed)
     noise = lambda: rng.normal(0, 0.01, len(SAMPLES))  # noqa: E731
     base_attn = rng.uniform(0.4, 0.6, len(SAMPLES))
+    base_ctrl = rng.uniform(0.02, 0.05, len(SAMPLES))
+    base_erank = rng.normal(0, 1.0, len(SAMPLES))  # the between-text SD of the outcome
     runs, frames = [{"run_id": "base", "model": "m", "intervention": "none"}], {}
-    frames["base"] = frame(base_attn, np.zeros(len(SAMPLES)))
-    # sink arm: attn_first moves by 0.1 per dose, erank by -3 per unit attn_first (slope -3);
-    # control: attn_first moves as much, erank by -1 per unit (slope -1): primary = -2
-    for dose in (-2.0, 2.0):
-        for name, slope in (("sink_bias", -3.0), ("sink_bias_control", -1.0)):
-            a = base_attn + 0.1 * dose
-            frames[f"{name}:{dose:g}"] = frame(a, slope * (a - base_attn) + noise())
-            runs.append(
-                {"run_id": f"{name}:{dose:g}", "model": "m", "intervention": f"{name}:{dose:g}"}
-            )
+    frames["base"] = frame(base_attn, base_erank)
+    doses = (-2.0, 0.0, 2.0) if zero_run else (-2.0, 2.0)
+    for dose in doses:
+        for name in ("sink_bias", "sink_bias_control"):
+            if dose == 0 and name == "sink_bias_control":
+                continue
+            if name == "sink_bias":
+                a, c = base_attn + 0.1 * dose, base_ctrl - 0.01 * dose
+                erank = base_erank - 3.0 * (a - base_attn) + noise() * (dose != 0)
+            else:
+                a, c = base_attn - 0.01 * dose, base_ctrl + 0.1 * dose
+                erank = base_erank - 1.0 * (c - base_ctrl) + noise()
+            run_id = f"{name}:{dose:g}"
+            frames[run_id] = frame(a, erank, c)
+            runs.append({"run_id": run_id, "model": "m", "intervention": run_id})
+    return runs, frames
+
+
+def test_slopes_and_primary_endpoint_recover_known_slopes():
+    runs, frames = planted(zero_run=True)
     params = parse_params({"stats": {"n_boot": 200, "n_perm": 200}})
     out = intervention_doses(params, runs, frames, lambda r: runs[0])
     slope = out[out["kind"] == "slope"].set_index(["arm", "band"])
     assert slope.loc[("sink_bias", "final"), "value"] == pytest.approx(-3.0, abs=0.05)
+    assert slope.loc[("sink_bias", "final"), "x_metric"] == "attn_first"
+    # the control's slope is on its own token's attention, not on attn_first
     assert slope.loc[("control", "late"), "value"] == pytest.approx(-1.0, abs=0.05)
+    assert slope.loc[("control", "late"), "x_metric"] == "attn_ctrl_token"
     primary = slope.loc[("sink_bias - control", "final")]
     assert primary["value"] == pytest.approx(-2.0, abs=0.05)
     assert primary["family_holm"] == "primary" and primary["verdict"] == "supported"
     assert primary["ci_low"] < -1.9 and primary["ci_high"] > -2.1 or primary["ci_high"] < 0
-    # SESOI: 0.1 x the early-to-late change of erank per the sink arm's attn_first range (0.4)
-    assert primary["sesoi"] > 0
     dose = out[(out["kind"] == "dose") & (out["arm"] == "sink_bias") & (out["band"] == "final")]
     dose = dose[dose["metric"] == "erank"]
     assert sorted(dose["dose"]) == [-2.0, 2.0]
     got = dose.set_index("dose")["value"]
     assert got[2.0] == pytest.approx(-3 * 0.2, abs=0.02)  # erank at +2 minus at the identity
     assert set(out["family_holm"]) == {"primary", "exploratory", "manipulation"}
-    check = out[(out["metric"] == "attn_first") & (out["arm"] == "control")]
-    assert check.set_index(["band", "dose"])["value"][("final", 2.0)] == pytest.approx(0.2)
+    # each arm's manipulation rows report its own x
+    check = out[out["family_holm"] == "manipulation"].set_index(["arm", "band", "dose"])
+    assert check.loc[("control", "final", 2.0), "metric"] == "attn_ctrl_token"
+    assert check.loc[("control", "final", 2.0), "value"] == pytest.approx(0.2)
+    assert check.loc[("sink_bias", "final", 2.0), "metric"] == "attn_first"
+    assert check.loc[("sink_bias", "final", 2.0), "value"] == pytest.approx(0.2)
+
+
+@pytest.mark.parametrize("basis", ["sd", "depth"])
+def test_slope_margins_follow_the_projects_margin_rule(basis):
+    """SESOI = stats.sesoi x the unchanged run's between-text SD at the band (sd; depth: its
+    early-to-late change, which is above that SD here), per unit of the arm's x range."""
+    runs, frames = planted(zero_run=True)
+    params = parse_params({"stats": {"n_boot": 50, "n_perm": 50, "sesoi_basis": basis}})
+    out = intervention_doses(params, runs, frames, lambda r: runs[0])
+    base = frames["base"]
+    final = base[(base["metric"] == "erank") & (base["layer"] == 8)]["value"]
+    sd = float(final.std(ddof=1))
+    depth = (20 - np.mean([1, 2])) - (20 - np.mean([6, 7]))  # early minus late band, erank
+    want = 0.1 * (sd if basis == "sd" else depth)
+    slope = out[(out["kind"] == "slope") & (out["band"] == "final")].set_index("arm")
+    assert slope.loc["sink_bias", "sesoi"] == pytest.approx(want / 0.4)  # attn_first: 0.4
+    assert slope.loc["control", "sesoi"] == pytest.approx(want / 0.4)  # attn_ctrl_token: 0.4
+    assert slope.loc["sink_bias - control", "sesoi"] == pytest.approx(want / 0.4)
+    words = "between-text SD at the final layer" if basis == "sd" else "early-to-late change"
+    assert all(words in t for t in slope["sesoi_basis"])
+    doses = out[(out["kind"] == "dose") & (out["metric"] == "erank") & (out["band"] == "final")]
+    assert np.allclose(doses["sesoi"], want)
+
+
+def test_an_unchanged_run_as_dose_0_leaves_the_control_x_there_out_and_says_so(capsys):
+    """Without a sink_bias:0 run the unchanged run (no attn_ctrl_token) is dose 0: the
+    control's slope uses its other doses, it has no manipulation rows, and the basis text
+    and the log say why."""
+    runs, frames = planted(zero_run=False)
+    params = parse_params({"stats": {"n_boot": 50, "n_perm": 50}})
+    out = intervention_doses(params, runs, frames, lambda r: runs[0])
+    assert "attn_ctrl_token without dose 0" in capsys.readouterr().err
+    slope = out[(out["kind"] == "slope") & (out["band"] == "final")].set_index("arm")
+    assert slope.loc["control", "value"] == pytest.approx(-1.0, abs=0.05)
+    assert slope.loc["control", "sesoi"] > 0  # its range over the doses that have x
+    assert "without dose 0" in slope.loc["control", "sesoi_basis"]
+    assert "without dose 0" in slope.loc["sink_bias - control", "sesoi_basis"]
+    check = out[out["family_holm"] == "manipulation"]
+    assert set(check["arm"]) == {"sink_bias"}
 
 
 def test_report_section_has_the_answer_line_tables_and_one_figure_per_model(tmp_path):
     from homog.report.concentration import TITLE, concentration_section
 
     rows = []
+    xs = {"sink_bias": "attn_first", "control": "attn_ctrl_token"}
+    xs["sink_bias - control"] = "attn_first vs attn_ctrl_token"
     for model in ("m1", "m2"):
-        for arm in ("sink_bias", "control", "sink_bias - control"):
+        for arm, x_metric in xs.items():
             rows.append(
                 dict(
                     model=model,
@@ -75,6 +141,7 @@ def test_report_section_has_the_answer_line_tables_and_one_figure_per_model(tmp_
                     kind="slope",
                     band="final",
                     metric="erank",
+                    x_metric=x_metric,
                     dose=np.nan,
                     value=-2.0,
                     ci_low=-2.5,
@@ -88,9 +155,9 @@ def test_report_section_has_the_answer_line_tables_and_one_figure_per_model(tmp_
             if arm == "sink_bias - control":
                 continue
             for dose, metric, value in (
-                (-2.0, "attn_first", -0.3),
+                (-2.0, x_metric, -0.3),
                 (-2.0, "erank", 0.5),
-                (2.0, "attn_first", 0.1),
+                (2.0, x_metric, 0.1),
                 (2.0, "erank", -0.2),
             ):
                 rows.append(
@@ -101,6 +168,7 @@ def test_report_section_has_the_answer_line_tables_and_one_figure_per_model(tmp_
                         kind="dose",
                         band="final",
                         metric=metric,
+                        x_metric=x_metric,
                         dose=dose,
                         value=value,
                         ci_low=value - 0.1,

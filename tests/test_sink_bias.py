@@ -159,7 +159,8 @@ def test_column_bias_mask_matches_a_dense_reference():
 
 def test_beta_zero_reproduces_the_unchanged_run(llama, tmp_path):
     """sink_bias:0 (and its layer settings) gives the none run's layer_metrics to 1e-6
-    relative; the run keeps its own name and id."""
+    relative, and adds attn_ctrl_token at every attention layer of every text (the control
+    arm's dose 0); the run keeps its own name and id."""
     texts = pd.DataFrame(
         {
             "variant": "original",
@@ -187,5 +188,9 @@ def test_beta_zero_reproduces_the_unchanged_run(llama, tmp_path):
     keys = ["variant", "sample_id", "layer", "metric"]
     a = pd.read_parquet(tmp_path / "none/layer_metrics.parquet").sort_values(keys)
     b = pd.read_parquet(tmp_path / "sink_bias:0/layer_metrics.parquet").sort_values(keys)
+    ctrl = b["metric"] == "attn_ctrl_token"
+    assert ctrl.sum() == 3 * llama.n_layers and b.loc[ctrl, "value"].between(0, 1).all()
+    assert "attn_ctrl_token" not in set(a["metric"])
+    b = b[~ctrl]
     assert a[keys].to_numpy().tolist() == b[keys].to_numpy().tolist()
     np.testing.assert_allclose(b["value"], a["value"], rtol=1e-6, atol=1e-12)

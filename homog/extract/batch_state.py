@@ -48,6 +48,10 @@ class BatchState:
     heads: list[torch.Tensor | None] = field(init=False)
     profile: list[torch.Tensor | None] = field(init=False)
     text_attn: list[torch.Tensor | None] = field(init=False)
+    # sink_bias family runs: the control's token per text (B,) on the input device, and the
+    # attention it receives per attention layer (attn_ctrl_token); None: not measured
+    ctrl_columns: torch.Tensor | None = None
+    ctrl_attn: list[torch.Tensor | None] = field(init=False)
     # the batch's followed sentences (homog.extract.sentences.gather_index), None: none
     sent_index: tuple[torch.Tensor, ...] | None = None
     sent_hidden: list[torch.Tensor | None] = field(init=False)
@@ -62,6 +66,7 @@ class BatchState:
         self.heads = [None] * self.n_layers
         self.profile = [None] * self.n_layers
         self.text_attn = [None] * self.n_layers
+        self.ctrl_attn = [None] * self.n_layers
         self.sent_hidden = [None] * hidden
         self.sent_attn = [None] * self.n_layers
 
@@ -120,6 +125,7 @@ def batch_result(
     (``PendingBatch.result`` fills them); ``follow``: ``st`` holds followed sentences."""
     attention = config.attention
     peers = config.peer_metrics
+    measured = attention and st.ctrl_columns is not None
     return BatchResult(
         indices=np.array([t.index for t in texts]),
         n_tokens=inputs.attn.sum(1),
@@ -134,6 +140,7 @@ def batch_result(
         metric_names=np.array(metric_names),
         text_attn=stack_layers(st.text_attn, 1) if attention and peers else None,
         top=stack_layers(st.top, 1) if peers else None,
+        ctrl_attn=stack_layers(st.ctrl_attn, 1) if measured else None,
         **sentence_fields(st, inputs.sent_meta, follow, config),
     )
 

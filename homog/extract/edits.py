@@ -56,6 +56,15 @@ def control_column(text: EncodedText, seed: int) -> int:
     )
 
 
+def control_columns(texts: Sequence[EncodedText], intervention: str, seed: int) -> list[int] | None:
+    """Per text, the sink_bias control's key (``control_column``) in every run of the
+    sink_bias family, the sink arm and dose 0 included (``attn_ctrl_token`` is measured
+    there, so the control arm's x has every dose); None for any other intervention."""
+    if parse(intervention).family != "sink_bias":
+        return None
+    return [control_column(t, seed) for t in texts]
+
+
 def control_directions(texts: Sequence[EncodedText], n_pad: int, d: int, seed: int) -> np.ndarray:
     """(B, n_pad, d) float32 standard normal vectors, one per token, seeded per text by
     (seed, variant, sample_id): the homogenize control's raw directions (zero past a text)."""
@@ -147,7 +156,7 @@ def _attach_bias(loaded: Any, config: Any, iv: Intervention, texts: Sequence[Enc
         config.sink_bias_onset, loaded.n_layers, "sink_bias_onset", loaded.n_layers
     )
     if iv.is_control:
-        cols = [control_column(t, config.seed) for t in texts]
+        cols = control_columns(texts, iv.name, config.seed) or []
     else:
         cols = [0] * len(texts)  # the sink: the sequence's first token
     column = torch.tensor(cols, dtype=torch.long, device=loaded.input_device)

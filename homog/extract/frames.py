@@ -17,7 +17,7 @@ from homog.errors import HomogError
 from homog.extract.names import TOKEN_COUNT
 from homog.extract.plan import EncodedText
 from homog.extract.result import BatchResult
-from homog.metrics.attention import HEAD_METRICS, TEXT_METRICS
+from homog.metrics.attention import CTRL_METRIC, HEAD_METRICS, TEXT_METRICS
 
 
 def _std(x: np.ndarray, axis: int) -> np.ndarray:
@@ -265,6 +265,9 @@ def layer_metrics_frame(
     if res.text_attn is not None:
         text_attn = res.text_attn[order]
         frames.append(long_frame(text_attn, list(TEXT_METRICS), variants, sample_ids, 1))
+    if res.ctrl_attn is not None:
+        ctrl = res.ctrl_attn[order][..., None]
+        frames.append(long_frame(ctrl, [CTRL_METRIC], variants, sample_ids, 1))
     return pd.concat(frames, ignore_index=True)
 
 

@@ -25,13 +25,13 @@ import torch
 
 from homog.config import ExtractConfig
 from homog.errors import HomogError
+from homog.extract.attn_summary import summarise_attention
 from homog.extract.batch_state import POOLINGS, BatchInputs, BatchState, batch_result, pack_batch
 from homog.extract.batches import PendingBatch
-from homog.extract.edits import edit_batch
+from homog.extract.edits import control_columns, edit_batch
 from homog.extract.plan import EncodedText, SamplePlan
 from homog.extract.result import BatchResult
 from homog.extract.zero_shot import continuation, output_cache
-from homog.metrics.attention import HEAD_METRICS, TEXT_METRICS
 from homog.metrics.sets import hidden_metric_names
 
 
@@ -138,7 +138,7 @@ class Extractor:
                 block=block_rows(self.config.attention_block, query.device),
                 **kw,
             )
-            self._summarise_attention(st, index, None, sums=(column, entropy))
+            summarise_attention(st, self.config, index, None, sums=(column, entropy))
             if st.sent_index is not None:
                 from homog.extract.sentences import seen_by
 
@@ -157,7 +157,7 @@ class Extractor:
                     "attention statistics need attention weights but the model returned none: "
                     "load it with attention=True, attention_impl='eager'"
                 )
-            self._summarise_attention(self._state, index, weights)
+            summarise_attention(self._state, self.config, index, weights)
             if self._state.sent_index is not None:
                 # the queries that see each key: those the mask let through (head 0's)
                 seen = (weights[:, 0] > 0).sum(-2).to(torch.float64)
@@ -280,31 +280,6 @@ class Extractor:
                 f"(largest |value| above its range) in text(s) {', '.join(st.names[:10])}"
             )
 
-    def _summarise_attention(
-        self, st: BatchState, index: int, weights: Any, sums: tuple[Any, Any] | None = None
-    ) -> None:
-        """Attention layer ``index``'s statistics from its (B, H, n, n) weights (eager) or
-        from ``sums`` = (column_sum, entropy_sum) of ``attention_sums`` (blockwise)."""
-        from homog.metrics.attention import attention_stats, stats_from_sums
-
-        peers = self.config.peer_metrics
-        # the token holding the largest |activation| of the block's input (hidden layer index)
-        top = st.top[index] if peers else None
-        extra = {
-            "sink_epsilon": self.config.sink_epsilon if peers else None,
-            "positions": top[:, 0, 0].long() if top is not None else None,
-        }
-        if sums is None:
-            stats = attention_stats(weights, st.lengths, **extra)
-        else:
-            lengths = st.lengths.to(sums[0].device)
-            stats = stats_from_sums(sums[0], sums[1], lengths, **extra)
-        st.heads[index] = torch.stack([stats[m] for m in HEAD_METRICS], -1).to(st.device)
-        st.profile[index] = stats["profile"].to(st.device)
-        if peers:
-            text = torch.stack([stats[m].double() for m in TEXT_METRICS], -1)
-            st.text_attn[index] = text.to(st.device)
-
     # -- one batch --------------------------------------------------------------------------
 
     def run_batch(
@@ -325,6 +300,9 @@ class Extractor:
         pad_id = lm.tokenizer.pad_token_id or 0
         inputs = pack_batch(texts, intervention, plan, pad_id, self.config.seed)
         st = self._batch_state(texts, inputs)
+        columns = control_columns(texts, intervention, self.config.seed)
+        if columns is not None:  # attn_ctrl_token: the control arm's x (docs/interventions.md)
+            st.ctrl_columns = torch.tensor(columns, dtype=torch.long, device=st.lengths.device)
         follow = self.config.sentence_metrics and bool(inputs.sent_rows)
         if follow:
             from homog.extract.sentences import gather_index

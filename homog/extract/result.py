@@ -40,6 +40,9 @@ class BatchResult:
     metric_names: np.ndarray | None = None
     text_attn: np.ndarray | None = None
     top: np.ndarray | None = None
+    # sink_bias family runs: ctrl_attn (B, L) float64, attn_ctrl_token per attention layer
+    # (homog.extract.attn_summary); None: another intervention, or no attention
+    ctrl_attn: np.ndarray | None = None
     # the followed sentences (homog.extract.sentences): sent_meta (S, 1 + 7) int64 [text
     # index, *SENTENCE_FIELDS], sent_hidden (S, L+1, 5) float64 (SENT_HIDDEN), sent_attn
     # (S, L) float64 (sent_attn_in; None without attention); None: not measured

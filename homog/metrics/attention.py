@@ -19,7 +19,10 @@ Per text (``TEXT_METRICS``, with ``sink_epsilon`` / ``positions``):
   layer);
 - ``attn_massive``: the attention the token at ``positions`` (the one holding the largest
   |activation| of the block's input) receives on average over the queries that can see it,
-  (1 / (n - j)) sum_(i >= j) A_ij, mean over heads (= ``attn_first`` when j = 0).
+  (1 / (n - j)) sum_(i >= j) A_ij, mean over heads (= ``attn_first`` when j = 0);
+- ``attn_ctrl_token`` (with ``ctrl_positions``): the same formula at the token the
+  ``sink_bias`` control biases (``homog.extract.edits.control_column``), the control arm's
+  manipulated quantity as ``attn_first`` is the sink arm's.
 
 Everything is pure tensor computation on the weights' device; nothing loops over texts.
 ``attention_stats`` reduces dense weights; ``stats_from_sums`` finishes from the per-head sums
@@ -34,6 +37,7 @@ from torch import Tensor
 N_BINS = 20
 HEAD_METRICS: tuple[str, ...] = ("attn_first", "attn_last", "attn_entropy")
 TEXT_METRICS: tuple[str, ...] = ("sink_rate", "attn_massive")
+CTRL_METRIC = "attn_ctrl_token"
 
 
 def attention_stats(
@@ -43,6 +47,7 @@ def attention_stats(
     *,
     sink_epsilon: float | None = None,
     positions: Tensor | None = None,
+    ctrl_positions: Tensor | None = None,
 ) -> dict[str, Tensor]:
     """Column-mass statistics of a batch of right-padded attention weights.
 
@@ -51,7 +56,8 @@ def attention_stats(
     Returns float32 tensors on weights' device: ``attn_first``, ``attn_last``,
     ``attn_entropy`` of shape (B, H) and ``profile`` of shape (B, H, n_bins).
     With ``sink_epsilon``, also ``sink_rate`` (B,); with ``positions`` (B,) (each < length),
-    also ``attn_massive`` (B,) (module docstring).
+    also ``attn_massive`` (B,); with ``ctrl_positions`` (B,), also ``attn_ctrl_token`` (B,)
+    (module docstring).
     Padding rows and columns never enter (they are masked with ``where``, so NaN in padding
     rows cannot leak). Raises ValueError on mismatched shapes or a zero length.
     """
@@ -66,7 +72,13 @@ def attention_stats(
     column = a.sum(-2)  # (B, H, n); padding rows are zero
     entropy = -torch.special.xlogy(a, a).sum((-1, -2))  # (B, H); 0 on padding rows
     return stats_from_sums(
-        column, entropy, lengths, n_bins, sink_epsilon=sink_epsilon, positions=positions
+        column,
+        entropy,
+        lengths,
+        n_bins,
+        sink_epsilon=sink_epsilon,
+        positions=positions,
+        ctrl_positions=ctrl_positions,
     )
 
 
@@ -88,6 +100,7 @@ def stats_from_sums(
     *,
     sink_epsilon: float | None = None,
     positions: Tensor | None = None,
+    ctrl_positions: Tensor | None = None,
 ) -> dict[str, Tensor]:
     """``attention_stats``'s results from the two sums over a text's real query rows i.
 
@@ -113,9 +126,18 @@ def stats_from_sums(
     if sink_epsilon is not None:
         out["sink_rate"] = (first > sink_epsilon).double().mean(-1)
     if positions is not None:
-        j = positions.to(column.device).long().view(b, 1, 1)
-        received = column.gather(-1, j.expand(b, h, 1))[..., 0]  # (B, H)
-        # column mass is (1/n) sum_i A_ij; the queries that see token j are n - j of them
-        scale = lengths.float() / (lengths - j.view(b)).float()
-        out["attn_massive"] = received.mean(-1) * scale
+        out["attn_massive"] = received(column, lengths, positions)
+    if ctrl_positions is not None:
+        out[CTRL_METRIC] = received(column, lengths, ctrl_positions)
     return out
+
+
+def received(column: Tensor, lengths: Tensor, positions: Tensor) -> Tensor:
+    """(B,) the attention token ``positions`` (B,) receives from the queries that can see it,
+    mean over heads, from the (B, H, n) column mass (1/n) sum_i A_ij."""
+    b, h, _ = column.shape
+    j = positions.to(column.device).long().view(b, 1, 1)
+    got = column.gather(-1, j.expand(b, h, 1))[..., 0]  # (B, H)
+    # column mass is (1/n) sum_i A_ij; the queries that see token j are n - j of them
+    scale = lengths.float() / (lengths - j.view(b)).float()
+    return got.mean(-1) * scale

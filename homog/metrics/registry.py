@@ -83,6 +83,13 @@ METRICS: tuple[Metric, ...] = (
            "share of heads whose attn_first exceeds extract.sink_epsilon (0.3) (Gu et al. "
            "2025).",
            unit="share of heads with an attention sink (0-1)"),
+    Metric("attn_ctrl_token", ATTENTION, "attention to the control's token",
+           "share of attention (0-1)",
+           "attention the sink_bias control's token c receives, (1/(n-c)) sum_(i>=c) A_ic, "
+           "mean over heads; in the runs of the sink_bias family only (the control arm's "
+           "manipulated quantity).",
+           unit="attention on the sink_bias control's token (0-1, mean over the queries that "
+           "see it and heads)"),
 )  # fmt: skip
 BY_NAME = {m.name: m for m in METRICS}
 HIDDEN_METRICS = tuple(m.name for m in METRICS if m.kind == HIDDEN)

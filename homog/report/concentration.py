@@ -2,9 +2,10 @@
 
 From the stats stage's ``intervention_doses`` table (homog.stats.intervention_doses): per
 model, the answer line from the primary endpoint (the sink arm's within-text slope of erank on
-``attn_first`` minus the control's, at the final layer and the late band), the slopes and the
-doses as tables, and one dose-response figure per model: x the measured change of
-``attn_first``, y the change of erank, both against dose 0, sink and control with the erank
+``attn_first`` minus the control's on ``attn_ctrl_token``, at the final layer and the late
+band), the slopes and the doses as tables, and one dose-response figure per model: x the
+measured change of the arm's x (``attn_first``; the control's ``attn_ctrl_token``), y the
+change of erank, both against dose 0, sink and control with the erank
 change's CI band. Pure: a frame in, a section (and its figures) out.
 """
 
@@ -40,12 +41,14 @@ def answer_line(doses: pd.DataFrame) -> str | None:
         return None
     parts = [
         f"{r.model}: {_g(r.value)} [{_g(r.ci_low)}, {_g(r.ci_high)}] erank per unit of "
-        f"attn_first, SESOI {_g(r.sesoi)}, {r.verdict} (n = {int(r.n)})"
+        f"attention, SESOI {_g(r.sesoi)}, {r.verdict} (n = {int(r.n)})"
         for r in sel.itertuples()
     ]
     return (
         "**Attention concentration** (sink_bias; the sink's within-text slope of final-layer "
-        "erank on attn_first minus the control's, the primary endpoint): " + "; ".join(parts) + "."
+        "erank on attn_first minus the control's on attn_ctrl_token, the primary endpoint): "
+        + "; ".join(parts)
+        + "."
     )
 
 
@@ -66,7 +69,7 @@ def _figure(doses: pd.DataFrame, model: str, path: Path) -> Path | None:
     fig, ax = plt.subplots(figsize=(4.6, 3.4))
     for arm, colour in ((FAMILY, "#D55E00"), ("control", "#0072B2")):
         a = sel[sel["arm"] == arm]
-        x = a[a["metric"] == "attn_first"].set_index("dose")["value"]
+        x = a[a["metric"] == a["x_metric"]].set_index("dose")["value"]  # the arm's own x
         y = a[a["metric"] == "erank"].set_index("dose")
         doses_ = sorted(set(x.index) & set(y.index) | {0.0})
         xs = [0.0 if d == 0 else x[d] for d in doses_]
@@ -74,13 +77,13 @@ def _figure(doses: pd.DataFrame, model: str, path: Path) -> Path | None:
         lo = [0.0 if d == 0 else y.loc[d, "ci_low"] for d in doses_]
         hi = [0.0 if d == 0 else y.loc[d, "ci_high"] for d in doses_]
         xs, ys, lo, hi = zip(*sorted(zip(xs, ys, lo, hi, strict=True)), strict=True)
-        label = "sink" if arm == FAMILY else "control (interior token)"
+        label = "sink: attn_first" if arm == FAMILY else "control: attn_ctrl_token"
         ax.plot(xs, ys, "o-", color=colour, lw=1.2, ms=3, label=label)
         ax.fill_between(xs, lo, hi, color=colour, alpha=0.15, lw=0)
     ax.axhline(0, color="#999", lw=0.6)
     ax.axvline(0, color="#999", lw=0.6)
     ax.set_title(f"{model}: final layer, change against beta = 0", fontsize=9)
-    ax.set_xlabel("measured change of attn_first", fontsize=8)
+    ax.set_xlabel("measured change of the biased token's attention", fontsize=8)
     ax.set_ylabel("change of erank (95 % CI over texts)", fontsize=8)
     ax.legend(fontsize=7)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -98,6 +101,7 @@ def _tables(doses: pd.DataFrame) -> list[Table]:
             [
                 "model",
                 "arm",
+                "x",
                 "band",
                 "slope",
                 "CI low",
@@ -111,6 +115,7 @@ def _tables(doses: pd.DataFrame) -> list[Table]:
                 [
                     r.model,
                     r.arm,
+                    r.x_metric,
                     r.band,
                     r.value,
                     r.ci_low,
@@ -122,7 +127,9 @@ def _tables(doses: pd.DataFrame) -> list[Table]:
                 ]
                 for r in slopes.itertuples()
             ],
-            "within-text slope of erank on attn_first across the doses (per unit of attn_first)",
+            "within-text slope of erank on the arm's x across the doses (per unit of x: "
+            "attn_first for the sink, attn_ctrl_token, its own token's attention, for the "
+            "control)",
             verdict_column="verdict",
         )
     )
@@ -150,11 +157,11 @@ def _tables(doses: pd.DataFrame) -> list[Table]:
                     r.value,
                     r.ci_low,
                     r.ci_high,
-                    r.verdict if r.metric != "attn_first" else "(manipulation)",
+                    r.verdict if r.metric != r.x_metric else "(manipulation)",
                 ]
                 for r in pts.itertuples()
             ],
-            "each dose against beta = 0 (attn_first: the manipulation check)",
+            "each dose against beta = 0 (the arm's x: the manipulation check)",
             verdict_column="verdict",
         )
     )
@@ -171,8 +178,10 @@ def concentration_section(doses: pd.DataFrame, figdir: Path) -> Section | None:
         "The attention logit of every query towards the sink (the first token) is shifted by "
         "beta in every head of the layers from extract.sink_bias_onset on; the control shifts "
         "it towards one interior token per text instead (docs/interventions.md). Within each "
-        "text, erank is regressed on the measured attn_first across the doses; the primary "
-        "endpoint is the sink's slope minus the control's (CI over texts)."
+        "text, erank is regressed across the doses on the attention the biased token "
+        "receives as measured (attn_first for the sink, attn_ctrl_token for the control's "
+        "token); the primary endpoint is the sink's slope minus the control's (CI over "
+        "texts)."
     )
     line = answer_line(doses)
     if line:
@@ -183,6 +192,6 @@ def concentration_section(doses: pd.DataFrame, figdir: Path) -> Section | None:
         path = _figure(doses, model, figdir / f"concentration_{safe}.png")
         if path is not None:
             sec.figures.append(
-                (path, f"{model}: dose-response of erank on attn_first, sink against control")
+                (path, f"{model}: dose-response of erank on the biased token's attention")
             )
     return sec

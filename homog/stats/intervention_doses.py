@@ -8,21 +8,27 @@ On the texts every dose of both arms holds (variant ``original`` by default), pe
 (``late``: the mean over the late band's layers; ``final``: the last layer):
 
 - ``slope`` rows: per text, the least-squares slope of the outcome (erank) on the
-  manipulated quantity across the arm's doses, x = the text's measured ``attn_first`` for
-  sink_bias (the manipulation as it landed), x = alpha for homogenize; the row is the mean
-  over texts, its bootstrap CI and sign-flip p over texts. Arm ``sink - control`` (resp.
-  ``homogenize - control``) is the per-text difference of the two slopes: the pre-registered
-  primary endpoint, family ``primary`` (Holm over its rows), verdict by
-  ``homog.stats.verdicts.verdict_of`` against SESOI = ``stats.sesoi`` x the unchanged run's
-  early-to-late change of the outcome, per unit of x's range over the sink arm's doses;
+  manipulated quantity across the arm's doses (the manipulation as it landed): x = the
+  text's measured ``attn_first`` in the sink arm, ``attn_ctrl_token`` (the attention on the
+  control's own biased token) in sink_bias's control arm, x = alpha for homogenize; the row is
+  the mean over texts, its bootstrap CI and sign-flip p over texts. Arm ``sink_bias -
+  control`` (resp. ``homogenize - control``) is the per-text difference of the two slopes:
+  the pre-registered primary endpoint, family ``primary`` (Holm over its rows), verdict by
+  ``homog.stats.verdicts.verdict_of``. Its SESOI is the outcome's at the band by the
+  project's margin rule (``band_margins``: homog.stats.margins with ``stats.sesoi_basis``,
+  sd by default), per unit of x's range over the arm's doses (the difference: the kind
+  arm's range);
 - ``dose`` rows: per arm and dose, the outcome at that dose minus at dose 0, family
-  ``exploratory``, SESOI the outcome's; and the manipulated ``attn_first`` likewise, family
+  ``exploratory``, SESOI the outcome's; and the arm's manipulated x likewise, family
   ``manipulation`` (the check that the dose moved what it should; in no Holm family).
+
+The checks of the sink_bias series (identity, monotonicity) are ``homog.stats.dose_checks``'s.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Mapping
 
 import numpy as np
@@ -32,7 +38,7 @@ from homog.config import Params
 from homog.interventions import parse
 from homog.stats.contrasts import band_of_layers, pivot_metrics
 from homog.stats.dose import within_slopes
-from homog.stats.margins import depth_change, margin_of
+from homog.stats.margins import margin_of
 from homog.stats.paired_tests import bootstrap_ci, holm, paired_p
 from homog.stats.verdicts import EXPLORATORY, PRIMARY, verdict_of
 
@@ -59,6 +65,8 @@ COLUMNS = [
     "eq_ci_high",
 ]
 X_METRIC = {"sink_bias": "attn_first", "homogenize": "dose"}
+# the control arm's x where it is not the kind's: the attention on the control's own token
+CONTROL_X = {"sink_bias": "attn_ctrl_token"}
 OUTCOMES = ("erank",)
 BANDS = ("late", "final")
 MANIPULATION = "manipulation"
@@ -149,24 +157,54 @@ def _dose_rows(
     x: np.ndarray,
     y: np.ndarray,
     *,
-    sesoi: float,
-    basis: str,
+    margins: Mapping[str, tuple[float, str]],
     **opts: object,
 ) -> list[dict]:
-    """Each dose's change of the outcome ``y`` [V, G, n] against dose 0, per band; and of the
-    manipulated ``x`` (no SESOI) unless x is the dose itself."""
+    """Each dose's change of the outcome ``y`` [V, G, n] against dose 0, per band (SESOI and
+    basis text: ``margins[band]``); and of the manipulated ``x`` (no SESOI) unless x is the
+    dose itself or dose 0 has none."""
     rows = []
     zero = list(doses).index(0.0)
     for gi, band in enumerate(bands):
+        sesoi, basis = margins[band]
         for di, dose in enumerate(doses):
             if dose == 0.0:
                 continue
             k = {**key, "band": band, "dose": dose}
             rows.append(_row(y[di, gi] - y[zero, gi], k, sesoi=sesoi, basis=basis, **opts))
-            if k["x_metric"] != "dose":  # the manipulation as it landed
-                k = {**k, "metric": k["x_metric"]}
+            if k["x_metric"] != "dose" and np.isfinite(x[zero, gi]).any():
+                k = {**k, "metric": k["x_metric"]}  # the manipulation as it landed
                 rows.append(_row(x[di, gi] - x[zero, gi], k, sesoi=math.nan, basis="", **opts))
     return rows
+
+
+def x_metric_of(family: str, arm: str) -> str:
+    """The arm's manipulated quantity: ``attn_first`` for the sink arm, the attention on its
+    own biased token (``attn_ctrl_token``) for sink_bias's control, the dose for homogenize."""
+    return CONTROL_X.get(family, X_METRIC[family]) if arm == "control" else X_METRIC[family]
+
+
+def _shared_samples(arms: dict, variant: str) -> list[str]:
+    sets = [
+        set(f.loc[f["variant"] == variant, "sample_id"]) for a in arms.values() for f in a.values()
+    ]
+    return sorted(set.intersection(*sets))
+
+
+def _arm_x(series: dict, x_name: str, variant: str, bands: dict, samples: list, shape) -> tuple:
+    """(x [V, G, n], note): the arm's x at each dose; where dose 0's run lacks ``x_name`` (an
+    unchanged run standing in for dose 0 has no attn_ctrl_token) x there is NaN, so the slopes
+    use the other doses and no manipulation row is made, and ``note`` says so."""
+    doses = np.array(sorted(series), dtype=float)
+    if x_name == "dose":
+        x = np.where(np.isinf(doses), np.nan, doses)[:, None, None]
+        return np.broadcast_to(x, shape).copy(), ""
+    x = _stack(series, variant, x_name, bands, samples)
+    if x_name in set(series[0.0]["metric"]):
+        return x, ""
+    note = f"; {x_name} without dose 0 (no kind:0 run measured it: add 0 to the dose grid)"
+    log(note[2:])
+    return x, note
 
 
 def family_rows(
@@ -178,67 +216,61 @@ def family_rows(
     variant: str = "original",
     factor: float,
     basis: str,
+    pins: Mapping[str, Mapping[str, float]] | None = None,
     **opts: object,
 ) -> list:
     """The slope and dose rows of one family (module docstring)."""
     layers = sorted(base_frame["layer"].unique())
     bands = {b: ls for b, ls in band_of_layers(layers).items() if b in BANDS}
-    samples = sorted(
-        set.intersection(
-            *(
-                set(f.loc[f["variant"] == variant, "sample_id"])
-                for a in arms.values()
-                for f in a.values()
-            )
-        )
-    )
+    samples = _shared_samples(arms, variant)
     if not bands or len(samples) < 2:
         return []
-    x_name = X_METRIC[family]
     rows: list[dict] = []
     for metric in OUTCOMES:
         base = pivot_metrics(base_frame[base_frame["metric"] == metric]).get((variant, metric))
-        sesoi, note = _margin(factor, basis, base, layers, metric)
-        slopes = {}
+        margins = band_margins(factor, basis, base, layers, metric, bands, pins)
+        slopes, ranges, notes = {}, {}, {}
         for arm, series in arms.items():
+            x_name = x_metric_of(family, arm)
             doses = np.array(sorted(series), dtype=float)
             y = _stack(series, variant, metric, bands, samples)  # [V, G, n]
-            if x_name == "dose":
-                x = np.broadcast_to(
-                    np.where(np.isinf(doses), np.nan, doses)[:, None, None], y.shape
-                ).copy()
-            else:
-                x = _stack(series, variant, x_name, bands, samples)
+            x, notes[arm] = _arm_x(series, x_name, variant, bands, samples, y.shape)
             slopes[arm] = np.stack([_slopes(x[:, g], y[:, g]) for g in range(len(bands))])
-            if arm == "kind":  # the sink arm's range of x: the slopes' SESOI unit
-                x_range = np.ptp(np.nanmean(x, axis=2), axis=0)
-            key = {
-                "run_id": run_id,
-                "family": family,
-                "arm": arm,
-                "kind": "dose",
-                "metric": metric,
-                "x_metric": x_name,
-            }
-            rows += _dose_rows(key, list(bands), doses, x, y, sesoi=sesoi, basis=note, **opts)
+            ranges[arm] = _x_range(x)  # the arm's SESOI unit
+            key = {"run_id": run_id, "family": family, "arm": arm, "kind": "dose"}
+            key |= {"metric": metric, "x_metric": x_name}
+            rows += _dose_rows(key, list(bands), doses, x, y, margins=margins, **opts)
         slopes[f"{family} - control"] = slopes["kind"] - slopes["control"]
-        x_range = np.asarray(x_range, dtype=float)
         for arm, s in slopes.items():
+            own = arm if arm in ranges else "kind"  # the difference: per the sink arm's range
+            x_name = x_metric_of(family, own)
+            x_metric = x_name if arm in ranges else _both(family)
             for gi, band in enumerate(bands):
-                unit = sesoi / x_range[gi] if x_range[gi] > 0 else math.nan
-                key = {
-                    "run_id": run_id,
-                    "family": family,
-                    "arm": arm,
-                    "kind": "slope",
-                    "band": band,
-                    "metric": metric,
-                    "x_metric": x_name,
-                    "dose": math.nan,
-                }
-                text = f"{note} per the sink arm's range of {x_name} ({x_range[gi]:.3g})"
+                sesoi, note = margins[band]
+                width = float(ranges[own][gi])
+                unit = sesoi / width if width > 0 else math.nan
+                key = {"run_id": run_id, "family": family, "arm": arm, "kind": "slope"}
+                key |= {"band": band, "metric": metric, "x_metric": x_metric, "dose": math.nan}
+                who = f"{family} arm's" if own == "kind" else "control arm's"
+                text = f"{note}, per the {who} range of {x_name} ({width:.3g})"
+                text += notes[arm] if arm in notes else notes["control"]
                 rows.append(_row(s[gi], key, sesoi=unit, basis=text, **opts))
     return rows
+
+
+def _x_range(x: np.ndarray) -> np.ndarray:
+    """(G,) the range over doses of x [V, G, n]'s mean over texts (doses without x left out)."""
+    finite = np.isfinite(x)
+    count = finite.sum(axis=2)
+    means = np.where(finite, x, 0.0).sum(axis=2) / np.where(count > 0, count, 1)
+    means = np.where(count > 0, means, np.nan)
+    return np.fmax.reduce(means, axis=0) - np.fmin.reduce(means, axis=0)
+
+
+def _both(family: str) -> str:
+    """The x_metric of a slope difference: the two arms' x, when they differ."""
+    kind, control = x_metric_of(family, "kind"), x_metric_of(family, "control")
+    return kind if kind == control else f"{kind} vs {control}"
 
 
 def finish(rows: list[dict], alpha: float) -> pd.DataFrame:
@@ -301,23 +333,42 @@ def intervention_doses(
         for family, arms in arms_of(bases[run_id], named, base_frame).items():
             if arms["kind"] and arms["control"] and len(arms["kind"]) >= 2:
                 rows += family_rows(
-                    family, arms, base_frame, run_id, factor=st.sesoi, basis=st.sesoi_basis, **opts
+                    family,
+                    arms,
+                    base_frame,
+                    run_id,
+                    factor=st.sesoi,
+                    basis=st.sesoi_basis,
+                    pins=st.sesoi_pin,
+                    **opts,
                 )
     return finish(rows, st.alpha)
 
 
-def _margin(factor: float, basis: str, base, layers: list[int], metric: str) -> tuple[float, str]:
-    """One SESOI per metric, this module's rule whatever ``stats.sesoi_basis``: ``factor`` x
-    the unchanged run's early-to-late change of the outcome (homog.stats.margins.depth_change);
-    where that is 0 or undefined, the SD basis at the late band (homog.stats.margins)."""
-    bands = band_of_layers(layers)
-    if base is None or "late" not in bands:
-        return math.nan, "none: no late band"
-    depth = depth_change(base, bands)
-    if math.isfinite(depth) and depth > 0:
-        return (
-            factor * depth,
-            f"{factor:g} x the unchanged run's early-to-late change ({depth:.3g})",
-        )
-    sd = float(base.reindex(bands["late"]).mean(axis=0, skipna=False).std(ddof=1))
-    return margin_of(factor, "sd", base, bands, "the unchanged run's", metric).of("late", sd)
+def band_margins(
+    factor: float,
+    basis: str,
+    base: pd.DataFrame | None,
+    layers: list[int],
+    metric: str,
+    bands: Mapping[str, list[int]],
+    pins: Mapping[str, Mapping[str, float]] | None = None,
+) -> dict[str, tuple[float, str]]:
+    """Per band, the outcome's SESOI and its basis text by the project's rule
+    (homog.stats.margins: ``stats.sesoi`` x the unchanged run's between-text SD at the band
+    under ``stats.sesoi_basis`` sd, the default; its homogenizing depth change under depth;
+    ``stats.sesoi_pin``), on the unchanged run's [layer x sample_id] ``base``."""
+    if base is None or base.empty:
+        return {b: (math.nan, f"none: the unchanged run has no {metric}") for b in bands}
+    who = "the unchanged run's"
+    rule = margin_of(factor, basis, base, band_of_layers(layers), who, metric, pins)
+    out = {}
+    for band, ls in bands.items():
+        sd = float(base.reindex(ls).mean(axis=0, skipna=False).std(ddof=1))
+        out[band] = rule.of(band, sd)
+    return out
+
+
+def log(message: str) -> None:
+    """A note of the analysis for the user (``homog stats`` prints it)."""
+    print(f"intervention_doses: {message}", file=sys.stderr)
