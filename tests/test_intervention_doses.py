@@ -77,7 +77,7 @@ def test_slopes_and_primary_endpoint_recover_known_slopes():
     assert sorted(dose["dose"]) == [-2.0, 2.0]
     got = dose.set_index("dose")["value"]
     assert got[2.0] == pytest.approx(-3 * 0.2, abs=0.02)  # erank at +2 minus at the identity
-    assert set(out["family_holm"]) == {"primary", "exploratory", "manipulation"}
+    assert set(out["family_holm"]) == {"primary", "exploratory", "manipulation", "check"}
     # each arm's manipulation rows report its own x
     check = out[out["family_holm"] == "manipulation"].set_index(["arm", "band", "dose"])
     assert check.loc[("control", "final", 2.0), "metric"] == "attn_ctrl_token"
@@ -136,7 +136,9 @@ def test_report_section_has_the_answer_line_tables_and_one_figure_per_model(tmp_
             rows.append(
                 dict(
                     model=model,
+                    run_id=f"base_{model}",
                     family="sink_bias",
+                    family_holm="primary" if arm == "sink_bias - control" else "exploratory",
                     arm=arm,
                     kind="slope",
                     band="final",
@@ -163,7 +165,9 @@ def test_report_section_has_the_answer_line_tables_and_one_figure_per_model(tmp_
                 rows.append(
                     dict(
                         model=model,
+                        run_id=f"base_{model}",
                         family="sink_bias",
+                        family_holm="manipulation" if metric == x_metric else "exploratory",
                         arm=arm,
                         kind="dose",
                         band="final",
@@ -179,8 +183,30 @@ def test_report_section_has_the_answer_line_tables_and_one_figure_per_model(tmp_
                         verdict="supported",
                     )
                 )
+    checks = dict(model="m1", run_id="base_m1", family="sink_bias", family_holm="check")
+    rows.append(
+        dict(
+            checks,
+            arm="sink_bias",
+            kind="identity",
+            metric="layer_metrics",
+            value=0.0,
+            n=120,
+            sesoi=1e-6,
+        )
+    )
+    for arm, x_metric in list(xs.items())[:2]:
+        rows.append(
+            dict(
+                checks, arm=arm, kind="monotone", band="layers 2-4", metric=x_metric, value=3.0, n=3
+            )
+        )
     sec = concentration_section(pd.DataFrame(rows), tmp_path)
     assert sec.title == TITLE
+    got = [p for p in sec.paragraphs if p.startswith("**Check.**")]
+    assert len(got) == 2 and "m1: identity" in got[0] and "(<= 1e-06: holds)" in got[0]
+    assert "attn_first (sink) at 3 of 3, attn_ctrl_token (control) at 3 of 3" in got[1]
+    assert not any("layer_metrics" in str(r) for t in sec.tables for r in t.rows)
     assert any("m1: -2 [-2.5, -1.5]" in p and "supported" in p for p in sec.paragraphs)
     assert [p.name for p, _ in sec.figures] == ["concentration_m1.png", "concentration_m2.png"]
     assert all(p.stat().st_size > 0 for p, _ in sec.figures)

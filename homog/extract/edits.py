@@ -28,20 +28,14 @@ import torch
 
 from homog.errors import HomogError
 from homog.extract.plan import EncodedText, seeded_rng
-from homog.interventions import ATTENTION_LOGITS, BLOCK_OUTPUT, Intervention, parse
+from homog.interventions import (
+    ATTENTION_LOGITS,
+    BLOCK_OUTPUT,
+    Intervention,
+    parse,
+    resolve_layer,
+)
 from homog.metrics.attn_bias import BIAS_ATTR, ColumnBias
-
-
-def resolve_layer(value: int | str, n_layers: int, what: str, highest: int) -> int:
-    """``middle`` -> n_layers // 2 (at least 1); an int as it is. HomogError when it lies
-    outside 1..highest."""
-    layer = max(1, n_layers // 2) if value == "middle" else int(value)
-    if not 1 <= layer <= highest:
-        raise HomogError(
-            f"extract.{what} is {value} but this model has layers 1..{highest} there "
-            f"({n_layers} blocks): choose a layer in that range or middle"
-        )
-    return layer
 
 
 def control_column(text: EncodedText, seed: int) -> int:

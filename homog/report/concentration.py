@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from homog.report.document import Section, Table
+from homog.stats.dose_checks import CHECK, check_lines
 
 TITLE = "Does attention concentration drive homogenization?"
 FAMILY = "sink_bias"
@@ -186,7 +187,10 @@ def concentration_section(doses: pd.DataFrame, figdir: Path) -> Section | None:
     line = answer_line(doses)
     if line:
         sec.paragraphs.append(line)
-    sec.tables += _tables(doses)
+    # the identity and the monotonicity of the dose series: one line per model each
+    models = dict(zip(doses["run_id"], doses["model"], strict=True))
+    sec.paragraphs += [f"**Check.** {x}." for x in check_lines(doses, models)]
+    sec.tables += _tables(doses[doses["family_holm"] != CHECK])
     for model in dict.fromkeys(doses["model"]):
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in str(model))
         path = _figure(doses, model, figdir / f"concentration_{safe}.png")

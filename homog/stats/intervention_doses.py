@@ -38,6 +38,7 @@ from homog.config import Params
 from homog.interventions import parse
 from homog.stats.contrasts import band_of_layers, pivot_metrics
 from homog.stats.dose import within_slopes
+from homog.stats.dose_checks import check_lines, check_rows
 from homog.stats.margins import margin_of
 from homog.stats.paired_tests import bootstrap_ci, holm, paired_p
 from homog.stats.verdicts import EXPLORATORY, PRIMARY, verdict_of
@@ -328,6 +329,7 @@ def intervention_doses(
         "alpha": st.alpha,
     }
     rows: list[dict] = []
+    checks: list[dict] = []
     for run_id, named in graded.items():
         base_frame = frames[run_id]
         for family, arms in arms_of(bases[run_id], named, base_frame).items():
@@ -342,7 +344,18 @@ def intervention_doses(
                     pins=st.sesoi_pin,
                     **opts,
                 )
-    return finish(rows, st.alpha)
+            if family == "sink_bias" and arms["kind"] and arms["control"]:
+                samples = _shared_samples(arms, "original")
+                x_of = {arm: x_metric_of(family, arm) for arm in arms}
+                onset = params.extract.sink_bias_onset
+                checks += check_rows(arms, base_frame, run_id, onset, samples, x_of)
+    out = finish(rows, st.alpha)
+    if checks:
+        extra = pd.DataFrame(checks).reindex(columns=COLUMNS)
+        out = extra if out.empty else pd.concat([out, extra], ignore_index=True)
+    for line in check_lines(out, {k: b.get("model", k) for k, b in bases.items()}):
+        log(line)
+    return out
 
 
 def band_margins(

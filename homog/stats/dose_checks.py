@@ -1,0 +1,152 @@
+"""The sink_bias dose series' checks (docs/interventions.md, "Checks"), per unchanged run:
+
+- **identity**: the largest relative difference |a - b| / max(|a|, |b|) (0 where both are 0;
+  NaN on both sides is equal, on one side infinite) over every ``layer_metrics`` value the
+  ``sink_bias:0`` run and the unchanged run share: the same variant, sample_id, layer and
+  metric, so their shared texts (``attn_ctrl_token`` is the dose-0 run's alone). It holds at
+  <= ``IDENTITY_TOLERANCE``. No ``sink_bias:0`` run: no identity row.
+- **monotonicity**: at how many attention layers from the onset (``extract.sink_bias_onset``)
+  on the mean over the shared texts of the arm's x (``attn_first`` in the sink arm,
+  ``attn_ctrl_token`` in the control's) rises strictly with beta, over the doses that
+  measured it.
+
+Both are rows of ``intervention_doses`` (kind ``identity`` / ``monotone``, family_holm
+``check``, no verdict: value against sesoi, resp. value of n) and one line each per model
+(``check_lines``): ``homog stats`` logs them and the report's section prints them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from homog.interventions import resolve_layer
+
+IDENTITY_TOLERANCE = 1e-6
+CHECK = "check"
+KEYS = ["variant", "sample_id", "layer", "metric"]
+
+
+def identity_difference(a: pd.DataFrame, b: pd.DataFrame) -> tuple[float, int]:
+    """(largest relative difference, number of values compared) of the ``layer_metrics``
+    values ``a`` and ``b`` share (module docstring); (NaN, 0) when they share none."""
+    both = a[[*KEYS, "value"]].merge(b[[*KEYS, "value"]], on=KEYS, suffixes=("_a", "_b"))
+    if both.empty:
+        return math.nan, 0
+    x, y = both["value_a"].to_numpy(float), both["value_b"].to_numpy(float)
+    scale = np.fmax(np.abs(x), np.abs(y))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rel = np.where(scale > 0, np.abs(x - y) / np.where(scale > 0, scale, 1.0), 0.0)
+    nan_x, nan_y = np.isnan(x), np.isnan(y)
+    rel = np.where(nan_x & nan_y, 0.0, np.where(nan_x | nan_y, np.inf, rel))
+    return float(rel.max()), len(both)
+
+
+def monotone_layers(
+    series: Mapping[float, pd.DataFrame],
+    metric: str,
+    samples: list[str],
+    onset: int,
+    variant: str = "original",
+) -> tuple[int, list[int], list[float]]:
+    """(how many layers, the layers >= ``onset``, the doses used): the layers where the mean of
+    ``metric`` over ``samples`` rises strictly with the dose, over the doses of ``series``
+    that hold ``metric``; a layer some such dose lacks is not monotone."""
+    means = {}
+    for dose in sorted(series):
+        f = series[dose]
+        f = f[(f["variant"] == variant) & (f["metric"] == metric) & (f["layer"] >= onset)]
+        if not f.empty:
+            means[dose] = f[f["sample_id"].isin(samples)].groupby("layer")["value"].mean()
+    if not means:
+        return 0, [], []
+    table = pd.DataFrame(means).sort_index()  # [layer x dose]
+    values = table.to_numpy(float)
+    rising = (np.diff(values, axis=1) > 0).all(axis=1) & np.isfinite(values).all(axis=1)
+    return int(rising.sum()), [int(x) for x in table.index], list(means)
+
+
+def check_rows(
+    arms: Mapping[str, Mapping[float, pd.DataFrame]],
+    base_frame: pd.DataFrame,
+    run_id: str,
+    onset_value: int | str,
+    samples: list[str],
+    x_of: Mapping[str, str],
+    variant: str = "original",
+) -> list[dict]:
+    """The identity row (when dose 0 is a ``sink_bias:0`` run) and one monotonicity row per
+    arm (``x_of``: arm -> its x) of the sink_bias family of one unchanged run."""
+    key = {"run_id": run_id, "family": "sink_bias", "family_holm": CHECK}
+    rows = []
+    zero = arms["kind"].get(0.0)
+    if zero is not None and zero is not base_frame:
+        value, n = identity_difference(zero, base_frame)
+        rows.append(
+            {
+                **key,
+                "arm": "sink_bias",
+                "kind": "identity",
+                "band": "all",
+                "metric": "layer_metrics",
+                "x_metric": "",
+                "dose": 0.0,
+                "value": value,
+                "n": n,
+                "sesoi": IDENTITY_TOLERANCE,
+                "sesoi_basis": "largest |a - b| / max(|a|, |b|) over the layer_metrics values "
+                f"sink_bias:0 and the unchanged run share; the identity holds at <= "
+                f"{IDENTITY_TOLERANCE:g}",
+            }
+        )
+    n_layers = int(base_frame["layer"].max())
+    onset = resolve_layer(onset_value, n_layers, "sink_bias_onset", n_layers)
+    for arm, x in x_of.items():
+        k, layers, doses = monotone_layers(arms[arm], x, samples, onset, variant)
+        words = ", ".join(f"{d:g}" for d in doses)
+        rows.append(
+            {
+                **key,
+                "arm": "sink_bias" if arm == "kind" else arm,
+                "kind": "monotone",
+                "band": f"layers {onset}-{n_layers}",
+                "metric": x,
+                "x_metric": "dose",
+                "dose": math.nan,
+                "value": float(k),
+                "n": len(layers),
+                "sesoi": math.nan,
+                "sesoi_basis": f"the attention layers from the onset ({onset}) on where the mean "
+                f"of {x} over {len(samples)} texts rises strictly with beta ({words})",
+            }
+        )
+    return rows
+
+
+def check_lines(doses: pd.DataFrame, model_of: Mapping[str, str]) -> list[str]:
+    """One line per model and check (identity, monotonicity) from ``intervention_doses``'s
+    check rows; ``model_of``: run_id -> model."""
+    lines = []
+    checks = doses[doses["family_holm"] == CHECK] if "family_holm" in doses else doses[:0]
+    for run_id, rows in checks.groupby("run_id", sort=False):
+        model = model_of.get(run_id, str(run_id)[:12])
+        ident = rows[rows["kind"] == "identity"]
+        for r in ident.itertuples():
+            ok = "holds" if r.value <= r.sesoi else "FAILS"
+            lines.append(
+                f"{model}: identity sink_bias:0 = unchanged run: max relative difference "
+                f"{r.value:.3g} over {int(r.n):,} shared layer_metrics values "
+                f"(<= {r.sesoi:g}: {ok})"
+            )
+        mono = rows[rows["kind"] == "monotone"]
+        if not mono.empty:
+            parts = [
+                f"{r.metric} ({'sink' if r.arm == 'sink_bias' else r.arm}) at "
+                f"{int(r.value)} of {int(r.n)}"
+                for r in mono.itertuples()
+            ]
+            lines.append(f"{model}: monotone in beta, {mono['band'].iloc[0]}: " + ", ".join(parts))
+    return lines

@@ -1,0 +1,86 @@
+"""The sink_bias series' checks (homog.stats.dose_checks): the identity of sink_bias:0 with
+the unchanged run and the monotonicity of each arm's x in beta, on synthetic frames."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_intervention_doses import planted
+
+from homog.config import parse_params
+from homog.stats.dose_checks import check_lines, identity_difference, monotone_layers
+from homog.stats.intervention_doses import intervention_doses
+
+SAMPLES = ["a", "b", "c"]
+
+
+def long(values: dict[int, list[float]], metric: str = "attn_first") -> pd.DataFrame:
+    """layer -> per-text values as layer_metrics rows."""
+    return pd.DataFrame(
+        [
+            ("original", s, layer, metric, v)
+            for layer, vs in values.items()
+            for s, v in zip(SAMPLES, vs, strict=True)
+        ],
+        columns=["variant", "sample_id", "layer", "metric", "value"],
+    )
+
+
+def test_identity_is_zero_for_equal_frames_and_sees_a_difference_of_1e_3():
+    base = long({1: [0.5, 0.25, 0.0], 2: [2.0, np.nan, 4.0]})
+    same = base.copy()
+    assert identity_difference(same, base) == (0.0, 6)  # 0 = 0 and NaN = NaN count as equal
+    off = base.copy()
+    off.loc[3, "value"] *= 1 + 1e-3  # layer 2, text a: 2.0 -> 2.002
+    value, n = identity_difference(off, base)
+    assert value == pytest.approx(1e-3 / (1 + 1e-3)) and n == 6
+    # rows only one side has (attn_ctrl_token, other texts) are not compared
+    extra = pd.concat([same, long({1: [9.0, 9.0, 9.0]}, "attn_ctrl_token")])
+    assert identity_difference(extra, base) == (0.0, 6)
+    one_nan = base.copy()
+    one_nan.loc[0, "value"] = np.nan
+    assert identity_difference(one_nan, base)[0] == np.inf
+
+
+def test_monotone_layers_counts_the_layers_where_the_mean_rises_strictly_with_beta():
+    # layer 1 is before the onset; layer 2 rises; layer 3 dips at beta = 2; layer 4 is flat
+    series = {
+        -2.0: long({1: [9, 9, 9], 2: [0.1, 0.1, 0.1], 3: [0.1, 0.1, 0.1], 4: [0.3] * 3}),
+        0.0: long({1: [0, 0, 0], 2: [0.2, 0.3, 0.1], 3: [0.5, 0.5, 0.5], 4: [0.3] * 3}),
+        2.0: long({1: [1, 1, 1], 2: [0.6, 0.6, 0.6], 3: [0.4, 0.4, 0.4], 4: [0.3] * 3}),
+    }
+    k, layers, doses = monotone_layers(series, "attn_first", SAMPLES, onset=2)
+    assert (k, layers, doses) == (1, [2, 3, 4], [-2.0, 0.0, 2.0])
+    all_rise = {d: f.assign(value=f["value"] + d) for d, f in series.items()}
+    all_rise = {d: f[f["layer"] == 2] for d, f in all_rise.items()}
+    assert monotone_layers(all_rise, "attn_first", SAMPLES, onset=2)[:2] == (1, [2])
+
+
+def test_the_checks_are_rows_of_the_table_and_lines_in_the_log(capsys):
+    """Planted series: sink_bias:0 equals the unchanged run but for erank off by 1e-3 at one
+    text; both arms' x rise with beta at every layer from the onset (middle: 4 of 8) on."""
+    runs, frames = planted(zero_run=True)
+    zero = frames["sink_bias:0"]
+    sel = (zero["metric"] == "erank") & (zero["sample_id"] == "t0") & (zero["layer"] == 3)
+    zero.loc[sel, "value"] = zero.loc[sel, "value"] * (1 + 1e-3)
+    params = parse_params({"stats": {"n_boot": 50, "n_perm": 50}})
+    out = intervention_doses(params, runs, frames, lambda r: runs[0])
+    err = capsys.readouterr().err
+    ident = out[out["kind"] == "identity"].iloc[0]
+    assert ident["value"] == pytest.approx(1e-3 / (1 + 1e-3)) and ident["value"] > 1e-6
+    assert "FAILS" in err and "m: identity" in err
+    mono = out[out["kind"] == "monotone"].set_index("arm")
+    assert mono.loc["sink_bias", "metric"] == "attn_first"
+    assert mono.loc["control", "metric"] == "attn_ctrl_token"
+    assert (mono["value"] == 5).all() and (mono["n"] == 5).all()  # layers 4..8
+    assert "attn_ctrl_token (control) at 5 of 5" in err
+    # the control's attn_ctrl_token falls with beta instead: 0 of 5 layers
+    for name, f in frames.items():
+        if name.startswith("sink_bias_control"):
+            c = f["metric"] == "attn_ctrl_token"
+            f.loc[c, "value"] = 0.5 - f.loc[c, "value"]
+    out = intervention_doses(params, runs, frames, lambda r: runs[0])
+    lines = check_lines(out, {"base": "m"})
+    assert any("attn_ctrl_token (control) at 0 of 5" in x for x in lines)
+    assert len(lines) == 2  # one identity line and one monotonicity line per model
