@@ -31,7 +31,7 @@ def frame(attn: np.ndarray, erank: np.ndarray, ctrl: np.ndarray | None = None) -
 def planted(zero_run: bool, seed: int = 0) -> tuple[list[dict], dict]:
     """Runs and frames whose slopes are known. Sink arm: attn_first moves by 0.1 per dose,
     erank by -3 per unit of attn_first; control: its own token's attn_ctrl_token moves by
-    0.1 per dose (attn_first by 0.01), erank by -1 per unit of attn_ctrl_token: primary = -2.
+    0.05 per dose (attn_first by 0.01), erank by -1 per unit of attn_ctrl_token: primary = -2.
     ``zero_run``: a sink_bias:0 run (with attn_ctrl_token) is dose 0, else the unchanged run
     (without it) stands in."""
     rng = np.random.default_rng(seed)
@@ -50,7 +50,7 @@ def planted(zero_run: bool, seed: int = 0) -> tuple[list[dict], dict]:
                 a, c = base_attn + 0.1 * dose, base_ctrl - 0.01 * dose
                 erank = base_erank - 3.0 * (a - base_attn) + noise() * (dose != 0)
             else:
-                a, c = base_attn - 0.01 * dose, base_ctrl + 0.1 * dose
+                a, c = base_attn - 0.01 * dose, base_ctrl + 0.05 * dose
                 erank = base_erank - 1.0 * (c - base_ctrl) + noise()
             run_id = f"{name}:{dose:g}"
             frames[run_id] = frame(a, erank, c)
@@ -81,7 +81,7 @@ def test_slopes_and_primary_endpoint_recover_known_slopes():
     # each arm's manipulation rows report its own x
     check = out[out["family_holm"] == "manipulation"].set_index(["arm", "band", "dose"])
     assert check.loc[("control", "final", 2.0), "metric"] == "attn_ctrl_token"
-    assert check.loc[("control", "final", 2.0), "value"] == pytest.approx(0.2)
+    assert check.loc[("control", "final", 2.0), "value"] == pytest.approx(0.1)
     assert check.loc[("sink_bias", "final", 2.0), "metric"] == "attn_first"
     assert check.loc[("sink_bias", "final", 2.0), "value"] == pytest.approx(0.2)
 
@@ -89,7 +89,8 @@ def test_slopes_and_primary_endpoint_recover_known_slopes():
 @pytest.mark.parametrize("basis", ["sd", "depth"])
 def test_slope_margins_follow_the_projects_margin_rule(basis):
     """SESOI = stats.sesoi x the unchanged run's between-text SD at the band (sd; depth: its
-    early-to-late change, which is above that SD here), per unit of the arm's x range."""
+    early-to-late change, which is above that SD here), per unit of the sink arm's range of
+    attn_first (0.4) for every slope, the control's (attn_ctrl_token: 0.2) too."""
     runs, frames = planted(zero_run=True)
     params = parse_params({"stats": {"n_boot": 50, "n_perm": 50, "sesoi_basis": basis}})
     out = intervention_doses(params, runs, frames, lambda r: runs[0])
@@ -100,7 +101,8 @@ def test_slope_margins_follow_the_projects_margin_rule(basis):
     want = 0.1 * (sd if basis == "sd" else depth)
     slope = out[(out["kind"] == "slope") & (out["band"] == "final")].set_index("arm")
     assert slope.loc["sink_bias", "sesoi"] == pytest.approx(want / 0.4)  # attn_first: 0.4
-    assert slope.loc["control", "sesoi"] == pytest.approx(want / 0.4)  # attn_ctrl_token: 0.4
+    assert slope.loc["control", "sesoi"] == pytest.approx(want / 0.4)
+    assert "the control arm's range of its x: 0.2" in slope.loc["control", "sesoi_basis"]
     assert slope.loc["sink_bias - control", "sesoi"] == pytest.approx(want / 0.4)
     words = "between-text SD at the final layer" if basis == "sd" else "early-to-late change"
     assert all(words in t for t in slope["sesoi_basis"])

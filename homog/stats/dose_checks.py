@@ -141,7 +141,7 @@ def check_lines(doses: pd.DataFrame, model_of: Mapping[str, str]) -> list[str]:
                 f"{r.value:.3g} over {int(r.n):,} shared layer_metrics values "
                 f"(<= {r.sesoi:g}: {ok})"
             )
-        mono = rows[rows["kind"] == "monotone"]
+        mono = rows[rows["kind"] == "monotone"].sort_values("arm", key=lambda a: a != "sink_bias")
         if not mono.empty:
             parts = [
                 f"{r.metric} ({'sink' if r.arm == 'sink_bias' else r.arm}) at "

@@ -16,8 +16,8 @@ On the texts every dose of both arms holds (variant ``original`` by default), pe
   the pre-registered primary endpoint, family ``primary`` (Holm over its rows), verdict by
   ``homog.stats.verdicts.verdict_of``. Its SESOI is the outcome's at the band by the
   project's margin rule (``band_margins``: homog.stats.margins with ``stats.sesoi_basis``,
-  sd by default), per unit of x's range over the arm's doses (the difference: the kind
-  arm's range);
+  sd by default), per unit of the kind arm's range of x over its doses (every slope row of
+  a band, both arms and their difference, so they compare);
 - ``dose`` rows: per arm and dose, the outcome at that dose minus at dose 0, family
   ``exploratory``, SESOI the outcome's; and the arm's manipulated x likewise, family
   ``manipulation`` (the check that the dose moved what it should; in no Holm family).
@@ -237,23 +237,25 @@ def family_rows(
             y = _stack(series, variant, metric, bands, samples)  # [V, G, n]
             x, notes[arm] = _arm_x(series, x_name, variant, bands, samples, y.shape)
             slopes[arm] = np.stack([_slopes(x[:, g], y[:, g]) for g in range(len(bands))])
-            ranges[arm] = _x_range(x)  # the arm's SESOI unit
+            ranges[arm] = _x_range(x)
             key = {"run_id": run_id, "family": family, "arm": arm, "kind": "dose"}
             key |= {"metric": metric, "x_metric": x_name}
             rows += _dose_rows(key, list(bands), doses, x, y, margins=margins, **opts)
         slopes[f"{family} - control"] = slopes["kind"] - slopes["control"]
+        unit_x = x_metric_of(family, "kind")
         for arm, s in slopes.items():
-            own = arm if arm in ranges else "kind"  # the difference: per the sink arm's range
-            x_name = x_metric_of(family, own)
-            x_metric = x_name if arm in ranges else _both(family)
+            x_metric = x_metric_of(family, arm) if arm in ranges else _both(family)
             for gi, band in enumerate(bands):
+                # one unit for every slope of a band, so the arms and their difference compare
                 sesoi, note = margins[band]
-                width = float(ranges[own][gi])
+                width = float(ranges["kind"][gi])
                 unit = sesoi / width if width > 0 else math.nan
                 key = {"run_id": run_id, "family": family, "arm": arm, "kind": "slope"}
                 key |= {"band": band, "metric": metric, "x_metric": x_metric, "dose": math.nan}
-                who = f"{family} arm's" if own == "kind" else "control arm's"
-                text = f"{note}, per the {who} range of {x_name} ({width:.3g})"
+                text = f"{note}, per the {family} arm's range of {unit_x} ({width:.3g})"
+                if arm != "kind":
+                    ctrl = float(ranges["control"][gi])
+                    text += f"; the control arm's range of its x: {ctrl:.3g}"
                 text += notes[arm] if arm in notes else notes["control"]
                 rows.append(_row(s[gi], key, sesoi=unit, basis=text, **opts))
     return rows
