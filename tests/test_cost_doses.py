@@ -10,7 +10,7 @@ from test_intervention_cost import OPTS, synthetic
 from homog.report.answer import full_answer
 from homog.report.cost import cost_section
 from homog.report.cost_doses import _points, primary_cost_line
-from homog.stats.intervention_cost import cost_rows, finish
+from homog.stats.cost_rows import cost_rows, finish
 
 
 def cost_frame() -> pd.DataFrame:

@@ -14,14 +14,8 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from homog.config import parse_params
-from homog.stats.intervention_cost import (
-    DIFF_ARM,
-    CostInputs,
-    CostOptions,
-    cost_rows,
-    finish,
-    intervention_cost,
-)
+from homog.stats.cost_rows import DIFF_ARM, CostInputs, CostOptions, cost_rows, finish
+from homog.stats.intervention_cost import intervention_cost
 
 DOSES = np.array([0.0, 0.2, 0.5, 1.0])
 N = 40
