@@ -15,6 +15,8 @@ by the label, positive = right: homog.probe.lm.with_margin):
   and AUC), family ``exploratory``;
 - ``manipulation`` rows (per arm, dose and band ``final``/``late``): the measured erank change
   against dose 0 (the figure's x; no verdict);
+- ``probe_accuracy`` / ``probe_margin`` rows (level and dose, per band): probes trained on
+  the unchanged run's originals read every dose's pooled vectors (homog.stats.cost_probe);
 - ``slope`` rows: per text, the least-squares slope of the margin on alpha across the arm's
   doses; arm ``homogenize - control`` is their per-text difference at matched perturbation
   size (the control moves each token as far): the pre-registered primary endpoint, family
@@ -158,9 +160,72 @@ def intervention_cost(
             )
             continue
         inp, samples = inputs_of(series, answers, frames, labels, "original")
-        if len(samples) >= 2:
-            rows += cost_rows(inp, base_id, model, opts)
+        if len(samples) < 2:
+            continue
+        rows += cost_rows(inp, base_id, model, opts)
+        pooled = {rid: pooled_of(dirs[rid], answers[rid], samples) for rid in runs}
+        pooled[base_id] = pooled_of(dirs[base_id], _answers(dirs[base_id]), samples)
+        rows += cost_probe_rows(params, inp, bases[base_id], series, pooled, opts, log)
     return finish(rows, params.stats.alpha)
+
+
+def pooled_of(run_dir: Path, answers: pd.DataFrame | None, samples: list[str]) -> np.ndarray | None:
+    """[n, L+1, d] the run's mean-pooled vectors of the originals ``samples`` (its
+    ``pooled_mean.npy``, rows in the order of its answers); None without the file or when its
+    rows are not the answers'."""
+    path = run_dir / "pooled_mean.npy"
+    if answers is None or not path.exists():
+        return None
+    vectors = np.load(path, mmap_mode="r")
+    if len(vectors) != len(answers):
+        return None
+    row = {
+        (v, s): i
+        for i, (v, s) in enumerate(zip(answers["variant"], answers["sample_id"], strict=True))
+    }
+    return np.asarray(vectors[[row[("original", s)] for s in samples]], dtype=np.float64)
+
+
+def cost_probe_rows(
+    params: Any,
+    inp: CostInputs,
+    base: dict,
+    series: dict[str, dict[float, dict]],
+    pooled: Mapping[str, np.ndarray | None],
+    opts: CostOptions,
+    log: Callable[[str], None],
+) -> list[dict]:
+    """The probe's rows (homog.stats.cost_probe) of one dose series (``pooled``: run_id ->
+    its vectors of the texts, ``pooled_of``), or none (and ``log`` says why) when a run lacks
+    its vectors or a label has fewer texts than ``probe.folds``."""
+    from homog.stats.cost_probe import probe_bands, probe_rows
+
+    pr = params.probe
+    counts = np.bincount(inp.positive.astype(int), minlength=2)
+    vectors = dict(pooled)
+    names = {r["run_id"]: r["intervention"] for s in series.values() for r in s.values()}
+    names[base["run_id"]] = base.get("intervention", "none")
+    lacking = sorted(names[r] for r, x in vectors.items() if x is None)
+    if lacking or counts.min() < pr.folds:
+        why = (
+            f"no pooled_mean.npy in {', '.join(lacking)}"
+            if lacking
+            else (f"{counts.min()} texts of a label for {pr.folds} probe.folds")
+        )
+        log(f"{base['model']}: no probe rows in intervention_cost ({why})")
+        return []
+    arms = {arm: [vectors[r["run_id"]] for r in s.values()] for arm, s in series.items()}
+    probe = probe_bands(
+        vectors[base["run_id"]],
+        arms,
+        inp.positive,
+        folds=pr.folds,
+        c=pr.c[0],
+        max_iter=pr.max_iter,
+        seed=params.seed,
+    )
+    key = {"run_id": base["run_id"], "model": base["model"], "family": FAMILY}
+    return probe_rows(probe, inp, key, opts)
 
 
 def write_cost(
