@@ -111,37 +111,38 @@ def cost_figure(cost: pd.DataFrame, model: str, path: Path) -> Path | None:
     return path
 
 
+SLOPE_COLUMNS = [
+    "model",
+    "arm",
+    "value",
+    "ci_low",
+    "ci_high",
+    "sesoi",
+    "p_holm",
+    "n",
+    "family_holm",
+    "verdict",
+]
+SLOPE_HEADERS = [
+    "model",
+    "arm",
+    "slope (nats per alpha)",
+    "CI low",
+    "CI high",
+    "SESOI",
+    "p_holm",
+    "n",
+    "family",
+    "verdict",
+]
+
+
 def primary_table(cost: pd.DataFrame) -> Table:
     """The slopes of the margin on alpha: each arm's and their difference (primary)."""
-    sel = cost[cost["kind"] == "slope"]
+    sel = cost.loc[cost["kind"] == "slope", SLOPE_COLUMNS].astype(object)
     return Table(
-        [
-            "model",
-            "arm",
-            "slope (nats per alpha)",
-            "CI low",
-            "CI high",
-            "SESOI",
-            "p_holm",
-            "n",
-            "family",
-            "verdict",
-        ],
-        [
-            [
-                r.model,
-                r.arm,
-                r.value,
-                r.ci_low,
-                r.ci_high,
-                r.sesoi,
-                r.p_holm,
-                int(r.n),
-                r.family_holm,
-                r.verdict,
-            ]
-            for r in sel.itertuples()
-        ],
+        SLOPE_HEADERS,
+        sel.to_numpy().tolist(),
         "per text, the least-squares slope of the zero-shot margin on alpha across the doses; "
         "homogenize - control (the primary endpoint, Holm over its one row per model) is the "
         "cost of the tokens growing alike at matched perturbation size. SESOI: "

@@ -11,32 +11,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from homog.schema.stats_tables import INTERVENTION_COST
 from homog.stats.classifier import weighted_auc
 from homog.stats.paired_tests import bootstrap_ci, bootstrap_p, holm, paired_p, resample_counts
 from homog.stats.verdicts import EXPLORATORY, PRIMARY, verdict_of
 
-COST_COLUMNS = [
-    "run_id",
-    "model",
-    "family",
-    "arm",
-    "kind",
-    "band",
-    "metric",
-    "dose",
-    "value",
-    "ci_low",
-    "ci_high",
-    "p_value",
-    "p_holm",
-    "n",
-    "verdict",
-    "family_holm",
-    "sesoi",
-    "sesoi_basis",
-    "eq_ci_low",
-    "eq_ci_high",
-]
+COST_COLUMNS = [name for name, _ in INTERVENTION_COST]  # the table's (homog.schema)
 FAMILY = "homogenize"
 ARMS = (FAMILY, "control")
 DIFF_ARM = f"{FAMILY} - control"
