@@ -180,3 +180,58 @@ def test_the_table_from_run_directories(tmp_path, capsys):
     assert intervention_cost(params, found, frames, None, base_of, print).empty
     assert "no label" in capsys.readouterr().out
     assert not math.isnan(want["value"].sum())
+
+
+def test_extract_stats_and_load_carry_the_cost_table(tmp_path, monkeypatch):
+    """A tiny random model (two blocks: a final layer, no late band) through `homog extract`,
+    the stats stage and the store: the table is loaded, its dose-0 margins are the unchanged run's signed answers, and the shared dose
+    0 is the homogenize:0 run."""
+    import duckdb
+    import yaml
+    from click.testing import CliRunner
+    from conftest import TINY
+    from test_probe import labelled_texts
+
+    from homog.cli import main
+    from homog.layout import Layout
+    from homog.stats.stage import stats_stage
+    from homog.store import load
+
+    layout = Layout(tmp_path)
+    layout.texts.parent.mkdir(parents=True)
+    labelled_texts().assign(dataset="d").to_parquet(layout.texts, index=False)
+    params = {
+        "models": {"m": {"source": TINY}},
+        "extract": {
+            "device": "cpu",
+            "max_tokens": 32,
+            "interventions": ["none"],
+            "homogenize_doses": [0, 1],
+            "attention": False,
+            "peer_metrics": False,
+            "sentence_metrics": False,
+        },
+        "stats": {"n_boot": 100, "n_perm": 200, "mixed_metrics": []},
+        "probe": {"folds": 3},
+        "posenc": {"encodings": []},
+    }
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(main, ["extract", "--model", "m", "--params", "params.yaml"])
+    assert res.exit_code == 0, res.output
+    assert stats_stage(params, tmp_path)["intervention_cost"] > 0
+    load(params, layout.db(), tmp_path)
+    with duckdb.connect(str(layout.db()), read_only=True) as con:
+        cost = con.execute("SELECT * FROM intervention_cost").df()
+    primary = cost[cost["family_holm"] == "primary"]
+    assert len(primary) == 1 and primary.iloc[0]["n"] == 12
+    answers = pd.read_parquet(layout.run_dir("m", "homogenize:0") / "zero_shot.parquet")
+    answers = answers[answers["variant"] == "original"].sort_values("sample_id")
+    # labelled_texts: the odd reviews are positive
+    sign = np.array([1.0 if int(s[1:]) % 2 else -1.0 for s in answers["sample_id"]])
+    zero = cost[(cost["kind"] == "level") & (cost["metric"] == "lm_margin") & (cost["dose"] == 0)]
+    assert set(zero["arm"]) == {"homogenize", "control"}
+    np.testing.assert_allclose(zero["value"], (sign * answers["log_odds"]).mean(), rtol=1e-9)
+    assert {"probe_accuracy", "probe_margin"} <= set(cost["metric"])
+    # the tiny model has too few layers for a late band: its rows are left out, none is NaN
+    assert set(cost["band"].dropna()) == {"final"} and cost["value"].notna().all()

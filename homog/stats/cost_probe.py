@@ -75,6 +75,7 @@ def probe_bands(
     the band's layers read right) and mean margin. ``base`` [n, L+1, d]: the unchanged run's
     vectors (the probes' training rows); ``arms``: arm -> per dose [n, L+1, d]."""
     bands = band_of_layers(list(range(base.shape[1])))
+    bands = {b: bands.get(b, []) for b in BANDS}  # a shallow model may have no late band
     layers = sorted({la for b in BANDS for la in bands[b]})
     fold = fold_of(positive, folds, seed)
     flat = [x for xs in arms.values() for x in xs]
@@ -84,19 +85,17 @@ def probe_bands(
         )
         for la in layers
     }
+    n = len(positive)
+
+    def band(v: int, b: str) -> list[np.ndarray]:
+        if not bands[b]:
+            return [np.full(n, np.nan), np.full(n, np.nan)]
+        margins = np.stack([per_layer[la][v] for la in bands[b]])
+        return [(margins > 0).mean(0), margins.mean(0)]
+
     out, start = {}, 0
     for arm, xs in arms.items():
-        rows = []
-        for v in range(start, start + len(xs)):
-            rows.append(
-                [
-                    [
-                        np.mean([per_layer[la][v] > 0 for la in bands[b]], axis=0),
-                        np.mean([per_layer[la][v] for la in bands[b]], axis=0),
-                    ]
-                    for b in BANDS
-                ]
-            )
+        rows = [[band(v, b) for b in BANDS] for v in range(start, start + len(xs))]
         out[arm], start = np.array(rows, dtype=float), start + len(xs)
     return out
 
@@ -117,6 +116,8 @@ def probe_rows(
                 for j, metric in enumerate(PROBE_METRICS):
                     k = {**key, "arm": arm, "dose": float(dose), "band": band, "metric": metric}
                     y = values[v, g, j]
+                    if not np.isfinite(y).any():  # no such band in this model
+                        continue
                     rows.append(mean_row(y, {**k, "kind": "level"}, opts, math.nan, ""))
                     if v:
                         d = y - values[0, g, j]

@@ -72,9 +72,12 @@ def _interval(draws: np.ndarray, ci: float) -> tuple[float, float]:
 
 def mean_row(d: np.ndarray, key: dict, opts: CostOptions, sesoi: float, basis: str) -> dict:
     """A row of the mean of ``d`` (n,) over texts: its CI and, with a SESOI, the equivalence
-    CI and the paired test's p (a level row, ``sesoi`` NaN, has neither)."""
+    CI and the paired test's p (a level row, ``sesoi`` NaN, has neither). Non-finite values
+    (a band the model has no layer for) are left out; ``n`` counts the rest."""
     d = np.asarray(d, dtype=float)
-    out = {**key, "value": float(d.mean()), "n": len(d), "sesoi": sesoi, "sesoi_basis": basis}
+    d = d[np.isfinite(d)]
+    value = float(d.mean()) if len(d) else math.nan
+    out = {**key, "value": value, "n": len(d), "sesoi": sesoi, "sesoi_basis": basis}
     if len(d) < 2:
         return out
     low, high = bootstrap_ci(d[None], n_boot=opts.n_boot, ci=opts.ci, seed=opts.seed)
@@ -157,7 +160,8 @@ def arm_rows(arm: str, inp: CostInputs, key: dict, opts: CostOptions) -> list[di
         ]
         for g, band in enumerate(BANDS):
             k2 = {**k, "kind": MANIPULATION, "metric": "erank", "band": band}
-            rows.append(mean_row(e[v, g] - e[0, g], k2, opts, math.nan, ""))
+            if np.isfinite(e[v, g]).any():  # a model too shallow for a late band has none
+                rows.append(mean_row(e[v, g] - e[0, g], k2, opts, math.nan, ""))
     return rows
 
 

@@ -52,12 +52,13 @@ from homog.stats.cost_rows import (
 
 
 def band_erank(frame: pd.DataFrame, variant: str, samples: list[str]) -> np.ndarray:
-    """[len(BANDS), n] erank of ``samples``: the final layer and the late band's mean."""
+    """[len(BANDS), n] erank of ``samples``: the final layer and the late band's mean (NaN
+    where the model has no such band: fewer than 3 layers between layer 0 and the last)."""
     wide = pivot_metrics(frame[(frame["variant"] == variant) & (frame["metric"] == "erank")])
     table = wide[(variant, "erank")].reindex(columns=samples)
     bands = band_of_layers(list(table.index))
     return np.stack(
-        [table.reindex(bands[b]).mean(axis=0, skipna=False).to_numpy(float) for b in BANDS]
+        [table.reindex(bands.get(b, [])).mean(axis=0, skipna=False).to_numpy(float) for b in BANDS]
     )
 
 
