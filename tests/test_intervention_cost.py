@@ -235,3 +235,12 @@ def test_extract_stats_and_load_carry_the_cost_table(tmp_path, monkeypatch):
     assert {"probe_accuracy", "probe_margin"} <= set(cost["metric"])
     # the tiny model has too few layers for a late band: its rows are left out, none is NaN
     assert set(cost["band"].dropna()) == {"final"} and cost["value"].notna().all()
+
+
+def test_texts_of_one_label_have_no_auc_and_keep_the_rest():
+    inp = synthetic(cost=1.5)
+    one = CostInputs(inp.doses, inp.margin, inp.erank, np.ones(N, bool))
+    t = table(one)
+    auc = t[t["metric"] == "lm_auc"]
+    assert auc["value"].isna().all() and auc["verdict"].isna().all()
+    assert pick(t, arm=DIFF_ARM, kind="slope")["verdict"] == "supported"

@@ -42,14 +42,14 @@ class CostOptions:
     def of(cls, params: Any) -> CostOptions:
         st = params.stats
         return cls(
-            st.n_boot,
-            st.ci,
-            params.seed,
-            st.test,
-            st.n_perm,
-            st.alpha,
-            st.cost_margin,
-            st.cost_accuracy_margin,
+            n_boot=st.n_boot,
+            ci=st.ci,
+            seed=params.seed,
+            test=st.test,
+            n_perm=st.n_perm,
+            alpha=st.alpha,
+            margin=st.cost_margin,
+            accuracy_margin=st.cost_accuracy_margin,
         )
 
 
@@ -66,7 +66,11 @@ class CostInputs:
 
 
 def _interval(draws: np.ndarray, ci: float) -> tuple[float, float]:
-    low, high = np.quantile(draws[np.isfinite(draws)], [(1 - ci) / 2, (1 + ci) / 2])
+    """The percentile interval of the finite draws (a resample of one label has no AUC)."""
+    finite = draws[np.isfinite(draws)]
+    if not finite.size:
+        return math.nan, math.nan
+    low, high = np.quantile(finite, [(1 - ci) / 2, (1 + ci) / 2])
     return float(low), float(high)
 
 
