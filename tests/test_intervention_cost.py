@@ -184,8 +184,8 @@ def test_the_table_from_run_directories(tmp_path, capsys):
 
 def test_extract_stats_and_load_carry_the_cost_table(tmp_path, monkeypatch):
     """A tiny random model (two blocks: a final layer, no late band) through `homog extract`,
-    the stats stage and the store: the table is loaded, its dose-0 margins are the unchanged run's signed answers, and the shared dose
-    0 is the homogenize:0 run."""
+    the stats stage and the store: the table is loaded, and its dose-0 margins are the
+    answers of the homogenize:0 run (the shared dose 0) signed by the label."""
     import duckdb
     import yaml
     from click.testing import CliRunner
