@@ -99,6 +99,10 @@ class Layout:
         return self.stats_dir / "intervention_doses.parquet"
 
     @property
+    def intervention_cost(self) -> Path:
+        return self.stats_dir / "intervention_cost.parquet"
+
+    @property
     def sentence_contrasts(self) -> Path:
         return self.stats_dir / "sentence_contrasts.parquet"
 

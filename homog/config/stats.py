@@ -43,6 +43,10 @@ class StatsConfig:
     sesoi_pin: dict[str, dict[str, float]] = field(default_factory=dict)
     # label permutations of the separability classifier's p (homog.stats.separability); 0: no p
     separability_perm: int = 999
+    # the homogenize cost table's margins (homog.stats.intervention_cost): the LM's zero-shot
+    # margin in nats of log-odds, and its accuracy and AUC as shares
+    cost_margin: float = 0.2
+    cost_accuracy_margin: float = 0.02
     # metrics of the secondary mixed model per band (statsmodels MixedLM, ~2 s per fit at
     # 300 texts x 8 variants); [] turns it off
     mixed_metrics: tuple[str, ...] = (
@@ -68,6 +72,12 @@ class StatsConfig:
             f"stats.separability_perm must be >= 0, got {self.separability_perm}",
         )
 
+        for key in ("cost_margin", "cost_accuracy_margin"):
+            value = getattr(self, key)
+            _check(
+                isinstance(value, (int, float)) and 0 < value < math.inf,
+                f"stats.{key} must be a positive number, got {value!r}",
+            )
         _check(
             self.test in TESTS, f"stats.test must be one of {', '.join(TESTS)}, got {self.test!r}"
         )

@@ -20,7 +20,7 @@ batches and runs. The intervention kinds that act on position ids need nothing h
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -129,6 +129,19 @@ def edit_batch(
     finally:
         for h in handles:
             h.remove()
+
+
+def edit_alone(
+    loaded: Any, config: Any, intervention: str, texts: Sequence[EncodedText], mask: torch.Tensor
+) -> Callable[[int, int], Any] | None:
+    """``edit(row, n)``: the intervention's edit for text ``row`` of a batch alone, its first
+    n tokens unpadded (``mask`` (B, n_pad): the batch's metric tokens); None for the kinds
+    that change position ids, which need no edit."""
+    if parse(intervention).target not in (ATTENTION_LOGITS, BLOCK_OUTPUT):
+        return None
+    return lambda row, n: edit_batch(
+        loaded, config, intervention, [texts[row]], mask[row : row + 1, :n]
+    )
 
 
 class _AttrHandle:

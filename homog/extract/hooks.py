@@ -28,7 +28,7 @@ from homog.errors import HomogError
 from homog.extract.attn_summary import summarise_attention
 from homog.extract.batch_state import POOLINGS, BatchInputs, BatchState, batch_result, pack_batch
 from homog.extract.batches import PendingBatch
-from homog.extract.edits import control_columns, edit_batch
+from homog.extract.edits import control_columns, edit_alone, edit_batch
 from homog.extract.plan import EncodedText, SamplePlan
 from homog.extract.result import BatchResult
 from homog.extract.zero_shot import continuation, output_cache
@@ -319,10 +319,11 @@ class Extractor:
                 self._stack.clear()  # the buffer, and what a failed forward left
             if self._defer is not None:
                 self._defer.clear()  # what a failed forward left
-        if self._zero_shot is not None and self._zero_shot.covers(intervention):
-            # the hooks are idle now: the metrics stay the text's
+        if self._zero_shot is not None:
+            # hooks idle, edit removed: a graded run's suffix reads the cache its edit shaped
+            alone = edit_alone(self.loaded, self.config, intervention, texts, st.mask)
             result.log_odds, result.prompt_tokens = self._zero_shot.answer(
-                cache, inputs.ids, inputs.attn, inputs.pos, intervention
+                cache, inputs.ids, inputs.attn, inputs.pos, intervention, alone
             )
         return PendingBatch(result, st.metrics)
 

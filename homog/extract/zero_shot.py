@@ -8,6 +8,10 @@ it, with the hooks idle, so every metric and attention statistic stays the text'
 prompt's tokens are the text's as extraction reads them (special tokens, truncation) then
 the suffix's.
 
+Graded runs (homog.extract.edits) answer too: the suffix reads the cache of the text's
+edited pass, and runs after the edit is removed. The question is asked of the edited text;
+its own tokens are neither moved, averaged nor biased, so every dose asks the same question.
+
 Positions: the text keeps the intervention's (``homog.extract.plan.position_ids``); the
 suffix continues after the text's largest position (``none``, ``shuffle_pos``: n, n+1, ...),
 or keeps the constant of a constant-position intervention (``zero_pos``: 0).
@@ -22,7 +26,8 @@ Right padding leaves pad slots between a shorter text and its suffix in the cach
 masked, but a sliding-window layer counts cache slots, not positions. Where the window could
 reach a padded text's first tokens (batch length + suffix > window), that text's answer
 comes from a separate full pass over its prompt (``prompt_log_odds``) instead: the same
-numbers, never a shifted window.
+numbers, never a shifted window. A graded run's such text gets an unpadded text pass of its
+own under the edit, continued over the suffix without it: the same numbers again.
 """
 
 from __future__ import annotations
@@ -152,22 +157,19 @@ class Continuation:
         self.window = sliding_window(loaded.model)
         self._cache_arg = _cache_kwarg(loaded.decoder)
 
-    @staticmethod
-    def covers(intervention: str) -> bool:
-        """Whether runs of ``intervention`` answer the prompt: those that change position
-        ids (the probe's; an edit of the forward pass, homog.extract.edits, is installed
-        for the text's own pass only)."""
-        from homog.interventions import POSITION_IDS, parse
-
-        return parse(intervention).target == POSITION_IDS
-
     def answer(
-        self, cache: Any, ids: np.ndarray, attn: np.ndarray, pos: np.ndarray, intervention: str
+        self,
+        cache: Any,
+        ids: np.ndarray,
+        attn: np.ndarray,
+        pos: np.ndarray,
+        intervention: str,
+        edit: Callable[[int, int], Any] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """(log-odds (B,), prompt tokens (B,)) of the texts whose right-padded text pass
-        (ids, attn, pos: (B, n_pad)) left ``cache``."""
-        import torch
-
+        (ids, attn, pos: (B, n_pad)) left ``cache``. ``edit(row, n)``: a context manager
+        that installs a graded run's edit for text ``row`` alone (its n tokens), for the
+        texts a sliding window makes answer from a pass of their own."""
         b, n_pad = ids.shape
         k = len(self.suffix)
         lengths = attn.sum(1)
@@ -175,8 +177,32 @@ class Continuation:
         s_pos = np.stack(
             [suffix_positions(intervention, pos[i, : lengths[i]], k) for i in range(b)]
         )
-        dev = self.loaded.input_device
         mask = np.concatenate([attn, np.ones((b, k), dtype=attn.dtype)], axis=1)
+        log_odds = self._suffix_pass(cache, mask, s_pos)
+        if self.window is not None and n_pad + k > self.window:
+            redo = np.flatnonzero(lengths < n_pad)  # padded: their window would be shifted
+            if len(redo) and edit is not None:
+                for i in redo:
+                    n = int(lengths[i])
+                    log_odds[i] = self._alone(ids[i, :n], pos[i, :n], s_pos[i : i + 1], edit(i, n))
+            elif len(redo):
+                prompts = [
+                    (
+                        np.concatenate([ids[i, : lengths[i]], self.suffix]),
+                        np.concatenate([pos[i, : lengths[i]], s_pos[i]]),
+                    )
+                    for i in redo
+                ]
+                log_odds[redo] = prompt_log_odds(self.loaded, self.head, prompts, b * (n_pad + k))
+        return finite(log_odds), lengths + k
+
+    def _suffix_pass(self, cache: Any, mask: np.ndarray, s_pos: np.ndarray) -> np.ndarray:
+        """Log-odds (B,) of the suffix run over ``cache`` (mask: the text's and the suffix's
+        slots, (B, n_pad + k); s_pos: the suffix's positions, (B, k))."""
+        import torch
+
+        b = len(s_pos)
+        dev = self.loaded.input_device
         try:
             with torch.inference_mode():
                 out = self.loaded.decoder(
@@ -186,21 +212,29 @@ class Continuation:
                     use_cache=False,
                     **{self._cache_arg: cache},
                 )
-                log_odds = self.head.log_odds(out.last_hidden_state[:, -1])
+                return self.head.log_odds(out.last_hidden_state[:, -1])
         except torch.OutOfMemoryError as exc:
             raise _out_of_memory(exc, "suffix") from exc
-        if self.window is not None and n_pad + k > self.window:
-            redo = np.flatnonzero(lengths < n_pad)  # padded: their window would be shifted
-            prompts = [
-                (
-                    np.concatenate([ids[i, : lengths[i]], self.suffix]),
-                    np.concatenate([pos[i, : lengths[i]], s_pos[i]]),
+
+    def _alone(self, ids: np.ndarray, pos: np.ndarray, s_pos: np.ndarray, edit: Any) -> float:
+        """The answer of one text from an unpadded text pass of its own under ``edit`` (the
+        graded run's edit for this text), continued over the suffix without it."""
+        import torch
+
+        dev = self.loaded.input_device
+        attn = np.ones((1, len(ids)), dtype=np.int64)
+        try:
+            with edit, torch.inference_mode():
+                out = self.loaded.decoder(
+                    input_ids=torch.from_numpy(ids[None]).to(dev),
+                    attention_mask=torch.from_numpy(attn).to(dev),
+                    position_ids=torch.from_numpy(pos[None]).to(dev),
+                    use_cache=True,
                 )
-                for i in redo
-            ]
-            if len(redo):
-                log_odds[redo] = prompt_log_odds(self.loaded, self.head, prompts, b * (n_pad + k))
-        return finite(log_odds), lengths + k
+        except torch.OutOfMemoryError as exc:
+            raise _out_of_memory(exc, "own pass") from exc
+        mask = np.ones((1, len(ids) + s_pos.shape[1]), dtype=np.int64)
+        return float(self._suffix_pass(output_cache(out), mask, s_pos)[0])
 
     def _check_context(self, lengths: np.ndarray, k: int) -> None:
         longest = int(lengths.max()) + k

@@ -330,14 +330,21 @@ def with_extra(lines: list[str], extra: list[str | None]) -> list[str]:
 
 
 def full_answer(
-    claims: pd.DataFrame, probe: pd.DataFrame | None, sentences: str | None
+    claims: pd.DataFrame,
+    probe: pd.DataFrame | None,
+    sentences: str | None,
+    doses: pd.DataFrame | None = None,
 ) -> list[str]:
     """The answer's lines: the claims', the moved sentence's line (``sentences``) and the
-    probe stage's cost line when the database has ``probe_metrics`` (the report's first
+    cost line: from the homogenize doses' primary endpoint (``doses``: intervention_cost)
+    when the database has it, else the probe stage's within-text slopes (the report's first
     section and the README's answer are both these lines)."""
     from homog.report.cost import cost_line
+    from homog.report.cost_doses import primary_cost_line
 
-    cost = cost_line(probe) if probe is not None else None
+    cost = primary_cost_line(doses)
+    if cost is None and probe is not None:
+        cost = cost_line(probe)
     return with_extra(answer_lines(claims), [sentences, cost])
 
 
@@ -346,12 +353,13 @@ def answer_section(
     figdir: Path,
     probe: pd.DataFrame | None = None,
     sentences: str | None = None,
+    doses: pd.DataFrame | None = None,
 ) -> Section:
     """The report's first section: the answer lines (with the moved sentence's line,
     ``sentences``, and the probe stage's cost line when the database has ``probe_metrics``)
     and the forest plot of the primary family."""
     sec = Section("The answer", figure_width=50, figures_beside=True)
-    lines = full_answer(claims, probe, sentences)
+    lines = full_answer(claims, probe, sentences, doses)
     if not lines:
         sec.paragraphs.append("No claim rows: run `homog stats` and `homog load`.")
         return sec

@@ -220,7 +220,9 @@ def report_sections(
     roles = "layer0_effect" in claims.columns
     dose = data["sentence_dose"]
     return [
-        answer_section(claims, figdir, probe=data["probe"], sentences=sentences),
+        answer_section(
+            claims, figdir, probe=data["probe"], sentences=sentences, doses=data.get("cost")
+        ),
         summary_section(claims, alpha),
         sensitivity_section(claims, alpha, (stats.sesoi_basis, stats.sesoi)),
         glossary_section(variants, interventions, metrics, layer_roles=roles),
@@ -230,7 +232,7 @@ def report_sections(
         sentences_section(
             data["sentences"], data["sentence_curve"], runs, figdir, alpha, dose=dose
         ),
-        cost_section(data["probe"], figdir),
+        cost_section(data["probe"], figdir, data.get("cost")),
         *filter(None, [concentration_section(data["doses"], figdir)]),
         *figure_sections(con, runs, data["mauve"], figdir, variants),
         posenc_section(data["posenc"], data["ablation"], figdir, _posenc_config(params)),

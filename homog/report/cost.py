@@ -244,9 +244,16 @@ def lm_table(lm: pd.DataFrame) -> Table:
     )  # fmt: skip
 
 
-def cost_section(probe_metrics: pd.DataFrame, figdir: Path) -> Section:
-    """The section: the probe curves, the zero-shot answer per variant, the slopes."""
+def cost_section(
+    probe_metrics: pd.DataFrame, figdir: Path, doses: pd.DataFrame | None = None
+) -> Section:
+    """The section: the homogenize doses' cost (``doses``: the intervention_cost table,
+    homog.report.cost_doses) first, then the probe curves, the zero-shot answer per variant
+    and the within-text slopes (exploratory where the doses give the primary endpoint)."""
+    from homog.report.cost_doses import dose_parts, primary_cost_line
+
     sec = Section(TITLE)
+    sec.paragraphs, sec.tables, sec.figures = dose_parts(doses, figdir)
     if probe_metrics is None or probe_metrics.empty:
         sec.paragraphs.append(
             "No probe tables in the database: run `homog probe --model KEY` for each model "
@@ -264,6 +271,8 @@ def cost_section(probe_metrics: pd.DataFrame, figdir: Path) -> Section:
         "in margin on the change in erank within review (fixed effects), CI over reviews."
     )
     line = cost_line(probe_metrics, data)
+    if line and primary_cost_line(doses) is not None:
+        line = "Exploratory beside the doses' primary endpoint: " + line
     if line:
         sec.paragraphs.append(line)
     precision = slope_precision(data["slopes"])

@@ -10,6 +10,7 @@ import pandas as pd
 from homog.config import Params
 from homog.report.claims import claims_table
 from homog.report.concentration import DOSES_SQL
+from homog.report.cost_doses import COST_SQL
 from homog.report.posenc_view import POSENC_SQL
 from homog.report.sensitivity import with_sensitivity
 from homog.report.sentences_view import CURVE_SQL as SENTENCE_CURVE_SQL
@@ -93,6 +94,7 @@ def read_inputs(con: Any) -> dict[str, pd.DataFrame]:
         # the probe stage's table (Open Question 1; homog probe)
         "probe": get("probe_metrics", "SELECT * FROM probe_metrics"),
         "doses": get("intervention_doses", DOSES_SQL),  # homog.report.concentration
+        "cost": get("intervention_cost", COST_SQL),  # homog.report.cost_doses
         # the moved sentence (issue 40; homog.report.sentences_view)
         "sentences": get("sentence_contrasts", "SELECT * FROM sentence_contrasts"),
         "sentence_curve": bundled(con, "sentence_curve")

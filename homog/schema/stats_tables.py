@@ -9,6 +9,8 @@ TABLES). Public contracts like every table: extended, never renamed.
 - ``separability``: claim 4's classifiers (homog/stats/separability.py).
 - ``intervention_doses``: the graded interventions' dose-response, slopes and doses
   against dose 0 (homog/stats/intervention_doses.py; docs/interventions.md).
+- ``intervention_cost``: the LM's zero-shot margin, accuracy and AUC under the homogenize
+  doses and its control (homog/stats/intervention_cost.py; docs/interventions.md).
 """
 
 from __future__ import annotations
@@ -117,6 +119,20 @@ INTERVENTION_DOSES: tuple[tuple[str, str], ...] = (
     ("band", V),
     ("metric", V),
     ("x_metric", V),
+    ("dose", D),
+    *VERDICT_ROW,
+    ("family_holm", V),
+    ("sesoi", D),
+    *EQUIVALENCE,
+)
+INTERVENTION_COST: tuple[tuple[str, str], ...] = (
+    ("run_id", V),  # the unchanged run the homogenize runs pair with
+    ("model", V),
+    ("family", V),
+    ("arm", V),
+    ("kind", V),
+    ("band", V),
+    ("metric", V),
     ("dose", D),
     *VERDICT_ROW,
     ("family_holm", V),

@@ -53,6 +53,7 @@ from homog.schema.sentences import SENTENCE_CONTRASTS, SENTENCE_METRICS
 from homog.schema.stats_tables import (
     CONTRASTS,
     DOSE_RESPONSE,
+    INTERVENTION_COST,
     INTERVENTION_DOSES,
     SEPARABILITY,
     VERDICT_ROW,
@@ -227,6 +228,13 @@ TABLES: dict[str, Table] = {
             scope="run",
             order_by=("run_id", "family", "kind", "arm", "band", "metric", "dose"),
             required=("run_id", "family", "arm", "kind", "band", "metric", "value"),
+        ),
+        Table(
+            "intervention_cost",
+            INTERVENTION_COST,
+            scope="run",
+            order_by=("run_id", "kind", "metric", "arm", "band", "dose"),
+            required=("run_id", "model", "arm", "kind", "metric", "value"),
         ),
         # the probe stage (homog.probe, docs/probe.md): keyed by model, not by run (it runs its
         # own forward passes); a reload of a model replaces its rows

@@ -28,6 +28,7 @@ from homog.stats.contrasts import (
     intervention_contrasts,
     run_contrasts,
 )
+from homog.stats.intervention_cost import write_cost
 from homog.stats.intervention_doses import intervention_doses
 from homog.stats.primary_names import check_primary
 
@@ -256,8 +257,8 @@ def stats_stage(
     (:mod:`homog.stats.separability`).
 
     ``plots/<metric>__<model>.csv``: the unchanged run's layer curve of ``metric`` (PLOT_METRICS),
-    columns layer, rel_depth and one per variant (DVC plots). Returns counts.
-    The whole directory is replaced atomically.
+    columns layer, rel_depth and one per variant (DVC plots). Returns counts; the whole
+    directory is replaced atomically. ``intervention_cost.parquet``: homog.stats.intervention_cost.
     """
     params = as_params(params)
     check_primary(params.stats.primary)  # the report reads it; a typo fails here, first
@@ -279,6 +280,9 @@ def stats_stage(
     with atomic_path(out_dir, directory=True) as tmp:
         contrasts.to_parquet(tmp / "contrasts.parquet", index=False)
         graded.to_parquet(tmp / "intervention_doses.parquet", index=False)
+        cost = write_cost(
+            tmp, params, layout.texts, found, frames, lambda r: unchanged_run(r, runs, _quiet)
+        )
         sentences.to_parquet(tmp / "sentence_contrasts.parquet", index=False)
         dose.to_parquet(tmp / "dose_response.parquet", index=False)
         separable.to_parquet(tmp / "separability.parquet", index=False)
@@ -287,17 +291,8 @@ def stats_stage(
             headline(contrasts, runs, summaries, mauve, params.stats.alpha),
         )
         (tmp / "plots").mkdir()
-        meta = pd.DataFrame(
-            [
-                {
-                    "run_id": r["run_id"],
-                    "model": r["model"],
-                    "n_layers": r.get("n_layers"),
-                    "intervention": r.get("intervention", "none"),
-                }
-                for r in runs
-            ]
-        )
+        meta = pd.DataFrame(runs).reindex(columns=["run_id", "model", "n_layers", "intervention"])
+        meta["intervention"] = meta["intervention"].fillna("none")
         curves = summaries.merge(meta, on="run_id")
         curves = curves[curves["intervention"] == "none"]
         for (model, metric), cm in curves.groupby(["model", "metric"]):
@@ -315,7 +310,8 @@ def stats_stage(
             )
     return {"contrasts": len(contrasts), "dose_response": len(dose),
             "separability": len(separable), "sentence_contrasts": len(sentences),
-            "intervention_doses": len(graded), "runs": len(runs)}  # fmt: skip
+            "intervention_doses": len(graded), "intervention_cost": cost,
+            "runs": len(runs)}  # fmt: skip
 
 
 def sentence_contrasts_of_runs(

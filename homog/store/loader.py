@@ -115,6 +115,7 @@ def collect_sources(
     src.add("dose_response", layout.dose_response)
     src.add("separability", layout.separability)
     src.add("intervention_doses", layout.intervention_doses)
+    src.add("intervention_cost", layout.intervention_cost)
     src.add("sentence_contrasts", layout.sentence_contrasts)
     for pe in params.posenc.encodings:
         pe_dir = layout.posenc_dir(pe)
