@@ -37,6 +37,7 @@ EXTRACT_INFRASTRUCTURE = {
     "homog.config.posenc", "homog.config.posenc_presets", "homog.config.probe",
     "homog.config.primary",  # stats.primary: the claims' families, no extract number
     "homog.config.stats",  # the stats: section, no extract number
+    "homog.config.mauve",  # the mauve: and ray: sections (the engine runs the same shards)
     "homog.owned",  # which output files homog wrote (the --force policy), no number
     "homog.interrupts",  # Ctrl-C handling (atomic writes check its flag), no number
 }  # fmt: skip
