@@ -71,6 +71,10 @@ def coerce(value: Any, tp: Any, key: str) -> Any:
             if type(None) in args:
                 return None
             raise wrong()
+        if isinstance(value, float) and not math.isfinite(value) and str in args:
+            # YAML's -.inf / .nan where the field also takes a string: its spelling ("-inf",
+            # "nan"), which the field's own check takes or names (a dose may be -inf)
+            return str(value)
         for arg in (a for a in args if a is not type(None)):
             try:
                 return coerce(value, arg, key)

@@ -190,7 +190,11 @@ class ExtractConfig:
         # canonical names (sink_bias:-2.0 -> sink_bias:-2), the grids' runs appended; a list
         # given in code (tests, the CLI) is stored as a tuple: the config stays hashable
         runs = [*self.interventions]
-        runs += grid("sink_bias", self.sink_bias_doses) + grid("homogenize", self.homogenize_doses)
+        for kind in ("sink_bias", "homogenize"):
+            try:
+                runs += grid(kind, getattr(self, f"{kind}_doses"))
+            except HomogError as exc:
+                raise HomogError(f"extract.{kind}_doses: {exc}") from None
         object.__setattr__(self, "interventions", check_names(runs))
         for name in ("intervention_variants", "sink_bias_doses", "homogenize_doses"):
             object.__setattr__(self, name, tuple(getattr(self, name)))

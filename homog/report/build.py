@@ -258,7 +258,10 @@ def intro_of(runs: pd.DataFrame, db: Path, older: pd.DataFrame | None = None) ->
 def _check_schema(con: Any, db: Path) -> None:
     from homog.schema.tables import schema_problems
 
-    problems = schema_problems(con, REPORT_TABLES)
+    # every table present, not only REPORT_TABLES: the report also reads probe_metrics,
+    # separability, the sentence and dose tables, and an older one lacking a column must be
+    # named here, not met as a KeyError mid-report
+    problems = schema_problems(con)
     if problems:
         raise HomogError(
             f"{db} is not a homog database the report can read: {'; '.join(problems)}. Rebuild "

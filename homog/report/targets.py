@@ -14,6 +14,8 @@ from homog.owned import check_owned_dir, check_owned_file
 from homog.report.provenance import shown
 
 FORMATS = ("html", "md")
+# the names that say a format: a page named so in the other format is refused
+SUFFIXES = {"html": (".html", ".htm"), "md": (".md", ".markdown")}
 
 
 def check_format(
@@ -31,6 +33,12 @@ def check_format(
             "--format md"
         )
     stdout = str(out) == "-"
+    other = {"html": "md", "md": "html"}[fmt]
+    if not stdout and Path(out).suffix.lower() in SUFFIXES[other]:
+        raise HomogError(
+            f"{out} is named as a {other} page but the format is {fmt}: pass --format {other}, "
+            f"or name the page {Path(out).stem}{SUFFIXES[fmt][0]}"
+        )
     if stdout and fmt == "md":
         raise HomogError(
             "-o - streams one self-contained file, and a Markdown report has its figures in "

@@ -16,12 +16,20 @@ from collections.abc import Iterable
 from homog.config.primary import PrimaryConfig
 from homog.errors import HomogError
 from homog.metrics.registry import ALL_METRICS, TOKEN_SETS
-from homog.variants import BY_NAME, SEP, definition, parse_contrast
+from homog.variants import BY_NAME, SEP, contrast_terms, definition, parse_contrast, variant_name
 
 
 def _hint(name: str, valid: Iterable[str]) -> str:
     close = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.6)
     return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _known(side: str) -> bool:
+    """A registered variant, or a place the position sweep can make (key_p1 .. key_p99 but
+    key_p50, the middle being key_mid): key_p250 or key_p0 names no text."""
+    if side.startswith("key_p") and side[5:].isdigit():
+        return side == variant_name(int(side[5:]) / 100) and 0 < int(side[5:]) < 100
+    return definition(side) is not None
 
 
 def primary_problems(primary: PrimaryConfig) -> list[str]:
@@ -40,8 +48,15 @@ def primary_problems(primary: PrimaryConfig) -> list[str]:
     for contrast in primary.contrasts:
         # each side, and each variant of a side that is a difference ("(a - b) - (c - d)")
         sides = parse_contrast(contrast) or (contrast,)
+        if len(sides) == 2 and not contrast_terms(*sides):
+            # its terms cancel (key_first - key_first): every text's difference is 0, an
+            # endpoint that is "equivalent" by construction and enlarges the Holm family
+            problems.append(
+                f"stats.primary.contrasts: {contrast!r} is zero for every text (its two sides "
+                "are the same variants); compare two different variants"
+            )
         for side in (v.strip() for s in sides for v in s.split(SEP)):
-            if definition(side) is None:
+            if not _known(side):
                 problems.append(
                     f"stats.primary.contrasts: {contrast!r} names an unknown variant {side!r}"
                     f"{_hint(side, BY_NAME)}; valid: {', '.join(BY_NAME)} (or a sweep place "

@@ -1,0 +1,118 @@
+"""The third hostile pass over the CLI, the params and the store: each test is a case that
+gave a traceback, a silent wrong output or a confusing message, checked to fail cleanly now."""
+
+from __future__ import annotations
+
+import shutil
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+from homog.cli import main
+from tests.hostile_helpers import clean_error
+
+
+@pytest.fixture
+def demo_copy(demo_db_factory, tmp_path):
+    """A private copy of the small demo database (to change its schema)."""
+    path = tmp_path / "homog.duckdb"
+    shutil.copy(demo_db_factory(4, 12), path)
+    return path
+
+
+def test_report_on_an_older_probe_table_names_the_missing_column(demo_copy, tmp_path):
+    # probe_metrics without verdict (a database of before the probe's verdicts): the report
+    # reads it for the cost line, and used to die with KeyError "['verdict'] not in index"
+    con = duckdb.connect(str(demo_copy))
+    con.execute("ALTER TABLE probe_metrics DROP COLUMN verdict")
+    con.close()
+    out = tmp_path / "r.html"
+    res = CliRunner().invoke(main, ["report", "--db", str(demo_copy), "-o", str(out)])
+    clean_error(res, "probe_metrics", "verdict", "homog load")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("fmt", "name"),
+    [(None, "r.md"), ("html", "r.markdown"), ("md", "r.html"), ("md", "r.HTM")],
+)
+def test_report_refuses_a_page_name_of_the_other_format(demo_db_factory, tmp_path, fmt, name):
+    # `homog report -o r.md` wrote an HTML page into r.md (and --format md -o r.html
+    # Markdown into r.html) without a word
+    out = tmp_path / name
+    args = ["report", "--db", str(demo_db_factory(4, 12)), "-o", str(out)]
+    res = CliRunner().invoke(main, args + (["--format", fmt] if fmt else []))
+    clean_error(res, name, "--format")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "contrast", ["key_first - key_first", "(key_first - key_mid) - (key_first - key_mid)"]
+)
+def test_a_primary_contrast_of_a_variant_with_itself_is_refused(contrast):
+    # its difference is 0 for every text: an endpoint "equivalent" by construction that
+    # also enlarges the primary Holm family
+    from homog.config.primary import PrimaryConfig
+    from homog.errors import HomogError
+    from homog.stats.primary_names import check_primary
+
+    with pytest.raises(HomogError, match="zero for every text"):
+        check_primary(PrimaryConfig(contrasts=(contrast,)))
+
+
+@pytest.mark.parametrize("place", ["key_p250", "key_p0", "key_p100", "key_p50", "key_p025"])
+def test_a_sweep_place_the_position_family_cannot_make_is_refused(place):
+    # key_p250 (250 % of the review) passed as "a sweep place" and matched no row
+    from homog.config.primary import PrimaryConfig
+    from homog.errors import HomogError
+    from homog.stats.primary_names import check_primary
+
+    with pytest.raises(HomogError, match=f"unknown variant '{place}'"):
+        check_primary(PrimaryConfig(contrasts=(f"{place} - key_control",)))
+    check_primary(PrimaryConfig(contrasts=("key_p25 - key_control",)))  # a real place
+
+
+def _extract(**kw):
+    import yaml
+
+    from homog.config import parse_params
+    from tests.conftest import project_params
+
+    params = project_params()
+    params["extract"].update(kw)
+    return parse_params(yaml.safe_load(yaml.safe_dump(params))).extract
+
+
+def test_yaml_minus_infinity_is_a_dose_and_nan_is_named():
+    import yaml
+
+    from homog.errors import HomogError
+
+    # YAML's own -.inf is the masking dose, as the string "-inf" is; it was refused with
+    # "expected a number or a string, got -inf (a number)"
+    doses = yaml.safe_load("[-.inf, 2]")
+    assert (
+        _extract(sink_bias_doses=doses).interventions
+        == _extract(sink_bias_doses=["-inf", 2]).interventions
+    )
+    for bad in ("[.nan]", "[.inf]"):
+        with pytest.raises(HomogError, match=r"extract\.sink_bias_doses: .*must be finite"):
+            _extract(sink_bias_doses=yaml.safe_load(bad))
+
+
+@pytest.mark.parametrize(
+    ("key", "doses", "needle"),
+    [
+        ("sink_bias_doses", ["abc"], "not a number"),
+        ("sink_bias_doses", ["+inf"], "must be finite"),
+        ("homogenize_doses", [-1], "alpha must be <= 1 and >= 0"),
+    ],
+)
+def test_a_bad_dose_names_its_setting(key, doses, needle):
+    # the message named only 'sink_bias:abc', not the params key holding it
+    from homog.errors import HomogError
+
+    with pytest.raises(HomogError) as err:
+        _extract(**{key: doses})
+    assert f"extract.{key}" in str(err.value) and needle in str(err.value)
