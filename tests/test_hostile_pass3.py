@@ -116,3 +116,27 @@ def test_a_bad_dose_names_its_setting(key, doses, needle):
     with pytest.raises(HomogError) as err:
         _extract(**{key: doses})
     assert f"extract.{key}" in str(err.value) and needle in str(err.value)
+
+
+@pytest.mark.parametrize("word", [" ", "\n", "\t "])
+def test_a_blank_label_word_is_refused(word):
+    # " " passed (only "" was refused): the zero-shot answer scored the space token
+    import yaml
+
+    from homog.config import parse_params
+    from homog.errors import HomogError
+    from tests.conftest import project_params
+
+    params = project_params()
+    params["probe"]["positive_word"] = word
+    with pytest.raises(HomogError, match="probe.positive_word and probe.negative_word"):
+        parse_params(yaml.safe_load(yaml.safe_dump(params)))
+
+
+def test_sensitivity_without_primary_rows_says_what_is_missing(demo_db_factory, write_params):
+    # "no primary endpoints among the claim rows (stats.primary)": nothing on which
+    # contrasts were looked for, or what to do
+    params = write_params(stats={"primary": {"contrasts": ["key_p25 - key_mid"]}})
+    args = ["claims", "--db", str(demo_db_factory(4, 12)), "--params", str(params)]
+    res = CliRunner().invoke(main, [*args, "--sensitivity"])
+    clean_error(res, "key_p25 - key_mid", "--params", "rerun synth and stats")

@@ -55,7 +55,14 @@ def _sensitivity(frame: Any, params: Any, fmt: str) -> None:
     st = params.stats
     table = sensitivity_table(frame, st.alpha, (st.sesoi_basis, st.sesoi))
     if table.empty:
-        raise HomogError("no primary endpoints among the claim rows (stats.primary)")
+        pr = st.primary
+        raise HomogError(
+            "no primary endpoints among the claim rows: the database has no row of "
+            f"stats.primary's contrasts ({'; '.join(pr.contrasts)}) for its metrics "
+            f"({', '.join(pr.metrics)}) and scopes ({', '.join(pr.scopes)}). Name contrasts "
+            "the database holds in --params (`homog claims` lists them), or rerun synth and "
+            "stats with the variants they need"
+        )
     if fmt == "table":  # the verdicts only: effect and CI are in `homog claims`
         own = label(st.sesoi_basis, st.sesoi)
         table = table.drop(columns=["effect", "ci_low", "ci_high", "default", "holds"])

@@ -88,8 +88,9 @@ class ProbeConfig:
             f"probe.prompt must hold {{text}} exactly once, got {self.prompt!r}",
         )
         _check(
-            bool(self.positive_word) and bool(self.negative_word),
-            "probe.positive_word and probe.negative_word must not be empty",
+            bool(self.positive_word.strip()) and bool(self.negative_word.strip()),
+            "probe.positive_word and probe.negative_word must hold a word (a space alone "
+            f"scores the space token), got {self.positive_word!r} and {self.negative_word!r}",
         )
         _check(
             self.positive_word != self.negative_word,
