@@ -140,3 +140,32 @@ def test_sensitivity_without_primary_rows_says_what_is_missing(demo_db_factory, 
     args = ["claims", "--db", str(demo_db_factory(4, 12)), "--params", str(params)]
     res = CliRunner().invoke(main, [*args, "--sensitivity"])
     clean_error(res, "key_p25 - key_mid", "--params", "rerun synth and stats")
+
+
+@pytest.mark.parametrize("place", [0.004, 0.497, 0.996])
+def test_a_position_named_like_an_edge_or_the_middle_is_refused(place):
+    # 0.004 made a variant key_p0: neither key_first nor a place stats.primary can name
+    from homog.config.position import PositionConfig
+    from homog.errors import HomogError
+
+    with pytest.raises(HomogError, match="round to 0, 50 or 100"):
+        PositionConfig(positions=(0.0, place, 1.0))
+    PositionConfig(positions=(0.0, 0.25, 0.5, 1.0))
+
+
+@pytest.mark.parametrize(
+    ("position", "needle"),
+    [({"positions": (0.0, 1.0)}, "key_mid, ctrl_mid"), ({"enabled": False}, "disabled")],
+)
+def test_primary_contrasts_synth_does_not_make_are_named(position, needle, capsys):
+    # synth.position without the middle (or disabled) left the default primary family empty
+    # at stats without a word
+    from homog.config.position import PositionConfig
+    from homog.config.primary import PrimaryConfig
+    from homog.stats.primary_names import check_primary
+
+    check_primary(PrimaryConfig(), PositionConfig(**position))
+    err = capsys.readouterr().err
+    assert "warning: stats.primary.contrasts need" in err and needle in err
+    check_primary(PrimaryConfig(), PositionConfig())
+    assert capsys.readouterr().err == ""

@@ -22,11 +22,18 @@ class PositionConfig:
 
         bad = [p for p in self.positions if not 0 <= p <= 1]
         names = [variant_name(p) for p in self.positions]
+        # 0.004 -> key_p0, 0.996 -> key_p100: a name that reads as the edge or the middle
+        # without being key_first / key_mid / key_last
+        edges = ("key_p0", "key_p50", "key_p100")
+        blurred = [p for p, n in zip(self.positions, names, strict=True) if n in edges]
         problem = (
             "must not be empty"
             if not self.positions
             else f"must lie in [0, 1], got {bad}"
             if bad
+            else f"has {blurred}, which round to 0, 50 or 100 % (use 0, 0.5 or 1, or a place "
+            "at least 0.01 away)"
+            if blurred
             else f"repeats a position (names {names})"
             if len(set(names)) < len(names)
             else None

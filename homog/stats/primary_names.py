@@ -11,12 +11,24 @@ itself. The config cannot do the rest: it sits below the metrics registry.
 from __future__ import annotations
 
 import difflib
+import sys
 from collections.abc import Iterable
 
+from homog.config.position import PositionConfig
 from homog.config.primary import PrimaryConfig
 from homog.errors import HomogError
 from homog.metrics.registry import ALL_METRICS, TOKEN_SETS
-from homog.variants import BY_NAME, SEP, contrast_terms, definition, parse_contrast, variant_name
+from homog.variants import (
+    BY_NAME,
+    SEP,
+    contrast_terms,
+    definition,
+    family_names,
+    order_key,
+    parse_contrast,
+    side_terms,
+    variant_name,
+)
 
 
 def _hint(name: str, valid: Iterable[str]) -> str:
@@ -65,11 +77,38 @@ def primary_problems(primary: PrimaryConfig) -> list[str]:
     return problems
 
 
-def check_primary(primary: PrimaryConfig) -> None:
-    """HomogError naming every unknown name of ``stats.primary`` (with a close match)."""
+def unmade(primary: PrimaryConfig, position: PositionConfig) -> list[str]:
+    """The position family's variants that ``stats.primary.contrasts`` need (a derived one
+    such as key_ends by its texts) and ``synth.position`` does not make (all of them when it
+    is disabled)."""
+    made = set(family_names(position.positions)) if position.enabled else set()
+    needed = {
+        v
+        for c in primary.contrasts
+        for side in parse_contrast(c) or ()
+        for part in side.split(SEP)
+        for v in side_terms(part.strip())
+    }
+    family = ("key_", "ctrl_")
+    return sorted((v for v in needed if v.startswith(family) and v not in made), key=order_key)
+
+
+def check_primary(primary: PrimaryConfig, position: PositionConfig | None = None) -> None:
+    """HomogError naming every unknown name of ``stats.primary`` (with a close match); with
+    ``position`` (synth.position), a warning on stderr naming the variants the contrasts need
+    that synth does not make: those endpoints have no rows, the primary family is smaller."""
     problems = primary_problems(primary)
     if problems:
         raise HomogError(
             "; ".join(problems) + ". A name that matches no claim row would leave the primary "
             "family smaller without a word: fix it in params.yaml"
+        )
+    missing = unmade(primary, position) if position is not None else []
+    if missing:
+        made = list(position.positions) if position.enabled else "disabled"  # type: ignore[union-attr]
+        print(
+            f"warning: stats.primary.contrasts need {', '.join(missing)}, which synth.position "
+            f"(positions: {made}) does not make: those primary endpoints get no rows and the "
+            "primary family is smaller. Add the positions, or name other contrasts",
+            file=sys.stderr,
         )

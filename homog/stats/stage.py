@@ -261,7 +261,7 @@ def stats_stage(
     directory is replaced atomically. ``intervention_cost.parquet``: homog.stats.intervention_cost.
     """
     params = as_params(params)
-    check_primary(params.stats.primary)  # the report reads it; a typo fails here, first
+    check_primary(params.stats.primary, params.synth.position)  # a typo fails here, first
     layout = Layout(Path(root))
     out_dir = Path(out_dir) if out_dir is not None else layout.stats_dir
     found, frames = read = read_runs(params, root)
