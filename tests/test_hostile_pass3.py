@@ -169,3 +169,40 @@ def test_primary_contrasts_synth_does_not_make_are_named(position, needle, capsy
     assert "warning: stats.primary.contrasts need" in err and needle in err
     check_primary(PrimaryConfig(), PositionConfig())
     assert capsys.readouterr().err == ""
+
+
+def _claim(claim, comparison, effect, *, metric="erank", band="final", family="exploratory"):
+    return {
+        "model": "tiny", "claim": claim, "comparison": comparison, "metric": metric,
+        "band": band, "family": family, "effect": effect, "ci_low": effect - 1,
+        "ci_high": effect + 1, "pct_of_baseline": 100 * effect / 30, "baseline_mean": 30.0,
+        "verdict": "inconclusive",
+    }  # fmt: skip
+
+
+def test_removing_positions_reads_only_zero_pos():
+    # with the dose grids every sink_bias:d - none row is claim 5c too, and the answer's
+    # "Removing positions (zero_pos - none)" listed each as "tiny final ..." unlabelled
+    import pandas as pd
+
+    from homog.report.answer import exploratory_lines
+
+    rows = [_claim("5c", "zero_pos - none (original)", -3.0),
+            _claim("5c", "sink_bias:2 - none (original)", -9.0),
+            _claim("5c", "homogenize:0.5 - none (original)", -6.0)]  # fmt: skip
+    line = next(x for x in exploratory_lines(pd.DataFrame(rows)) if "Removing" in x)
+    assert line.count("tiny final") == 1 and "-10 %" in line
+
+
+def test_order_invariance_ignores_rounding_of_a_difference_of_differences():
+    # (key_first - key_mid) - (ctrl_first - ctrl_mid) at layer 0 came out -1.3e-14 on an
+    # erank of ~30, and the answer said "12 rows differ from 0: read the effects with care"
+    import pandas as pd
+
+    from homog.report.answer import control_line
+
+    comp = "(key_first - key_mid) - (ctrl_first - ctrl_mid)"
+    rows = [_claim("1k", comp, e, band="layer0", family="control") for e in (-1.3e-14, 4e-17)]
+    assert "every one is exactly 0" in control_line(pd.DataFrame(rows))
+    rows.append(_claim("1k", comp, 0.02, band="layer0", family="control"))
+    assert "1 rows differ from 0" in control_line(pd.DataFrame(rows))
