@@ -206,3 +206,25 @@ def test_order_invariance_ignores_rounding_of_a_difference_of_differences():
     assert "every one is exactly 0" in control_line(pd.DataFrame(rows))
     rows.append(_claim("1k", comp, 0.02, band="layer0", family="control"))
     assert "1 rows differ from 0" in control_line(pd.DataFrame(rows))
+
+
+def test_compare_of_a_variant_without_paired_contrasts_shows_its_difference(demo_copy):
+    # `compare --variants ctrl_first` (no ctrl_first - original contrast in the store) printed
+    # a table of blank cells: the original, the difference's reference, was filtered out
+    con = duckdb.connect(str(demo_copy))
+    con.execute("DELETE FROM contrasts WHERE variant_a = 'front'")
+    con.close()
+    args = ["compare", "--db", str(demo_copy), "--metric", "erank", "--variants", "front"]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    assert res.output.count("(no CI)") >= 3, res.output
+
+
+def test_export_refuses_a_format_the_file_name_contradicts(demo_db_factory, tmp_path):
+    # --format parquet -o x.csv wrote Parquet bytes into x.csv
+    out = tmp_path / "x.csv"
+    args = ["export", "--db", str(demo_db_factory(4, 12)), "runs", "-o", str(out)]
+    res = CliRunner().invoke(main, [*args, "--format", "parquet"])
+    clean_error(res, "x.csv", "--format")
+    assert not out.exists()
+    assert CliRunner().invoke(main, [*args, "--format", "csv"]).exit_code == 0

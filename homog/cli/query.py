@@ -165,11 +165,16 @@ def compare(
     con = connect_db(db_path)
     short = short_ids(all_run_ids(con))
     ids = _current_runs(con, run_ids)
+    wanted = split_values(variants) or None
+    if wanted and fmt == "table" and not raw and "original" not in wanted:
+        # the table's differences are "- orig": the original is their reference (without
+        # it a variant lacking a paired contrast, ctrl_first, printed blank cells)
+        wanted = ["original", *wanted]
     rows = layer_curves(
         con,
         metric,
         run_ids=ids,
-        variants=split_values(variants) or None,
+        variants=wanted,
         layers=_parse_layers(layers, _top_layer(con)),
         models=split_values(models) or None,
     )

@@ -167,7 +167,14 @@ def export(source: str, out: Path, fmt: str | None, force: bool, db_path: Path |
             raise HomogError("-o - writes text: use --format csv or json, or give a .parquet file")
         stream_rows(*_relation_rows(con, source), fmt)
         return
-    fmt = fmt or (out.suffix.lstrip(".").lower() if out.suffix else None)
+    named = out.suffix.lstrip(".").lower()
+    if fmt and named in EXPORT_FORMATS and named != fmt:
+        # --format parquet -o x.csv wrote Parquet into a file every tool reads as CSV
+        raise HomogError(
+            f"{out} is named as {named} but --format is {fmt}: drop --format (the suffix "
+            f"decides), or name the file {out.stem}.{fmt}"
+        )
+    fmt = fmt or (named or None)
     if fmt is not None and fmt not in EXPORT_FORMATS:
         raise HomogError(
             f"unknown export format {fmt!r} (the suffix of {out}); valid: "
