@@ -173,11 +173,19 @@ def test_primary_contrasts_synth_does_not_make_are_named(position, needle, capsy
 
 def _claim(claim, comparison, effect, *, metric="erank", band="final", family="exploratory"):
     return {
-        "model": "tiny", "claim": claim, "comparison": comparison, "metric": metric,
-        "band": band, "family": family, "effect": effect, "ci_low": effect - 1,
-        "ci_high": effect + 1, "pct_of_baseline": 100 * effect / 30, "baseline_mean": 30.0,
+        "model": "tiny",
+        "claim": claim,
+        "comparison": comparison,
+        "metric": metric,
+        "band": band,
+        "family": family,
+        "effect": effect,
+        "ci_low": effect - 1,
+        "ci_high": effect + 1,
+        "pct_of_baseline": 100 * effect / 30,
+        "baseline_mean": 30.0,
         "verdict": "inconclusive",
-    }  # fmt: skip
+    }
 
 
 def test_removing_positions_reads_only_zero_pos():
@@ -187,9 +195,11 @@ def test_removing_positions_reads_only_zero_pos():
 
     from homog.report.answer import exploratory_lines
 
-    rows = [_claim("5c", "zero_pos - none (original)", -3.0),
-            _claim("5c", "sink_bias:2 - none (original)", -9.0),
-            _claim("5c", "homogenize:0.5 - none (original)", -6.0)]  # fmt: skip
+    rows = [
+        _claim("5c", "zero_pos - none (original)", -3.0),
+        _claim("5c", "sink_bias:2 - none (original)", -9.0),
+        _claim("5c", "homogenize:0.5 - none (original)", -6.0),
+    ]
     line = next(x for x in exploratory_lines(pd.DataFrame(rows)) if "Removing" in x)
     assert line.count("tiny final") == 1 and "-10 %" in line
 
