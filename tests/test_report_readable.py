@@ -687,3 +687,23 @@ def test_clearest_row_breaks_a_p_tie_by_the_standardized_effect():
     assert clearest_row(rows)["metric"] == "erank"
     rows["lexical_confound"] = [True, True, None]  # only marked rows, and one without a value
     assert clearest_row(rows)["metric"] == "mean_cosine"
+
+
+def test_clearest_row_is_never_a_layer0_control():
+    """On 19 real reviews claim 1's paragraph quoted a layer-0 control row, a rounding
+    residue of -8.9e-17 with dz -0.67 and p 0.01 (the smallest p of the claim): a control is
+    quoted only where the claim has nothing else."""
+    from homog.report.claims_view import clearest_row
+
+    rows = pd.DataFrame(
+        {
+            "metric": ["mev", "erank"],
+            "scope": ["layer 0", "late layers"],
+            "family": ["control", "primary"],
+            "p_holm": [0.0101, 0.6],
+            "effect": [-8.9e-17, 0.2],
+            "dz": [-0.67, 0.1],
+        }
+    )
+    assert clearest_row(rows)["scope"] == "late layers"
+    assert clearest_row(rows.iloc[:1])["scope"] == "layer 0"

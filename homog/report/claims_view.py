@@ -188,23 +188,27 @@ def _span(values: pd.Series) -> str:
 
 
 def clearest_row(rows: pd.DataFrame) -> Any:
-    """The row a paragraph quotes: a row without the lexical-confound mark (its contrast
-    does not already differ at layer 0) where there is one; among those the smallest p_holm,
-    then (many rows tie at the permutation floor) the largest standardized effect |dz|,
-    which compares metrics of different units, then the largest |effect|."""
+    """The row a paragraph quotes: a claim row, not a layer-0 control (family ``control``:
+    the order-invariance check, whose exact zeros leave a rounding residue with a
+    meaningless dz), where there is one; then a row without the lexical-confound mark (its
+    contrast does not already differ at layer 0) where there is one; among those the
+    smallest p_holm, then (many rows tie at the permutation floor) the largest standardized
+    effect |dz|, which compares metrics of different units, then the largest |effect|."""
 
     def column(name: str) -> pd.Series:
         values = rows[name] if name in rows.columns else pd.Series(math.nan, index=rows.index)
         return pd.to_numeric(values, errors="coerce")
 
     marked = rows.get("lexical_confound")
+    family = rows["family"] if "family" in rows.columns else pd.Series("", index=rows.index)
     key = rows.assign(
+        _ctl=(family == "control").to_numpy(),
         _lex=[_flag(v) for v in marked] if marked is not None else False,
         _p=column("p_holm").fillna(2.0),
         _dz=-column("dz").abs().fillna(0.0),
         _e=-column("effect").abs().fillna(0.0),
     )
-    return key.sort_values(["_lex", "_p", "_dz", "_e"], kind="stable").iloc[0]
+    return key.sort_values(["_ctl", "_lex", "_p", "_dz", "_e"], kind="stable").iloc[0]
 
 
 def effect_phrase(row: Any) -> str:
