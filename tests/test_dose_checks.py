@@ -84,3 +84,50 @@ def test_the_checks_are_rows_of_the_table_and_lines_in_the_log(capsys):
     lines = check_lines(out, {"base": "m"})
     assert any("attn_ctrl_token (control) at 0 of 5" in x for x in lines)
     assert len(lines) == 2  # one identity line and one monotonicity line per model
+
+
+def test_the_answer_carries_the_concentration_line_even_without_claim_rows():
+    """On 22 real originals of gemma3-270m (graded runs only: no variant, no claim row of
+    the answer's) the report's answer read "No claim rows: run homog stats and homog load"
+    and left out the two primary endpoints it had. The sink_bias primary endpoint is an
+    answer line, and a database of graded runs alone answers with its own lines."""
+    import pandas as pd
+
+    from homog.report.answer import full_answer
+
+    doses = pd.DataFrame(
+        [
+            {
+                "model": "m",
+                "family": "sink_bias",
+                "kind": "slope",
+                "arm": "sink_bias - control",
+                "band": "final",
+                "value": -2.04,
+                "ci_low": -6.41,
+                "ci_high": 2.94,
+                "sesoi": 1.57,
+                "verdict": "inconclusive",
+                "n": 22,
+            },
+            {
+                "model": "m",
+                "family": "sink_bias",
+                "kind": "slope",
+                "arm": "sink_bias",
+                "band": "final",
+                "value": -5.7,
+                "ci_low": -6.4,
+                "ci_high": -4.9,
+                "sesoi": 1.57,
+                "verdict": "supported",
+                "n": 22,
+            },
+        ]
+    )
+    lines = full_answer(pd.DataFrame(), None, None, None, doses)
+    assert len(lines) == 1 and lines[0].startswith("**Attention concentration**")
+    assert (
+        "m: -2.04 [-6.41, 2.94] erank per unit of attention, SESOI 1.57, inconclusive" in lines[0]
+    )
+    assert full_answer(pd.DataFrame(), None, None, None, None) == []

@@ -13,12 +13,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from homog.config.primary import KEY_FIRST_SPECIFIC, KEY_LAST_SPECIFIC, U_SHAPE_SPECIFIC
 from homog.report.claims_view import tally
 from homog.report.document import Section
+from homog.report.forest import forest_figure, sesoi_ratio
 from homog.report.sensitivity import holds_phrase
 from homog.stats.reordering import REPEATS
 from homog.stats.separability import MIN_TEXTS
@@ -32,39 +32,36 @@ from homog.stats.verdicts import (
     TOO_FEW,
 )
 
-XMAX = 10.0  # the forest plot's x range in SESOI units (CIs beyond it are cut, arrowed)
 README_START, README_END = "<!-- current-answer -->", "<!-- /current-answer -->"
-VERDICT_COLOURS = {
-    "supported": "#2e7d32",
-    "reversed": "#c62828",
-    "nonzero": "#b8860b",
-    "negligible": "#6a8caf",
-    "equivalent": "#1f4e99",
-    "inconclusive": "#888888",
-    "too few pairs": "#bbbbbb",
-}
 # the primary family's questions: a name and the comparisons it covers
 PRIMARY_QUESTIONS = (
-    ("Key-specific edge effect", "the key sentence first or last against the middle, beyond "
-     "what the same places give a non-key sentence (position alone cancels)",
-     (KEY_FIRST_SPECIFIC, KEY_LAST_SPECIFIC)),
-    ("Key-specific U-shape", "the key sentence at the edges against the middle, beyond a "
-     "non-key sentence's U-shape on the same slots", (U_SHAPE_SPECIFIC,)),
-    ("Position effect", "the key sentence first or last against a control sentence moved as "
-     "far", ("key_first - key_control", "key_last - key_control")),
-    ("U-shape", "the key sentence at the edges, (key_first + key_last) / 2, against the middle",
-     ("key_ends - key_mid",)),
-)  # fmt: skip
-
-
-def _ratio(rows: pd.DataFrame) -> pd.Series:
-    """Each row's effect in units of its SESOI (NaN without a margin)."""
-    s = pd.to_numeric(rows["sesoi"], errors="coerce").where(lambda x: x > 0)
-    return pd.to_numeric(rows["effect"], errors="coerce") / s
+    (
+        "Key-specific edge effect",
+        "the key sentence first or last against the middle, beyond "
+        "what the same places give a non-key sentence (position alone cancels)",
+        (KEY_FIRST_SPECIFIC, KEY_LAST_SPECIFIC),
+    ),
+    (
+        "Key-specific U-shape",
+        "the key sentence at the edges against the middle, beyond a "
+        "non-key sentence's U-shape on the same slots",
+        (U_SHAPE_SPECIFIC,),
+    ),
+    (
+        "Position effect",
+        "the key sentence first or last against a control sentence moved as far",
+        ("key_first - key_control", "key_last - key_control"),
+    ),
+    (
+        "U-shape",
+        "the key sentence at the edges, (key_first + key_last) / 2, against the middle",
+        ("key_ends - key_mid",),
+    ),
+)
 
 
 def _largest(rows: pd.DataFrame) -> str:
-    r = _ratio(rows).abs()
+    r = sesoi_ratio(rows).abs()
     if r.notna().any():
         top = rows.loc[r.idxmax()]
         return (
@@ -131,8 +128,13 @@ def primary_lines(claims: pd.DataFrame) -> list[str]:
     return out
 
 
-def _exploratory(claims: pd.DataFrame, tag: str, comparisons: tuple[str, ...] | None,
-                 metric: str, bands: tuple[str, ...]) -> pd.DataFrame:  # fmt: skip
+def _exploratory(
+    claims: pd.DataFrame,
+    tag: str,
+    comparisons: tuple[str, ...] | None,
+    metric: str,
+    bands: tuple[str, ...],
+) -> pd.DataFrame:
     rows = claims[(claims["claim"].astype(str) == tag) & (claims["metric"] == metric)]
     rows = rows[rows["band"].isin(bands)]
     if "family" in rows.columns:
@@ -143,8 +145,11 @@ def _exploratory(claims: pd.DataFrame, tag: str, comparisons: tuple[str, ...] | 
 def _effects(rows: pd.DataFrame, pct: bool = False) -> str:
     parts = []
     for _, r in rows.iterrows():
-        size = (f"{_g(r['pct_of_baseline'])} % of the mean" if pct
-                else f"{_g(r['effect'])} [{_g(r['ci_low'])}, {_g(r['ci_high'])}]")  # fmt: skip
+        size = (
+            f"{_g(r['pct_of_baseline'])} % of the mean"
+            if pct
+            else f"{_g(r['effect'])} [{_g(r['ci_low'])}, {_g(r['ci_high'])}]"
+        )
         parts.append(f"{r['model']} {r['band']} {size} {r['verdict']}")
     return "; ".join(parts)
 
@@ -258,10 +263,13 @@ def control_line(claims: pd.DataFrame) -> str | None:
     return (
         f"**Order-invariance check** (layer 0, position family, {len(fam)} rows; no_sink "
         "aside, its dropped first token changes with the order): "
-        + ("every one is exactly 0, by construction (the same tokens in another order): a "
-           "sanity check of the pipeline, not a control of the effects."
-           if moved.empty else f"{len(moved)} rows differ from 0: read the effects with care.")
-    )  # fmt: skip
+        + (
+            "every one is exactly 0, by construction (the same tokens in another order): a "
+            "sanity check of the pipeline, not a control of the effects."
+            if moved.empty
+            else f"{len(moved)} rows differ from 0: read the effects with care."
+        )
+    )
 
 
 def answer_lines(claims: pd.DataFrame) -> list[str]:
@@ -271,56 +279,6 @@ def answer_lines(claims: pd.DataFrame) -> list[str]:
     lines = [*primary_lines(claims), *exploratory_lines(claims)]
     ctl = control_line(claims)
     return [*lines, ctl] if ctl else lines
-
-
-def forest_figure(claims: pd.DataFrame, path: Path) -> Path | None:
-    """The primary effects in units of their SESOI, with CIs, against the +-1 band, per model."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    if "family" not in claims.columns:
-        return None
-    prim = claims[claims["family"] == PRIMARY].copy()
-    prim["_r"] = _ratio(prim)
-    prim = prim[prim["_r"].notna()]
-    if prim.empty:
-        return None
-    models = list(dict.fromkeys(prim["model"]))
-    n = max(len(g) for _, g in prim.groupby("model"))
-    fig, axes = plt.subplots(len(models), 1, figsize=(6.4, (0.15 * n + 0.9) * len(models)),
-                             sharex=False, squeeze=False)  # fmt: skip
-    for ax, model in zip(axes[:, 0], models, strict=True):
-        g = prim[prim["model"] == model].reset_index(drop=True)
-        s = pd.to_numeric(g["sesoi"])
-        y = np.arange(len(g))[::-1]
-        ax.axvspan(-1, 1, color="#e4ecf7", zorder=0, label="+-SESOI")
-        ax.axvline(0, color="#555", lw=0.8)
-        for yi, (_, r), si in zip(y, g.iterrows(), s, strict=True):
-            colour = VERDICT_COLOURS.get(str(r["verdict"]), "#333")
-            lo, hi = float(r["ci_low"]) / si, float(r["ci_high"]) / si
-            # a CI wider than the axis is cut at its edge, with an arrowhead there
-            ax.plot([max(lo, -XMAX), min(hi, XMAX)], [yi, yi], color=colour, lw=1.6)
-            for end, mark in ((lo, "<"), (hi, ">")):
-                if abs(end) > XMAX:
-                    ax.plot(np.sign(end) * XMAX, yi, mark, color=colour, ms=5)
-            ax.plot(float(np.clip(r["_r"], -XMAX, XMAX)), yi, "o", color=colour, ms=4)
-        reach = np.nanmax(np.abs([g["ci_low"] / s, g["ci_high"] / s]))
-        ax.set_xlim(-min(XMAX, max(2.0, reach)) * 1.08, min(XMAX, max(2.0, reach)) * 1.08)
-        labels = [f"{r.comparison} | {r.metric} | {r.scope}" for r in g.itertuples()]
-        ax.set_yticks(y, labels, fontsize=6)
-        ax.set_title(model, fontsize=8, pad=2)
-        ax.set_xlabel("effect / SESOI (95% CI)", fontsize=7, labelpad=1)
-        ax.tick_params(axis="x", labelsize=7)
-    handles = [plt.Line2D([], [], color=c, marker="o", lw=1.6, label=v)
-               for v, c in VERDICT_COLOURS.items() if v in set(prim["verdict"])]  # fmt: skip
-    fig.tight_layout(rect=(0, 0.05, 1, 1), h_pad=0.4)
-    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=6, frameon=False)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
 
 
 def _basis(claims: pd.DataFrame) -> str:
@@ -334,8 +292,8 @@ def _basis(claims: pd.DataFrame) -> str:
 def with_extra(lines: list[str], extra: list[str | None]) -> list[str]:
     """``lines`` with the ``extra`` lines (those not None) before the negative controls."""
     extra = [e for e in extra if e]
-    if not extra or not lines:
-        return lines
+    if not extra or not lines:  # a database of graded runs alone answers with those
+        return lines or extra
     if lines[-1].startswith("**Order-invariance"):
         return [*lines[:-1], *extra, lines[-1]]
     return [*lines, *extra]
@@ -346,18 +304,24 @@ def full_answer(
     probe: pd.DataFrame | None,
     sentences: str | None,
     doses: pd.DataFrame | None = None,
+    concentration: pd.DataFrame | None = None,
 ) -> list[str]:
-    """The answer's lines: the claims', the moved sentence's line (``sentences``) and the
-    cost line: from the homogenize doses' primary endpoint (``doses``: intervention_cost)
-    when the database has it, else the probe stage's within-text slopes (the report's first
+    """The answer's lines: the claims', the moved sentence's line (``sentences``), the
+    sink_bias doses' primary endpoint (``concentration``: intervention_doses) and the cost
+    line: from the homogenize doses' primary endpoint (``doses``: intervention_cost) when
+    the database has it, else the probe stage's within-text slopes (the report's first
     section and the README's answer are both these lines)."""
+    from homog.report.concentration import answer_line as concentration_line
     from homog.report.cost import cost_line
     from homog.report.cost_doses import primary_cost_line
 
     cost = primary_cost_line(doses)
     if cost is None and probe is not None:
         cost = cost_line(probe)
-    return with_extra(answer_lines(claims), [sentences, cost])
+    sink = None
+    if concentration is not None and not concentration.empty:
+        sink = concentration_line(concentration)
+    return with_extra(answer_lines(claims), [sentences, sink, cost])
 
 
 def answer_section(
@@ -366,12 +330,12 @@ def answer_section(
     probe: pd.DataFrame | None = None,
     sentences: str | None = None,
     doses: pd.DataFrame | None = None,
+    concentration: pd.DataFrame | None = None,
 ) -> Section:
-    """The report's first section: the answer lines (with the moved sentence's line,
-    ``sentences``, and the probe stage's cost line when the database has ``probe_metrics``)
-    and the forest plot of the primary family."""
+    """The report's first section: the answer lines (:func:`full_answer`) and the forest
+    plot of the primary family."""
     sec = Section("The answer", figure_width=50, figures_beside=True)
-    lines = full_answer(claims, probe, sentences, doses)
+    lines = full_answer(claims, probe, sentences, doses, concentration)
     if not lines:
         sec.paragraphs.append("No claim rows: run `homog stats` and `homog load`.")
         return sec
@@ -379,10 +343,13 @@ def answer_section(
     path = forest_figure(claims, figdir / "answer_forest.png")
     if path is not None:
         sec.figures.append(
-            (path, "The primary endpoints: effect / SESOI with its 95 % CI (cut at +-10, "
-             "arrowed); inside the shaded band is too small to matter. SESOI: "
-             f"{_basis(claims)}")
-        )  # fmt: skip
+            (
+                path,
+                "The primary endpoints: effect / SESOI with its 95 % CI (cut at +-10, "
+                "arrowed); inside the shaded band is too small to matter. SESOI: "
+                f"{_basis(claims)}",
+            )
+        )
     return sec
 
 

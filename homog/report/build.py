@@ -221,7 +221,12 @@ def report_sections(
     dose = data["sentence_dose"]
     return [
         answer_section(
-            claims, figdir, probe=data["probe"], sentences=sentences, doses=data.get("cost")
+            claims,
+            figdir,
+            probe=data["probe"],
+            sentences=sentences,
+            doses=data.get("cost"),
+            concentration=data["doses"],
         ),
         summary_section(claims, alpha),
         sensitivity_section(claims, alpha, (stats.sesoi_basis, stats.sesoi)),

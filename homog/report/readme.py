@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     readme = Path(args.readme)
     # where position acts: the same database's moved sentences, as the report words it
     sentence = sentence_line(verdict_rows(data["sentences"], data["runs"], params.stats.alpha))
-    lines = full_answer(claims, data["probe"], sentence, data.get("cost"))
+    lines = full_answer(claims, data["probe"], sentence, data.get("cost"), data["doses"])
     readme.write_text(replace_block(readme.read_text(), lines, source))
     print(f"wrote the answer ({len(lines)} lines) into {readme}")
     return 0
