@@ -43,7 +43,7 @@ STEPS = [
     ("homog.metrics.pending", "PendingSpectra.finish", "spectra.finish"),
     ("homog.extract.host_spectra", "DeviceBatch.flush", "batched.flush"),
     ("homog.extract.hooks", "Extractor._stacked_metrics", "stack.compute"),
-    ("homog.extract.hooks", "Extractor._summarise_attention", "attention.stats"),
+    ("homog.extract.attn_summary", "summarise_attention", "attention.stats"),
     ("homog.metrics.attn_blockwise", "attention_sums", "attention.sums"),
     ("homog.extract.hooks", "Extractor._check_stored", "check_stored"),
     ("homog.metrics.massive", "massive_activations", "massive"),

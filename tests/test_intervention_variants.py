@@ -63,3 +63,42 @@ def test_restricted_zero_pos_run_pairs_with_the_full_none_run(tmp_path):
     a = lm[lm.layer == 0].set_index(key)["value"]
     b = none[(none.layer == 0) & (none.variant == "original")].set_index(key)["value"]
     pd.testing.assert_series_equal(a.sort_index(), b.sort_index(), check_names=False)
+
+
+def test_dose_texts_draws_the_graded_runs_reviews_and_keeps_the_others_whole():
+    df = make_texts(6, variants=("original", "front"))
+    cfg = extract_config(
+        intervention_variants=["original"], homogenize_doses=[0, 0.5], dose_texts=3
+    )
+    groups = intervention_groups(df, list(cfg.interventions), cfg)
+    by_ivs = {tuple(g[1]): g for g in groups}
+    graded = ("homogenize:0", "homogenize:0.5", "homogenize_control:0.5")
+    assert set(by_ivs) == {("none",), ("zero_pos",), graded}
+    assert len(by_ivs[("none",)][0]) == 12 and len(by_ivs[("zero_pos",)][0]) == 6
+    sub, _, pair = by_ivs[graded]
+    assert set(sub["variant"]) == {"original"} and sub["sample_id"].nunique() == 3
+    assert pair == texts_hash(df)  # pairs with the unchanged run of every text
+    # the draw is the seed's: the same reviews again, others under another seed
+    again = intervention_groups(df, list(cfg.interventions), cfg)
+    assert list(again[-1][0]["sample_id"]) == list(sub["sample_id"])
+    draws = {
+        tuple(intervention_groups(df, list(c.interventions), c)[-1][0]["sample_id"])
+        for c in (extract_config(homogenize_doses=[0], dose_texts=3, seed=s) for s in range(8))
+    }
+    assert len(draws) > 1
+    # as many or more than there are: every review, one pass with the zero_pos run
+    whole = extract_config(intervention_variants=["original"], homogenize_doses=[0], dose_texts=6)
+    assert len(intervention_groups(df, list(whole.interventions), whole)) == 2
+    # it does not enter the run ids: a review's run is the same with or without the draw
+    assert (
+        cfg.result_keys()
+        == extract_config(
+            intervention_variants=["original"], homogenize_doses=[0, 0.5]
+        ).result_keys()
+    )
+
+
+@pytest.mark.parametrize("bad", [0, -2, 1.5, "all"])
+def test_dose_texts_must_be_a_count(bad):
+    with pytest.raises(HomogError, match="extract.dose_texts must be a number of reviews"):
+        extract_config(dose_texts=bad)

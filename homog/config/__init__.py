@@ -119,6 +119,8 @@ class ExtractConfig:
     homogenize_doses: tuple[float | str, ...] = ()
     homogenize_layer: int | Literal["middle"] = "middle"  # the hidden layer homogenized
     dose_variants: tuple[str, ...] = ("original",)
+    # the graded runs on a seeded draw of this many reviews of dose_variants (None: all)
+    dose_texts: int | None = None
     attention: bool = True  # attention statistics per head (and sink_rate, attn_massive)
     # how they are computed: blockwise from each layer's q and k with an SDPA forward pass, or
     # from eager attention's (heads x n x n) weights; equal results (issue 15)
@@ -181,6 +183,11 @@ class ExtractConfig:
             value = getattr(self, name)
             _check(value >= 0, f"extract.{name} must be >= 0, got {value}")
         _check(len(self.interventions) >= 1, "extract.interventions must name at least one")
+        _check(
+            self.dose_texts is None or (isinstance(self.dose_texts, int) and self.dose_texts >= 1),
+            f"extract.dose_texts must be a number of reviews >= 1 or null (all), got "
+            f"{self.dose_texts!r}",
+        )
         for name in ("sink_bias_onset", "homogenize_layer"):
             value = getattr(self, name)
             _check(
@@ -212,7 +219,7 @@ class ExtractConfig:
         skip |= {"attention_impl", "attention_block"}  # equal results either way
         skip.add("intervention_variants")  # which texts a run holds: its texts hash says it
         # the graded interventions' settings enter only their own runs' ids (edit_keys)
-        skip |= {"sink_bias_doses", "homogenize_doses", "dose_variants"}
+        skip |= {"sink_bias_doses", "homogenize_doses", "dose_variants", "dose_texts"}
         skip |= {"sink_bias_onset", "homogenize_layer"}
         skip.add("zero_shot")  # the text's own states do not depend on what follows the text
         return {

@@ -37,14 +37,21 @@ def _grouped(runner: Runner) -> Runner:
     @functools.wraps(runner)
     def run(model, source, texts, config, interventions, out_dir, **kwargs):  # noqa: ANN001
         from homog.extract.plan import extract_inputs
-        from homog.extract.run import intervention_groups
+        from homog.extract.run import finished_runs, intervention_groups
 
         df, interventions = extract_inputs(texts, interventions)
-        records: list[dict[str, Any]] = []
+        log = kwargs.get("log", print)
+        records: dict[str, dict[str, Any]] = {}
         for part, group, pair in intervention_groups(df, interventions, config):
-            records += runner(model, source, part, config, group, out_dir, pair_texts=pair,
-                              **kwargs)  # fmt: skip
-        return records
+            done = finished_runs(model, source, part, config, group, out_dir, pair)
+            for iv, record in done.items():
+                log(f"{model}/{iv}: already extracted (run {record['run_id']}), kept")
+            records.update(done)
+            todo = [iv for iv in group if iv not in done]
+            if todo:
+                ran = runner(model, source, part, config, todo, out_dir, pair_texts=pair, **kwargs)
+                records.update(zip(todo, ran, strict=True))
+        return [records[iv] for iv in interventions]
 
     return run
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from homog import __version__
 from homog.config import ExtractConfig
 from homog.errors import HomogError
@@ -154,9 +156,24 @@ def run_variants(intervention: str, config: ExtractConfig) -> tuple[str, ...]:
     ``extract.intervention_variants``."""
     if intervention == "none":
         return ()
-    if parse(intervention).kind.dose is not None and config.dose_variants:
+    if is_graded(intervention) and config.dose_variants:
         return config.dose_variants
     return config.intervention_variants
+
+
+def is_graded(intervention: str) -> bool:
+    """A run of a dose grid (sink_bias:-2, homogenize_control:0.5, ...)."""
+    return parse(intervention).kind.dose is not None
+
+
+def dose_samples(df: Any, config: ExtractConfig) -> list[str] | None:
+    """The reviews the graded runs hold: a draw of ``extract.dose_texts`` of the texts'
+    sample ids, seeded by ``seed`` and sorted (None: all of them)."""
+    ids = sorted(set(df["sample_id"]))
+    if config.dose_texts is None or config.dose_texts >= len(ids):
+        return None
+    rng = np.random.default_rng([config.seed, 0xD05E])
+    return sorted(rng.choice(ids, size=config.dose_texts, replace=False).tolist())
 
 
 def intervention_groups(
@@ -164,18 +181,22 @@ def intervention_groups(
 ) -> list[tuple[Any, list[str], str | None]]:
     """(texts, interventions, pair texts hash) per extraction pass.
 
-    One pass per set of variants (``run_variants``): without ``extract.intervention_variants``
-    and graded interventions one pass runs every intervention on every text. A pass on some
-    variants only holds the rows of those variants, and its runs carry the whole table's hash
-    as their pair key's texts (so ``stats`` pairs them with the unchanged run, variant by
-    variant). Raises HomogError when a named variant is not in the texts.
+    One pass per set of variants (``run_variants``), and the graded runs in a pass of their
+    own when ``extract.dose_texts`` draws some of the reviews (``dose_samples``): without
+    ``extract.intervention_variants`` and graded interventions one pass runs every
+    intervention on every text. A pass on some texts only holds those rows, and its runs carry
+    the whole table's hash as their pair key's texts (so ``stats`` pairs them with the
+    unchanged run, variant by variant and review by review). Raises HomogError when a named
+    variant is not in the texts.
     """
-    passes: dict[tuple[str, ...], list[str]] = {}
+    draw = dose_samples(df, config)
+    passes: dict[tuple[tuple[str, ...], bool], list[str]] = {}
     for iv in interventions:
-        passes.setdefault(run_variants(iv, config), []).append(iv)
+        drawn = draw is not None and is_graded(iv)
+        passes.setdefault((run_variants(iv, config), drawn), []).append(iv)
     groups = []
-    for keep, ivs in passes.items():
-        if not keep:
+    for (keep, drawn), ivs in passes.items():
+        if not keep and not drawn:
             groups.append((df, ivs, None))
             continue
         missing = sorted(set(keep) - set(df["variant"]))
@@ -185,9 +206,43 @@ def intervention_groups(
                 f"extract.{key} names {missing}, which the texts do not have (variants: "
                 f"{', '.join(sorted(set(df['variant'])))}); fix the list or leave it empty"
             )
-        sub = df[df["variant"].isin(keep)].reset_index(drop=True)
-        groups.append((sub, ivs, texts_hash(df)))
+        rows = df["variant"].isin(keep) if keep else df["variant"].notna()
+        if drawn:
+            rows &= df["sample_id"].isin(draw)
+        groups.append((df[rows].reset_index(drop=True), ivs, texts_hash(df)))
     return groups
+
+
+def finished_runs(
+    model: str,
+    source: str,
+    df: Any,
+    config: ExtractConfig,
+    interventions: Sequence[str],
+    out_dir: str | Path,
+    pair_texts: str | None = None,
+) -> dict[str, dict[str, Any]]:
+    """intervention -> its run record, for the interventions of one pass whose output under
+    ``out_dir`` is complete with the run id this pass would give it (same model source,
+    result settings and texts): their run.json, written after the merge, holds that id.
+
+    A stopped extraction resumes at its next shard (``prepare_run``); this lets a stopped
+    study skip the interventions it finished. DVC removes a stage's outputs before it runs
+    one, so under ``dvc repro`` nothing is found here.
+    """
+    thash = texts_hash(df)
+    done = {}
+    for iv in interventions:
+        path = Path(out_dir) / iv / "run.json"
+        if not path.exists():
+            continue
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            continue  # a damaged record: the run is computed again and replaces it
+        if record.get("run_id") == RunSpec(model, source, iv, config, thash, pair_texts).run_id:
+            done[iv] = record
+    return done
 
 
 def _versions() -> dict[str, str]:
