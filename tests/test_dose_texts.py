@@ -1,0 +1,63 @@
+"""extract.dose_texts end to end: the graded runs hold a seeded draw of the reviews, the
+unchanged run all of them, and the stats pair them on the reviews they share (a tiny random
+model through `homog extract`, the stats stage and the store)."""
+
+from __future__ import annotations
+
+import duckdb
+import pandas as pd
+import yaml
+from click.testing import CliRunner
+from conftest import TINY
+from test_probe import labelled_texts
+
+from homog.cli import main
+from homog.layout import Layout
+from homog.stats.stage import stats_stage
+from homog.store import load
+
+
+def test_graded_runs_on_a_draw_pair_with_the_whole_unchanged_run(tmp_path, monkeypatch):
+    layout = Layout(tmp_path)
+    layout.texts.parent.mkdir(parents=True)
+    labelled_texts().assign(dataset="d").to_parquet(layout.texts, index=False)
+    params = {
+        "models": {"m": {"source": TINY}},
+        "extract": {
+            "device": "cpu",
+            "max_tokens": 32,
+            "interventions": ["none"],
+            "homogenize_doses": [0, 1],
+            "dose_texts": 10,
+            "attention": False,
+            "peer_metrics": False,
+            "sentence_metrics": False,
+        },
+        "stats": {"n_boot": 100, "n_perm": 200, "mixed_metrics": []},
+        "probe": {"folds": 3},
+        "posenc": {"encodings": []},
+    }
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(main, ["extract", "--model", "m", "--params", "params.yaml"])
+    assert res.exit_code == 0, res.output
+
+    def samples(iv: str) -> set[str]:
+        frame = pd.read_parquet(layout.run_dir("m", iv) / "layer_metrics.parquet")
+        return set(frame.loc[frame["variant"] == "original", "sample_id"])
+
+    drawn = samples("homogenize:0")
+    assert len(samples("none")) == 12 and len(drawn) == 10 and drawn < samples("none")
+    assert samples("homogenize:1") == samples("homogenize_control:1") == drawn
+    written = stats_stage(params, tmp_path)
+    assert written["intervention_doses"] > 0 and written["intervention_cost"] > 0
+    load(params, layout.db(), tmp_path)
+    with duckdb.connect(str(layout.db()), read_only=True) as con:
+        doses = con.execute("SELECT n FROM intervention_doses WHERE n IS NOT NULL").df()
+        cost = con.execute("SELECT n FROM intervention_cost WHERE n IS NOT NULL").df()
+        contrasts = con.execute(
+            "SELECT c.n FROM contrasts c JOIN runs r ON c.run_id = r.run_id "
+            "WHERE r.intervention = 'homogenize:1' AND c.baseline_run_id IS NOT NULL"
+        ).df()
+    assert set(doses["n"]) == {10} and set(cost["n"]) == {10}
+    assert not contrasts.empty and set(contrasts["n"]) == {10}
