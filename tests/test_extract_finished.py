@@ -7,10 +7,12 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import pytest
 from conftest import TINY, extract_config
 from test_extract import make_texts
 
 from homog.config import Params
+from homog.errors import HomogError
 from homog.extract import extract_runner
 from homog.extract.plan import extract_inputs
 from homog.extract.run import finished_runs
@@ -67,3 +69,18 @@ def test_other_settings_or_texts_or_a_damaged_record_are_not_finished(tiny, tmp_
     assert finished_runs("tiny", TINY, texts, cfg, ["none"], out) == {}
     record.write_text(json.dumps({"run_id": "something else"}))
     assert finished_runs("tiny", TINY, texts, cfg, ["none"], out) == {}
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "dose"),
+    [("homogenize_layer", 99, "homogenize_doses"), ("sink_bias_onset", 99, "sink_bias_doses")],
+)
+def test_a_graded_runs_missing_layer_stops_before_the_first_pass(
+    tiny, tmp_path, setting, value, dose
+):
+    """The unchanged run comes first and may take hours: a graded run's layer that the
+    model lacks is named when the model loads, and nothing is written."""
+    cfg = extract_config(interventions=("none",), **{setting: value, dose: [0, 1]})
+    with pytest.raises(HomogError, match=rf"extract.{setting} is 99 but this model has layers"):
+        run(tiny, make_texts(2), cfg, tmp_path / "out", [])
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

@@ -156,6 +156,18 @@ class _AttrHandle:
             delattr(self.module, self.name)
 
 
+def check_edit_layers(config: Any, n_layers: int) -> None:
+    """HomogError when a graded intervention of ``config.interventions`` names a layer this
+    model of ``n_layers`` blocks does not have (``sink_bias_onset``, ``homogenize_layer``):
+    checked when the model loads, before the first pass (which may be the long ``none``
+    run), not when the graded run starts."""
+    targets = {parse(iv).target for iv in config.interventions}
+    if ATTENTION_LOGITS in targets:
+        resolve_layer(config.sink_bias_onset, n_layers, "sink_bias_onset", n_layers)
+    if BLOCK_OUTPUT in targets:
+        resolve_layer(config.homogenize_layer, n_layers, "homogenize_layer", n_layers - 1)
+
+
 def _attach_bias(loaded: Any, config: Any, iv: Intervention, texts: Sequence[EncodedText]) -> list:
     from homog.metrics.attn_blockwise import ATTENTION_FUNCTION
 

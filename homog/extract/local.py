@@ -15,6 +15,7 @@ from typing import Any
 
 from homog.config import ExtractConfig
 from homog.extract.batches import compute_shard
+from homog.extract.edits import check_edit_layers
 from homog.extract.hooks import Extractor
 from homog.extract.plan import (
     EncodedText,
@@ -97,6 +98,7 @@ def run_extract(
     if loaded is None:
         loaded = load_for(source, config)
     load_s = time.perf_counter() - t0
+    check_edit_layers(config, loaded.n_layers)  # every graded run's layer, before any pass
     prepared = prepare_run(
         model,
         source,
