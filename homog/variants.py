@@ -1,5 +1,5 @@
 """The variants: one entry per variant, read by synth, stats, the store, plots, the report's
-glossary, the TUI and the docs (issue 43's registry).
+glossary and claims, the TUI and the docs.
 
 A variant is one version of a review that the pipeline runs the models over. Each entry says
 its name, family (``original``; ``paper``: the rewrites of the paper; ``position``: the
@@ -15,6 +15,11 @@ definition from ``definition``. ctrl_first / ctrl_mid / ctrl_last move the revie
 sentence to the same slots as key_first / key_mid / key_last (the like-with-like control:
 position alone cancels in their difference of differences, ``contrast_name``). Adding a
 named variant is one entry below plus the code that builds its text.
+
+The relations between variants live here too: each biased variant's control (``CONTROL_OF``),
+the variants claim 4's classifiers separate (``SEPARABLE``), the derived variants
+(``DERIVED_OF``), the primary endpoints' contrasts (``KEY_SPECIFIC``) and the contrast plan,
+every pair the stats stage contrasts (``CONTRAST_PLAN``).
 """
 
 from __future__ import annotations
@@ -138,14 +143,29 @@ BY_NAME = {v.name: v for v in VARIANTS}
 # the variants that are texts, in order (a finer sweep's key_p25 ... sorts after them by name)
 TEXT_VARIANTS = tuple(v.name for v in VARIANTS if v.family != DERIVED)
 PAPER_VARIANTS = tuple(v.name for v in VARIANTS if v.family == PAPER)
-CONTROL = "key_control"  # the position family's negative control
+# three different things are called a control: the paper's rewrite that keeps the key phrase
+# in place (PAPER_CONTROL), the position family's moved non-key sentence (KEY_CONTROL), and
+# the claims' verdict family of negative-control rows (homog.stats.verdicts.CONTROL_FAMILY)
+PAPER_CONTROL = "control"
+KEY_CONTROL = "key_control"
 NAMED = {v.position: v.name for v in VARIANTS if v.position is not None}
 # the same-place control: the control sentence moved to the places key_first / key_mid /
 # key_last give the key sentence (synth makes the ones whose place synth.position.positions
 # names)
 CTRL_NAMED = {0.0: "ctrl_first", 0.5: "ctrl_mid", 1.0: "ctrl_last"}
 # the family members that leave the key sentence where it is: not a dose of key position
-NOT_KEY_MOVES = (CONTROL, *CTRL_NAMED.values())
+NOT_KEY_MOVES = (KEY_CONTROL, *CTRL_NAMED.values())
+# each biased variant's control: the variant that makes the same kind of change without
+# moving the key (the claims read a biased variant's effect beyond its control's)
+CONTROL_OF: dict[str, str] = {
+    "front": PAPER_CONTROL,
+    "end": PAPER_CONTROL,
+    "key_first": KEY_CONTROL,
+    "key_last": KEY_CONTROL,
+}
+BIASED = tuple(CONTROL_OF)  # the variants that move the key phrase or sentence to an edge
+# the variants that claim 4's classifiers tell from the original (homog.stats.separability)
+SEPARABLE = (*BIASED, KEY_CONTROL)
 COLORS = {v.name: v.color for v in VARIANTS if v.family != DERIVED}
 EXTRA_COLORS = ("#F0E442", "#882255", "#44AA99", "#117733")  # variants beyond the registry's
 
@@ -163,7 +183,7 @@ def ctrl_names(positions: tuple[float, ...] | list[float]) -> list[str]:
 def family_names(positions: tuple[float, ...] | list[float]) -> list[str]:
     """The position family's variant names in order: one per position, key_control, then the
     same-place control's (:func:`ctrl_names`)."""
-    return [variant_name(p) for p in positions] + [CONTROL] + ctrl_names(positions)
+    return [variant_name(p) for p in positions] + [KEY_CONTROL] + ctrl_names(positions)
 
 
 def colors_for(names: list[str] | tuple[str, ...] | set[str]) -> dict[str, str]:
@@ -198,9 +218,10 @@ def order_key(name: str) -> tuple[int, str]:
 # "(key_first - key_mid) - (ctrl_first - ctrl_mid)" (a difference of differences). The
 # contrasts table keeps the sides in variant_a and variant_b ("key_first - key_mid").
 
+KEY_ENDS, CTRL_ENDS = "key_ends", "ctrl_ends"
 DERIVED_OF: dict[str, dict[str, float]] = {
-    "key_ends": {"key_first": 0.5, "key_last": 0.5},
-    "ctrl_ends": {"ctrl_first": 0.5, "ctrl_last": 0.5},
+    KEY_ENDS: {"key_first": 0.5, "key_last": 0.5},
+    CTRL_ENDS: {"ctrl_first": 0.5, "ctrl_last": 0.5},
 }
 SEP = " - "
 _NAME = r"([A-Za-z0-9_]+)"
@@ -211,6 +232,53 @@ _CONTRAST = re.compile(rf"{_SIDE}\s+-\s+{_SIDE}")
 def contrast_name(a: str, b: str) -> str:
     """'a - b', a side that is itself a difference in parentheses."""
     return SEP.join(f"({s})" if SEP in s else s for s in (a, b))
+
+
+# the primary endpoints' contrasts (homog.config.primary): the U-shape, the key sentence at
+# either edge against the middle ((key_first + key_last) / 2 - key_mid, per text), and the
+# key-specific effects: what a place gives the key sentence beyond what the same place gives
+# the same-place control's sentence (ctrl_*), per text, so that position alone cancels
+U_SHAPE = contrast_name(KEY_ENDS, "key_mid")
+KEY_FIRST_SPECIFIC = contrast_name("key_first - key_mid", "ctrl_first - ctrl_mid")
+KEY_LAST_SPECIFIC = contrast_name("key_last - key_mid", "ctrl_last - ctrl_mid")
+U_SHAPE_SPECIFIC = contrast_name(U_SHAPE, "ctrl_ends - ctrl_mid")
+KEY_SPECIFIC = (KEY_FIRST_SPECIFIC, KEY_LAST_SPECIFIC, U_SHAPE_SPECIFIC)
+
+# The contrast plan: every (a, b) the stats stage contrasts, per run, metric and layer, where
+# the run holds both sides (homog.stats.contrasts). Its order is the contrasts table's.
+CONTRAST_PLAN: tuple[tuple[str, str], ...] = (
+    # the paper's rewrites against the original, and front / end against their control
+    ("front", "original"),
+    ("end", "original"),
+    ("control", "original"),
+    ("front", "control"),
+    ("end", "control"),
+    # the token-preserving position family: the key sentence first / middle / last, and
+    # key_control (another sentence moved as far) as the negative control of "moving a
+    # sentence"
+    ("key_first", "original"),
+    ("key_last", "original"),
+    ("key_control", "original"),
+    ("key_first", "key_last"),
+    ("key_first", "key_mid"),
+    ("key_mid", "key_last"),
+    ("key_first", "key_control"),
+    ("key_last", "key_control"),
+    # key_mid against the original (homog compare's key_mid p), and the U-shape: key_ends
+    # against the middle
+    ("key_mid", "original"),
+    (KEY_ENDS, "key_mid"),
+    # like with like: what a place does to any sentence (the same-place control moved), and
+    # the key-specific effect, a difference of differences in which position alone cancels
+    # (the primary endpoints)
+    ("key_last", "key_mid"),
+    ("ctrl_first", "ctrl_mid"),
+    ("ctrl_last", "ctrl_mid"),
+    (CTRL_ENDS, "ctrl_mid"),
+    ("key_first - key_mid", "ctrl_first - ctrl_mid"),
+    ("key_last - key_mid", "ctrl_last - ctrl_mid"),
+    ("key_ends - key_mid", "ctrl_ends - ctrl_mid"),
+)
 
 
 def parse_contrast(text: str) -> tuple[str, str] | None:

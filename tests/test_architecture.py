@@ -18,7 +18,8 @@ from test_module_layout import cycles, imported_modules, module_files
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundations", ("homog", "errors", "validate", "typed", "lazy", "interrupts", "owned",
-                     "progress", "io", "layout", "config", "variants", "interventions", "schema")),
+                     "progress", "io", "layout", "config", "variants", "claims", "interventions",
+                     "schema")),
     ("library", ("metrics", "models", "models_gguf", "model_presets", "text")),
     ("stages", ("corpus", "synth", "extract", "mauve", "stats", "probe", "posenc")),
     ("store", ("store",)),

@@ -11,7 +11,7 @@ import pandas as pd
 
 from homog.synth.position import choose_control, family_orders, family_problem, join
 from homog.synth.position_stage import build_family
-from homog.variants import CONTROL
+from homog.variants import KEY_CONTROL
 
 REPEATED = ["It was good."] * 6
 DISTINCT = ["The film opens slowly.", "The acting is superb.", "The score soars.",
@@ -33,7 +33,7 @@ def test_choose_control_returns_none_instead_of_raising():
 
 def test_zero_shift_family_is_dropped_as_no_control():
     fam = family_orders([0.0] * 7, 6, [0, 0.5, 1])  # lengths 0: every move is 0 tokens
-    assert fam is not None and fam.control_sentence is None and CONTROL not in fam.orders
+    assert fam is not None and fam.control_sentence is None and KEY_CONTROL not in fam.orders
     sentences = [f"Sentence {i}." for i in range(7)]
     reason, detail = family_problem(sentences, fam)
     assert reason == "no_control" and "0 tokens" in detail
@@ -45,7 +45,7 @@ def test_key_already_last_with_positions_1_moves_the_control_to_the_start():
     lengths = [10, 10, 10, 10, 10]
     fam = family_orders(lengths, 4, [1])
     assert fam.orders["key_last"] == [0, 1, 2, 3, 4]  # the key stays last: a real observation
-    assert fam.control_sentence is not None and fam.orders[CONTROL] != [0, 1, 2, 3, 4]
+    assert fam.control_sentence is not None and fam.orders[KEY_CONTROL] != [0, 1, 2, 3, 4]
     assert family_problem(DISTINCT, fam) is None
 
 

@@ -6,24 +6,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from homog.metrics.registry import base_metric, metric_name, split_metric
 from tui.core import as_rows
 from tui.messages import CurveKey, CurvesLoaded
 
-# token sets of the hidden-state metrics: `all` keeps the plain names, the others are stored
-# as <metric>__<set> (issue 13: one loud token can fake collapse in the `all` set)
-TOKEN_SETS: tuple[str, ...] = ("all", "no_sink", "standardized")
-
-
-def split_token_set(metric: str) -> tuple[str, str]:
-    """('erank', 'no_sink') for 'erank__no_sink'; ('erank', 'all') for 'erank'."""
-    base, _, token_set = metric.partition("__")
-    return (base, token_set) if token_set in TOKEN_SETS else (metric, "all")
+# a metric name in each token set: the registry's grammar (<metric>__<set>)
+split_token_set = split_metric
 
 
 def with_token_set(metric: str, token_set: str) -> str:
     """The name of ``metric`` in ``token_set`` ('erank', 'no_sink' -> 'erank__no_sink')."""
-    base, _ = split_token_set(metric)
-    return base if token_set == "all" else f"{base}__{token_set}"
+    return metric_name(base_metric(metric), token_set)
 
 
 CONTRASTS_SQL = """

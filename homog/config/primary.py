@@ -10,18 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from homog.variants import contrast_name, parse_contrast
+from homog.variants import KEY_FIRST_SPECIFIC, KEY_SPECIFIC, contrast_name, parse_contrast
 
 PRIMARY_SCOPES = ("early", "middle", "late", "final")
-# the U-shape: the key sentence at either edge against the middle, per text
-# ((key_first + key_last) / 2 - key_mid; the stats stage's derived variant key_ends)
-U_SHAPE = "key_ends - key_mid"
-# like with like: what a place gives the key sentence beyond what the same place gives a
-# non-key sentence (the same-place control ctrl_*), per text; position alone cancels
-KEY_FIRST_SPECIFIC = "(key_first - key_mid) - (ctrl_first - ctrl_mid)"
-KEY_LAST_SPECIFIC = "(key_last - key_mid) - (ctrl_last - ctrl_mid)"
-U_SHAPE_SPECIFIC = "(key_ends - key_mid) - (ctrl_ends - ctrl_mid)"
-KEY_SPECIFIC = (KEY_FIRST_SPECIFIC, KEY_LAST_SPECIFIC, U_SHAPE_SPECIFIC)
 
 
 @dataclass(frozen=True)

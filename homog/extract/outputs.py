@@ -32,6 +32,7 @@ from homog.extract.frames import (
 from homog.extract.plan import EncodedText, RunSpec, SamplePlan, encoded_key
 from homog.extract.result import BatchResult
 from homog.io import atomic_path, write_json
+from homog.metrics.registry import metric_name
 
 INT32_COLUMNS = ("layer", "head", "bin", "n", "rank", "position", "feature", "token_id")
 
@@ -118,7 +119,7 @@ def _set_warnings(metrics: np.ndarray, names: list[str], encoded_names: list[str
         "standardized": "fewer than 2 tokens, or every feature constant over the tokens",
     }
     for token_set, reason in reasons.items():
-        name = f"erank__{token_set}"
+        name = metric_name("erank", token_set)
         if name not in names:
             continue
         bad = np.isnan(metrics[:, :, names.index(name)])  # (N, L+1)

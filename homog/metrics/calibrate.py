@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from homog.metrics.registry import BY_NAME, METRICS
+from homog.metrics.registry import BY_NAME, METRICS, SPECTRAL_METRICS
 from homog.metrics.spectra import METRIC_NAMES, layer_metrics
 
 # Direction in which each metric moves as representations collapse (+1 up, -1 down).
@@ -69,8 +69,14 @@ def check_identical(n: int = 8, d: int = 32, seed: int = 0) -> list[Check]:
     """n copies of one vector: a rank-1, fully collapsed matrix."""
     v = torch.randn(1, d, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
     m = _metrics(v.expand(n, d).clone())
-    truth = {"erank": 1, "mev": 1, "schatten_1": 1, "schatten_4": 1,
-             "resultant_length": 1, "mean_cosine": 1}  # fmt: skip
+    truth = {
+        "erank": 1,
+        "mev": 1,
+        "schatten_1": 1,
+        "schatten_4": 1,
+        "resultant_length": 1,
+        "mean_cosine": 1,
+    }
     return [Check("identical rows", k, m[k], f"= {v:g}", _close(m[k], v)) for k, v in truth.items()]
 
 
@@ -88,7 +94,7 @@ def check_averaging(
     case = "averaging to mean" + (" (centered)" if center else "")
     rows = []
     for metric, sign in COLLAPSE_DIRECTION.items():
-        if center and metric not in ("erank", "mev", "schatten_1", "schatten_4"):
+        if center and metric not in SPECTRAL_METRICS:
             continue
         diffs = sign * out[metric].diff()
         ok = bool((diffs >= -1e-12).all())
@@ -99,7 +105,7 @@ def check_averaging(
                 float(out[metric][-1]),
                 f"{'up' if sign > 0 else 'down'} monotonically from {float(out[metric][0]):.4g}",
                 ok,
-            )  # fmt: skip
+            )
         )
     return rows
 
@@ -133,23 +139,48 @@ def check_low_rank_vs_collapsed(n: int = 64, d: int = 64, k: int = 4, seed: int 
     collapsed = scale.abs() * u + 0.01 * torch.randn(n, d, dtype=torch.float64, generator=gen)
     md, mc = _metrics(diverse), _metrics(collapsed)
     return [
-        Check("rank-4 isotropic", "erank", md["erank"], f"in [{k - 1}, {k}]",
-              k - 1 <= md["erank"] <= k + 1e-9),
+        Check(
+            "rank-4 isotropic",
+            "erank",
+            md["erank"],
+            f"in [{k - 1}, {k}]",
+            k - 1 <= md["erank"] <= k + 1e-9,
+        ),
         Check("rank-4 isotropic", "mev", md["mev"], f"< {2 / k:g}", md["mev"] < 2 / k),
-        Check("rank-4 isotropic", "mean_cosine", md["mean_cosine"], "|.| < 0.1",
-              abs(md["mean_cosine"]) < 0.1),
+        Check(
+            "rank-4 isotropic",
+            "mean_cosine",
+            md["mean_cosine"],
+            "|.| < 0.1",
+            abs(md["mean_cosine"]) < 0.1,
+        ),
         Check("one direction + noise", "mev", mc["mev"], "> 0.95", mc["mev"] > 0.95),
-        Check("one direction + noise", "mean_cosine", mc["mean_cosine"], "> 0.9",
-              mc["mean_cosine"] > 0.9),
-        Check("one direction + noise", "resultant_length", mc["resultant_length"],
-              f"> 0.9 (rank-4: {md['resultant_length']:.3g})",
-              mc["resultant_length"] > 0.9 > md["resultant_length"]),
+        Check(
+            "one direction + noise",
+            "mean_cosine",
+            mc["mean_cosine"],
+            "> 0.9",
+            mc["mean_cosine"] > 0.9,
+        ),
+        Check(
+            "one direction + noise",
+            "resultant_length",
+            mc["resultant_length"],
+            f"> 0.9 (rank-4: {md['resultant_length']:.3g})",
+            mc["resultant_length"] > 0.9 > md["resultant_length"],
+        ),
         # erank weights singular values linearly, so the d-1 small noise directions add up:
         # it reads this collapsed matrix as *more* diverse than the rank-4 one. Shown, not
         # hidden: use mev / mean_cosine to call collapse, erank for spread.
-        Check("one direction + noise", "erank", mc["erank"],
-              f"noise-sensitive (rank-4: {md['erank']:.3g})", True, info=True),
-    ]  # fmt: skip
+        Check(
+            "one direction + noise",
+            "erank",
+            mc["erank"],
+            f"noise-sensitive (rank-4: {md['erank']:.3g})",
+            True,
+            info=True,
+        ),
+    ]
 
 
 def check_precision(n: int = 64, d: int = 128, seed: int = 0) -> list[Check]:
@@ -188,21 +219,45 @@ def check_massive_token(n: int = 64, d: int = 64, seed: int = 0, at: int = 20) -
     rest = _metrics(clean[[i for i in range(n) if i not in (0, at)]])  # what no_sink keeps
     case = "one token x100 norm"
     return [
-        Check(case, "erank", m["erank"], f"< 1/4 of without it ({c['erank']:.4g}): collapse",
-              m["erank"] < c["erank"] / 4),
+        Check(
+            case,
+            "erank",
+            m["erank"],
+            f"< 1/4 of without it ({c['erank']:.4g}): collapse",
+            m["erank"] < c["erank"] / 4,
+        ),
         Check(case, "mev", m["mev"], f"> 0.9 (without it {c['mev']:.3g})", m["mev"] > 0.9),
-        Check(case, "erank__no_sink", m["erank__no_sink"],
-              f"= erank of the other tokens ({rest['erank']:.6g}; all {c['erank']:.4g})",
-              _close(m["erank__no_sink"], rest["erank"], 1e-9)),
-        Check(case, "n_removed__no_sink", m["n_removed__no_sink"], "= 2 (first + loud)",
-              m["n_removed__no_sink"] == 2),
-        Check(case, "mean_cosine", m["mean_cosine"], f"= without it ({c['mean_cosine']:.6g})",
-              _close(m["mean_cosine"], c["mean_cosine"], 1e-9)),
+        Check(
+            case,
+            "erank__no_sink",
+            m["erank__no_sink"],
+            f"= erank of the other tokens ({rest['erank']:.6g}; all {c['erank']:.4g})",
+            _close(m["erank__no_sink"], rest["erank"], 1e-9),
+        ),
+        Check(
+            case,
+            "n_removed__no_sink",
+            m["n_removed__no_sink"],
+            "= 2 (first + loud)",
+            m["n_removed__no_sink"] == 2,
+        ),
+        Check(
+            case,
+            "mean_cosine",
+            m["mean_cosine"],
+            f"= without it ({c['mean_cosine']:.6g})",
+            _close(m["mean_cosine"], c["mean_cosine"], 1e-9),
+        ),
         # z-scoring features does not undo one loud token: shown, not a pass/fail check
-        Check(case, "erank__standardized", m["erank__standardized"],
-              f"per-feature z-scores keep one loud token (without it "
-              f"{c['erank__standardized']:.4g})", True, info=True),
-    ]  # fmt: skip
+        Check(
+            case,
+            "erank__standardized",
+            m["erank__standardized"],
+            f"per-feature z-scores keep one loud token (without it {c['erank__standardized']:.4g})",
+            True,
+            info=True,
+        ),
+    ]
 
 
 def run_checks() -> list[Check]:

@@ -53,7 +53,7 @@ from homog.metrics.curvature import curvature, curvature_from_vectors
 from homog.metrics.eigensolver import minor_spectra_supported
 from homog.metrics.massive import MASSIVE_METRICS, massive_activations
 from homog.metrics.pending import PendingSpectra, sharing_inputs
-from homog.metrics.registry import PEER_METRICS
+from homog.metrics.registry import PEER_METRICS, SUFFIX_SETS, metric_name
 from homog.metrics.spectra import (
     METRIC_NAMES,
     direction_metrics,
@@ -62,8 +62,7 @@ from homog.metrics.spectra import (
     spectral_gram,
 )
 
-TOKEN_SETS: tuple[str, ...] = ("no_sink", "standardized")
-N_REMOVED = "n_removed__no_sink"
+N_REMOVED = metric_name("n_removed", "no_sink")
 TWONN_FRACTION = 0.9
 DUPLICATE_REL = 1e-10
 
@@ -79,7 +78,7 @@ def hidden_metric_names(token_sets: tuple[str, ...] = (), peers: bool = False) -
     if peers:
         names += MASSIVE_METRICS
     for s in token_sets:
-        names += [f"{m}__{s}" for m in set_metric_names(peers)]
+        names += [metric_name(m, s) for m in set_metric_names(peers)]
         if s == "no_sink":
             names.append(N_REMOVED)
     return tuple(names)
@@ -301,9 +300,9 @@ def hidden_pending(
     ``massive_activations`` metrics of ``hidden``, already computed (with ``peers``; the top
     activations are then None), e.g. per layer by a caller that stacks layers
     (``homog.extract.host_spectra.LayerStack``)."""
-    unknown = set(token_sets) - set(TOKEN_SETS)
+    unknown = set(token_sets) - set(SUFFIX_SETS)
     if unknown:
-        raise ValueError(f"unknown token set(s) {sorted(unknown)}: use {', '.join(TOKEN_SETS)}")
+        raise ValueError(f"unknown token set(s) {sorted(unknown)}: use {', '.join(SUFFIX_SETS)}")
     mask, x, gram, sq_norms = prepare_tokens(hidden, mask)
     n, d = hidden.shape[-2:]
     small = n <= d
@@ -323,7 +322,7 @@ def hidden_pending(
     if peers:
         act, top = massive_activations(hidden, mask) if activations is None else (activations, None)
         out.update(act)
-    names = hidden_metric_names(tuple(s for s in TOKEN_SETS if s in token_sets), peers)
+    names = hidden_metric_names(tuple(s for s in SUFFIX_SETS if s in token_sets), peers)
     suffixes = tuple(s[0] for s in sets)
     pending = PendingSpectra(grams, max(n, d), suffixes, few_of, out, names, renyi_alpha, peers)
     return pending, top

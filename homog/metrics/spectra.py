@@ -47,7 +47,6 @@ from homog.metrics.errors import MetricInputError, NonFiniteError
 from homog.metrics.registry import HIDDEN_METRICS
 
 METRIC_NAMES: tuple[str, ...] = HIDDEN_METRICS  # homog.metrics.registry, in order
-SPECTRAL_METRICS: tuple[str, ...] = ("erank", "mev", "schatten_1", "schatten_4")
 DATASET_METRICS: tuple[str, ...] = ("rankme", "alpha_req", "alpha_req_r2")
 
 

@@ -35,9 +35,10 @@ from typing import Any
 
 import numpy as np
 
+from homog.claims import PRIMARY
 from homog.stats.margins import depth_change
 from homog.stats.paired_tests import bootstrap_p, holm, resample_counts
-from homog.stats.verdicts import PRIMARY, verdict_of
+from homog.stats.verdicts import verdict_of
 
 OUTCOMES: tuple[str, ...] = ("probe_margin", "lm_margin")
 BANDS: tuple[str, ...] = ("late", "final")

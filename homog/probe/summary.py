@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from homog.claims import CONTROL_FAMILY, EXPLORATORY
 from homog.stats.paired_tests import (
     bootstrap_ci,
     holm,
@@ -36,7 +37,7 @@ from homog.stats.paired_tests import (
     refine_at_floor,
     resample_counts,
 )
-from homog.stats.verdicts import CONTROL, EXPLORATORY, verdict_of
+from homog.stats.verdicts import verdict_of
 
 METRICS: tuple[str, ...] = ("accuracy", "margin")
 # the zero-shot log-odds' ROC AUC against the label (level rows of scheme zero_shot only)
@@ -160,7 +161,7 @@ def finish(rows: list[dict[str, Any]], stats: Any) -> Any:
     if "band" in frame:
         layer0 |= (frame["band"] == "layer0").fillna(False).astype(bool)
     control = diff & layer0
-    frame["family"] = np.where(control, CONTROL, np.where(diff, EXPLORATORY, None))
+    frame["family"] = np.where(control, CONTROL_FAMILY, np.where(diff, EXPLORATORY, None))
     frame["p_holm"] = np.nan
     # Holm per metric, the per-layer rows apart from the band and zero-shot rows
     level = np.where(frame["layer"].notna(), "layer", "band")

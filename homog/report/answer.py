@@ -15,22 +15,23 @@ from pathlib import Path
 
 import pandas as pd
 
-from homog.config.primary import KEY_FIRST_SPECIFIC, KEY_LAST_SPECIFIC, U_SHAPE_SPECIFIC
+from homog.claims import (
+    CONTROL_FAMILY,
+    EXPLORATORY,
+    INTERVENTION,
+    PRIMARY,
+    REORDERING,
+    SEPARATION,
+    SEPARATION_BEYOND,
+)
 from homog.report.claims_view import tally
 from homog.report.document import Section
 from homog.report.forest import forest_figure, sesoi_ratio
 from homog.report.sensitivity import holds_phrase
 from homog.stats.reordering import REPEATS
 from homog.stats.separability import MIN_TEXTS
-from homog.stats.verdicts import (
-    CONTROL,
-    EXPLORATORY,
-    MATTERS,
-    MIN_PAIRS,
-    NONZERO,
-    PRIMARY,
-    TOO_FEW,
-)
+from homog.stats.verdicts import MATTERS, MIN_PAIRS, NONZERO, TOO_FEW
+from homog.variants import KEY_FIRST_SPECIFIC, KEY_LAST_SPECIFIC, U_SHAPE_SPECIFIC
 
 README_START, README_END = "<!-- current-answer -->", "<!-- /current-answer -->"
 # the primary family's questions: a name and the comparisons it covers
@@ -158,7 +159,7 @@ def exploratory_lines(claims: pd.DataFrame) -> list[str]:
     """The exploratory rows a reader asks about after the primary answer."""
     out = []
     late = ("late", "final")
-    reorder = _exploratory(claims, "5a", ("key_control - original",), "erank", late)
+    reorder = _exploratory(claims, REORDERING, ("key_control - original",), "erank", late)
     if not reorder.empty:
         out.append(
             "**Reordering effect** (exploratory; key_control - original, erank: a non-key "
@@ -173,7 +174,7 @@ def exploratory_lines(claims: pd.DataFrame) -> list[str]:
             "**The paper's rewrites** (exploratory, claim 1; front / end - original, every "
             f"metric, token set and band): {_per_model(rewrites)}."
         )
-    zero = _exploratory(claims, "5c", None, "erank", ("final",))
+    zero = _exploratory(claims, INTERVENTION, None, "erank", ("final",))
     # claim 5c holds every intervention against none (the graded doses too): this line is
     # zero_pos's, as it says; the doses have the report's section of their own
     zero = zero[zero["comparison"].astype(str).str.startswith("zero_pos - none")]
@@ -198,13 +199,15 @@ def separability_line(claims: pd.DataFrame) -> str | None:
     (position beyond reordering); the layer-0 rows of the position family are 0.5 by
     construction (the metrics are order-invariant there), a check rather than a control."""
     tags = claims["claim"].astype(str)
-    sep = claims[tags.isin(["4", "4r"]) & (claims["metric"] == "profile")]
+    sep = claims[tags.isin([SEPARATION, SEPARATION_BEYOND]) & (claims["metric"] == "profile")]
     if sep.empty:
         return None
     parts = []
     for model, g in sep.groupby("model", sort=False):
         comp = g["comparison"].astype(str)
-        whole = g[(g["claim"] == "4") & (g["band"] != "layer0") & ~comp.str.contains(r"\(first")]
+        whole = g[
+            (g["claim"] == SEPARATION) & (g["band"] != "layer0") & ~comp.str.contains(r"\(first")
+        ]
         if whole.empty:
             continue
         auc = pd.to_numeric(whole["effect"], errors="coerce")
@@ -222,7 +225,7 @@ def separability_line(claims: pd.DataFrame) -> str | None:
             part = g[comp == f"{variant} - original (first sentence {word})"]
             if len(part):
                 text += f", first sentence {word} {_ci(part.iloc[0])}"
-        beyond = g[g["claim"] == "4r"]
+        beyond = g[g["claim"] == SEPARATION_BEYOND]
         if len(beyond):
             text += "; against key_control: " + ", ".join(
                 f"{str(r['comparison']).split(' - ')[0]} {_ci(r)} {r['verdict']}"
@@ -254,7 +257,9 @@ def control_line(claims: pd.DataFrame) -> str | None:
     the first token it drops changes with the order)."""
     if "family" not in claims.columns:
         return None
-    ctl = claims[(claims["family"] == CONTROL) & (claims["claim"].astype(str) != "4")]
+    ctl = claims[
+        (claims["family"] == CONTROL_FAMILY) & (claims["claim"].astype(str) != SEPARATION)
+    ]
     fam = ctl[ctl["comparison"].str.contains("key_") & ~ctl["comparison"].str.contains("original")]
     fam = fam[~fam["metric"].astype(str).str.endswith("__no_sink")]
     if fam.empty:

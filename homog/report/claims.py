@@ -56,30 +56,52 @@ from dataclasses import asdict
 
 import pandas as pd
 
-from homog.config.primary import KEY_SPECIFIC, U_SHAPE, PrimaryConfig
+from homog.claims import (
+    BIASED_VS_ORIGINAL,
+    CONTROL_FAMILY,
+    EXPLORATORY,
+    FIRST_TOKEN,
+    GROUPS,
+    INTERVENTION,
+    KEY_SPECIFIC_TAG,
+    OWN_HOLM,
+    POSITION_EFFECT,
+    PRIMARY,
+    REORDERING,
+    U_SHAPE_TAG,
+    row_tag,
+)
+from homog.config.primary import PrimaryConfig
+from homog.metrics.registry import (
+    SUFFIX_SETS,
+    base_metric,
+    difference_unit,
+    metric_name,
+    token_set_of,
+)
 from homog.report.claims_progression import progression_claims
-from homog.report.claims_rows import Claim, token_set_of, unit_of
+from homog.report.claims_rows import Claim
 from homog.stats.contrasts import ALL_BANDS
 from homog.stats.paired_tests import NUMERIC_TOLERANCE, holm
 from homog.stats.verdicts import (
-    CONTROL,
     EQUIVALENT,
-    EXPLORATORY,
     INCONCLUSIVE,
     NEGLIGIBLE,
-    PRIMARY,
     REVERSED,
     SUPPORTED,
     judge,
 )
-from homog.variants import contrast_name, parse_contrast
+from homog.variants import (
+    BIASED,
+    CONTROL_OF,
+    KEY_SPECIFIC,
+    U_SHAPE,
+    contrast_name,
+    parse_contrast,
+)
 
-BIASED = ("front", "end", "key_first", "key_last")
-CONTROL_OF = {"front": "control", "end": "control", "key_first": "key_control",
-              "key_last": "key_control"}  # fmt: skip
 # (metric, claimed sign of variant - original): lower erank / higher MEV under positional bias
 CLAIM1_METRICS = (("erank", -1), ("mev", +1))
-TOKEN_SETS = ("no_sink", "standardized")
 __all__ = ["Claim", "claims_table", "EQUIVALENT", "INCONCLUSIVE", "NEGLIGIBLE", "REVERSED",
            "SUPPORTED"]  # fmt: skip
 
@@ -150,7 +172,7 @@ def from_contrast(model: str, claim: str, statement: str, row: pd.Series, sign: 
         dz=float(_get(row, "dz")),
         pct_of_baseline=100 * effect / base if base and math.isfinite(base) else math.nan,
         baseline_mean=base,
-        unit=unit_of(metric),
+        unit=difference_unit(metric),
         p_value=p,
         sesoi=float(_get(row, "sesoi")),
         p_tost=float(_get(row, "p_tost")),
@@ -163,7 +185,7 @@ def from_contrast(model: str, claim: str, statement: str, row: pd.Series, sign: 
         band=band,
         mm_effect=float(_get(row, "mm_diff")),
         mm_p=float(_get(row, "mm_p_value")),
-        family=CONTROL if band == "layer0" else EXPLORATORY,
+        family=CONTROL_FAMILY if band == "layer0" else EXPLORATORY,
         sesoi_basis=str(_get(row, "sesoi_basis", "")),
         eq_ci_low=float(_get(row, "eq_ci_low")),
         eq_ci_high=float(_get(row, "eq_ci_high")),
@@ -175,12 +197,12 @@ def from_contrast(model: str, claim: str, statement: str, row: pd.Series, sign: 
 
 def _sets(base: str, present: set[str], metrics: list[str]) -> list[str]:
     """``base`` and its token-set variants (erank__no_sink, ...) that the contrasts hold."""
-    names = [base, *(f"{base}__{s}" for s in TOKEN_SETS)]
+    names = [base, *(metric_name(base, s) for s in SUFFIX_SETS)]
     return [m for m in names if m in present and m in metrics]
 
 
 def _tag(claim: str, metric: str) -> str:
-    return claim if "__" not in metric else f"{claim} ({metric.split('__')[1]})"
+    return row_tag(claim, token_set_of(metric))
 
 
 def _band_specs(present: set[str], metrics: list[str]) -> list[tuple]:
@@ -189,35 +211,36 @@ def _band_specs(present: set[str], metrics: list[str]) -> list[tuple]:
     for base, sign in CLAIM1_METRICS:
         word = "lower" if sign < 0 else "higher"
         for metric in _sets(base, present, metrics):
-            specs += [(_tag("1", metric), f"{v} has {word} {metric} than original", v,
-                       "original", sign, metric) for v in BIASED]  # fmt: skip
+            specs += [(_tag(BIASED_VS_ORIGINAL, metric), f"{v} has {word} {metric} than "
+                       "original", v, "original", sign, metric) for v in BIASED]  # fmt: skip
         for metric in _sets(base, present, metrics):
             a, b = U_SHAPE.split(" - ")
-            specs.append((_tag("1u", metric), f"U-shape: the key sentence at the edges "
+            specs.append((_tag(U_SHAPE_TAG, metric), f"U-shape: the key sentence at the edges "
                           f"((key_first + key_last) / 2) has {word} {metric} than in the middle",
                           a, b, sign, metric))  # fmt: skip
         for metric in _sets(base, present, metrics):
             for comp, where in zip(KEY_SPECIFIC, ("first", "last", "at the edges"), strict=True):
                 a, b = parse_contrast(comp)  # type: ignore[misc]
-                specs.append((_tag("1k", metric), f"key-specific: the key sentence {where} has "
-                              f"{word} {metric} than in the middle, beyond what the same places "
-                              "give a non-key sentence", a, b, sign, metric))  # fmt: skip
+                specs.append((_tag(KEY_SPECIFIC_TAG, metric), "key-specific: the key sentence "
+                              f"{where} has {word} {metric} than in the middle, beyond what "
+                              "the same places give a non-key sentence", a, b, sign,
+                              metric))  # fmt: skip
     if "attn_first" in present:
-        specs += [("3", f"{v} puts more attention on the first token than original", v,
+        specs += [(FIRST_TOKEN, f"{v} puts more attention on the first token than original", v,
                    "original", +1, "attn_first") for v in BIASED]  # fmt: skip
     for base, sign in CLAIM1_METRICS:
         if base not in present:
             continue
-        specs += [("5a", f"reordering effect: paraphrase alone changes {base} (control vs "
+        specs += [(REORDERING, f"reordering effect: paraphrase alone changes {base} (control vs "
                    "original)", "control", "original", None, base),
-                  ("5a", f"reordering effect: moving a non-key sentence alone changes {base} "
+                  (REORDERING, f"reordering effect: moving a non-key sentence alone changes {base} "
                    "(key_control vs original)", "key_control", "original", None, base)]  # fmt: skip
         word = "lower" if sign < 0 else "higher"
         for metric in _sets(base, present, metrics):
             for v in BIASED:
                 c = CONTROL_OF[v]
-                specs.append((_tag("5b", metric), f"position effect: {v} has {word} {metric} "
-                              f"than {c}", v, c, sign, metric))  # fmt: skip
+                specs.append((_tag(POSITION_EFFECT, metric), f"position effect: {v} has {word} "
+                              f"{metric} than {c}", v, c, sign, metric))  # fmt: skip
     return specs
 
 
@@ -254,7 +277,7 @@ def intervention_claims(contrasts: pd.DataFrame, runs: pd.DataFrame) -> list[Cla
         intervention = by_id.loc[row["run_id"], "intervention"]
         out.append(
             from_contrast(
-                str(by_id.loc[row["run_id"], "model"]), "5c",
+                str(by_id.loc[row["run_id"], "model"]), INTERVENTION,
                 f"{intervention} reduces homogenization (higher erank than unchanged)", row, +1,
                 comparison=f"{intervention} - none (original)",
             )
@@ -268,9 +291,9 @@ def assign_families(rows: list[Claim], primary: PrimaryConfig | None) -> None:
     exploratory."""
     for r in rows:
         if r.band == "layer0":
-            r.family = CONTROL
+            r.family = CONTROL_FAMILY
         elif primary is not None and primary.names(
-            r.metric.split("__", 1)[0], r.token_set, r.band, r.comparison
+            base_metric(r.metric), r.token_set, r.band, r.comparison
         ):
             r.family = PRIMARY
 
@@ -287,20 +310,19 @@ def family_verdicts(rows: list[Claim], alpha: float) -> None:
         for family, group in (
             (PRIMARY, ""),
             (EXPLORATORY, ""),
-            (EXPLORATORY, "4"),
-            (EXPLORATORY, "4r"),
+            *((EXPLORATORY, tag) for tag in OWN_HOLM),
         ):
             fam = [
                 r
                 for r in rows
                 if r.model == model
                 and r.family == family
-                and (r.claim if r.claim in ("4", "4r") else "") == group
+                and (r.claim if r.claim in OWN_HOLM else "") == group
             ]
             for r, p in zip(fam, holm([r.p_value for r in fam]), strict=True):
                 r.p_holm = float(p)
     for r in rows:
-        if r.family == CONTROL:
+        if r.family == CONTROL_FAMILY:
             r.p_holm = r.p_value
         if not r.verdict:
             r.verdict = row_verdict(r, r.sesoi, alpha)
@@ -365,7 +387,7 @@ def claims_table(
     # every row names its claimed sign, or that it is undirected by declaration
     frame["claimed"] = frame["sign"].map({1: "+", -1: "-"}).fillna("either")
     frame = frame.drop(columns=["sign", "null"])
-    order = {"1": 0, "2": 1, "3": 2, "4": 3, "5": 4}
+    order = {group: i for i, group in enumerate(GROUPS)}
     frame["_o"] = frame["claim"].str[0].map(order)
     return frame.sort_values(["model", "_o", "claim"], kind="stable").drop(columns="_o")
 

@@ -23,7 +23,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from homog.report.claims_rows import Claim, token_set_of, unit_of
+from homog.claims import PROGRESSION
+from homog.metrics.registry import difference_unit, token_set_of
+from homog.report.claims_rows import Claim
 from homog.stats.adjusted import raw_size
 from homog.stats.contrasts import band_of_layers
 from homog.stats.paired_tests import bootstrap_ci, paired_p, resample_counts
@@ -126,7 +128,7 @@ def metric_claims(
     where = band_place(middle, s_low, s_high)
     common = {
         "model": model,
-        "claim": "2",
+        "claim": PROGRESSION,
         "metric": metric,
         "n": int(d.size),
         "token_set": token_set_of(metric),
@@ -183,7 +185,7 @@ def _progressive_row(
         dz=float(size["effect"][0] / size["sd"][0]) if size["sd"][0] > 0 else math.nan,
         baseline_mean=float(wide[bands["early"]].mean(axis=1).mean()),
         pct_of_baseline=100 * float(d.mean()) / float(wide[bands["early"]].mean(axis=1).mean()),
-        unit=unit_of(metric),
+        unit=difference_unit(metric),
         p_value=float(paired_p(d[None, :], test=test, n_perm=n_perm, seed=seed)[0]),
         band="late - early",
         sign=-1,

@@ -1,29 +1,14 @@
-"""The claims table's row (``Claim``), its verdict rule and units (pure; see report/claims.py)."""
+"""The claims table's row (``Claim``), its verdict rule (pure; see report/claims.py)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-from homog.metrics.registry import METRICS
-from homog.stats.verdicts import EXPLORATORY
+from homog.claims import EXPLORATORY
 
 # the verdict rule and its words live in homog.stats.verdicts (the probe stage uses them too)
 NOT_SUPPORTED = "not supported"  # the verdict before issue 29 (now equivalent / inconclusive)
-
-UNITS = {m.name: m.unit for m in METRICS if m.unit}  # homog.metrics.registry
-
-
-def token_set_of(metric: str) -> str:
-    """The token set of a metric name: ``all`` or the suffix after ``__``."""
-    return metric.split("__", 1)[1] if "__" in metric else "all"
-
-
-def unit_of(metric: str) -> str:
-    """The unit of a metric's values (and of a difference of them)."""
-    base = metric.split("__", 1)[0]
-    unit = UNITS.get(base, base)
-    return unit if "__" not in metric else f"{unit}, {token_set_of(metric)} tokens"
 
 
 @dataclass

@@ -19,12 +19,13 @@ import math
 
 import pandas as pd
 
-from homog.report.claims_rows import Claim, token_set_of
+from homog.claims import CONTROL_FAMILY, EXPLORATORY, SEPARATION, SEPARATION_BEYOND
+from homog.metrics.registry import token_set_of
+from homog.report.claims_rows import Claim
 from homog.stats.reordering import DIFF
-from homog.stats.verdicts import CONTROL, EXPLORATORY
+from homog.variants import SEPARABLE
 
 AUC_SESOI = 0.05
-SEPARATION_VARIANTS = ("front", "end", "key_first", "key_last", "key_control")
 
 
 def _scope(row: pd.Series) -> tuple[str, str]:
@@ -43,7 +44,7 @@ def separation_claims(separability: pd.DataFrame, runs: pd.DataFrame) -> list[Cl
     unchanged = runs[runs["intervention"].fillna("none") == "none"].set_index("run_id")
     out: list[Claim] = []
     for _, row in separability.iterrows():
-        if row["run_id"] not in unchanged.index or row["variant_a"] not in SEPARATION_VARIANTS:
+        if row["run_id"] not in unchanged.index or row["variant_a"] not in SEPARABLE:
             continue
         scope, band = _scope(row)
         metric = str(row["metric"])
@@ -61,7 +62,7 @@ def separation_claims(separability: pd.DataFrame, runs: pd.DataFrame) -> list[Cl
         out.append(
             Claim(
                 model=str(unchanged.loc[row["run_id"], "model"]),
-                claim="4",
+                claim=SEPARATION,
                 statement=f"a classifier on {what} per-layer values tells "
                 f"{row['variant_a']} from {row['variant_b']}",
                 metric=metric,
@@ -89,7 +90,7 @@ def separation_claims(separability: pd.DataFrame, runs: pd.DataFrame) -> list[Cl
                 eq_ci_high=hi,
                 token_set=token_set_of(metric),
                 band=band,
-                family=CONTROL if band == "layer0" else EXPLORATORY,
+                family=CONTROL_FAMILY if band == "layer0" else EXPLORATORY,
                 sign=+1,
                 null=0.5,
             )
@@ -107,7 +108,7 @@ def _difference(row: pd.Series, model: str, what: str) -> Claim:
     d, lo, hi = float(row["auc"]), float(row["ci_low"]), float(row["ci_high"])
     return Claim(
         model=model,
-        claim="4r",
+        claim=SEPARATION_BEYOND,
         statement=f"a classifier on {what} per-layer values tells {row['variant_a']} from "
         "the original better than it tells key_control (a non-key sentence moved) from it",
         metric=str(row["metric"]),

@@ -14,8 +14,9 @@ from typing import Any
 
 import pandas as pd
 
+from homog.claims import SEPARATION, group_of
+from homog.metrics.registry import glossary_unit, token_set_of
 from homog.report.document import Section, Table, fmt
-from homog.report.glossary import token_set_of, unit_of
 
 NA = "n/a"
 VERDICT_ORDER = (
@@ -116,9 +117,9 @@ def row_unit(row: Any) -> str:
     unit = _get(row, "unit")
     if isinstance(unit, str) and unit:
         return unit
-    if str(row["claim"]).startswith("4"):
+    if group_of(str(row["claim"])) == SEPARATION:
         return "layers (count)"
-    return unit_of(str(row["metric"]))
+    return glossary_unit(str(row["metric"]))
 
 
 def verdict_text(row: Any) -> str:

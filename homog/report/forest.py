@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from homog.stats.verdicts import PRIMARY
+from homog.claims import PRIMARY
 
 XMAX = 10.0  # the forest plot's x range in SESOI units (CIs beyond it are cut, arrowed)
 VERDICT_COLOURS = {

@@ -12,20 +12,13 @@ from collections.abc import Iterable
 
 from homog.interventions import describe as describe_intervention
 from homog.metrics.registry import METRICS as METRIC_REGISTRY
+from homog.metrics.registry import TOKEN_SET_DESCRIPTIONS as TOKEN_SETS
+from homog.metrics.registry import base_metric, token_set_of
 from homog.report.document import Section, Table
 from homog.stats.verdicts import MIN_PAIRS
 from homog.variants import VARIANTS as REGISTRY
 
 VARIANTS = {v.name: v.definition for v in REGISTRY}  # homog.variants, in order
-TOKEN_SETS = {
-    "all": "the metric tokens (padding and tokenizer-added special tokens removed); plain "
-    "metric names such as erank.",
-    "no_sink": "all without the text's first metric token and without every token whose norm "
-    "exceeds extract.sink_norm_ratio (10) times the text's median token norm; stored as "
-    "metric__no_sink.",
-    "standardized": "all with every feature z-scored over the text's tokens (population std; "
-    "a constant feature becomes 0): removes rogue dimensions; stored as metric__standardized.",
-}
 # metric -> (definition, unit of a value and of a difference)
 METRICS = {m.name: (m.definition, m.glossary_unit) for m in METRIC_REGISTRY}
 BANDS_TEXT = (
@@ -65,21 +58,6 @@ VERDICTS = {
     "at layer 0, the position-free token embeddings, so part of it is the words, not their "
     "position.",
 }
-
-
-def base_metric(metric: str) -> str:
-    """``erank__no_sink`` -> ``erank``."""
-    return metric.split("__", 1)[0]
-
-
-def token_set_of(metric: str) -> str:
-    """``erank__no_sink`` -> ``no_sink``; a plain metric -> ``all``."""
-    return metric.split("__", 1)[1] if "__" in metric else "all"
-
-
-def unit_of(metric: str) -> str:
-    """The unit of a metric's values and differences (``n/a`` for an unknown metric)."""
-    return METRICS.get(base_metric(metric), ("", "n/a"))[1]
 
 
 def glossary_section(

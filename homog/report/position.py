@@ -178,8 +178,8 @@ def dose_table_section(sec: Section, con: Any, figdir: Path, alpha: float = 0.05
     within-text slopes as a table, and its figure (``homog.plot.dose_response_figure``) per
     metric where homog.plot has one."""
     import homog.plot as plot
+    from homog.metrics.registry import glossary_unit
     from homog.report.document import Table
-    from homog.report.glossary import unit_of
 
     frame = con.execute(DOSE_SQL).fetch_df()
     slopes = frame[frame["kind"].isin(["slope", "quadratic"])]
@@ -194,8 +194,8 @@ def dose_table_section(sec: Section, con: Any, figdir: Path, alpha: float = 0.05
     sesoi = slopes["sesoi"] if "sesoi" in slopes else pd.Series(math.nan, index=slopes.index)
     rows = [[r.model, r.metric, r.kind, r.band, float(r.value), float(r.ci_low),
              float(r.ci_high), float(s), float(r.p_holm), int(r.n), r.verdict,
-             f"{unit_of(r.metric)} per unit of position" + (" squared" if r.kind == "quadratic"
-                                                            else "")]
+             f"{glossary_unit(r.metric)} per unit of position"
+             + (" squared" if r.kind == "quadratic" else "")]
             for r, s in zip(slopes.itertuples(), sesoi, strict=True)]  # fmt: skip
     sec.tables.append(
         Table(["model", "metric", "kind", "band", "value", "CI low", "CI high", "SESOI",

@@ -20,7 +20,7 @@ import math
 
 import pandas as pd
 
-from homog.stats.verdicts import PRIMARY
+from homog.claims import PRIMARY
 
 KEYS = ("model", "claim", "comparison", "metric", "scope")
 UNDECIDED = ("inconclusive",)

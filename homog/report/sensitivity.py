@@ -13,9 +13,10 @@ import math
 
 import pandas as pd
 
+from homog.claims import PRIMARY
 from homog.report.document import Section, Table
 from homog.stats.margins import sesoi_at
-from homog.stats.verdicts import PRIMARY, judge
+from homog.stats.verdicts import judge
 
 BASES = ("sd", "depth")
 FACTORS = (0.05, 0.1, 0.2)

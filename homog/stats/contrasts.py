@@ -46,42 +46,11 @@ from homog.stats.contrast_rows import extra_columns
 from homog.stats.margins import Margin, margin_of
 from homog.stats.mixed import MIXED_COLUMNS, band_effects
 from homog.stats.paired_tests import bootstrap_ci, holm, paired_difference, paired_p
+from homog.variants import CONTRAST_PLAN
 
-# the derived variant of the U-shape: per text, layer and metric the mean of key_first's and
-# key_last's values (homog.variants.DERIVED_OF; homog.stats.combos.with_sides)
-KEY_ENDS = "key_ends"
-VARIANT_PAIRS: tuple[tuple[str, str], ...] = (
-    ("front", "original"),
-    ("end", "original"),
-    ("control", "original"),
-    ("front", "control"),
-    ("end", "control"),
-    # the token-preserving position family (issue 28): the key sentence first / middle / last,
-    # and key_control (another sentence moved as far) as the negative control of "moving a
-    # sentence"
-    ("key_first", "original"),
-    ("key_last", "original"),
-    ("key_control", "original"),
-    ("key_first", "key_last"),
-    ("key_first", "key_mid"),
-    ("key_mid", "key_last"),
-    ("key_first", "key_control"),
-    ("key_last", "key_control"),
-    # issue 38: key_mid against the original (homog compare's key_mid p), and the U-shape:
-    # key_ends (per text, the mean of key_first and key_last) against the middle
-    ("key_mid", "original"),
-    (KEY_ENDS, "key_mid"),
-    # like with like: what a place does to any sentence (the same-place control moved), and
-    # the key-specific effect, a difference of differences in which position alone cancels
-    # (the primary endpoints: homog.config.primary)
-    ("key_last", "key_mid"),
-    ("ctrl_first", "ctrl_mid"),
-    ("ctrl_last", "ctrl_mid"),
-    ("ctrl_ends", "ctrl_mid"),
-    ("key_first - key_mid", "ctrl_first - ctrl_mid"),
-    ("key_last - key_mid", "ctrl_last - ctrl_mid"),
-    ("key_ends - key_mid", "ctrl_ends - ctrl_mid"),
-)
+# the pairs contrasted: the registry's plan (a derived side such as KEY_ENDS is formed per text
+# by homog.stats.combos.with_sides)
+VARIANT_PAIRS = CONTRAST_PLAN
 BANDS = ("early", "middle", "late")
 # Layer 0 (the token embeddings: no position in RoPE models, so a difference there is lexical)
 # and layer L (the final-norm output) are rows of their own, outside the depth bands

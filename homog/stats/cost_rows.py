@@ -11,10 +11,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from homog.claims import EXPLORATORY, PRIMARY
 from homog.schema.stats_tables import INTERVENTION_COST
 from homog.stats.classifier import weighted_auc
 from homog.stats.paired_tests import bootstrap_ci, bootstrap_p, holm, paired_p, resample_counts
-from homog.stats.verdicts import EXPLORATORY, PRIMARY, verdict_of
+from homog.stats.verdicts import verdict_of
 
 COST_COLUMNS = [name for name, _ in INTERVENTION_COST]  # the table's (homog.schema)
 FAMILY = "homogenize"

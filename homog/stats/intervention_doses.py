@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import pandas as pd
 
+from homog.claims import EXPLORATORY, PRIMARY
 from homog.config import Params
 from homog.interventions import parse
 from homog.stats.contrasts import band_of_layers, pivot_metrics
@@ -41,7 +42,7 @@ from homog.stats.dose import within_slopes
 from homog.stats.dose_checks import check_lines, check_rows
 from homog.stats.margins import margin_of
 from homog.stats.paired_tests import bootstrap_ci, holm, paired_p
-from homog.stats.verdicts import EXPLORATORY, PRIMARY, verdict_of
+from homog.stats.verdicts import verdict_of
 
 COLUMNS = [
     "run_id",

@@ -58,9 +58,9 @@ def depth_change(table: pd.DataFrame | None, bands: dict[str, list[int]]) -> flo
 
 
 def _direction(metric: str) -> int | None:
-    from homog.metrics.registry import METRICS
+    from homog.metrics.registry import METRICS, base_metric
 
-    base = metric.split("__", 1)[0]
+    base = base_metric(metric)
     return next((m.direction for m in METRICS if m.name == base), None)
 
 

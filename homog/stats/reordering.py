@@ -29,10 +29,10 @@ import pandas as pd
 
 from homog.stats.classifier import REFERENCE, features_of, oof_scores, rank_auc, weighted_auc
 from homog.stats.paired_tests import bootstrap_p, resample_counts
+from homog.variants import KEY_CONTROL
 
 REPEATS = 10
-KEY_CONTROL = "key_control"
-DIFF, AUC = "auc - key_control", "auc"
+DIFF, AUC = f"auc - {KEY_CONTROL}", "auc"
 
 
 def repeated_folds(n: int, folds: int, repeats: int = REPEATS, seed: int = 0) -> list[list]:

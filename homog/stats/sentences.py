@@ -62,17 +62,16 @@ import pandas as pd
 from homog.schema.tables import TABLES
 from homog.stats.combos import combine, identical_samples, without
 from homog.stats.contrasts import band_of_layers
-from homog.variants import side_terms
+from homog.variants import CTRL_ENDS, CTRL_NAMED, KEY_CONTROL, KEY_ENDS, NAMED, side_terms
 
 SENTENCE_CONTRAST_COLUMNS = TABLES["sentence_contrasts"].names
 KEY, CONTROL, EFFECT = "key", "control", "key - control"
 CTRL, KEY_SPECIFIC = "ctrl", "key - ctrl"
 ROLES = {KEY: "is_key", CONTROL: "is_control", CTRL: "is_ctrl"}  # sentence_metrics' flags
 KEY_FAR = "key_far"
-KEY_ENDS = "key_ends"
-MOVES = ("key_first", "key_mid", "key_last")
-CTRL_MOVES = ("ctrl_first", "ctrl_mid", "ctrl_last")
-ENDS = {KEY: KEY_ENDS, CTRL: "ctrl_ends"}
+MOVES = tuple(NAMED.values())  # key_first, key_mid, key_last
+CTRL_MOVES = tuple(CTRL_NAMED.values())  # ctrl_first, ctrl_mid, ctrl_last
+ENDS = {KEY: KEY_ENDS, CTRL: CTRL_ENDS}
 
 
 def sentence_tables(frame: pd.DataFrame) -> dict[tuple[str, str, str], pd.DataFrame]:
@@ -93,16 +92,16 @@ def far_side(frame: pd.DataFrame) -> pd.Series:
     """sample_id -> 'key_first' or 'key_last': the family member that moves the key sentence
     the way key_control moved its control sentence (towards the start: key_first)."""
     ctrl = frame[
-        frame["is_control"].astype(bool) & frame["variant"].isin(["original", "key_control"])
+        frame["is_control"].astype(bool) & frame["variant"].isin(["original", KEY_CONTROL])
     ]
     at = ctrl.drop_duplicates(["variant", "sample_id"]).pivot(
         index="sample_id", columns="variant", values="sent_index"
     )
-    if not {"original", "key_control"} <= set(at.columns):
+    if not {"original", KEY_CONTROL} <= set(at.columns):
         return pd.Series(dtype=object)
     at = at.dropna()
     return pd.Series(
-        np.where(at["key_control"] < at["original"], "key_first", "key_last"), index=at.index
+        np.where(at[KEY_CONTROL] < at["original"], "key_first", "key_last"), index=at.index
     )
 
 
@@ -166,10 +165,10 @@ def contrast_sides(
         a, b = first.align(last, join="inner")
         ends = {(KEY, "key_first"): 0.5, (KEY, "key_last"): 0.5, (KEY, "key_mid"): -1}
         out.append((KEY, KEY_ENDS, "key_mid", (a + b) / 2.0, mid, ends))
-    c_orig, c_moved = t(CONTROL, "original"), t(CONTROL, "key_control")
+    c_orig, c_moved = t(CONTROL, "original"), t(CONTROL, KEY_CONTROL)
     if c_orig is not None and c_moved is not None:
-        moved = {(CONTROL, "key_control"): 1, (CONTROL, "original"): -1}
-        out.append((CONTROL, "key_control", "original", c_moved, c_orig, moved))
+        moved = {(CONTROL, KEY_CONTROL): 1, (CONTROL, "original"): -1}
+        out.append((CONTROL, KEY_CONTROL, "original", c_moved, c_orig, moved))
         if first is not None and last is not None and len(far):
             k_far = pd.concat(
                 [

@@ -49,8 +49,9 @@ from homog.stats.reordering import (
     split_rows,
     summary,
 )
+from homog.variants import SEPARABLE
 
-SEP_VARIANTS = ("front", "end", "key_first", "key_last", "key_control")
+SEP_VARIANTS = SEPARABLE
 SEP_METRICS = ("erank", "mev", "resultant_length", "attn_first")
 PROFILE = "profile"
 SCOPES = ("layers", "layer0")

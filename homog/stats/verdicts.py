@@ -43,10 +43,6 @@ MATTERS = (SUPPORTED, REVERSED)
 # below this many paired texts a bootstrap CI is the span of a handful of values and a
 # sign-flip p has few distinct values: no verdict is read (n = 2 gave a CI [12, 12])
 MIN_PAIRS = 10
-# the families of docs/statistics.md: the pre-registered endpoints (stats.primary), every other
-# claim row, and the negative controls (layer 0: in no Holm family)
-PRIMARY, EXPLORATORY, CONTROL = "primary", "exploratory", "control"
-FAMILIES = (PRIMARY, EXPLORATORY, CONTROL)
 
 
 def has_margin(sesoi: float) -> bool:

@@ -45,7 +45,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from homog.text.sentences import LEAD
-from homog.variants import CONTROL, CTRL_NAMED, variant_name
+from homog.variants import CTRL_NAMED, KEY_CONTROL, variant_name
 
 MIN_SENTENCES = 3
 # key_control's cost: a token of length difference weighs a quarter of a token of shift (on
@@ -185,7 +185,7 @@ def family_orders(lengths: Sequence[float], key: int, positions: Sequence[float]
     if control is None:
         return Family(key, orders, None)
     j, dst = control
-    orders[CONTROL] = move(n, j, dst)
+    orders[KEY_CONTROL] = move(n, j, dst)
     ctrl = choose_ctrl(lengths, key)
     for p in positions:
         if ctrl is not None and float(p) in CTRL_NAMED:

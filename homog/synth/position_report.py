@@ -50,7 +50,7 @@ import numpy as np
 import pandas as pd
 
 from homog.text.sentences import LEAD
-from homog.variants import CONTROL, CTRL_NAMED, variant_name
+from homog.variants import CTRL_NAMED, KEY_CONTROL, variant_name
 
 
 def _r(x: float) -> float | None:
@@ -126,7 +126,7 @@ def family_measures(records: pd.DataFrame, positions: Sequence[float]) -> dict[s
         {v: (r[r["variant"] == v]["share"] - orig["share"]).abs() for v in names}, axis=1
     )
     largest = shifts.max(axis=1)
-    ctrl = (r[r["variant"] == CONTROL]["moved"] - orig["moved"]).abs().reindex(largest.index)
+    ctrl = (r[r["variant"] == KEY_CONTROL]["moved"] - orig["moved"]).abs().reindex(largest.index)
     lo, hi = variant_name(min(positions)), variant_name(max(positions))
     travel = r[r["variant"] == hi]["share"] - r[r["variant"] == lo]["share"]
     valid = largest > 0

@@ -21,13 +21,14 @@ from textual.widgets.selection_list import Selection
 from textual.worker import Worker
 
 from homog.cli.options import short_ids
+from homog.metrics.registry import TOKEN_SETS
 from tui import series as S
 from tui.components.curve_plot import CurvePlot
 from tui.components.curve_table import CurveTable
 from tui.components.legend import Legend
 from tui.components.ticks import TickBox, TickList
 from tui.core import ALPHA, Catalog, Row
-from tui.curves import TOKEN_SETS, fetch_curves, split_token_set, with_token_set
+from tui.curves import fetch_curves, split_token_set, with_token_set
 from tui.messages import CurveKey, CurvesLoaded, QueryFailed
 from tui.screens.base import HomogScreen
 
