@@ -175,8 +175,19 @@ def massive_frame(
     agg["share"] = agg["n_texts"] / n
     agg["sign"] = np.sign(agg.pop("mean_value")).astype(np.int32)
     agg.insert(0, "variant", variant)
-    cols = ["variant", "layer", "rank", "position", "feature", "token_id", "n_texts", "share",
-            "mean_abs", "max_abs", "sign"]  # fmt: skip
+    cols = [
+        "variant",
+        "layer",
+        "rank",
+        "position",
+        "feature",
+        "token_id",
+        "n_texts",
+        "share",
+        "mean_abs",
+        "max_abs",
+        "sign",
+    ]
     return agg[cols].rename(columns={"n_texts": "n"}).reset_index(drop=True)
 
 

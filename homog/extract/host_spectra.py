@@ -71,9 +71,11 @@ class HostSpectra:
         # the host thread pools its LAPACK calls over as many threads as the caller's torch
         threads = torch.get_num_threads()
         self.pool = ThreadPoolExecutor(
-            1, thread_name_prefix="homog-host-spectra", initializer=torch.set_num_threads,
+            1,
+            thread_name_prefix="homog-host-spectra",
+            initializer=torch.set_num_threads,
             initargs=(threads,),
-        )  # fmt: skip
+        )
         self._waiting = 0  # bytes of host copies not yet solved
         self._cond = threading.Condition()
         self._streams: dict[torch.device, Any] = {}

@@ -21,8 +21,19 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-SUBMODULES = ("spectra", "sets", "pending", "massive", "eigensolver", "eigensolver_gpu",
-              "attention", "attn_blockwise", "curvature", "registry", "calibrate")  # fmt: skip
+SUBMODULES = (
+    "spectra",
+    "sets",
+    "pending",
+    "massive",
+    "eigensolver",
+    "eigensolver_gpu",
+    "attention",
+    "attn_blockwise",
+    "curvature",
+    "registry",
+    "calibrate",
+)
 
 
 def __getattr__(name: str) -> Any:

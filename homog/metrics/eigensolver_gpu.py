@@ -55,15 +55,40 @@ class _Nvmath:
 
     def buffer_size(self, handle: int, params: int, n: int, a: int, w: int, m: int):
         return self.dn.xsyev_batched_buffer_size(
-            handle, params, EIG_MODE_NOVECTOR, FILL_MODE_LOWER, n, CUDA_R_64F, a, n,
-            CUDA_R_64F, w, CUDA_R_64F, m,
-        )  # fmt: skip
+            handle,
+            params,
+            EIG_MODE_NOVECTOR,
+            FILL_MODE_LOWER,
+            n,
+            CUDA_R_64F,
+            a,
+            n,
+            CUDA_R_64F,
+            w,
+            CUDA_R_64F,
+            m,
+        )
 
     def solve(self, handle, params, n, a, w, dbuf, dbytes, hbuf, hbytes, info, m) -> None:
         self.dn.xsyev_batched(
-            handle, params, EIG_MODE_NOVECTOR, FILL_MODE_LOWER, n, CUDA_R_64F, a, n,
-            CUDA_R_64F, w, CUDA_R_64F, dbuf, dbytes, hbuf, hbytes, info, m,
-        )  # fmt: skip
+            handle,
+            params,
+            EIG_MODE_NOVECTOR,
+            FILL_MODE_LOWER,
+            n,
+            CUDA_R_64F,
+            a,
+            n,
+            CUDA_R_64F,
+            w,
+            CUDA_R_64F,
+            dbuf,
+            dbytes,
+            hbuf,
+            hbytes,
+            info,
+            m,
+        )
 
 
 def _loaded_cusolver() -> str:
@@ -121,17 +146,44 @@ class _Ctypes:
     def buffer_size(self, handle: int, params: int, n: int, a: int, w: int, m: int):
         dev, host = ctypes.c_size_t(), ctypes.c_size_t()
         status = self.size_fn(
-            handle, params, EIG_MODE_NOVECTOR, FILL_MODE_LOWER, n, CUDA_R_64F, a, n,
-            CUDA_R_64F, w, CUDA_R_64F, ctypes.byref(dev), ctypes.byref(host), m,
-        )  # fmt: skip
+            handle,
+            params,
+            EIG_MODE_NOVECTOR,
+            FILL_MODE_LOWER,
+            n,
+            CUDA_R_64F,
+            a,
+            n,
+            CUDA_R_64F,
+            w,
+            CUDA_R_64F,
+            ctypes.byref(dev),
+            ctypes.byref(host),
+            m,
+        )
         self._check(status, f"{FUNCTION}_bufferSize")
         return dev.value, host.value
 
     def solve(self, handle, params, n, a, w, dbuf, dbytes, hbuf, hbytes, info, m) -> None:
         status = self.solve_fn(
-            handle, params, EIG_MODE_NOVECTOR, FILL_MODE_LOWER, n, CUDA_R_64F, a, n,
-            CUDA_R_64F, w, CUDA_R_64F, dbuf, dbytes, hbuf or None, hbytes, info, m,
-        )  # fmt: skip
+            handle,
+            params,
+            EIG_MODE_NOVECTOR,
+            FILL_MODE_LOWER,
+            n,
+            CUDA_R_64F,
+            a,
+            n,
+            CUDA_R_64F,
+            w,
+            CUDA_R_64F,
+            dbuf,
+            dbytes,
+            hbuf or None,
+            hbytes,
+            info,
+            m,
+        )
         self._check(status, FUNCTION)
 
 
@@ -213,9 +265,18 @@ def _solve(binding: Any, flat: Tensor) -> tuple[Tensor, Tensor]:
     dbuf = torch.empty(max(int(dbytes), 1), dtype=torch.uint8, device=dev)
     hbuf = ctypes.create_string_buffer(max(int(hbytes), 1))
     binding.solve(
-        handle, params, n, a_ptr, w_ptr, dbuf.data_ptr(), int(dbytes),
-        ctypes.addressof(hbuf), int(hbytes), info.data_ptr(), m,
-    )  # fmt: skip
+        handle,
+        params,
+        n,
+        a_ptr,
+        w_ptr,
+        dbuf.data_ptr(),
+        int(dbytes),
+        ctypes.addressof(hbuf),
+        int(hbytes),
+        info.data_ptr(),
+        m,
+    )
     if hbytes:  # host workspace in use: the call may still read it after returning
         torch.cuda.current_stream(dev).synchronize()
     return w, info

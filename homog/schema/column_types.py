@@ -1,4 +1,4 @@
-"""Column types of a database checked against the store's schema (issue 39 item 13).
+"""Column types of a database checked against the store's schema.
 
 ``schema_problems`` (homog.schema.tables) names a table that lacks columns; this module names a
 column whose type readers cannot compute on: a ``layer_metrics.value`` stored as VARCHAR gave
@@ -15,16 +15,35 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-_INTEGERS = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
-             "UINTEGER", "UBIGINT", "UHUGEINT"}  # fmt: skip
+_INTEGERS = {
+    "TINYINT",
+    "SMALLINT",
+    "INTEGER",
+    "BIGINT",
+    "HUGEINT",
+    "UTINYINT",
+    "USMALLINT",
+    "UINTEGER",
+    "UBIGINT",
+    "UHUGEINT",
+}
 _NUMBERS = _INTEGERS | {"FLOAT", "DOUBLE", "DECIMAL"}
 FAMILIES: dict[str, tuple[str, set[str]]] = {
     "INTEGER": ("a number", _NUMBERS),
     "DOUBLE": ("a number", _NUMBERS),
     "VARCHAR": ("text", {"VARCHAR"}),
-    "TIMESTAMP": ("a timestamp", {"TIMESTAMP", "TIMESTAMP WITH TIME ZONE", "TIMESTAMP_NS",
-                                  "TIMESTAMP_MS", "TIMESTAMP_S", "DATE"}),
-}  # fmt: skip
+    "TIMESTAMP": (
+        "a timestamp",
+        {
+            "TIMESTAMP",
+            "TIMESTAMP WITH TIME ZONE",
+            "TIMESTAMP_NS",
+            "TIMESTAMP_MS",
+            "TIMESTAMP_S",
+            "DATE",
+        },
+    ),
+}
 
 
 def _base(data_type: str) -> str:

@@ -19,7 +19,7 @@ Additive extensions (documented in the README):
   the unchanged run's id, ``variant_a = variant_b`` and ``mean_diff`` is intervention minus
   unchanged. ``n`` is the number of paired texts.
 - ``contrasts`` also carries the length adjustment, size, equivalence, layer-0 and mixed-model
-  columns of issue 29 (``n_tokens_diff`` .. ``mm_p_value``; homog/stats/contrast_rows.py and
+  columns (``n_tokens_diff`` .. ``mm_p_value``; homog/stats/contrast_rows.py and
   docs/statistics.md define each); ``band`` also takes ``'layer0'`` (the embeddings) and
   ``'final'`` (the final-norm output), which the depth bands leave out.
 - ``dose_response(run_id, metric, band, kind, variant, key_position, value, ci_low, ci_high,
@@ -33,7 +33,7 @@ Additive extensions (documented in the README):
   margin, correct, n_prompt_tokens, truncated)``: the probe stage (homog/probe,
   docs/probe.md), keyed by model.
 - ``sentence_metrics`` and ``sentence_contrasts``: every position-family sentence per layer
-  and the key sentence's paired contrasts (issue 40; homog/schema/sentences.py).
+  and the key sentence's paired contrasts (homog/schema/sentences.py).
 - ``homog_meta(key, value)``: ``schema_version``.
 - ``layer_summary`` is a table that ``load`` materialises (same name, columns and types as the
   view that older databases hold; readers use it either way; homog/schema/summary.py).
@@ -213,14 +213,14 @@ TABLES: dict[str, Table] = {
             scope="run",
             order_by=("run_id", "metric", "variant", "sample_id", "sentence", "layer"),
             required=("run_id", "variant", "sample_id", "sentence", "layer", "metric", "value"),
-        ),  # fmt: skip
+        ),
         Table(
             "sentence_contrasts",
             SENTENCE_CONTRASTS,
             scope="run",
             order_by=("run_id", "metric", "sentence", "variant_a", "band", "layer"),
             required=("run_id", "sentence", "variant_a", "variant_b", "metric", "mean_diff"),
-        ),  # fmt: skip
+        ),
         Table("separability", SEPARABILITY, "run", ("run_id", "metric", "scope", "variant_a")),
         Table(
             "intervention_doses",
