@@ -1,6 +1,6 @@
 """What homog may replace: its own outputs, marked, and nothing of the user's without --force.
 
-Issue 39 (docs/guarantees.md, "Output paths"): a command never deletes or overwrites a file
+The rule (docs/guarantees.md, "Output paths"): a command never deletes or overwrites a file
 or folder that homog did not write, unless the user passes ``--force``.
 
 - A folder homog replaces as a whole (the report's figures folder, ``<page>_files``) carries

@@ -50,7 +50,7 @@ DTYPES = ("float32", "bfloat16", "float16")
 INTERVENTIONS: tuple[str, ...] = PLAIN
 ENGINES: tuple[str, ...] = ("local", "ray")
 REPHRASERS: tuple[str, ...] = ("parse", "rule", "llm")
-# issue 39: below this the metrics stop meaning anything (ExtractConfig.__post_init__)
+# below this the metrics stop meaning anything (ExtractConfig.__post_init__)
 MIN_TOKENS = 8
 
 # ---------------------------------------------------------------------------------------------
@@ -123,7 +123,7 @@ class ExtractConfig:
     dose_texts: int | None = None
     attention: bool = True  # attention statistics per head (and sink_rate, attn_massive)
     # how they are computed: blockwise from each layer's q and k with an SDPA forward pass, or
-    # from eager attention's (heads x n x n) weights; equal results (issue 15)
+    # from eager attention's (heads x n x n) weights; equal results
     attention_impl: Literal["blockwise", "eager"] = "blockwise"
     # query rows per block of the blockwise path; auto: 32 on a CPU (cache-sized blocks ran
     # 2-3x faster there), 256 on a GPU (fewer kernel launches). Memory: heads x block x n.
@@ -133,7 +133,8 @@ class ExtractConfig:
     sample_tokens: int = 100  # token vectors kept per (variant, layer) for MAUVE
     pooled_texts: int = 32  # texts per variant whose pooled-mean vectors are kept
     shard_texts: int = 64  # texts per resumable shard
-    # token sets besides `all` whose metrics are stored as <metric>__<set> (issue 13)
+    # token sets besides `all` whose metrics are stored as <metric>__<set> (one loud token can
+    # fake collapse in `all`)
     token_sets: tuple[Literal["no_sink", "standardized"], ...] = ("no_sink", "standardized")
     # the peers' metrics (prompt_entropy, curvature, twonn_id), massive activations (act_*),
     # sink_rate and attn_massive; false gives the metrics of homog 0.x only
@@ -301,7 +302,7 @@ def parse_params(data: Mapping[str, Any], where: str = "params.yaml") -> Params:
         raise HomogError(
             f"{where} has unknown top-level key(s) {', '.join(unknown)}; valid: {', '.join(known)}"
         )
-    if "models" in data and not data["models"]:  # issue 39: `homog load` would drop every run
+    if "models" in data and not data["models"]:  # `homog load` would drop every run
         raise HomogError(
             f"{where}: 'models:' is empty; name at least one model (key: source, e.g. "
             "'models: {smollm2-135m: embedded:smollm2-135m}')"

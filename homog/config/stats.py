@@ -119,7 +119,7 @@ def _check_pins(pins: Any) -> None:
 
 
 def _check_draws(st: StatsConfig) -> None:
-    """Issue 39: n_boot and n_perm between what a CI at ``ci`` and a p at ``alpha`` need
+    """n_boot and n_perm between what a CI at ``ci`` and a p at ``alpha`` need
     and what memory allows (docs/guarantees.md)."""
     least = math.ceil(round(2 / (1 - st.ci), 6))  # one draw beyond each end of the CI
     _check(

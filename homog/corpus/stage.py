@@ -176,7 +176,7 @@ def _clean(df: pd.DataFrame, report: CorpusReport, fits: Any) -> pd.DataFrame:
         cut = pd.Series(cut_texts(df["text"].tolist(), fits), index=df.index, dtype=object)
         report.no_fit = int(cut.isna().sum())
         df = df[cut.notna()].assign(text=cut[cut.notna()])
-    df["uncut_words"] = uncut.reindex(df.index)  # not a frame left empty by the cut (issue 39)
+    df["uncut_words"] = uncut.reindex(df.index)  # not a frame left empty by the cut
     return df
 
 
@@ -273,7 +273,7 @@ def _widen(report: CorpusReport) -> str:
 
 
 def _check_owned(out: Path, force: bool) -> None:
-    """Issue 39: the corpus and its ``.report.json`` replace only homog's files (or --force)."""
+    """The corpus and its ``.report.json`` replace only homog's files (or --force)."""
     check_owned_file(out, force=force, what="corpus")
     side = out.with_suffix(".report.json")
     try:

@@ -1,6 +1,6 @@
 """Per-sentence measures: the position family's sentences followed through the layers.
 
-Whole-text spectra average a local effect away (issue 40): the position family moves one
+Whole-text spectra average a local effect away: the position family moves one
 sentence and keeps every token, so each sentence can be measured where it stands in each
 variant. This module holds both halves:
 
@@ -252,7 +252,7 @@ def attach_sentences(tokenizer: Any, df: Any, encoded: Sequence[Any]) -> dict[st
 
     Returns the counts for run.json (``sentences``: spans given, ``kept``, and each reason of
     ``LEFT_OUT``), or None when ``df`` has no spans (a texts table without the family, or
-    from synth before issue 40). Needs a fast tokenizer (offsets): a slow one raises
+    from a synth that wrote no spans). Needs a fast tokenizer (offsets): a slow one raises
     HomogError with what to do.
     """
     from homog.errors import HomogError

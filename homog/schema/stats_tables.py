@@ -2,7 +2,7 @@
 TABLES). Public contracts like every table: extended, never renamed.
 
 - ``contrasts``: paired contrasts per layer and depth band, with the length adjustment, size,
-  equivalence, layer-0 and mixed-model columns of issue 29 (homog/stats/contrast_rows.py,
+  equivalence, layer-0 and mixed-model columns (homog/stats/contrast_rows.py,
   homog/stats/mixed.py; docs/statistics.md).
 - ``dose_response``: the position family's slopes on the key sentence's position and the
   per-variant points (homog/stats/dose.py).
@@ -19,7 +19,8 @@ V = "VARCHAR"
 I = "INTEGER"  # noqa: E741 - a type name, not a loop variable
 D = "DOUBLE"
 
-# issue 38 (homog/stats/contrast_rows.py, homog/stats/dose.py, homog/stats/separability.py;
+# the equivalence columns of the contrasts, dose and separability tables
+# (homog/stats/contrast_rows.py, homog/stats/dose.py, homog/stats/separability.py;
 # docs/database.md)
 EQUIVALENCE = (("sesoi_basis", V), ("eq_ci_low", D), ("eq_ci_high", D))
 SEPARABILITY = (

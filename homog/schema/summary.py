@@ -84,7 +84,7 @@ def materialize_layer_summary(con: duckdb.DuckDBPyConnection) -> int:
     Input: a writable connection whose ``layer_metrics`` and ``runs`` are complete (the load
     calls this last). A ``layer_summary`` view (an older database) is replaced by the table;
     an existing table is emptied and refilled. With a ``sentence_metrics`` table the key
-    sentence's ``sent_*`` rows are summarised too (issue 40: curves for compare and the TUI).
+    sentence's ``sent_*`` rows are summarised too (the curves of compare and the TUI).
     """
     if summary_kind(con) == "view":
         con.execute("DROP VIEW layer_summary")

@@ -243,13 +243,13 @@ def dropped_reviews(
     selected: dict[Any, tuple[str, str]], over_budget: Any, family: Any = None, kept: Any = None
 ) -> list[dict[str, str]]:
     """Every review synth dropped, one entry each (sample_id, stage, reason, detail), sorted
-    by sample_id (pure; issue 39: the counts alone named no review). ``selected``: ``select``'s
+    by sample_id (pure; the counts alone would name no review). ``selected``: ``select``'s
     reasons; ``over_budget``: sample_ids whose original does not fit the token budget;
     ``family``: the position family's build (its ``reasons``), or None. A review dropped at
     several stages is listed at the first. ``kept`` (a boolean Series by sample_id, or None):
     the reviews still in the texts table; each entry's ``kept_in`` says which variants a
     review dropped by one stage keeps (``position_family``: the paper's rewrites failed but
-    the family holds it, issue 40; ``paper_variants``: the reverse; ``none``)."""
+    the family holds it; ``paper_variants``: the reverse; ``none``)."""
     out: dict[str, dict[str, str]] = {}
     for sid, (reason, detail) in selected.items():
         out[str(sid)] = {"stage": "select", "reason": reason, "detail": detail}

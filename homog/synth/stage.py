@@ -248,7 +248,7 @@ def kept_counts(
     report["bertscore_identical"] = scorer_after[1] - scorer_before[1]
     report["reverted"] = reverts
     # texts_kept: every review in the texts table; the paper's variants cover texts_kept_paper
-    # of them, the position family texts_kept_family (issue 40: it no longer needs a rewrite)
+    # of them, the position family texts_kept_family (it needs no rewrite)
     report["texts_kept_paper"] = report["texts_kept"]
     report["texts_kept"] = int(keep.sum())
     if family is not None:
