@@ -39,33 +39,40 @@ class ClaimTag:
         return self.tag[0]
 
 
-# the tags, named once for the code that builds and reads the rows
-BIASED_VS_ORIGINAL, U_SHAPE_TAG, KEY_SPECIFIC_TAG = "1", "1u", "1k"
-PROGRESSION, FIRST_TOKEN = "2", "3"
-SEPARATION, SEPARATION_BEYOND = "4", "4r"
-REORDERING, POSITION_EFFECT, INTERVENTION = "5a", "5b", "5c"
+class Tag:
+    """The tags, named once for the code that builds and reads the rows."""
+
+    BIASED_VS_ORIGINAL, U_SHAPE, KEY_SPECIFIC = "1", "1u", "1k"
+    PROGRESSION, FIRST_TOKEN = "2", "3"
+    SEPARATION, SEPARATION_BEYOND = "4", "4r"
+    REORDERING, POSITION_EFFECT, INTERVENTION = "5a", "5b", "5c"
+
 
 CLAIMS: tuple[ClaimTag, ...] = (
-    ClaimTag(BIASED_VS_ORIGINAL, "do the biased texts homogenize more than the original?"),
-    ClaimTag(U_SHAPE_TAG, "does the key sentence homogenize more at the edges than in the middle?"),
-    ClaimTag(KEY_SPECIFIC_TAG, "does a place do more to the key sentence than to another one?"),
-    ClaimTag(PROGRESSION, "is homogenization progressive over depth?", sign=-1),
-    ClaimTag(FIRST_TOKEN, "do the biased texts put more attention on the first token?", sign=+1),
+    ClaimTag(Tag.BIASED_VS_ORIGINAL, "do the biased texts homogenize more than the original?"),
+    ClaimTag(Tag.U_SHAPE, "does the key sentence homogenize more at the edges than in the middle?"),
+    ClaimTag(Tag.KEY_SPECIFIC, "does a place do more to the key sentence than to another one?"),
+    ClaimTag(Tag.PROGRESSION, "is homogenization progressive over depth?", sign=-1),
     ClaimTag(
-        SEPARATION,
+        Tag.FIRST_TOKEN, "do the biased texts put more attention on the first token?", sign=+1
+    ),
+    ClaimTag(
+        Tag.SEPARATION,
         "does a classifier tell the original from a variant?",
         own_holm=True,
         sign=+1,
     ),
     ClaimTag(
-        SEPARATION_BEYOND,
+        Tag.SEPARATION_BEYOND,
         "does it, beyond what reordering alone gives?",
         own_holm=True,
         sign=+1,
     ),
-    ClaimTag(REORDERING, "does reordering alone change the metrics?", sign=0),
-    ClaimTag(POSITION_EFFECT, "does position change them beyond rewriting or reordering?"),
-    ClaimTag(INTERVENTION, "does removing the positional signal reduce homogenization?", sign=+1),
+    ClaimTag(Tag.REORDERING, "does reordering alone change the metrics?", sign=0),
+    ClaimTag(Tag.POSITION_EFFECT, "does position change them beyond rewriting or reordering?"),
+    ClaimTag(
+        Tag.INTERVENTION, "does removing the positional signal reduce homogenization?", sign=+1
+    ),
 )
 BY_TAG = {c.tag: c for c in CLAIMS}
 GROUPS = tuple(dict.fromkeys(c.group for c in CLAIMS))  # "1" .. "5", in order

@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 
 from homog import interrupts
 from homog.errors import HomogError
+from homog.layout import writable_dir
 
 __all__ = [
     "HomogError",
@@ -174,8 +175,6 @@ def probe_dir(directory: str | os.PathLike[str], what: str = "output") -> Path:
     """Check, before any work, that files can be made in ``directory`` without leaving it
     behind: the folders it creates for the check are removed again. HomogError (from
     :func:`homog.layout.writable_dir`) names the file in the way or the unwritable place."""
-    from homog.layout import writable_dir
-
     d = Path(directory)
     missing = next((p for p in (d, *d.parents) if p.parent.exists() and not p.exists()), None)
     if missing is not None and missing.is_symlink():

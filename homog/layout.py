@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from homog.config import read_yaml
 from homog.errors import HomogError
 
 DEFAULT_DB = Path("data/homog.duckdb")
@@ -149,8 +150,6 @@ def default_db(params_path: str | os.PathLike[str] = "params.yaml") -> Path:
     Only that one key is read, and a missing or unreadable params file falls back to
     DEFAULT_DB: a viewer must still open when params.yaml is broken or absent.
     """
-    from homog.config import read_yaml
-
     try:
         db = read_yaml(params_path).get("db")
     except HomogError:

@@ -35,6 +35,7 @@ from homog.config import MauveConfig, Params, as_params
 from homog.interventions import parse
 from homog.io import READ_ERRORS, HomogError, atomic_path, unreadable
 from homog.layout import Layout, find_runs
+from homog.progress import progress
 
 __all__ = ["MauveConfig", "consecutive_layer_mauve", "mauve_stage"]
 
@@ -279,8 +280,6 @@ def mauve_stage(
     interventions without a dose (``homog.interventions``). Rows: run_id,
     variant, layer, mauve, path. Raises HomogError for an unknown model key or missing inputs.
     """
-    from homog.progress import progress
-
     params = as_params(params)
     if model not in params.models:
         raise HomogError(f"unknown model {model!r}; valid: {', '.join(params.models)}")

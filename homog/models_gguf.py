@@ -15,6 +15,7 @@ from typing import Any
 
 from homog.errors import HomogError
 from homog.io import atomic_path
+from homog.progress import quiet_gguf_bars
 
 EMBEDDED: dict[str, dict[str, str]] = {
     # package: the distribution that ships the GGUF (its version keys the cache);
@@ -82,8 +83,6 @@ def embedded_dir(name: str) -> Path:
         return target
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from homog.progress import quiet_gguf_bars
 
     gguf = _embedded_gguf(name)
     with quiet_gguf_bars() as quiet:  # off a terminal: no bars, one plain line

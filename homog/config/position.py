@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from homog.validate import ParamsValueError
+from homog.variants import variant_name
+
 
 @dataclass(frozen=True)
 class PositionConfig:
@@ -18,8 +21,6 @@ class PositionConfig:
     positions: tuple[float, ...] = (0.0, 0.5, 1.0)
 
     def __post_init__(self) -> None:
-        from homog.variants import variant_name
-
         bad = [p for p in self.positions if not 0 <= p <= 1]
         names = [variant_name(p) for p in self.positions]
         # 0.004 -> key_p0, 0.996 -> key_p100: a name that reads as the edge or the middle
@@ -39,6 +40,4 @@ class PositionConfig:
             else None
         )
         if problem:
-            from homog.validate import ParamsValueError
-
             raise ParamsValueError(f"synth.position.positions {problem}")

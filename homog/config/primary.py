@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from homog.validate import ParamsValueError
 from homog.variants import KEY_FIRST_SPECIFIC, KEY_SPECIFIC, contrast_name, parse_contrast
 
 PRIMARY_SCOPES = ("early", "middle", "late", "final")
@@ -31,8 +32,6 @@ class PrimaryConfig:
     contrasts: tuple[str, ...] = KEY_SPECIFIC
 
     def __post_init__(self) -> None:
-        from homog.validate import ParamsValueError
-
         for key in ("metrics", "token_sets", "scopes", "contrasts"):
             if not getattr(self, key):
                 raise ParamsValueError(f"stats.primary.{key} must name at least one entry")

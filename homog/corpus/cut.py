@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from homog.text.sentences import LEAD, split_sentences
+from homog.text.tokens import model_tokenizers, token_budgets, token_counts
 
 # texts -> whether each fits every model's budget
 FitCheck = Callable[[Sequence[str]], list[bool]]
@@ -50,7 +51,6 @@ def cut_texts(texts: Sequence[str], fits: FitCheck) -> list[str | None]:
 
 def budget_check(tokenizers: dict[str, Any], budgets: dict[str, int]) -> FitCheck:
     """A ``FitCheck``: every model's token count (special tokens included) <= its budget."""
-    from homog.text.tokens import token_counts
 
     def fits(texts: Sequence[str]) -> list[bool]:
         ok = [True] * len(texts)
@@ -64,7 +64,5 @@ def budget_check(tokenizers: dict[str, Any], budgets: dict[str, int]) -> FitChec
 
 def params_check(params: Any) -> tuple[FitCheck, dict[str, int]]:
     """(``budget_check`` for every model of ``params.models``, model key -> budget)."""
-    from homog.text.tokens import model_tokenizers, token_budgets
-
     budgets = token_budgets(params)
     return budget_check(model_tokenizers(params), budgets), budgets

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from homog.config import CorpusConfig, Params, as_params
+from homog.corpus.cut import cut_texts, params_check
 from homog.corpus.sources import dataset_name, load_source
 from homog.errors import HomogError
 from homog.io import atomic_path, check_target, content_hash, write_json
@@ -171,8 +172,6 @@ def _clean(df: pd.DataFrame, report: CorpusReport, fits: Any) -> pd.DataFrame:
     report.duplicates = before - len(df)
     uncut = df["text"].map(word_count)
     if fits is not None:
-        from homog.corpus.cut import cut_texts
-
         cut = pd.Series(cut_texts(df["text"].tolist(), fits), index=df.index, dtype=object)
         report.no_fit = int(cut.isna().sum())
         df = df[cut.notna()].assign(text=cut[cut.notna()])
@@ -309,7 +308,6 @@ def build_corpus(
     _check_owned(out, force)
     writable_dir(out.parent, what="corpus")
     raw = load_source(cfg.source, split=cfg.split, root=root)
-    from homog.corpus.cut import params_check
 
     fits, budgets = params_check(params)
     corpus, report = prepare_corpus(

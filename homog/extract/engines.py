@@ -14,6 +14,7 @@ from typing import Any
 
 from homog.config import ENGINES, Params, as_params
 from homog.errors import HomogError
+from homog.extract.plan import extract_inputs
 
 Runner = Callable[..., list[dict[str, Any]]]
 
@@ -36,7 +37,6 @@ def _grouped(runner: Runner) -> Runner:
 
     @functools.wraps(runner)
     def run(model, source, texts, config, interventions, out_dir, **kwargs):  # noqa: ANN001
-        from homog.extract.plan import extract_inputs
         from homog.extract.run import finished_runs, intervention_groups
 
         df, interventions = extract_inputs(texts, interventions)

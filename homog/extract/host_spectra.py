@@ -31,6 +31,7 @@ import torch
 from torch import Tensor
 
 from homog.metrics.pending import PendingSpectra
+from homog.validate import env_int
 
 BUDGET_BYTES = 8 * 2**30  # host copies waiting to be solved, at most (bounded memory)
 DEFER_BYTES = 2 * 2**30  # batched: the layers' matrices solved together, up to this many bytes
@@ -189,8 +190,6 @@ class DeviceBatch:
 def stack_bytes() -> int:
     """HOMOG_GPU_STACK_MIB in bytes: how much float64 token data ``LayerStack`` gathers
     before it computes the layers' metrics together (0: each layer alone)."""
-    from homog.validate import env_int
-
     return env_int("HOMOG_GPU_STACK_MIB", STACK_MIB) * 2**20
 
 

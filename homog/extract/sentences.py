@@ -55,6 +55,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from homog.errors import HomogError
+
 SENT_HIDDEN: tuple[str, ...] = (
     "sent_cos_centroid",
     "sent_cos_first",
@@ -255,8 +257,6 @@ def attach_sentences(tokenizer: Any, df: Any, encoded: Sequence[Any]) -> dict[st
     from a synth that wrote no spans). Needs a fast tokenizer (offsets): a slow one raises
     HomogError with what to do.
     """
-    from homog.errors import HomogError
-
     if "sentence_spans" not in df.columns or df["sentence_spans"].isna().all():
         return None
     if not getattr(tokenizer, "is_fast", False):

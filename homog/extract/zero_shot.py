@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from homog.errors import HomogError
+from homog.extract.plan import EncodedText, make_batches, position_ids
 
 # interventions that give every token the same position: the suffix gets it too
 CONSTANT_POSITION = {"zero_pos": 0}
@@ -257,8 +258,6 @@ def text_first_prompts(
     """(token ids, position ids) of each text's whole text-first prompt: the text's tokens
     (``EncodedText``) under the intervention's positions, then the suffix's (the tokens and
     positions ``Continuation`` gives the model)."""
-    from homog.extract.plan import position_ids
-
     out = []
     for t in encoded:
         pos = position_ids(intervention, t, len(t.input_ids), seed)
@@ -277,8 +276,6 @@ def prompt_log_odds(
     """Log-odds (N,) of whole prompts, (token ids, position ids) each, in forward passes of
     their own: batched by length up to ``batch_tokens`` padded tokens, right-padded."""
     import torch
-
-    from homog.extract.plan import EncodedText, make_batches
 
     log_odds = np.zeros(len(prompts))
     items = [

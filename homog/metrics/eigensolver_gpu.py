@@ -26,6 +26,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from homog.validate import env_choice
+
 # cuSOLVER / CUDA enum values (cusolverEigMode_t, cublasFillMode_t, cudaDataType)
 EIG_MODE_NOVECTOR = 0
 FILL_MODE_LOWER = 0
@@ -196,7 +198,6 @@ def _binding() -> Any:
     names one to use alone), with a probe on a 2 x 2 matrix; Unavailable naming why not."""
     if not torch.cuda.is_available() or torch.version.cuda is None:
         raise Unavailable("torch has no CUDA device here")
-    from homog.validate import env_choice
 
     wanted = env_choice("HOMOG_CUSOLVER_BINDING", ("any", *BINDINGS))
     wanted = "" if wanted == "any" else wanted

@@ -30,8 +30,10 @@ from typing import Any
 import torch
 
 from homog.config import Params, as_params
-from homog.io import HomogError
+from homog.io import HomogError, atomic_path
 from homog.layout import Layout
+from homog.models import load_model, resolve_source
+from homog.owned import write_parquet
 from homog.posenc.model import ADDITIVE, Attention, Encoder
 
 ADDITIVE_TERMS = ("cc", "cp", "pc", "pp", "bias")
@@ -277,10 +279,6 @@ def run_decompose(
     or a model whose attention is not HF RoPE attention.
     """
     import pandas as pd
-
-    from homog.io import atomic_path
-    from homog.models import load_model, resolve_source
-    from homog.owned import write_parquet
 
     params = as_params(params)
     source = resolve_source(model_key, params.model_sources())

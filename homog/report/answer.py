@@ -15,15 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from homog.claims import (
-    CONTROL_FAMILY,
-    EXPLORATORY,
-    INTERVENTION,
-    PRIMARY,
-    REORDERING,
-    SEPARATION,
-    SEPARATION_BEYOND,
-)
+from homog.claims import CONTROL_FAMILY, EXPLORATORY, PRIMARY, Tag
 from homog.report.claims_view import tally
 from homog.report.document import Section
 from homog.report.forest import forest_figure, sesoi_ratio
@@ -159,7 +151,7 @@ def exploratory_lines(claims: pd.DataFrame) -> list[str]:
     """The exploratory rows a reader asks about after the primary answer."""
     out = []
     late = ("late", "final")
-    reorder = _exploratory(claims, REORDERING, ("key_control - original",), "erank", late)
+    reorder = _exploratory(claims, Tag.REORDERING, ("key_control - original",), "erank", late)
     if not reorder.empty:
         out.append(
             "**Reordering effect** (exploratory; key_control - original, erank: a non-key "
@@ -174,7 +166,7 @@ def exploratory_lines(claims: pd.DataFrame) -> list[str]:
             "**The paper's rewrites** (exploratory, claim 1; front / end - original, every "
             f"metric, token set and band): {_per_model(rewrites)}."
         )
-    zero = _exploratory(claims, INTERVENTION, None, "erank", ("final",))
+    zero = _exploratory(claims, Tag.INTERVENTION, None, "erank", ("final",))
     # claim 5c holds every intervention against none (the graded doses too): this line is
     # zero_pos's, as it says; the doses have the report's section of their own
     zero = zero[zero["comparison"].astype(str).str.startswith("zero_pos - none")]
@@ -199,14 +191,17 @@ def separability_line(claims: pd.DataFrame) -> str | None:
     (position beyond reordering); the layer-0 rows of the position family are 0.5 by
     construction (the metrics are order-invariant there), a check rather than a control."""
     tags = claims["claim"].astype(str)
-    sep = claims[tags.isin([SEPARATION, SEPARATION_BEYOND]) & (claims["metric"] == "profile")]
+    tagged = tags.isin([Tag.SEPARATION, Tag.SEPARATION_BEYOND])
+    sep = claims[tagged & (claims["metric"] == "profile")]
     if sep.empty:
         return None
     parts = []
     for model, g in sep.groupby("model", sort=False):
         comp = g["comparison"].astype(str)
         whole = g[
-            (g["claim"] == SEPARATION) & (g["band"] != "layer0") & ~comp.str.contains(r"\(first")
+            (g["claim"] == Tag.SEPARATION)
+            & (g["band"] != "layer0")
+            & ~comp.str.contains(r"\(first")
         ]
         if whole.empty:
             continue
@@ -225,7 +220,7 @@ def separability_line(claims: pd.DataFrame) -> str | None:
             part = g[comp == f"{variant} - original (first sentence {word})"]
             if len(part):
                 text += f", first sentence {word} {_ci(part.iloc[0])}"
-        beyond = g[g["claim"] == SEPARATION_BEYOND]
+        beyond = g[g["claim"] == Tag.SEPARATION_BEYOND]
         if len(beyond):
             text += "; against key_control: " + ", ".join(
                 f"{str(r['comparison']).split(' - ')[0]} {_ci(r)} {r['verdict']}"
@@ -258,7 +253,7 @@ def control_line(claims: pd.DataFrame) -> str | None:
     if "family" not in claims.columns:
         return None
     ctl = claims[
-        (claims["family"] == CONTROL_FAMILY) & (claims["claim"].astype(str) != SEPARATION)
+        (claims["family"] == CONTROL_FAMILY) & (claims["claim"].astype(str) != Tag.SEPARATION)
     ]
     fam = ctl[ctl["comparison"].str.contains("key_") & ~ctl["comparison"].str.contains("original")]
     fam = fam[~fam["metric"].astype(str).str.endswith("__no_sink")]

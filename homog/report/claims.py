@@ -56,21 +56,7 @@ from dataclasses import asdict
 
 import pandas as pd
 
-from homog.claims import (
-    BIASED_VS_ORIGINAL,
-    CONTROL_FAMILY,
-    EXPLORATORY,
-    FIRST_TOKEN,
-    GROUPS,
-    INTERVENTION,
-    KEY_SPECIFIC_TAG,
-    OWN_HOLM,
-    POSITION_EFFECT,
-    PRIMARY,
-    REORDERING,
-    U_SHAPE_TAG,
-    row_tag,
-)
+from homog.claims import CONTROL_FAMILY, EXPLORATORY, GROUPS, OWN_HOLM, PRIMARY, Tag, row_tag
 from homog.config.primary import PrimaryConfig
 from homog.metrics.registry import (
     SUFFIX_SETS,
@@ -211,35 +197,36 @@ def _band_specs(present: set[str], metrics: list[str]) -> list[tuple]:
     for base, sign in CLAIM1_METRICS:
         word = "lower" if sign < 0 else "higher"
         for metric in _sets(base, present, metrics):
-            specs += [(_tag(BIASED_VS_ORIGINAL, metric), f"{v} has {word} {metric} than "
+            specs += [(_tag(Tag.BIASED_VS_ORIGINAL, metric), f"{v} has {word} {metric} than "
                        "original", v, "original", sign, metric) for v in BIASED]  # fmt: skip
         for metric in _sets(base, present, metrics):
             a, b = U_SHAPE.split(" - ")
-            specs.append((_tag(U_SHAPE_TAG, metric), f"U-shape: the key sentence at the edges "
+            specs.append((_tag(Tag.U_SHAPE, metric), f"U-shape: the key sentence at the edges "
                           f"((key_first + key_last) / 2) has {word} {metric} than in the middle",
                           a, b, sign, metric))  # fmt: skip
         for metric in _sets(base, present, metrics):
             for comp, where in zip(KEY_SPECIFIC, ("first", "last", "at the edges"), strict=True):
                 a, b = parse_contrast(comp)  # type: ignore[misc]
-                specs.append((_tag(KEY_SPECIFIC_TAG, metric), "key-specific: the key sentence "
+                specs.append((_tag(Tag.KEY_SPECIFIC, metric), "key-specific: the key sentence "
                               f"{where} has {word} {metric} than in the middle, beyond what "
                               "the same places give a non-key sentence", a, b, sign,
                               metric))  # fmt: skip
     if "attn_first" in present:
-        specs += [(FIRST_TOKEN, f"{v} puts more attention on the first token than original", v,
+        specs += [(Tag.FIRST_TOKEN, f"{v} puts more attention on the first token than original", v,
                    "original", +1, "attn_first") for v in BIASED]  # fmt: skip
     for base, sign in CLAIM1_METRICS:
         if base not in present:
             continue
-        specs += [(REORDERING, f"reordering effect: paraphrase alone changes {base} (control vs "
-                   "original)", "control", "original", None, base),
-                  (REORDERING, f"reordering effect: moving a non-key sentence alone changes {base} "
-                   "(key_control vs original)", "key_control", "original", None, base)]  # fmt: skip
+        specs += [(Tag.REORDERING, f"reordering effect: paraphrase alone changes {base} "
+                   "(control vs original)", "control", "original", None, base),
+                  (Tag.REORDERING, "reordering effect: moving a non-key sentence alone "
+                   f"changes {base} (key_control vs original)", "key_control", "original",
+                   None, base)]  # fmt: skip
         word = "lower" if sign < 0 else "higher"
         for metric in _sets(base, present, metrics):
             for v in BIASED:
                 c = CONTROL_OF[v]
-                specs.append((_tag(POSITION_EFFECT, metric), f"position effect: {v} has {word} "
+                specs.append((_tag(Tag.POSITION_EFFECT, metric), f"position effect: {v} has {word} "
                               f"{metric} than {c}", v, c, sign, metric))  # fmt: skip
     return specs
 
@@ -277,7 +264,7 @@ def intervention_claims(contrasts: pd.DataFrame, runs: pd.DataFrame) -> list[Cla
         intervention = by_id.loc[row["run_id"], "intervention"]
         out.append(
             from_contrast(
-                str(by_id.loc[row["run_id"], "model"]), INTERVENTION,
+                str(by_id.loc[row["run_id"], "model"]), Tag.INTERVENTION,
                 f"{intervention} reduces homogenization (higher erank than unchanged)", row, +1,
                 comparison=f"{intervention} - none (original)",
             )

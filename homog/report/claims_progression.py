@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from homog.claims import PROGRESSION
+from homog.claims import Tag
 from homog.metrics.registry import difference_unit, token_set_of
 from homog.report.claims_rows import Claim
 from homog.stats.adjusted import raw_size
@@ -128,7 +128,7 @@ def metric_claims(
     where = band_place(middle, s_low, s_high)
     common = {
         "model": model,
-        "claim": PROGRESSION,
+        "claim": Tag.PROGRESSION,
         "metric": metric,
         "n": int(d.size),
         "token_set": token_set_of(metric),

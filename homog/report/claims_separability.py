@@ -19,7 +19,7 @@ import math
 
 import pandas as pd
 
-from homog.claims import CONTROL_FAMILY, EXPLORATORY, SEPARATION, SEPARATION_BEYOND
+from homog.claims import CONTROL_FAMILY, EXPLORATORY, Tag
 from homog.metrics.registry import token_set_of
 from homog.report.claims_rows import Claim
 from homog.stats.reordering import DIFF
@@ -62,7 +62,7 @@ def separation_claims(separability: pd.DataFrame, runs: pd.DataFrame) -> list[Cl
         out.append(
             Claim(
                 model=str(unchanged.loc[row["run_id"], "model"]),
-                claim=SEPARATION,
+                claim=Tag.SEPARATION,
                 statement=f"a classifier on {what} per-layer values tells "
                 f"{row['variant_a']} from {row['variant_b']}",
                 metric=metric,
@@ -108,7 +108,7 @@ def _difference(row: pd.Series, model: str, what: str) -> Claim:
     d, lo, hi = float(row["auc"]), float(row["ci_low"]), float(row["ci_high"])
     return Claim(
         model=model,
-        claim=SEPARATION_BEYOND,
+        claim=Tag.SEPARATION_BEYOND,
         statement=f"a classifier on {what} per-layer values tells {row['variant_a']} from "
         "the original better than it tells key_control (a non-key sentence moved) from it",
         metric=str(row["metric"]),

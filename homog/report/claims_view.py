@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from homog.claims import SEPARATION, group_of
+from homog.claims import Tag, group_of
 from homog.metrics.registry import glossary_unit, token_set_of
 from homog.report.document import Section, Table, fmt
 
@@ -117,7 +117,7 @@ def row_unit(row: Any) -> str:
     unit = _get(row, "unit")
     if isinstance(unit, str) and unit:
         return unit
-    if group_of(str(row["claim"])) == SEPARATION:
+    if group_of(str(row["claim"])) == Tag.SEPARATION:
         return "layers (count)"
     return glossary_unit(str(row["metric"]))
 

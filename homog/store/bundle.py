@@ -32,8 +32,11 @@ from typing import Any
 
 import duckdb
 
+from homog import __version__
 from homog.errors import HomogError
-from homog.schema.tables import TABLES
+from homog.interrupts import register
+from homog.schema.tables import TABLES, create_schema
+from homog.store.guard import READER_CONFIG
 
 MANIFEST = "bundle.json"
 FORMAT = "homog-bundle"
@@ -161,8 +164,6 @@ def write_bundle(
 
 
 def _version() -> str:
-    from homog import __version__
-
     return __version__
 
 
@@ -170,9 +171,6 @@ def open_bundle(path: str | os.PathLike[str]) -> duckdb.DuckDBPyConnection:
     """An in-memory database of the bundle at ``path`` with the store's schema (a table the
     bundle lacks is empty; a column an older bundle lacks is NULL), then locked down as a
     reader connection. HomogError naming the file that cannot be read."""
-    from homog.schema.tables import create_schema
-    from homog.store.guard import READER_CONFIG
-
     folder = Path(path)
     manifest = json.loads((folder / MANIFEST).read_text())
     con = duckdb.connect(config={"autoinstall_known_extensions": False})
@@ -203,7 +201,6 @@ def open_bundle(path: str | os.PathLike[str]) -> duckdb.DuckDBPyConnection:
     # the reader's settings, the configuration's lock last (after it nothing can be SET)
     for key, value in sorted(READER_CONFIG.items(), key=lambda kv: kv[0] == "lock_configuration"):
         con.execute(f"SET {key} = {_literal(value)}")
-    from homog.interrupts import register
 
     return register(con)
 

@@ -17,6 +17,7 @@ from homog.errors import HomogError
 from homog.metrics.registry import METRICS
 from homog.schema.summary import materialize_layer_summary
 from homog.schema.tables import create_schema
+from homog.stats.paired_tests import holm
 from homog.store.demo_more import fill_probe, fill_sentences, fill_u_shape
 from homog.store.loader import atomic_database
 
@@ -247,8 +248,6 @@ def _fill_contrasts(con: duckdb.DuckDBPyConnection) -> None:
     not the stage's ``stats.test`` p-values); the Holm family is (run, variant, metric), as in
     the stats stage.
     """
-    from homog.stats.paired_tests import holm
-
     con.execute("""
         CREATE TEMP TABLE d AS
         SELECT a.run_id, a.variant AS variant_a, 'original' AS variant_b, a.layer,

@@ -11,6 +11,8 @@ from __future__ import annotations
 import duckdb
 import numpy as np
 
+from homog.stats.margins import scope_words
+
 VARIANTS = ("original", "key_first")
 
 
@@ -126,8 +128,6 @@ def fill_probe(con: duckdb.DuckDBPyConnection, *, seed: int, n_layers: int = 4) 
 def fill_u_shape(con: duckdb.DuckDBPyConnection, *, seed: int) -> None:
     """contrasts rows key_ends - key_mid of erank per unchanged run and band, with the margin
     columns (sesoi, sesoi_basis, eq_ci_low, eq_ci_high, baseline_sd, depth_change)."""
-    from homog.stats.margins import scope_words
-
     rng = np.random.default_rng(seed + 1)
     runs = con.execute(
         "SELECT run_id FROM runs WHERE coalesce(intervention, 'none') = 'none' ORDER BY run_id"

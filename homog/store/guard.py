@@ -21,6 +21,7 @@ from pathlib import Path
 import duckdb
 
 from homog.errors import HomogError
+from homog.interrupts import register
 
 # DuckDB's own guards for reader connections (docs: duckdb.org/docs/operations_manual/securing).
 READER_CONFIG: dict[str, object] = {
@@ -192,7 +193,6 @@ def open_reader(path: str | os.PathLike[str]) -> duckdb.DuckDBPyConnection:
             "aside (do not delete it if it held earlier runs) and create it with `dvc repro` "
             "or `homog load`"
         ) from exc
-    from homog.interrupts import register
 
     return register(con)  # Ctrl-C interrupts its queries (homog.interrupts)
 

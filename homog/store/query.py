@@ -16,6 +16,10 @@ from typing import Any
 import duckdb
 
 from homog.errors import HomogError
+from homog.extract import PER_TEXT_METRICS
+from homog.schema.summary import summary_kind
+from homog.schema.tables import schema_problems
+from homog.store.bundle import is_bundle, open_bundle, opened_bundle
 from homog.store.guard import damaged, open_reader
 from homog.store.sql import check_names, database_path, fetch_dicts, fetch_rows
 from homog.variants import TEXT_VARIANTS
@@ -37,8 +41,6 @@ def connect(db_path: str | os.PathLike[str]) -> duckdb.DuckDBPyConnection:
     if not path.exists():
         raise HomogError(f"no database at {path}: {CREATE_HINT}")
     if path.is_dir():
-        from homog.store.bundle import is_bundle, open_bundle
-
         if is_bundle(path):  # a published result (homog publish): read in memory
             return open_bundle(path)
         raise HomogError(
@@ -67,8 +69,6 @@ def check_schema(con: duckdb.DuckDBPyConnection, tables: Sequence[str] = ()) -> 
     lacks columns of the schema or has a column of a type readers cannot compute on (a
     VARCHAR ``layer_metrics.value``): the message names table, column, found and expected
     type, and says to rebuild with `homog load`."""
-    from homog.schema.tables import schema_problems
-
     problems = schema_problems(con, tables)
     if problems:
         path = database_path(con)
@@ -95,8 +95,6 @@ def list_runs(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
 def _per_layer(con: duckdb.DuckDBPyConnection) -> str:
     """Where the names of the per-layer rows are: ``layer_metrics``, or in a bundle (which
     keeps a slice of it) ``layer_summary``."""
-    from homog.store.bundle import opened_bundle
-
     return "layer_summary" if opened_bundle(con) else "layer_metrics"
 
 
@@ -135,9 +133,6 @@ def summary_names(con: duckdb.DuckDBPyConnection) -> tuple[list[str], list[str]]
     view would aggregate every row first). The two differ only for a metric without one finite
     value, which the summary leaves out (nothing to draw).
     """
-    from homog.extract import PER_TEXT_METRICS
-    from homog.schema.summary import summary_kind
-
     try:
         kind = summary_kind(con)
     except duckdb.Error as exc:

@@ -13,7 +13,9 @@ from typing import Any
 import duckdb
 
 from homog.errors import HomogError
+from homog.interrupts import register
 from homog.io import atomic_path
+from homog.layout import writable_dir
 from homog.store.guard import check_read_only, damaged
 
 
@@ -227,8 +229,6 @@ def export(
     """
     import pyarrow as pa
 
-    from homog.layout import writable_dir
-
     out = Path(out)
     fmt = (fmt or out.suffix.lstrip(".") or "parquet").lower()
     if fmt not in ("parquet", "csv"):
@@ -257,7 +257,6 @@ def export(
         schema = pa.schema([f.with_name(n) for f, n in zip(schema, names, strict=True)])
     renamed = (pa.RecordBatch.from_arrays(b.columns, schema=schema) for b in counted())
     stream = pa.RecordBatchReader.from_batches(schema, renamed)
-    from homog.interrupts import register
 
     writer = register(duckdb.connect(config={"autoinstall_known_extensions": False}))
     try:

@@ -38,6 +38,7 @@ import numpy as np
 
 from homog.config.synth import BertScoreConfig
 from homog.errors import HomogError
+from homog.synth.bertscore_model import Encoder
 
 # name: (package, model folder in it, default layer, model class, weights_checksum)
 EMBEDDED = {
@@ -97,8 +98,6 @@ class Scorer:
         reuse: bool = True,
     ) -> None:
         from bert_score.utils import model2layers
-
-        from homog.synth.bertscore_model import Encoder
 
         model_type, default_layers = resolve_backbone(backbone)
         layers = num_layers or default_layers or model2layers.get(model_type)

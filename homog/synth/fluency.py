@@ -15,6 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from homog.models import load_model, resolve_source
+from homog.models_gguf import EMBEDDED
+
 # the self-check's probe: a rewrite-like sentence (two rows: full length and half, padded)
 _PROBE = "As for the acting, it was far better than I had expected from a film like this."
 
@@ -32,8 +35,6 @@ class FluencyScorer:
         seed: int = 0,
         dtype: str = "float32",
     ) -> None:
-        from homog.models import load_model
-
         self.source = source
         self.dtype = resolve_dtype(dtype, device)
         self.loaded = load_model(
@@ -210,9 +211,6 @@ def resolve_dtype(dtype: str, device: str = "cpu") -> str:
 def fluency_source(name: str, sources: dict[str, str]) -> str:
     """A ``models:`` key or a model source, as a source for ``homog.models.load_model``; the
     name of an embedded model (``smollm2-135m``) works even when ``models:`` lacks it."""
-    from homog.models import resolve_source
-    from homog.models_gguf import EMBEDDED
-
     if name not in sources and name in EMBEDDED:
         return f"embedded:{name}"
     return resolve_source(name, sources)

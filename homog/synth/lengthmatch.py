@@ -38,6 +38,9 @@ import pandas as pd
 from homog.config import Params
 from homog.synth.keyphrase import edges
 from homog.synth.rephrase import TARGETS
+from homog.synth.variants import assemble
+from homog.text.sentences import LEAD
+from homog.text.tokens import model_tokenizers, token_budgets, token_counts
 
 if TYPE_CHECKING:
     from homog.synth.variants import Sentences, Variants
@@ -59,8 +62,6 @@ class LengthFilter:
     @classmethod
     def from_params(cls, params: Params) -> LengthFilter:
         """A filter over the tokenizers of every key of ``params.models``."""
-        from homog.text.tokens import model_tokenizers
-
         return cls(model_tokenizers(params))
 
     def counts(self, texts: Sequence[str]) -> list[tuple[int, ...]]:
@@ -68,9 +69,6 @@ class LengthFilter:
         order, as the model sees it: after ``LEAD`` (every variant text starts with it, and
         the first word is another token without it: "Bizarre" vs " Bizarre"); one batch per
         tokenizer for the texts not seen before."""
-        from homog.text.sentences import LEAD
-        from homog.text.tokens import token_counts
-
         todo = [t for t in dict.fromkeys(texts) if t not in self._cache]
         if todo:
             seen = [LEAD + t for t in todo]
@@ -105,8 +103,6 @@ def enforce(
     revert restores the count; all of them when none does). Reverted rewrites get the status
     ``length_mismatch`` in ``variants.rewrites``. Returns {"texts": texts fixed, "rewrites":
     rewrites reverted}."""
-    from homog.synth.variants import assemble
-
     table = variants.table
     originals = table[table["variant"] == "original"].set_index("sample_id")["text"]
     fixed = reverted = 0
@@ -336,8 +332,6 @@ def manipulation(
     params: Params, variants: Variants, keep: pd.Series, lf: LengthFilter, reverts: dict
 ) -> dict[str, Any]:
     """``report.json["manipulation"]``'s ``length_match`` and ``edges`` (module docstring)."""
-    from homog.text.tokens import token_budgets
-
     return {
         "length_match": length_report(variants, keep, lf, params.synth.length_match, reverts),
         "edges": edge_shares(variants, keep, lf, token_budgets(params)),

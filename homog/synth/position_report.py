@@ -50,6 +50,7 @@ import numpy as np
 import pandas as pd
 
 from homog.text.sentences import LEAD
+from homog.text.tokens import encode
 from homog.variants import CTRL_NAMED, KEY_CONTROL, variant_name
 
 
@@ -62,8 +63,6 @@ def token_measures(
 ) -> dict[str, dict[str, dict[str, float | None]]]:
     """model -> variant -> measures (see the module doc) of ``table`` (variant, sample_id,
     text; every sample_id has an ``original``)."""
-    from homog.text.tokens import encode
-
     out: dict[str, dict[str, dict[str, float | None]]] = {}
     texts = table["text"].tolist()
     for key, tok in tokenizers.items():

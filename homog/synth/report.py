@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from homog.progress import progress
+from homog.synth.fluency import summary
 from homog.synth.keyphrase import phrase_span, relative_position, words
 from homog.synth.rephrase import TARGETS
 from homog.synth.selection import VARIANTS
@@ -112,8 +114,6 @@ def kind_counts(rewrites: pd.DataFrame) -> dict[str, dict[str, int]]:
 
 def fluency_filter(rewrites: pd.DataFrame) -> dict[str, Any]:
     """The filter model's score differences (rewrite - original) of the accepted rewrites."""
-    from homog.synth.fluency import summary
-
     out = {}
     for v, rows in rewrites.groupby("variant", sort=False):
         vals = rows.loc[rows["status"] == "rewritten", "fluency"].dropna()
@@ -152,9 +152,6 @@ def audit(
 ) -> dict[str, Any]:
     """The audit model's score differences on up to ``n`` random rewrites per variant:
     their distribution, the share within ``threshold`` and whether the median is."""
-    from homog.progress import progress
-    from homog.synth.fluency import summary
-
     out: dict[str, Any] = {"model": getattr(scorer, "source", "custom"), "threshold": threshold}
     samples = sample_rewrites(rewrites, n, seed)
     with progress(transient=True) as bar:

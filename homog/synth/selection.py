@@ -9,6 +9,7 @@ import pandas as pd
 
 from homog.config.synth import SynthConfig
 from homog.errors import HomogError
+from homog.progress import progress
 from homog.synth.rephrase import TARGETS
 
 VARIANTS = ("original", *TARGETS)
@@ -16,8 +17,6 @@ VARIANTS = ("original", *TARGETS)
 
 def score_variants(table: pd.DataFrame, scorer: Any, show_progress: bool = False) -> pd.Series:
     """BERTScore F1 of every row against its original (1.0 for the originals themselves)."""
-    from homog.progress import progress
-
     originals = table[table["variant"] == "original"].set_index("sample_id")["text"]
     f1 = pd.Series(1.0, index=table.index)
     mask = (table["variant"] != "original").to_numpy()

@@ -43,12 +43,16 @@ from homog.corpus.stage import read_corpus
 from homog.errors import HomogError
 from homog.io import atomic_path, write_json
 from homog.layout import Layout, writable_dir
+from homog.progress import progress
 from homog.synth import lengthmatch
+from homog.synth import report as rep
 from homog.synth.bertscore import make_scorer
 from homog.synth.budget import fit_budget
+from homog.synth.fluency import FluencyScorer, fluency_source
 from homog.synth.keyphrase import KeyphraseExtractor, extractor_from_config
 from homog.synth.position_report import manipulation
 from homog.synth.position_stage import FAMILY_COLUMNS, FamilyBuild, build_family, with_family
+from homog.synth.repair import revert_failing
 from homog.synth.rephrase import rephraser_from_params
 from homog.synth.report import dropped_reviews, make_report
 from homog.synth.salience import Salience
@@ -277,16 +281,12 @@ def _fluency_report(
         report["fluency_lm"] = lm.usage()
     fcfg = cfg.fluency
     if variants.rewrites is not None and report["texts_kept_paper"]:
-        from homog.synth import report as rep
-
         kept_rw = variants.rewrites[variants.rewrites["sample_id"].isin(paper[paper].index)]
         report["fluency_threshold"] = fcfg.threshold
         report["examples"] = rep.examples(kept_rw, fcfg.examples, params.seed)
         if fcfg.audit_model and fcfg.audit_sentences and audit_scorer is not False:
             with phases.phase("audit"):
                 if audit_scorer is None:
-                    from homog.synth.fluency import FluencyScorer, fluency_source
-
                     source = fluency_source(fcfg.audit_model, params.model_sources())
                     if getattr(lm, "source", None) == source:  # loaded once for the stage
                         audit_scorer = lm
@@ -323,9 +323,6 @@ def texts_table(
 
 def _revert(variants: Variants, scorer: Any, cfg: Any, show_progress: bool) -> dict[str, Any]:
     """``homog.synth.repair.revert_failing`` with a progress bar over the failing texts."""
-    from homog.progress import progress
-    from homog.synth.repair import revert_failing
-
     table = variants.table
     n = int(((table["variant"] != "original") & (table["bertscore_f1"] < cfg.threshold)).sum())
     with progress(transient=True) as bar:

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from homog.config.synth import KeyphraseConfig
+from homog.progress import progress
 from homog.synth.keyphrase import KeyphraseExtractor, edges
 from homog.synth.rephrase import TARGETS, Rephraser, Rewrite
 from homog.synth.salience import Salience
@@ -109,8 +110,6 @@ def _parse_all(
     corpus: pd.DataFrame, rephraser: Rephraser, show_progress: bool, phases: Phases
 ) -> None:
     """The parse phase: one batched pass of ``rephraser.prepare`` over every sentence."""
-    from homog.progress import progress
-
     # one batched pass over every sentence (the parse rephraser parses them all at once);
     # handed over in chunks only so that the bar moves
     sentences = [text[a:b] for text in corpus["text"] for a, b in split_sentences(text)]
@@ -131,8 +130,6 @@ def _choose_phrases(
     phases: Phases,
 ) -> list[Sentences]:
     """The keyphrases phase: every corpus text's sentences with their key phrases."""
-    from homog.progress import progress
-
     docs: list[Sentences] = []
     with phases.phase("keyphrases"), progress(transient=True) as bar:
         if hasattr(rephraser, "salience"):  # the parse rephraser ranks phrases by salience
@@ -151,8 +148,6 @@ def _rewrite_all(
     phases: Phases,
 ) -> dict[str, list[Rewrite]]:
     """The rewrite_<target> phases: target -> one rewrite per item, in order."""
-    from homog.progress import progress
-
     requests = [(d.sentence(i), d.phrases[i] or "", d.text) for d, i in items]
     per_target: dict[str, list[Rewrite]] = {}
     with progress(transient=True) as bar:
@@ -173,8 +168,6 @@ def _retry(
     phases: Phases,
 ) -> dict[str, int]:
     """The retry phase: ``retry_phrases`` with a progress bar."""
-    from homog.progress import progress
-
     with phases.phase("retry"), progress(transient=True) as bar:
         task = bar.add_task("retry not fluent", total=None, visible=show_progress)
         return retry_phrases(

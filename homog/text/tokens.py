@@ -19,13 +19,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from homog.config import Params
+from homog.models import load_tokenizer, resolve_source
 
 
 @functools.lru_cache(maxsize=16)
 def load_cached(source: str) -> tuple[Any, int]:
     """(tokenizer, max_context) of a model source (``homog.models.load_tokenizer``), cached."""
-    from homog.models import load_tokenizer
-
     return load_tokenizer(source)
 
 
@@ -33,15 +32,11 @@ def model_tokenizers(params: Params) -> dict[str, Any]:
     """model key -> its tokenizer, for every key of ``params.models`` (in their order).
 
     Raises HomogError when a source cannot be loaded (``homog.models.load_tokenizer``)."""
-    from homog.models import resolve_source
-
     return {key: load_cached(resolve_source(key, params.models))[0] for key in params.models}
 
 
 def token_budgets(params: Params) -> dict[str, int]:
     """model key -> the number of tokens extraction keeps: min(extract.max_tokens, context)."""
-    from homog.models import resolve_source
-
     return {
         key: min(params.extract.max_tokens, load_cached(resolve_source(key, params.models))[1])
         for key in params.models

@@ -18,6 +18,8 @@ from typing import Any
 
 from homog.config import Params
 from homog.config.synth import FluencyConfig, LLMRephraserConfig, SynthConfig
+from homog.models import load_model, resolve_source
+from homog.synth.fluency import FluencyScorer
 from homog.synth.rephrase import Rephraser, Rewrite, check_target, position_ok
 
 PROMPTS = {
@@ -81,8 +83,6 @@ class LLMRephraser(Rephraser):
         fluency: Any = None,
         threshold: float = FluencyConfig.threshold,
     ) -> None:
-        from homog.models import load_model
-
         self.loaded = load_model(source, dtype=dtype, device=device, attention=False, seed=seed)
         self.tokenizer = self.loaded.tokenizer
         self.model = self.loaded.model
@@ -100,14 +100,10 @@ class LLMRephraser(Rephraser):
     def from_params(cls, params: Params) -> LLMRephraser:
         """The model ``synth.llm_model`` (a key of ``models:`` or a source) with the options of
         ``synth.llm``, ``synth.control_tolerance`` and the top-level seed."""
-        from homog.models import resolve_source
-
         synth = params.synth
         source = resolve_source(synth.llm_model, params.model_sources())
         fluency = None
         if synth.fluency.model:
-            from homog.synth.fluency import FluencyScorer
-
             fluency = FluencyScorer.from_config(
                 synth.fluency.model, synth.fluency, params.model_sources(), params.seed
             )

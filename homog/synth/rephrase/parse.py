@@ -29,8 +29,13 @@ from typing import Any
 from homog.config import Params
 from homog.config.synth import FluencyConfig, KeyphraseConfig, ParserConfig, SynthConfig
 from homog.errors import HomogError
+from homog.synth.fluency import FluencyScorer
 from homog.synth.keyphrase import edges, phrase_span, relative_position, words
+from homog.synth.lengthmatch import LengthFilter
 from homog.synth.rephrase import Rephraser, Rewrite, check_target
+from homog.synth.rephrase.clauses import analyse, render
+from homog.synth.rephrase.fragments import fragment_candidates
+from homog.synth.rephrase.moves import candidates
 from homog.synth.rephrase.parsed import (
     Option,
     Parsed,
@@ -118,8 +123,6 @@ class ParseRephraser(Rephraser):
     def from_params(cls, params: Params) -> ParseRephraser:
         """The rephraser configured by ``synth.parser``, ``synth.fluency`` (its ``model``
         loaded as the fluency scorer unless null) and ``synth.control_tolerance``."""
-        from homog.synth.fluency import FluencyScorer
-
         synth = params.synth
         fcfg = synth.fluency
         scorer = None
@@ -130,8 +133,6 @@ class ParseRephraser(Rephraser):
         p = synth.parser
         length_filter = None
         if synth.length_match:
-            from homog.synth.lengthmatch import LengthFilter
-
             length_filter = LengthFilter.from_params(params)
         return cls(
             p.model,
@@ -174,10 +175,6 @@ class ParseRephraser(Rephraser):
         """Every rewrite of a parsed sentence; a stretch the parser splits into several
         sentences (the splitter keeps "Okay.. this was ..." together) is rewritten one part at
         a time, the other parts kept as they are."""
-        from homog.synth.rephrase.clauses import analyse, render
-        from homog.synth.rephrase.fragments import fragment_candidates
-        from homog.synth.rephrase.moves import candidates
-
         sents = list(doc.sents)
         parts = (
             [(None, doc)]
