@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from homog.config import read_yaml
 from homog.errors import HomogError
 
 DEFAULT_DB = Path("data/homog.duckdb")
@@ -150,6 +149,10 @@ def default_db(params_path: str | os.PathLike[str] = "params.yaml") -> Path:
     Only that one key is read, and a missing or unreadable params file falls back to
     DEFAULT_DB: a viewer must still open when params.yaml is broken or absent.
     """
+    # lazy: homog.config (and YAML) stay out of `from homog.store import connect`, the
+    # terminal UI's first paint (tests/test_store.py)
+    from homog.config import read_yaml
+
     try:
         db = read_yaml(params_path).get("db")
     except HomogError:

@@ -40,6 +40,7 @@ EXTRACT_INFRASTRUCTURE = {
     "homog.config.mauve",  # the mauve: and ray: sections (the engine runs the same shards)
     "homog.owned",  # which output files homog wrote (the --force policy), no number
     "homog.interrupts",  # Ctrl-C handling (atomic writes check its flag), no number
+    "homog.layout",  # data/ paths and the writable-folder check homog.io runs, no number
 }  # fmt: skip
 
 

@@ -7,6 +7,7 @@ heavy or optional packages (torch, transformers, ...)."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -334,10 +335,23 @@ def heavy_modules(files: dict[str, Path]) -> set[str]:
     return heavy
 
 
-def function_imports(package: str, root: Path = ROOT) -> list[str]:
+# function-level imports kept on purpose, each (importer, imported): why
+ALLOWED_FUNCTION_IMPORTS: dict[tuple[str, str], str] = {
+    ("homog.layout", "homog.config"): "default_db reads params.yaml; homog.store's connect "
+    "(the TUI's first paint) must not load homog.config and YAML (test_store_import_is_lazy)",
+    ("homog.store.query", "homog.extract"): "the homog.extract package loads homog.config, "
+    "which homog.store's connect must not (test_store_import_is_lazy)",
+}
+
+
+def function_imports(
+    package: str, root: Path = ROOT, allowed: Iterable[tuple[str, str]] = ()
+) -> list[str]:
     """'module:line -> target' for each import of a module of ``package`` inside a function,
     outside ``<package>.cli`` (a command imports its stage lazily, so ``--help`` stays fast),
-    unless the target imports one of LAZY_PACKAGES (then the import is one of those, deferred)."""
+    unless the target imports one of LAZY_PACKAGES (then the import is one of those, deferred)
+    or (importer, imported) is one of ``allowed``."""
+    allowed = set(allowed)
     files = module_files(package, root)
     modules = set(files)
     heavy = heavy_modules(files)
@@ -362,7 +376,7 @@ def function_imports(package: str, root: Path = ROOT) -> list[str]:
                     hit = target
                     while hit and hit not in modules:
                         hit = hit.rpartition(".")[0]
-                    if hit and hit not in heavy:
+                    if hit and hit not in heavy and (name, hit) not in allowed:
                         found.append(f"{name}:{node.lineno} -> {hit}")
     return sorted(set(found))
 
@@ -388,5 +402,5 @@ def test_function_import_finder_allows_only_the_heavy_and_the_commands(tmp_path)
 
 @pytest.mark.xfail(strict=False, reason="until stats/probe/report land")
 def test_no_internal_import_inside_a_function():
-    found = function_imports("homog")
+    found = function_imports("homog", allowed=ALLOWED_FUNCTION_IMPORTS)
     assert not found, "imports of homog modules inside functions:\n" + "\n".join(found)

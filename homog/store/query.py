@@ -16,7 +16,6 @@ from typing import Any
 import duckdb
 
 from homog.errors import HomogError
-from homog.extract import PER_TEXT_METRICS
 from homog.schema.summary import summary_kind
 from homog.schema.tables import schema_problems
 from homog.store.bundle import is_bundle, open_bundle, opened_bundle
@@ -133,6 +132,10 @@ def summary_names(con: duckdb.DuckDBPyConnection) -> tuple[list[str], list[str]]
     view would aggregate every row first). The two differ only for a metric without one finite
     value, which the summary leaves out (nothing to draw).
     """
+    # lazy: the homog.extract package loads homog.config, which `from homog.store import
+    # connect` (the terminal UI's first paint) must not (tests/test_store.py)
+    from homog.extract import PER_TEXT_METRICS
+
     try:
         kind = summary_kind(con)
     except duckdb.Error as exc:
