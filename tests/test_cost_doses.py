@@ -21,28 +21,28 @@ def cost_frame() -> pd.DataFrame:
 
 def test_the_answer_line_comes_from_the_primary_endpoint(monkeypatch):
     import homog.report.answer as answer
+    from homog.report.answer_line import AnswerLine
 
     cost = cost_frame()
     line = primary_cost_line(cost)
     primary = cost[(cost["kind"] == "slope") & (cost["arm"] == "homogenize - control")]
     m1 = primary[primary["model"] == "m1"].iloc[0]
-    assert f"m1: {m1['value']:.3g} [{m1['ci_low']:.3g}, {m1['ci_high']:.3g}]" in line
-    assert "supported (a cost)" in line and "m2:" in line
-    monkeypatch.setattr(answer, "answer_lines", lambda claims: ["**Claims** ..."])
+    assert f"m1: {m1['value']:.3g} [{m1['ci_low']:.3g}, {m1['ci_high']:.3g}]" in line.markdown
+    assert "supported (a cost)" in line.markdown and "m2:" in line.markdown
+    claims = AnswerLine("Claims", "primary", "...", "...")
+    slopes = AnswerLine("Cost", "primary", "from the slopes", "...")
+    monkeypatch.setattr(answer, "answer_lines", lambda claims_frame: [claims])
     probe = pd.DataFrame({"model": ["m1"]})
-    monkeypatch.setattr("homog.report.cost.cost_line", lambda p: "**Cost** from the slopes")
-    assert full_answer(pd.DataFrame(), probe, None, cost) == ["**Claims** ...", line]
-    assert full_answer(pd.DataFrame(), probe, None) == [
-        "**Claims** ...",
-        "**Cost** from the slopes",
-    ]
+    monkeypatch.setattr(answer, "cost_line", lambda p: slopes)
+    assert full_answer(pd.DataFrame(), probe, None, cost) == [claims, line]
+    assert full_answer(pd.DataFrame(), probe, None) == [claims, slopes]
     assert primary_cost_line(None) is None and primary_cost_line(pd.DataFrame()) is None
 
 
 def test_the_section_leads_with_one_figure_per_model(tmp_path):
     cost = cost_frame()
     sec = cost_section(pd.DataFrame(), tmp_path, cost)
-    assert sec.paragraphs[1] == primary_cost_line(cost)
+    assert sec.paragraphs[1] == primary_cost_line(cost).markdown
     assert "No probe tables" in sec.paragraphs[-1]
     assert [p.name for p, _ in sec.figures] == ["cost_doses__m1.png", "cost_doses__m2.png"]
     assert all(p.stat().st_size > 5000 for p, _ in sec.figures)

@@ -46,7 +46,7 @@ def probe_metrics() -> pd.DataFrame:
 
 def test_cost_section_reads_best_layer_lm_and_slopes(tmp_path: Path):
     pm = probe_metrics()
-    line = cost_line(pm)
+    line = cost_line(pm).markdown
     assert "m1: probe best at layer 3, accuracy 0.9 [0.8, 1]" in line
     assert "m2: probe best at layer 1" in line and "slopes on erank: 1 equivalent" in line
     sec = cost_section(pm, tmp_path)
@@ -98,7 +98,7 @@ def test_cost_section_reads_a_table_loaded_before_the_verdict_columns(tmp_path: 
     assert [r[-1] for r in slopes.rows] == ["equivalent", "equivalent"]
     assert all(np.isnan(r[7]) for r in slopes.rows)
     assert not any(p.startswith("Precision") for p in sec.paragraphs)
-    assert "slopes on erank: 1 equivalent" in cost_line(old)
+    assert "slopes on erank: 1 equivalent" in cost_line(old).markdown
 
 
 def test_the_margin_words_follow_stats_sesoi(tmp_path: Path):
@@ -112,6 +112,6 @@ def test_the_margin_words_follow_stats_sesoi(tmp_path: Path):
     )
     text = to_markdown("t", "", [cost_section(pm, tmp_path)], "f")
     assert "a tenth" not in text and text.count("SESOI: 0.3 x the") >= 2
-    assert "SESOI: 0.3 x the margin per" in cost_line(pm)
+    assert "SESOI: 0.3 x the margin per" in cost_line(pm).markdown
     pm["sesoi_basis"] = pm["sesoi_basis"].str.replace("0.3 x", "0.1 x")
-    assert "SESOI: a tenth of the margin per" in cost_line(pm)
+    assert "SESOI: a tenth of the margin per" in cost_line(pm).markdown

@@ -288,7 +288,7 @@ def test_report_section_gives_verdicts_and_the_layer0_control(tmp_path):
     assert late["effect"] < 0 and late["verdict"] == "supported"
     ctl = rows[rows["control"]]
     assert set(ctl["band"]) == {"layer0"} and ctl["effect"].abs().max() < 0.05
-    assert "m (16 reviews): position effect" in sentence_line(rows)
+    assert "m (16 reviews): position effect" in sentence_line(rows).markdown
     curve = (
         frame.groupby(["variant", "is_key", "is_control", "layer", "metric"])
         .agg(value=("value", "mean"), position=("rel_position", "mean"), n=("value", "size"))
@@ -430,7 +430,7 @@ def test_report_of_a_run_without_some_variants(demo_db_factory, tmp_path):
 
     import duckdb
 
-    from homog.report import build_report
+    from homog.report.build import build_report
 
     db = tmp_path / "d.duckdb"
     shutil.copy(demo_db_factory(2, 8), db)

@@ -1,11 +1,13 @@
 """The report's first screen: the answer in words, and the primary effects against their margin.
 
 One line per question, generated from the claims frame (``homog.report.claims.claims_table``):
-the pre-registered primary family first (the position effect and the U-shape), then the
+the pre-registered primary family first (homog.report.answer_primary), then the
 exploratory rows that a reader asks about next (the reordering effect, the paper's rewrites,
-removing positions, the classifier), then the negative controls. The README's "answer so far"
-is written from the same lines (``python -m homog.report.readme``), so the two cannot
-disagree.
+removing positions, the classifier), then the moved sentence, the dose series and the cost,
+and the order-invariance check last. Each line is an :class:`~homog.report.answer_line.AnswerLine`
+(question, family, scope, finding, endpoints, verdict counts, largest effect) rendered in one
+place, its ``markdown``; the README's "answer so far" is written from the same lines
+(``python -m homog.report.readme``), so the two cannot disagree.
 """
 
 from __future__ import annotations
@@ -16,109 +18,21 @@ from pathlib import Path
 import pandas as pd
 
 from homog.claims import CONTROL_FAMILY, EXPLORATORY, PRIMARY, Tag
-from homog.report.claims_view import tally
+from homog.report.answer_line import AnswerLine, verdict_counts
+from homog.report.answer_primary import per_model, primary_lines, sig2
+from homog.report.concentration import answer_line as concentration_line
+from homog.report.cost import cost_line
+from homog.report.cost_doses import primary_cost_line
 from homog.report.document import Section
-from homog.report.forest import forest_figure, sesoi_ratio
-from homog.report.sensitivity import holds_phrase
+from homog.report.forest import forest_figure
 from homog.stats.reordering import REPEATS
 from homog.stats.separability import MIN_TEXTS
-from homog.stats.verdicts import MATTERS, MIN_PAIRS, NONZERO, TOO_FEW
-from homog.variants import KEY_FIRST_SPECIFIC, KEY_LAST_SPECIFIC, U_SHAPE_SPECIFIC
 
 README_START, README_END = "<!-- current-answer -->", "<!-- /current-answer -->"
-# the primary family's questions: a name and the comparisons it covers
-PRIMARY_QUESTIONS = (
-    (
-        "Key-specific edge effect",
-        "the key sentence first or last against the middle, beyond "
-        "what the same places give a non-key sentence (position alone cancels)",
-        (KEY_FIRST_SPECIFIC, KEY_LAST_SPECIFIC),
-    ),
-    (
-        "Key-specific U-shape",
-        "the key sentence at the edges against the middle, beyond a "
-        "non-key sentence's U-shape on the same slots",
-        (U_SHAPE_SPECIFIC,),
-    ),
-    (
-        "Position effect",
-        "the key sentence first or last against a control sentence moved as far",
-        ("key_first - key_control", "key_last - key_control"),
-    ),
-    (
-        "U-shape",
-        "the key sentence at the edges, (key_first + key_last) / 2, against the middle",
-        ("key_ends - key_mid",),
-    ),
-)
-
-
-def _largest(rows: pd.DataFrame) -> str:
-    r = sesoi_ratio(rows).abs()
-    if r.notna().any():
-        top = rows.loc[r.idxmax()]
-        return (
-            f"largest |effect| {_g(r.max())} SESOI ({top['model']}, {top['comparison']}, "
-            f"{top['metric']}, {top['scope']})"
-        )
-    return "no margin to compare with"
-
-
-def _g(x: float) -> str:
-    return f"{float(x):.2g}"
 
 
 def _count(n: float) -> str:
     return str(int(n)) if pd.notna(n) else "no"
-
-
-def _bottom_line(verdicts: pd.Series) -> str:
-    """The question's answer in words: only supported / reversed rows (their CI beyond the
-    margin) are "an effect that matters"; a nonzero row is real but not shown to matter."""
-    v = set(map(str, verdicts))
-    if not v:
-        return "not measured"
-    n = len(verdicts)
-    if v == {TOO_FEW}:
-        return f"no verdict: too few pairs (fewer than {MIN_PAIRS}) in all {n} endpoints"
-    if v <= {"equivalent", "negligible"}:
-        return "no effect as large as the smallest one of interest"
-    parts = []
-    k = int(verdicts.isin(MATTERS).sum())
-    if k:
-        parts.append(f"an effect that matters in {k} of {n} endpoints")
-    k = int((verdicts == NONZERO).sum())
-    if k:
-        parts.append(f"{k} of {n} real but not shown to matter (CI reaches into the margin)")
-    k = int((verdicts == TOO_FEW).sum())
-    if k:
-        parts.append(f"{k} of {n} too few pairs (fewer than {MIN_PAIRS}) for a verdict")
-    if not parts:
-        return "not settled: some endpoints cannot tell"
-    return "; ".join(parts)
-
-
-def _per_model(rows: pd.DataFrame) -> str:
-    return "; ".join(f"{m}: {tally(g['verdict'])}" for m, g in rows.groupby("model", sort=False))
-
-
-def primary_lines(claims: pd.DataFrame) -> list[str]:
-    """One line per primary question (position effect, U-shape)."""
-    if "family" not in claims.columns:
-        return []
-    prim = claims[claims["family"] == PRIMARY]
-    out = []
-    for name, what, comparisons in PRIMARY_QUESTIONS:
-        rows = prim[prim["comparison"].isin(comparisons)]
-        if rows.empty:
-            continue
-        holds = holds_phrase(rows)
-        out.append(
-            f"**{name}** (primary, {len(rows)} endpoints; {what}): "
-            f"{_bottom_line(rows['verdict'])}. {_per_model(rows)}; {_largest(rows)}"
-            + (f"; {holds}." if holds else ".")
-        )
-    return out
 
 
 def _exploratory(
@@ -139,23 +53,39 @@ def _effects(rows: pd.DataFrame, pct: bool = False) -> str:
     parts = []
     for _, r in rows.iterrows():
         size = (
-            f"{_g(r['pct_of_baseline'])} % of the mean"
+            f"{sig2(r['pct_of_baseline'])} % of the mean"
             if pct
-            else f"{_g(r['effect'])} [{_g(r['ci_low'])}, {_g(r['ci_high'])}]"
+            else f"{sig2(r['effect'])} [{sig2(r['ci_low'])}, {sig2(r['ci_high'])}]"
         )
         parts.append(f"{r['model']} {r['band']} {size} {r['verdict']}")
     return "; ".join(parts)
 
 
-def exploratory_lines(claims: pd.DataFrame) -> list[str]:
+def _exploratory_line(question: str, scope: str, rows: pd.DataFrame, finding: str) -> AnswerLine:
+    return AnswerLine(
+        question=question,
+        family=EXPLORATORY,
+        scope=scope,
+        finding=finding,
+        endpoints=len(rows),
+        verdicts=verdict_counts(rows["verdict"]),
+    )
+
+
+def exploratory_lines(claims: pd.DataFrame) -> list[AnswerLine]:
     """The exploratory rows a reader asks about after the primary answer."""
     out = []
     late = ("late", "final")
     reorder = _exploratory(claims, Tag.REORDERING, ("key_control - original",), "erank", late)
     if not reorder.empty:
         out.append(
-            "**Reordering effect** (exploratory; key_control - original, erank: a non-key "
-            f"sentence moved, no word changed): {_effects(reorder)}."
+            _exploratory_line(
+                "Reordering effect",
+                "exploratory; key_control - original, erank: a non-key sentence moved, no word "
+                "changed",
+                reorder,
+                f"{_effects(reorder)}.",
+            )
         )
     rewrites = claims[claims["claim"].astype(str).str.match(r"^1( \(|$)")]
     rewrites = rewrites[rewrites["comparison"].isin(["front - original", "end - original"])]
@@ -163,8 +93,12 @@ def exploratory_lines(claims: pd.DataFrame) -> list[str]:
         rewrites = rewrites[rewrites["family"] == EXPLORATORY]
     if not rewrites.empty:
         out.append(
-            "**The paper's rewrites** (exploratory, claim 1; front / end - original, every "
-            f"metric, token set and band): {_per_model(rewrites)}."
+            _exploratory_line(
+                "The paper's rewrites",
+                "exploratory, claim 1; front / end - original, every metric, token set and band",
+                rewrites,
+                f"{per_model(rewrites)}.",
+            )
         )
     zero = _exploratory(claims, Tag.INTERVENTION, None, "erank", ("final",))
     # claim 5c holds every intervention against none (the graded doses too): this line is
@@ -172,20 +106,24 @@ def exploratory_lines(claims: pd.DataFrame) -> list[str]:
     zero = zero[zero["comparison"].astype(str).str.startswith("zero_pos - none")]
     if not zero.empty:
         out.append(
-            "**Removing positions** (exploratory, 5c; zero_pos - none, erank at the final "
-            f"layer): {_effects(zero, pct=True)}."
+            _exploratory_line(
+                "Removing positions",
+                "exploratory, 5c; zero_pos - none, erank at the final layer",
+                zero,
+                f"{_effects(zero, pct=True)}.",
+            )
         )
     sep = separability_line(claims)
-    if sep:
+    if sep is not None:
         out.append(sep)
     return out
 
 
 def _ci(r: pd.Series) -> str:
-    return f"{_g(r['effect'])} [{_g(r['ci_low'])}, {_g(r['ci_high'])}]"
+    return f"{sig2(r['effect'])} [{sig2(r['ci_low'])}, {sig2(r['ci_high'])}]"
 
 
-def separability_line(claims: pd.DataFrame) -> str | None:
+def separability_line(claims: pd.DataFrame) -> AnswerLine | None:
     """Claim 4 on the profile: the best AUC against the original, the same split by whether
     the variant changed the first sentence, and each position variant against key_control
     (position beyond reordering); the layer-0 rows of the position family are 0.5 by
@@ -229,11 +167,14 @@ def separability_line(claims: pd.DataFrame) -> str | None:
         parts.append(text)
     if not parts:
         return None
-    return (
-        "**Separability** (exploratory, claim 4; a classifier on the per-layer metric profile, "
-        f"original against each variant, AUC over {REPEATS} fold assignments): "
-        f"{'; '.join(parts)}. At layer 0 the position family sits at 0.5 by construction "
-        "(every metric of a token set is order-invariant there): a check, not a control."
+    return AnswerLine(
+        question="Separability",
+        family=EXPLORATORY,
+        scope="exploratory, claim 4; a classifier on the per-layer metric profile, original "
+        f"against each variant, AUC over {REPEATS} fold assignments",
+        finding=f"{'; '.join(parts)}. At layer 0 the position family sits at 0.5 by "
+        "construction (every metric of a token set is order-invariant there): a check, not a "
+        "control.",
     )
 
 
@@ -246,7 +187,7 @@ def _nonzero(rows: pd.DataFrame) -> pd.Series:
     return effect > 1e-9 * scale.clip(lower=1.0)
 
 
-def control_line(claims: pd.DataFrame) -> str | None:
+def control_line(claims: pd.DataFrame) -> AnswerLine | None:
     """The order-invariance check: the position family's layer-0 rows (the same tokens
     reordered) are exactly 0 by construction on every order-free metric (no_sink is not one:
     the first token it drops changes with the order)."""
@@ -260,20 +201,23 @@ def control_line(claims: pd.DataFrame) -> str | None:
     if fam.empty:
         return None
     moved = fam[_nonzero(fam)]
-    return (
-        f"**Order-invariance check** (layer 0, position family, {len(fam)} rows; no_sink "
-        "aside, its dropped first token changes with the order): "
-        + (
+    return AnswerLine(
+        question="Order-invariance check",
+        family=CONTROL_FAMILY,
+        scope=f"layer 0, position family, {len(fam)} rows; no_sink aside, its dropped first "
+        "token changes with the order",
+        finding=(
             "every one is exactly 0, by construction (the same tokens in another order): a "
             "sanity check of the pipeline, not a control of the effects."
             if moved.empty
             else f"{len(moved)} rows differ from 0: read the effects with care."
-        )
+        ),
+        endpoints=len(fam),
     )
 
 
-def answer_lines(claims: pd.DataFrame) -> list[str]:
-    """The answer, one line per question (Markdown; empty when there are no claims)."""
+def answer_lines(claims: pd.DataFrame) -> list[AnswerLine]:
+    """The answer, one line per question (empty when there are no claims)."""
     if claims.empty:
         return []
     lines = [*primary_lines(claims), *exploratory_lines(claims)]
@@ -289,32 +233,28 @@ def _basis(claims: pd.DataFrame) -> str:
     return re.sub(r" \([^)]*\)", "", basis[0]) if basis else "stats.sesoi"
 
 
-def with_extra(lines: list[str], extra: list[str | None]) -> list[str]:
-    """``lines`` with the ``extra`` lines (those not None) before the negative controls."""
-    extra = [e for e in extra if e]
+def with_extra(lines: list[AnswerLine], extra: list[AnswerLine | None]) -> list[AnswerLine]:
+    """``lines`` with the ``extra`` lines (those not None) before the control lines, which
+    close the answer."""
+    extra = [e for e in extra if e is not None]
     if not extra or not lines:  # a database of graded runs alone answers with those
         return lines or extra
-    if lines[-1].startswith("**Order-invariance"):
-        return [*lines[:-1], *extra, lines[-1]]
-    return [*lines, *extra]
+    controls = [line for line in lines if line.family == CONTROL_FAMILY]
+    return [*(line for line in lines if line.family != CONTROL_FAMILY), *extra, *controls]
 
 
 def full_answer(
     claims: pd.DataFrame,
     probe: pd.DataFrame | None,
-    sentences: str | None,
+    sentences: AnswerLine | None,
     doses: pd.DataFrame | None = None,
     concentration: pd.DataFrame | None = None,
-) -> list[str]:
+) -> list[AnswerLine]:
     """The answer's lines: the claims', the moved sentence's line (``sentences``), the
     sink_bias doses' primary endpoint (``concentration``: intervention_doses) and the cost
     line: from the homogenize doses' primary endpoint (``doses``: intervention_cost) when
     the database has it, else the probe stage's within-text slopes (the report's first
     section and the README's answer are both these lines)."""
-    from homog.report.concentration import answer_line as concentration_line
-    from homog.report.cost import cost_line
-    from homog.report.cost_doses import primary_cost_line
-
     cost = primary_cost_line(doses)
     if cost is None and probe is not None:
         cost = cost_line(probe)
@@ -328,7 +268,7 @@ def answer_section(
     claims: pd.DataFrame,
     figdir: Path,
     probe: pd.DataFrame | None = None,
-    sentences: str | None = None,
+    sentences: AnswerLine | None = None,
     doses: pd.DataFrame | None = None,
     concentration: pd.DataFrame | None = None,
 ) -> Section:
@@ -339,7 +279,7 @@ def answer_section(
     if not lines:
         sec.paragraphs.append("No claim rows: run `homog stats` and `homog load`.")
         return sec
-    sec.paragraphs.extend(lines)
+    sec.paragraphs.extend(line.markdown for line in lines)
     path = forest_figure(claims, figdir / "answer_forest.png")
     if path is not None:
         sec.figures.append(
@@ -353,13 +293,13 @@ def answer_section(
     return sec
 
 
-def replace_block(text: str, lines: list[str], source: str) -> str:
-    """``text`` with the lines between README_START and README_END replaced (HomogError-free:
-    a text without the markers raises ValueError)."""
+def replace_block(text: str, lines: list[AnswerLine], source: str) -> str:
+    """``text`` with the lines between README_START and README_END replaced, one list item
+    per answer line (HomogError-free: a text without the markers raises ValueError)."""
     pattern = re.compile(re.escape(README_START) + r".*?" + re.escape(README_END), re.S)
     if not pattern.search(text):
         raise ValueError(f"no {README_START} ... {README_END} block")
-    body = "\n".join([source, *(f"- {line}" for line in lines)])
+    body = "\n".join([source, *(f"- {line.markdown}" for line in lines)])
     return pattern.sub(lambda _: f"{README_START}\n{body}\n{README_END}", text, count=1)
 
 

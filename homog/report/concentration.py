@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from homog.report.answer_line import AnswerLine, endpoint_line
 from homog.report.document import Section, Table
 from homog.stats.dose_checks import CHECK, check_lines
 
@@ -30,7 +31,7 @@ def _g(x: float) -> str:
     return f"{float(x):.3g}" if pd.notna(x) else "n/a"
 
 
-def answer_line(doses: pd.DataFrame) -> str | None:
+def answer_line(doses: pd.DataFrame) -> AnswerLine | None:
     """Per model the primary endpoint at the final layer: value [CI], SESOI, verdict."""
     sel = doses[
         (doses["family"] == FAMILY)
@@ -45,11 +46,12 @@ def answer_line(doses: pd.DataFrame) -> str | None:
         f"attention, SESOI {_g(r.sesoi)}, {r.verdict} (n = {int(r.n)})"
         for r in sel.itertuples()
     ]
-    return (
-        "**Attention concentration** (sink_bias; the sink's within-text slope of final-layer "
-        "erank on attn_first minus the control's on attn_ctrl_token, the primary endpoint): "
-        + "; ".join(parts)
-        + "."
+    return endpoint_line(
+        "Attention concentration",
+        f"{FAMILY}; the sink's within-text slope of final-layer erank on attn_first minus "
+        "the control's on attn_ctrl_token, the primary endpoint",
+        "; ".join(parts) + ".",
+        sel["verdict"],
     )
 
 
@@ -185,8 +187,8 @@ def concentration_section(doses: pd.DataFrame, figdir: Path) -> Section | None:
         "texts)."
     )
     line = answer_line(doses)
-    if line:
-        sec.paragraphs.append(line)
+    if line is not None:
+        sec.paragraphs.append(line.markdown)
     # the identity and the monotonicity of the dose series: one line per model each
     models = dict(zip(doses["run_id"], doses["model"], strict=True))
     sec.paragraphs += [f"**Check.** {x}." for x in check_lines(doses, models)]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from homog.report.answer_line import AnswerLine, endpoint_line
 from homog.report.document import Table
 
 COST_SQL = (
@@ -34,7 +35,7 @@ def _primary(cost: pd.DataFrame | None) -> pd.DataFrame:
     return cost[(cost["kind"] == "slope") & (cost["arm"] == DIFF_ARM)]
 
 
-def primary_cost_line(cost: pd.DataFrame | None) -> str | None:
+def primary_cost_line(cost: pd.DataFrame | None) -> AnswerLine | None:
     """The answer's cost line from the primary endpoint, per model: value [CI], SESOI,
     verdict; None when the table has no primary row."""
     sel = _primary(cost)
@@ -48,10 +49,13 @@ def primary_cost_line(cost: pd.DataFrame | None) -> str | None:
         + f" (n = {int(r.n)})"
         for r in sel.itertuples()
     ]
-    return (
-        "**Cost** (does making the tokens alike cost the model its answer? The per-text slope "
-        "of the zero-shot margin on the homogenize dose alpha, minus the slope under a "
-        "perturbation of the same size; the primary endpoint): " + "; ".join(parts) + "."
+    return endpoint_line(
+        "Cost",
+        "does making the tokens alike cost the model its answer? The per-text slope of "
+        "the zero-shot margin on the homogenize dose alpha, minus the slope under a "
+        "perturbation of the same size; the primary endpoint",
+        "; ".join(parts) + ".",
+        sel["verdict"],
     )
 
 
@@ -208,8 +212,8 @@ def dose_parts(
         "review's question after each dose is the outcome."
     ]
     line = primary_cost_line(cost)
-    if line:
-        paragraphs.append(line)
+    if line is not None:
+        paragraphs.append(line.markdown)
     figures = []
     for model in dict.fromkeys(cost["model"]):
         path = cost_figure(cost, model, figdir / f"cost_doses__{model}.png")

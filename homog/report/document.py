@@ -198,22 +198,28 @@ def to_markdown(title: str, intro: str, sections: list[Section], figure_dir: str
     """Markdown with the figures referenced as ``figure_dir/<name>.png`` beside the file."""
     out = [f"# {title}", "", intro, ""]
     for sec in sections:
-        out += [f"## {sec.title}", ""]
-        for p in sec.paragraphs:
-            out += [p, ""]
-        for table in sec.tables:
-            if table.caption:
-                out += [f"*{table.caption}*", ""]
-            out.append("| " + " | ".join(table.columns) + " |")
-            out.append("|" + "---|" * len(table.columns))
-            for row in table.rows:
-                cells = [fmt(v).replace("|", "\\|").replace("\n", " ") for v in row]
-                out.append("| " + " | ".join(cells) + " |")
-            out.append("")
-        for p in sec.after:
-            out += [p, ""]
-        for path, caption in sec.figures:
-            out += [f"![{caption}]({figure_dir}/{Path(path).name})", "", f"*{caption}*", ""]
-        if sec.code:
-            out += ["```", sec.code, "```", ""]
+        out += section_markdown(sec, figure_dir)
     return "\n".join(out)
+
+
+def section_markdown(sec: Section, figure_dir: str, level: int = 2) -> list[str]:
+    """One section's Markdown lines under a heading of ``level`` (##: a page's section)."""
+    out = [f"{'#' * level} {sec.title}", ""]
+    for p in sec.paragraphs:
+        out += [p, ""]
+    for table in sec.tables:
+        if table.caption:
+            out += [f"*{table.caption}*", ""]
+        out.append("| " + " | ".join(table.columns) + " |")
+        out.append("|" + "---|" * len(table.columns))
+        for row in table.rows:
+            cells = [fmt(v).replace("|", "\\|").replace("\n", " ") for v in row]
+            out.append("| " + " | ".join(cells) + " |")
+        out.append("")
+    for p in sec.after:
+        out += [p, ""]
+    for path, caption in sec.figures:
+        out += [f"![{caption}]({figure_dir}/{Path(path).name})", "", f"*{caption}*", ""]
+    if sec.code:
+        out += ["```", sec.code, "```", ""]
+    return out

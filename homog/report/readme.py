@@ -1,7 +1,8 @@
 """``python -m homog.report.readme``: write the answer of a database into the README's block.
 
-The lines are :func:`homog.report.answer.answer_lines` of the same claims the report shows, so
-the README's "answer so far" and the results page cannot disagree (study/run.sh runs it).
+The lines are :func:`homog.report.answer.full_answer`'s, the report's first section's, each
+written as its one rendering (AnswerLine.markdown), so the README's "answer so far" and the
+results page cannot disagree (study/run.sh runs it).
 """
 
 from __future__ import annotations
@@ -9,17 +10,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from homog.config import Params, load_config
 from homog.report.answer import full_answer, replace_block
+from homog.report.inputs import claims_of, read_inputs
+from homog.report.sentences_view import sentence_line, verdict_rows
+from homog.store.query import connect
 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m homog.report.readme --db DB --params P --readme README.md --source TEXT``:
     write the answer lines of the database's claims into the README's answer block."""
-    from homog.config import Params, load_config
-    from homog.report.inputs import claims_of, read_inputs
-    from homog.report.sentences_view import sentence_line, verdict_rows
-    from homog.store.query import connect
-
     ap = argparse.ArgumentParser(prog="python -m homog.report.readme")
     ap.add_argument("--db", required=True)
     ap.add_argument("--params")

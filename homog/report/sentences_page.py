@@ -15,6 +15,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from homog.config import Params, load_config
+from homog.report.document import section_markdown
+from homog.report.inputs import bundled, read_inputs
+from homog.report.sentences_view import sentences_section
+from homog.store.query import connect
+
 START, END = "<!-- sentence-results -->", "<!-- /sentence-results -->"
 
 
@@ -32,12 +38,6 @@ def counts_line(runs: pd.DataFrame, sentences: pd.DataFrame | None) -> str:
 
 def render(db: Path, params_path: str | None, figdir: Path, link: str) -> list[str]:
     """The Markdown lines of the block (figures written into ``figdir``, linked as ``link``)."""
-    from homog.config import Params, load_config
-    from homog.report.document import to_markdown
-    from homog.report.inputs import bundled, read_inputs
-    from homog.report.sentences_view import sentences_section
-    from homog.store.query import connect
-
     params = load_config(params_path) if params_path else Params()
     con = connect(db)
     try:
@@ -46,11 +46,16 @@ def render(db: Path, params_path: str | None, figdir: Path, link: str) -> list[s
     finally:
         con.close()
     figdir.mkdir(parents=True, exist_ok=True)
-    sec = sentences_section(data["sentences"], data["sentence_curve"], data["runs"], figdir,
-                            params.stats.alpha, dose=data["sentence_dose"])  # fmt: skip
+    sec = sentences_section(
+        data["sentences"],
+        data["sentence_curve"],
+        data["runs"],
+        figdir,
+        params.stats.alpha,
+        dose=data["sentence_dose"],
+    )
     sec.paragraphs.insert(0, counts_line(data["runs"], followed))
-    page = to_markdown("x", "", [sec], link).split("\n")[4:]  # from the section's title
-    return ["#" + page[0], *page[1:]]  # one level down: the page's section holds it
+    return section_markdown(sec, link, level=3)  # one level down: the page's section holds it
 
 
 def main(argv: list[str] | None = None) -> int:

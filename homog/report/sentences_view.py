@@ -18,8 +18,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from homog.plot import legend_below
+from homog.report.answer_line import AnswerLine, family_of, verdict_counts
 from homog.report.document import Section
 from homog.report.sentences_specific import family_tables, place_lines
+from homog.stats.contrasts import band_of_layers
 from homog.stats.paired_tests import holm
 from homog.stats.verdicts import verdict_of
 
@@ -97,14 +100,25 @@ def verdict_rows(sc: pd.DataFrame, runs: pd.DataFrame, alpha: float = 0.05) -> p
             control = r.band == "layer0"
             if r.metric not in (CONTROL_METRICS if control else PRIMARY_METRICS):
                 continue
-            rows.append({
-                "model": r.model, "question": question + (" (layer 0)" if control else ""),
-                "metric": r.metric, "band": r.band, "effect": r.mean_diff, "ci_low": r.ci_low,
-                "ci_high": r.ci_high, "sesoi": r.sesoi, "eq_ci_low": r.eq_ci_low,
-                "eq_ci_high": r.eq_ci_high, "p_value": r.p_value, "n": r.n,
-                "n_identical": getattr(r, "n_identical", None), "control": control,
-                "family": "control" if control else family,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "model": r.model,
+                    "question": question + (" (layer 0)" if control else ""),
+                    "metric": r.metric,
+                    "band": r.band,
+                    "effect": r.mean_diff,
+                    "ci_low": r.ci_low,
+                    "ci_high": r.ci_high,
+                    "sesoi": r.sesoi,
+                    "eq_ci_low": r.eq_ci_low,
+                    "eq_ci_high": r.eq_ci_high,
+                    "p_value": r.p_value,
+                    "n": r.n,
+                    "n_identical": getattr(r, "n_identical", None),
+                    "control": control,
+                    "family": "control" if control else family,
+                }
+            )
     out = pd.DataFrame(rows)
     if out.empty:
         return out
@@ -114,10 +128,19 @@ def verdict_rows(sc: pd.DataFrame, runs: pd.DataFrame, alpha: float = 0.05) -> p
         out.loc[idx, "p_holm"] = holm(out.loc[idx, "p_value"].to_numpy(dtype=float))
     out = out[fam | out["control"]].copy()
     out["verdict"] = [
-        verdict_of(r.effect, r.ci_low, r.ci_high, r.eq_ci_low, r.eq_ci_high, r.sesoi,
-                   r.p_holm, alpha, n=r.n)
+        verdict_of(
+            r.effect,
+            r.ci_low,
+            r.ci_high,
+            r.eq_ci_low,
+            r.eq_ci_high,
+            r.sesoi,
+            r.p_holm,
+            alpha,
+            n=r.n,
+        )
         for r in out.itertuples()
-    ]  # fmt: skip
+    ]
     out["claimed"] = "either"
     order = {b: i for i, b in enumerate(("layer0", *BANDS))}
     return out.sort_values(
@@ -126,7 +149,7 @@ def verdict_rows(sc: pd.DataFrame, runs: pd.DataFrame, alpha: float = 0.05) -> p
     ).reset_index(drop=True)
 
 
-def sentence_line(rows: pd.DataFrame) -> str | None:
+def sentence_line(rows: pd.DataFrame) -> AnswerLine | None:
     """The answer's line: per model, the tally of verdicts of the position effect and the
     U-shape on the moved sentence, with the largest |effect| in SESOI units."""
     if rows is None or rows.empty:
@@ -144,9 +167,15 @@ def sentence_line(rows: pd.DataFrame) -> str | None:
         n = pd.to_numeric(g["n"], errors="coerce").max()
         reviews = f" ({int(n)} reviews)" if pd.notna(n) else ""
         parts.append(f"{model}{reviews}: {'; '.join(tallies)}{big}")
-    return (
-        "**Where position acts** (the moved sentence itself, its cosine to the text's centroid "
-        f"and the attention it receives, per band): {' | '.join(parts)}."
+    shown = rows[~rows["control"]]
+    return AnswerLine(
+        question=TITLE,
+        family=family_of(shown["family"]),
+        scope="the moved sentence itself, its cosine to the text's centroid and the attention "
+        "it receives, per band",
+        finding=f"{' | '.join(parts)}.",
+        endpoints=len(shown),
+        verdicts=verdict_counts(shown["verdict"]),
     )
 
 
@@ -173,9 +202,6 @@ def _figure(curve: pd.DataFrame, model: str, path: Path) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from homog.plot import legend_below
-    from homog.stats.contrasts import band_of_layers
-
     c = curve[curve["model"] == model] if "model" in curve.columns else curve.iloc[0:0]
     if c.empty:
         return None
@@ -184,15 +210,18 @@ def _figure(curve: pd.DataFrame, model: str, path: Path) -> Path | None:
     bands = {b: ls for b, ls in bands.items() if b in BANDS}
     if not metrics or not bands:
         return None
-    fig, axes = plt.subplots(len(metrics), len(bands), squeeze=False,
-                             figsize=(2.6 * len(bands), 2.3 * len(metrics)))  # fmt: skip
+    fig, axes = plt.subplots(
+        len(metrics), len(bands), squeeze=False, figsize=(2.6 * len(bands), 2.3 * len(metrics))
+    )
     handles = {}
     for i, metric in enumerate(metrics):
         for j, (band, layers) in enumerate(bands.items()):
             ax = axes[i][j]
             sel = c[(c["metric"] == metric) & c["layer"].isin(layers)]
-            for who, flag, colour in (("key sentence", "is_key", "C3"),
-                                      ("control sentence", "is_control", "C0")):  # fmt: skip
+            for who, flag, colour in (
+                ("key sentence", "is_key", "C3"),
+                ("control sentence", "is_control", "C0"),
+            ):
                 s = sel[sel[flag].astype(bool)].groupby("variant")[["value", "position"]].mean()
                 if "original" not in s.index:
                     continue
@@ -200,12 +229,23 @@ def _figure(curve: pd.DataFrame, model: str, path: Path) -> Path | None:
                 keep = ["key_first", "key_mid", "key_last"] if flag == "is_key" else ["key_control"]
                 pts = s.loc[[v for v in ["original", *keep] if v in s.index]]
                 pts = pts.sort_values("position")
-                (h,) = ax.plot(pts["position"], pts["change"], "o-" if flag == "is_key" else "s--",
-                               color=colour, lw=1.2, ms=4)  # fmt: skip
+                (h,) = ax.plot(
+                    pts["position"],
+                    pts["change"],
+                    "o-" if flag == "is_key" else "s--",
+                    color=colour,
+                    lw=1.2,
+                    ms=4,
+                )
                 handles[who] = h
                 for v, r in pts.iterrows():
-                    ax.annotate(v.replace("key_", ""), (r["position"], r["change"]), fontsize=6,
-                                textcoords="offset points", xytext=(2, 3))  # fmt: skip
+                    ax.annotate(
+                        v.replace("key_", ""),
+                        (r["position"], r["change"]),
+                        fontsize=6,
+                        textcoords="offset points",
+                        xytext=(2, 3),
+                    )
             ax.axhline(0, color="#999", lw=0.7)
             ax.set_title(f"{band}", fontsize=8)
             ax.tick_params(labelsize=7)
@@ -230,15 +270,13 @@ def _dose_figure(dose: pd.DataFrame, path: Path) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from homog.plot import legend_below
-    from homog.stats.contrasts import band_of_layers
-
     if dose is None or dose.empty:
         return None
     models = list(dict.fromkeys(dose["model"]))
     metrics = [m for m in PRIMARY_METRICS if m in set(dose["metric"])]
-    fig, axes = plt.subplots(len(metrics), len(models), squeeze=False,
-                             figsize=(3.6 * len(models), 2.4 * len(metrics)))  # fmt: skip
+    fig, axes = plt.subplots(
+        len(metrics), len(models), squeeze=False, figsize=(3.6 * len(models), 2.4 * len(metrics))
+    )
     handles = {}
     for j, model in enumerate(models):
         d = dose[dose["model"] == model]
@@ -305,8 +343,8 @@ def sentences_section(
     )
     sec.paragraphs += place_lines(sc, runs, PRIMARY_METRICS, BANDS)
     line = sentence_line(rows)
-    if line:
-        sec.paragraphs.append(line)
+    if line is not None:
+        sec.paragraphs.append(line.markdown)
     sec.tables += family_tables(rows, sc, runs)
     ctl = rows[rows["control"]]
     if len(ctl):
@@ -321,12 +359,22 @@ def sentences_section(
         safe = "".join(ch if ch.isalnum() else "_" for ch in str(model))
         path = _figure(curve, model, figdir / f"sentences__{safe}.png")
         if path is not None:
-            sec.figures.append((path, f"{model}: the key sentence's change from its original "
-                                      "place against its position, per band, and the control "
-                                      "sentence's (key_control)"))  # fmt: skip
+            sec.figures.append(
+                (
+                    path,
+                    f"{model}: the key sentence's change from its original "
+                    "place against its position, per band, and the control "
+                    "sentence's (key_control)",
+                )
+            )
     path = _dose_figure(dose, figdir / "sentences__dose.png")
     if path is not None:
-        sec.figures.append((path, "The dose view: every followed sentence of every variant, "
-                                  "its value minus its mean over the family (sentence fixed "
-                                  "effects), per fifth of relative position and band"))  # fmt: skip
+        sec.figures.append(
+            (
+                path,
+                "The dose view: every followed sentence of every variant, "
+                "its value minus its mean over the family (sentence fixed "
+                "effects), per fifth of relative position and band",
+            )
+        )
     return sec
