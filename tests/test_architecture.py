@@ -120,9 +120,9 @@ def test_the_cli_names_no_module_above_it():
 
     from homog.cli import COMMANDS
 
+    assert "tui" not in COMMANDS
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert project["entry-points"]["homog.commands"]["tui"] == "tui.command:tui"
-    assert not [t for t in COMMANDS.values() if t.split(".")[0] != "homog"]
     named = [str(p.relative_to(ROOT)) for p in (ROOT / "homog").rglob("*.py")
              if "tui.command" in p.read_text(encoding="utf-8")]  # fmt: skip
     assert not named, named

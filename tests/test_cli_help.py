@@ -34,6 +34,27 @@ def test_the_top_level_lists_every_stage_of_the_pipeline():
     assert not [c for c in commands if c not in listed.replace(",", " ").split()], listed
 
 
+def test_the_stage_list_is_dvc_yamls():
+    """PIPELINE_STAGES, the one list the top-level help's stages come from, names every stage
+    of dvc.yaml in its order, with the command its `cmd` runs; every command the help's groups
+    name is one `homog` lists."""
+    import yaml
+    from conftest import ROOT
+
+    from homog.cli import COMMANDS, PIPELINE_STAGES, READER_GROUPS, builtin_command
+
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    assert list(PIPELINE_STAGES) == list(stages)
+    for stage, command in PIPELINE_STAGES.items():
+        cmd = stages[stage].get("do", stages[stage])["cmd"]
+        assert cmd.split()[:2] == ["homog", command], (stage, cmd)
+    listed = help_text("").split("Pipeline stages")[1].split("\n")[1].replace(",", " ").split()
+    assert listed == list(dict.fromkeys(PIPELINE_STAGES.values()))
+    assert [n for n in COMMANDS if builtin_command(n) is None] == []
+    named = {*PIPELINE_STAGES.values(), *(n for _, names in READER_GROUPS for n in names)}
+    assert named <= {*COMMANDS, "tui"}
+
+
 def test_synth_help_names_every_variant_it_writes():
     from homog.variants import TEXT_VARIANTS
 

@@ -1,7 +1,7 @@
 """The ``homog`` command line: a thin Click layer over the library.
 
-Subcommands are imported lazily (``COMMANDS`` maps a name to ``module:attribute``), so
-``homog --help`` stays fast and importing the CLI does not pull torch in. Other packages add
+Subcommands are imported when listed or run (:func:`builtin_command` imports each one's
+module inside the function), so importing the CLI does not pull torch in. Other packages add
 commands through the ``homog.commands`` entry-point group, and so does this project's TUI
 (its ``tui`` entry in pyproject.toml): the CLI names no module above it, and nothing
 imports ``tui`` or ``textual`` until ``homog tui`` runs. The installed distributions are
@@ -12,35 +12,100 @@ not built in, or when the commands are listed.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
+from typing import TYPE_CHECKING
 
 import click
 
 from homog import __version__
 from homog.errors import HomogError
 
-COMMANDS: dict[str, str] = {
-    "calibrate": "homog.cli.calibrate:calibrate",
-    "corpus": "homog.cli.corpus:corpus",
-    "synth": "homog.cli.corpus:synth",
-    "texts": "homog.cli.texts:texts",
-    "extract": "homog.cli.extract:extract",
-    "mauve": "homog.cli.pipeline:mauve",
-    "stats": "homog.cli.pipeline:stats",
-    "load": "homog.cli.pipeline:load",
-    "runs": "homog.cli.query:runs",
-    "compare": "homog.cli.query:compare",
-    "sql": "homog.cli.sql:sql",
-    "export": "homog.cli.sql:export",
-    "plot": "homog.cli.query:plot",
-    "report": "homog.cli.report:report",
-    "claims": "homog.cli.claims:claims",
-    "diff": "homog.cli.diff:diff",
-    "posenc": "homog.cli.posenc:posenc",
-    "probe": "homog.cli.probe:probe",
-    "publish": "homog.cli.publish:publish",
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
+
+# dvc.yaml's stages, in its order, and the command each runs (tests/test_cli_help.py reads
+# dvc.yaml against it); `homog --help` lists these commands as the pipeline's stages
+PIPELINE_STAGES: dict[str, str] = {
+    "corpus": "corpus",
+    "synth": "synth",
+    "extract": "extract",
+    "mauve": "mauve",
+    "probe_features": "probe",
+    "probe": "probe",
+    "stats": "stats",
+    "posenc_train": "posenc",
+    "posenc_ablate": "posenc",
+    "posenc_decompose": "posenc",
+    "load": "load",
+    "report": "report",
 }
+# `homog --help`'s groups of commands after the pipeline's stages
+READER_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "Looking at results (read-only over data/homog.duckdb)",
+        ("runs", "compare", "diff", "claims", "sql", "export", "plot", "report", "tui"),
+    ),
+    ("Publishing the summary tables (a folder every reader opens as --db)", ("publish",)),
+    ("Looking at synth's texts and the reviews it dropped (data/synth)", ("texts",)),
+    ("Checks", ("calibrate",)),
+)
+# the built-in commands (plugins such as tui come from the homog.commands entry points)
+COMMANDS: tuple[str, ...] = (
+    "calibrate",
+    "corpus",
+    "synth",
+    "texts",
+    "extract",
+    "mauve",
+    "stats",
+    "load",
+    "runs",
+    "compare",
+    "sql",
+    "export",
+    "plot",
+    "report",
+    "claims",
+    "diff",
+    "posenc",
+    "probe",
+    "publish",
+)
+
+
+def builtin_command(name: str) -> click.Command | None:
+    """The built-in command ``name`` (None for another name). Its module is imported here, when
+    the command is listed or run, so that importing the CLI stays light (no torch)."""
+    match name:
+        case "calibrate":
+            from homog.cli import calibrate as module
+        case "corpus" | "synth":
+            from homog.cli import corpus as module
+        case "texts":
+            from homog.cli import texts as module
+        case "extract":
+            from homog.cli import extract as module
+        case "mauve" | "stats" | "load":
+            from homog.cli import pipeline as module
+        case "runs" | "compare" | "plot":
+            from homog.cli import query as module
+        case "sql" | "export":
+            from homog.cli import sql as module
+        case "report":
+            from homog.cli import report as module
+        case "claims":
+            from homog.cli import claims as module
+        case "diff":
+            from homog.cli import diff as module
+        case "posenc":
+            from homog.cli import posenc as module
+        case "probe":
+            from homog.cli import probe as module
+        case "publish":
+            from homog.cli import publish as module
+        case _:
+            return None
+    return getattr(module, name)
 
 
 def _flush_stdout() -> None:
@@ -105,7 +170,7 @@ def _interrupt() -> click.exceptions.Exit:
     return click.exceptions.Exit(130)
 
 
-# What sizes each command's memory, for the out-of-memory message (issue 39): params keys to
+# What sizes each command's memory, for the out-of-memory message: params keys to
 # lower, or what to narrow. Commands not named get the reader's advice.
 _MEMORY_ADVICE: dict[str, str] = {
     "corpus": "draw fewer texts (corpus.n)",
@@ -162,10 +227,10 @@ def _memory_message(command: str | None, exc: BaseException) -> str:
     )
 
 
-def _plugin_commands() -> dict[str, str]:
+def _plugin_commands() -> dict[str, EntryPoint]:
     from importlib.metadata import entry_points
 
-    return {ep.name: ep.value for ep in entry_points(group="homog.commands")}
+    return {ep.name: ep for ep in entry_points(group="homog.commands")}
 
 
 class LazyGroup(click.Group):
@@ -211,19 +276,16 @@ class LazyGroup(click.Group):
                 raise click.ClickException(_memory_message(ctx.invoked_subcommand, exc)) from None
             raise
 
-    def _targets(self) -> dict[str, str]:
-        return {**_plugin_commands(), **COMMANDS}
-
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(set(super().list_commands(ctx)) | set(self._targets()))
+        names = {*super().list_commands(ctx), *_plugin_commands(), *COMMANDS}
+        return sorted(names)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        target = COMMANDS.get(cmd_name) or _plugin_commands().get(cmd_name)
-        if target is None:
+        plugin = None if cmd_name in COMMANDS else _plugin_commands().get(cmd_name)
+        if cmd_name not in COMMANDS and plugin is None:
             return super().get_command(ctx, cmd_name)
-        module_name, attr = target.split(":")
         try:
-            module = importlib.import_module(module_name)
+            return builtin_command(cmd_name) if plugin is None else plugin.load()
         except ModuleNotFoundError as exc:
             # A command whose module is missing is listed with the reason instead of crashing
             # `homog --help` for every other command.
@@ -234,26 +296,29 @@ class LazyGroup(click.Group):
                 raise click.ClickException(f"'homog {cmd_name}' is unavailable: {reason}")
 
             return unavailable
-        return getattr(module, attr)
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+def _help() -> str:
+    """The group's help: what homog is, then its commands in groups, the pipeline's stages
+    (PIPELINE_STAGES, in dvc.yaml's order) first."""
+    stages = (
+        "Pipeline stages (run by `dvc repro`, each reads params.yaml)",
+        PIPELINE_STAGES.values(),
+    )
+    groups = [
+        f"{title}:\n  {', '.join(dict.fromkeys(names))}"
+        for title, names in (stages, *READER_GROUPS)
+    ]
+    return (
+        "homog: how token representations homogenize layer by layer under positional bias.\n\n"
+        "\b\n" + "\n".join(groups)
+    )
+
+
+@click.group(cls=LazyGroup, help=_help(), context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="homog")
 def main() -> None:
-    """homog: how token representations homogenize layer by layer under positional bias.
-
-    \b
-    Pipeline stages (run by `dvc repro`, each reads params.yaml):
-      corpus, synth, extract, mauve, stats, probe, load, posenc
-    Looking at results (read-only over data/homog.duckdb):
-      runs, compare, diff, claims, sql, export, plot, report, tui
-    Publishing the summary tables (a folder every reader opens as --db):
-      publish
-    Looking at synth's texts and the reviews it dropped (data/synth):
-      texts
-    Checks:
-      calibrate
-    """
+    """Set up every command: the libraries' own progress bars are quieted."""
     from homog.progress import quiet_library_bars
 
     quiet_library_bars()
