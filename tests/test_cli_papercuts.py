@@ -323,7 +323,7 @@ def test_diff_matches_an_independent_computation(demo_db_factory, tmp_path, monk
 def test_report_reads_the_synth_report_beside_params(tmp_path, monkeypatch, write_params):
     """Run elsewhere with --params: the synth report of that project, not of the cwd (it was
     silently dropped), and a note when it is missing."""
-    import homog.report
+    import homog.report.build
 
     seen = {}
 
@@ -331,7 +331,7 @@ def test_report_reads_the_synth_report_beside_params(tmp_path, monkeypatch, writ
         seen.update(db=db, synth=synth_report, params=params)
         return Path(out)
 
-    monkeypatch.setattr(homog.report, "build_report", fake_build)
+    monkeypatch.setattr(homog.report.build, "build_report", fake_build)
     params = write_params()  # tmp_path/params.yaml
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -345,11 +345,11 @@ def test_report_reads_the_synth_report_beside_params(tmp_path, monkeypatch, writ
 def test_report_db_without_params_yaml_reaches_the_builder(tmp_path, monkeypatch):
     """The fast twin of the slow end-to-end test: no params.yaml, --db given: the builder
     runs with default settings and no synth report, and the note names what is missing."""
-    import homog.report
+    import homog.report.build
 
     seen = {}
     monkeypatch.setattr(
-        homog.report,
+        homog.report.build,
         "build_report",
         lambda db, out, *, fmt, params, synth_report, **_: (
             seen.update(db=db, params=params, synth=synth_report) or Path(out)

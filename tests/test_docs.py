@@ -344,7 +344,7 @@ def test_readme_pictures_show_todays_tool(demo_db_factory, tmp_path):
     study/data/homog.duckdb --report study/data/report/report.html)."""
     import json
 
-    from homog.report import build_report
+    from homog.report.build import build_report
     from tui.app import LAZY_SCREENS
     from tui.components.nav_bar import SCREENS
 

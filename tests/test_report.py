@@ -22,7 +22,8 @@ from scipy.stats import wilcoxon
 
 from homog.cli import main
 from homog.layout import Layout
-from homog.report import build_report, claims_table
+from homog.report.build import build_report
+from homog.report.claims import claims_table
 from homog.stats.paired_tests import sign_flip_p
 
 N_TEXTS, N_LAYERS, ALPHA = 24, 9, 0.05

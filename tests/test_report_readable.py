@@ -24,7 +24,7 @@ from conftest import save_run
 from homog.cli import main
 from homog.errors import HomogError
 from homog.layout import Layout
-from homog.report import build_report
+from homog.report.build import build_report
 from homog.report.claims_view import COLUMNS, claim_group, summary_section, table_cells, tally
 from homog.report.document import fmt
 from homog.report.glossary import VARIANTS
@@ -151,7 +151,7 @@ def frames(db: Path) -> dict[str, pd.DataFrame]:
 
 
 def claims_frame(project) -> pd.DataFrame:
-    from homog.report import claims_table
+    from homog.report.claims import claims_table
 
     f = frames(Layout(project).db())
     return claims_table(f["contrasts"], f["runs"], f["erank"], n_boot=200,

@@ -10,7 +10,7 @@ from test_run_generations import PARAMS, write_generation
 
 @pytest.mark.parametrize("n_texts", [1, 2, 3])
 def test_report_renders_with_too_few_reviews(n_texts, tmp_path):
-    from homog.report import build_report
+    from homog.report.build import build_report
     from homog.stats.stage import stats_stage
     from homog.store import load
 

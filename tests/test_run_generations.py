@@ -107,7 +107,7 @@ def test_claims_read_the_newest_run_only(dbs):
 
 
 def test_report_counts_as_with_one_generation(dbs, tmp_path):
-    from homog.report import build_report
+    from homog.report.build import build_report
 
     two, one = dbs
     pages = [build_report(db, tmp_path / f"{db.stem}.md", fmt="md").read_text() for db in dbs]

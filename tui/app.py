@@ -7,7 +7,6 @@ and the selected runs) and notices when ``homog load`` replaced the file.
 
 from __future__ import annotations
 
-import importlib
 import os
 import threading
 from collections.abc import Callable
@@ -28,30 +27,54 @@ from tui.screens.runs import RunsScreen
 if TYPE_CHECKING:
     from tui.preview import CatalogPreview
 
+
 # Screens other than Runs are imported when first shown (plotext, the SQL editor: tens of ms
 # that the first paint need not wait for), and in a background thread once the runs are in.
-LAZY_SCREENS = {
-    "compare": ("tui.screens.compare", "CompareScreen"),
-    "attention": ("tui.screens.attention", "AttentionScreen"),
-    "pe": ("tui.screens.pelab", "PeLabScreen"),
-    "sql": ("tui.screens.sql", "SqlScreen"),
+def _compare() -> type[Screen]:
+    from tui.screens.compare import CompareScreen
+
+    return CompareScreen
+
+
+def _attention() -> type[Screen]:
+    from tui.screens.attention import AttentionScreen
+
+    return AttentionScreen
+
+
+def _pe_lab() -> type[Screen]:
+    from tui.screens.pelab import PeLabScreen
+
+    return PeLabScreen
+
+
+def _sql() -> type[Screen]:
+    from tui.screens.sql import SqlScreen
+
+    return SqlScreen
+
+
+# mode -> the function that imports its screen's class
+LAZY_SCREENS: dict[str, Callable[[], type[Screen]]] = {
+    "compare": _compare,
+    "attention": _attention,
+    "pe": _pe_lab,
+    "sql": _sql,
 }
 
 
 PRELOAD_AFTER_S = 0.3
 
 
-def _lazy_screen(module: str, name: str) -> Callable[[], Screen]:
-    def make() -> Screen:
-        return getattr(importlib.import_module(module), name)()
-
-    return make
+def _on_first_show(load: Callable[[], type[Screen]]) -> Callable[[], Screen]:
+    """A mode's screen factory: its class is imported when the mode is first shown."""
+    return lambda: load()()
 
 
 def preload_screens() -> None:
     """Import the lazily loaded screens' modules (off the UI thread, after the first paint)."""
-    for module, _ in LAZY_SCREENS.values():
-        importlib.import_module(module)
+    for load in LAZY_SCREENS.values():
+        load()
 
 
 class HomogApp(App[None]):
@@ -65,7 +88,7 @@ class HomogApp(App[None]):
     DEFAULT_MODE = "runs"
     MODES = {
         "runs": RunsScreen,
-        **{mode: _lazy_screen(*where) for mode, where in LAZY_SCREENS.items()},
+        **{mode: _on_first_show(load) for mode, load in LAZY_SCREENS.items()},
     }
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     BINDINGS = [

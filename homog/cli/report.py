@@ -74,7 +74,7 @@ def report(
     """
     from homog.config import load_config
     from homog.layout import Layout, default_db
-    from homog.report import build_report
+    from homog.report.build import build_report
 
     params, synth = None, None
     if db_path is not None and not params_path.exists():
@@ -95,7 +95,13 @@ def report(
     force = force or (out is None and figures_dir is None)
     out = out or REPORT_DIR / f"report.{fmt}"
     path = build_report(
-        db, out, fmt=fmt, params=params, synth_report=synth,
-        figures_dir=figures_dir, params_name=str(params_path), force=force,
-    )  # fmt: skip
+        db,
+        out,
+        fmt=fmt,
+        params=params,
+        synth_report=synth,
+        figures_dir=figures_dir,
+        params_name=str(params_path),
+        force=force,
+    )
     click.echo("wrote the report to stdout" if str(path) == "-" else f"wrote {path}", err=True)
