@@ -393,7 +393,8 @@ def test_stats_params_are_checked():
 def test_rounding_at_layer_0_is_not_a_lexical_confound():
     """A reordering of the same tokens moves layer 0 by ~1e-14 (float64 rounding), whose signs
     can agree across texts; that must not mark the contrast, a real difference must."""
-    from homog.report.claims import Claim, lexical
+    from homog.report.claims_rows import Claim
+    from homog.report.claims_rules import lexical
 
     def row(layer0_effect: float) -> Claim:
         return Claim(model="m", claim="5b", statement="s", metric="erank", comparison="a - b",

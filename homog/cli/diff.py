@@ -28,8 +28,18 @@ from homog.cli.options import (
 from homog.cli.tables import emit
 from homog.errors import HomogError
 
-COLUMNS = ("metric", "variant", "band", "layer", "n", "mean_diff", "ci_low", "ci_high",
-           "p_value", "p_holm")  # fmt: skip
+COLUMNS = (
+    "metric",
+    "variant",
+    "band",
+    "layer",
+    "n",
+    "mean_diff",
+    "ci_low",
+    "ci_high",
+    "p_value",
+    "p_holm",
+)
 
 
 def _rows(con: Any, run_id: str, variants: list[str], metrics: list[str] | None):
@@ -163,7 +173,8 @@ def diff(
         from homog.cli.views import show_diff
 
         title = f"{short[a]} - {short[b]} ({n_shared} shared texts)"
-        show_diff([dict(zip(columns, r, strict=True)) for r in rows], title, by_layer=by_layer,
-                  wide=wide)  # fmt: skip
+        show_diff(
+            [dict(zip(columns, r, strict=True)) for r in rows], title, by_layer=by_layer, wide=wide
+        )
     else:
         emit(columns, rows, fmt)

@@ -102,9 +102,12 @@ def load(params_path: Path, db_path: Path | None, force: bool, prune: bool) -> N
 
     try:
         counts = load_db(
-            load_config(params_path), db_path, force=force, prune=prune,
+            load_config(params_path),
+            db_path,
+            force=force,
+            prune=prune,
             notify=lambda m: click.echo(m, err=True),
-        )  # fmt: skip
+        )
     except KeyboardInterrupt:
         click.echo(
             "load interrupted: the database is unchanged and no temporary file is left",

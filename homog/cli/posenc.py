@@ -13,20 +13,27 @@ pe_option = click.option(
     "--pe", required=True, type=click.Choice(ENCODINGS), help="Positional encoding."
 )
 preset_option = click.option(
-    "--preset", type=click.Choice(list(PRESETS)), default=None,
+    "--preset",
+    type=click.Choice(list(PRESETS)),
+    default=None,
     help="Override posenc.preset (cpu: minutes on 2 cores; reference: the paper's, GPU).",
-)  # fmt: skip
+)
 device_option = click.option(
     "--device", default=None, help="cpu | cuda | cuda:N | auto [default: posenc.device or auto]."
 )
 out_option = click.option(
-    "--out", "out_dir", default=None, type=click.Path(file_okay=False),
+    "--out",
+    "out_dir",
+    default=None,
+    type=click.Path(file_okay=False),
     help="Output directory [default: data/posenc/<pe>].",
-)  # fmt: skip
+)
 force_option = click.option(
-    "--force", is_flag=True, help="With --out: replace outputs there that homog did not write.",
-)  # fmt: skip
-# what train and ablate write into their --out folder (issue 39: a user's files are refused)
+    "--force",
+    is_flag=True,
+    help="With --out: replace outputs there that homog did not write.",
+)
+# what train and ablate write into their --out folder (a user's own files there are refused)
 TRAIN_OUTPUTS = ["checkpoints", "results.parquet", "metrics.json", "train_log.csv"]
 ABLATE_OUTPUTS = ["head_ablation.parquet", "logit_decomposition.parquet", "ablation.json"]
 
@@ -75,9 +82,13 @@ def posenc() -> None:
 @posenc.command()
 @stage_options
 def train(
-    pe: str, params_path: str, preset: str | None, device: str | None, out_dir: str | None,
+    pe: str,
+    params_path: str,
+    preset: str | None,
+    device: str | None,
+    out_dir: str | None,
     force: bool,
-):  # fmt: skip
+):
     """Train encoding PE on every task of posenc.tasks, for every seed.
 
     Writes data/posenc/<pe>/checkpoints/<task>-seed<seed>.pt, results.parquet (pe, task,
@@ -104,9 +115,13 @@ def train(
 @posenc.command()
 @stage_options
 def ablate(
-    pe: str, params_path: str, preset: str | None, device: str | None, out_dir: str | None,
+    pe: str,
+    params_path: str,
+    preset: str | None,
+    device: str | None,
+    out_dir: str | None,
     force: bool,
-):  # fmt: skip
+):
     """Zero each head in turn and decompose the attention logits of PE's checkpoints.
 
     Writes data/posenc/<pe>/head_ablation.parquet (pe, task, layer, head, accuracy, drop) and
@@ -158,9 +173,13 @@ def ablate(
 )
 @click.option("--force", is_flag=True, help="Overwrite an --out file that homog did not write.")
 def decompose(
-    model_key: str, params_path: str, texts_path: str, device: str | None, out_path: str | None,
+    model_key: str,
+    params_path: str,
+    texts_path: str,
+    device: str | None,
+    out_path: str | None,
     force: bool,
-):  # fmt: skip
+):
     """Rotary logit decomposition of a pretrained RoPE LM, per layer and head.
 
     For each head: the share of the (row-centred) logit energy carried by the rotation,

@@ -25,8 +25,11 @@ from homog.layout import Layout
     "extraction); all: both, reusing features that are up to date.",
 )
 @click.option("--refit", is_flag=True, help="The same as --step fit.")
-@click.option("--force", is_flag=True, help="With --step all: rerun the forward passes even "
-              "when the features are up to date.")  # fmt: skip
+@click.option(
+    "--force",
+    is_flag=True,
+    help="With --step all: rerun the forward passes even when the features are up to date.",
+)
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def probe(
     model_key: str,
@@ -83,10 +86,18 @@ def probe(
         show_progress=not no_progress,
     )
     if step == "features" and not refit:
-        click.echo(f"{out}/features: {record['forward_passes']} forward passes, "
-                   f"{record['features_bytes_per_1000_texts']} bytes per 1,000 texts "
-                   f"(pooled vectors {record['pooled_bytes_per_1000_texts']})")  # fmt: skip
+        click.echo(
+            f"{out}/features: {record['forward_passes']} forward passes, "
+            f"{record['features_bytes_per_1000_texts']} bytes per 1,000 texts "
+            f"(pooled vectors {record['pooled_bytes_per_1000_texts']})"
+        )
         return
+    _echo_headline(model_key, out, record)
+
+
+def _echo_headline(model_key: str, out: str, record: dict) -> None:
+    """The fit's summary on stdout: the best probe layer, the zero-shot accuracy and AUC on
+    the originals, each slope's verdict, and the cost in time and bytes."""
     h = record["headline"]
     for b in h["best_layer"]:
         click.echo(
@@ -94,17 +105,23 @@ def probe(
             f"[{b['ci_low']}, {b['ci_high']}] (n={b['n']})"
         )
     for iv, a in h["lm_accuracy_original"].items():
-        click.echo(f"{model_key}/{iv}: zero-shot accuracy on originals {a['value']} "
-                   f"[{a['ci_low']}, {a['ci_high']}]")  # fmt: skip
+        click.echo(
+            f"{model_key}/{iv}: zero-shot accuracy on originals {a['value']} "
+            f"[{a['ci_low']}, {a['ci_high']}]"
+        )
     for iv, a in h.get("lm_auc_original", {}).items():
-        click.echo(f"{model_key}/{iv}: zero-shot AUC on originals {a['value']} "
-                   f"[{a['ci_low']}, {a['ci_high']}]")  # fmt: skip
+        click.echo(
+            f"{model_key}/{iv}: zero-shot AUC on originals {a['value']} "
+            f"[{a['ci_low']}, {a['ci_high']}]"
+        )
     for s in h["slopes"]:
         click.echo(
             f"slope {s['metric']} {s['band']} vs {s['baseline']}: {s['value']} "
             f"[{s['ci_low']}, {s['ci_high']}] SESOI {s.get('sesoi', 'n/a')} p_holm {s['p_holm']} "
             f"-> {s['verdict']}"
         )
-    click.echo(f"{out}: {record['s_per_100_texts']} s per 100 texts, features "
-               f"{record['features_bytes_per_1000_texts']} bytes per 1,000 texts (pooled vectors "
-               f"{record['pooled_bytes_per_1000_texts']})")  # fmt: skip
+    click.echo(
+        f"{out}: {record['s_per_100_texts']} s per 100 texts, features "
+        f"{record['features_bytes_per_1000_texts']} bytes per 1,000 texts (pooled vectors "
+        f"{record['pooled_bytes_per_1000_texts']})"
+    )

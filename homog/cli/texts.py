@@ -2,7 +2,7 @@
 
 Reads the synth stage's outputs, ``texts.parquet`` (``--texts``, default data/synth/) and the
 ``report.json`` beside it; nothing else (no params.yaml, no database). ``--dropped`` lists
-report.json's ``dropped_reviews`` (issue 39: the counts alone named no review).
+report.json's ``dropped_reviews``: each dropped review with its stage and reason, not only counts.
 """
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ def dropped_rows(report: dict[str, Any], path: Path) -> list[dict[str, str]]:
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
         raise HomogError(f"{path}: `dropped_reviews` is not a list of objects; {RERUN}")
     keys = ("sample_id", "stage", "reason", "kept_in", "detail")
-    # kept_in (issue 40): what a review left out of some variants still has; reports
-    # before it dropped every such review from everything
+    # kept_in: the variants that still hold a review left out of others (an older report has
+    # no kept_in: such a review was dropped from every variant)
     return [
         {k: ("none" if k == "kept_in" else "") if r.get(k) is None else str(r.get(k)) for k in keys}
         for r in rows
@@ -94,13 +94,15 @@ def variant_counts(path: Path) -> tuple[list[str], list[list[Any]]]:
         by_label = part["label"].astype(str).value_counts() if labels else {}
         words = float(part["words"].mean()) if "words" in part and len(part) else None
         f1 = part["bertscore_f1"].dropna() if "bertscore_f1" in part else ()
-        rows.append([
-            variant,
-            int(part["sample_id"].nunique()),
-            *(int(by_label.get(lab, 0)) for lab in labels),
-            words,
-            float(f1.mean()) if len(f1) else None,
-        ])  # fmt: skip
+        rows.append(
+            [
+                variant,
+                int(part["sample_id"].nunique()),
+                *(int(by_label.get(lab, 0)) for lab in labels),
+                words,
+                float(f1.mean()) if len(f1) else None,
+            ]
+        )
     return columns, rows
 
 
@@ -182,8 +184,11 @@ def texts(texts_path: str, dropped: bool, fmt: str, wide: bool) -> None:
         note = f"{n_in} reviews in, {n_kept} kept"
         if n_in > n_kept:
             listed = isinstance(report.get("dropped_reviews"), list)
-            why = ("homog texts --dropped lists them" if listed else "report.json predates "
-                   "per-review reasons: rerun `homog synth` to list them")  # fmt: skip
+            why = (
+                "homog texts --dropped lists them"
+                if listed
+                else "report.json predates per-review reasons: rerun `homog synth` to list them"
+            )
             note += f"; {n_in - n_kept} dropped ({why})"
     right = {c: Column(c, right=True) for c in cols[1:]}
     print_fitted(

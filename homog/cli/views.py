@@ -138,8 +138,15 @@ def show_compare(
         note += "; --variants picks the variants shown"
     for i, (title, lines) in enumerate(tables):
         last = i == len(tables) - 1
-        print_fitted(cols, lines, title=title, note=note if last else "", wide=wide, kept=kept,
-                     name_hidden=last)  # fmt: skip
+        print_fitted(
+            cols,
+            lines,
+            title=title,
+            note=note if last else "",
+            wide=wide,
+            kept=kept,
+            name_hidden=last,
+        )
 
 
 def _is_family(variant: str) -> bool:
@@ -226,8 +233,13 @@ def show_claims(frame: Any, *, wide: bool) -> None:
         line = []
         for _, key, _, _ in spec:
             if key is None:
-                line.append(est(_num(plain(r["effect"])), _num(plain(r.get("ci_low"))),
-                                _num(plain(r.get("ci_high")))))  # fmt: skip
+                line.append(
+                    est(
+                        _num(plain(r["effect"])),
+                        _num(plain(r.get("ci_low"))),
+                        _num(plain(r.get("ci_high"))),
+                    )
+                )
             else:
                 line.append(fmt_value(plain(r[key])))
         groups.setdefault(str(r["model"]), []).append(line)
@@ -242,5 +254,6 @@ def show_claims(frame: Any, *, wide: bool) -> None:
     )
     for i, (model, lines) in enumerate(groups.items()):
         last = i == len(groups) - 1
-        print_fitted(cols, lines, title=model, note=note if last else "", kept=kept,
-                     name_hidden=last)  # fmt: skip
+        print_fitted(
+            cols, lines, title=model, note=note if last else "", kept=kept, name_hidden=last
+        )

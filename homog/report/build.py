@@ -17,6 +17,7 @@ from homog.errors import HomogError
 from homog.io import atomic_path, remove_stale
 from homog.owned import HTML_MARK, MD_MARK, mark_dir
 from homog.plot import attention_heatmap_figure, layer_curves_figure
+from homog.posenc.presets import resolve
 from homog.report.answer import answer_section
 from homog.report.claims_view import claims_section, summary_section
 from homog.report.concentration import concentration_section
@@ -38,6 +39,7 @@ from homog.report.targets import (
     figures_dir_for,
     rebuild_command,
 )
+from homog.schema.tables import schema_problems
 from homog.store.current import left_out
 from homog.store.query import (
     attention_profile,
@@ -47,12 +49,27 @@ from homog.store.query import (
     summary_names,
 )
 
-REPORT_TABLES = ("runs", "layer_metrics", "contrasts", "texts", "mauve_scores", "posenc_results",
-                 "head_ablation", "attention_profile")  # fmt: skip
+REPORT_TABLES = (
+    "runs",
+    "layer_metrics",
+    "contrasts",
+    "texts",
+    "mauve_scores",
+    "posenc_results",
+    "head_ablation",
+    "attention_profile",
+)
 # erank__no_sink / erank__standardized: does the effect survive without sink tokens and rogue
 # dimensions (extract.token_sets); sink_rate: where the attention sinks form (when present)
-CURVE_METRICS = ("erank", "erank__no_sink", "erank__standardized", "mev", "attn_first",
-                 "sink_rate", "resultant_length")  # fmt: skip
+CURVE_METRICS = (
+    "erank",
+    "erank__no_sink",
+    "erank__standardized",
+    "mev",
+    "attn_first",
+    "sink_rate",
+    "resultant_length",
+)
 TITLE = "homog report: token homogenization under positional bias"
 
 
@@ -75,10 +92,13 @@ def figure_sections(
             # the difference view: a 1 % difference is invisible between raw curves
             diff = difference_curves(con, rows, metric)
             if diff:
-                path = layer_curves_figure(diff, metric, figdir / f"curves_{metric}.png",
-                                           difference=True)  # fmt: skip
-                caption = (f"{metric} per layer: each variant minus the original, paired per "
-                           "text, with its 95% CI (raw curves: homog plot --raw)")  # fmt: skip
+                path = layer_curves_figure(
+                    diff, metric, figdir / f"curves_{metric}.png", difference=True
+                )
+                caption = (
+                    f"{metric} per layer: each variant minus the original, paired per "
+                    "text, with its 95% CI (raw curves: homog plot --raw)"
+                )
             else:
                 path = layer_curves_figure(rows, metric, figdir / f"curves_{metric}.png")
                 caption = f"{metric} per layer, mean over texts with 95% CI"
@@ -93,11 +113,19 @@ def figure_sections(
     for run in runs[runs["intervention"].fillna("none") == "none"].itertuples():
         # the variants this run has profiles of (a run may cover some of the texts' variants,
         # e.g. the position family only)
-        have = {r[0] for r in con.execute(
-            "SELECT DISTINCT variant FROM attention_profile WHERE run_id = ?", [run.run_id]
-        ).fetchall()} if profiles else set()  # fmt: skip
-        for variant in [v for v in ("original", "front", "key_first", "key_last")
-                        if v in variants and v in have]:  # fmt: skip
+        have = (
+            {
+                r[0]
+                for r in con.execute(
+                    "SELECT DISTINCT variant FROM attention_profile WHERE run_id = ?", [run.run_id]
+                ).fetchall()
+            }
+            if profiles
+            else set()
+        )
+        for variant in [
+            v for v in ("original", "front", "key_first", "key_last") if v in variants and v in have
+        ]:
             rows = attention_profile(con, run.run_id, variant)
             if rows:
                 path = figdir / f"attention_{run.model}_{variant}.png".replace("/", "_")
@@ -124,8 +152,6 @@ def _variants(con: Any, data: dict[str, pd.DataFrame]) -> list[str]:
 def _posenc_config(params: Params | None) -> dict[str, Any] | None:
     if params is None:
         return None
-    from homog.posenc.presets import resolve
-
     try:
         return resolve(params.posenc)
     except HomogError:
@@ -175,16 +201,32 @@ def build_report(
         synth_path = Path(synth_report) if synth_report is not None else None
         synth = _read_synth(synth_path)
         command = rebuild_command(db, out, files, stdout=stdout)
-        prov = gather(data["runs"], db, command, root=root, params=params,
-                      params_name=params_name, synth=synth, synth_path=synth_path,
-                      n_original_texts=original_texts(data["texts"]))  # fmt: skip
+        prov = gather(
+            data["runs"],
+            db,
+            command,
+            root=root,
+            params=params,
+            params_name=params_name,
+            synth=synth,
+            synth_path=synth_path,
+            n_original_texts=original_texts(data["texts"]),
+        )
         variants = _variants(con, data)
         # the pid in the name: a killed report's folder is removed by the next report
         remove_stale(tempfile.gettempdir(), r"^homog-report-(\d+)-[A-Za-z0-9_]+$")
         with tempfile.TemporaryDirectory(prefix=f"homog-report-{os.getpid()}-") as tmp:
-            sections = report_sections(con, data, claims, Path(tmp), variants=variants,
-                                       stats=known.stats, params=params, synth=synth,
-                                       prov=prov)  # fmt: skip
+            sections = report_sections(
+                con,
+                data,
+                claims,
+                Path(tmp),
+                variants=variants,
+                stats=known.stats,
+                params=params,
+                synth=synth,
+                prov=prov,
+            )
             _write(out, fmt, TITLE, intro_of(data["runs"], db, data["older_runs"]), sections, files)
     finally:
         con.close()
@@ -208,10 +250,17 @@ def original_texts(texts: pd.DataFrame) -> int | None:
 
 
 def report_sections(
-    con: Any, data: dict[str, pd.DataFrame], claims: pd.DataFrame, figdir: Path, *,
-    variants: list[str], stats: Any, params: Params | None, synth: dict[str, Any] | None,
+    con: Any,
+    data: dict[str, pd.DataFrame],
+    claims: pd.DataFrame,
+    figdir: Path,
+    *,
+    variants: list[str],
+    stats: Any,
+    params: Params | None,
+    synth: dict[str, Any] | None,
     prov: Any,
-) -> list[Section]:  # fmt: skip
+) -> list[Section]:
     """The page's sections in order (answer first, provenance last), figures in ``figdir``."""
     runs, contrasts, alpha = data["runs"], data["contrasts"], stats.alpha
     metrics = sorted(set(contrasts["metric"])) if len(contrasts) else []
@@ -261,8 +310,6 @@ def intro_of(runs: pd.DataFrame, db: Path, older: pd.DataFrame | None = None) ->
 
 
 def _check_schema(con: Any, db: Path) -> None:
-    from homog.schema.tables import schema_problems
-
     # every table present, not only REPORT_TABLES: the report also reads probe_metrics,
     # separability, the sentence and dose tables, and an older one lacking a column must be
     # named here, not met as a KeyError mid-report

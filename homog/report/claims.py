@@ -67,15 +67,16 @@ from homog.metrics.registry import (
 )
 from homog.report.claims_progression import progression_claims
 from homog.report.claims_rows import Claim
+from homog.report.claims_rules import lexical, row_verdict
+from homog.report.claims_separability import separation_claims
 from homog.stats.contrasts import ALL_BANDS
-from homog.stats.paired_tests import NUMERIC_TOLERANCE, holm
+from homog.stats.paired_tests import holm
 from homog.stats.verdicts import (
     EQUIVALENT,
     INCONCLUSIVE,
     NEGLIGIBLE,
     REVERSED,
     SUPPORTED,
-    judge,
 )
 from homog.variants import (
     BIASED,
@@ -88,8 +89,15 @@ from homog.variants import (
 
 # (metric, claimed sign of variant - original): lower erank / higher MEV under positional bias
 CLAIM1_METRICS = (("erank", -1), ("mev", +1))
-__all__ = ["Claim", "claims_table", "EQUIVALENT", "INCONCLUSIVE", "NEGLIGIBLE", "REVERSED",
-           "SUPPORTED"]  # fmt: skip
+__all__ = [
+    "Claim",
+    "claims_table",
+    "EQUIVALENT",
+    "INCONCLUSIVE",
+    "NEGLIGIBLE",
+    "REVERSED",
+    "SUPPORTED",
+]
 
 
 def _unchanged_runs(runs: pd.DataFrame) -> pd.DataFrame:
@@ -105,16 +113,9 @@ def _get(row: pd.Series, col: str, default=math.nan):
     return row[col] if col in row.index and pd.notna(row[col]) else default
 
 
-def from_contrast(model: str, claim: str, statement: str, row: pd.Series, sign: int | None,
-                  comparison: str | None = None) -> Claim:  # fmt: skip
-    """A claim row from one contrasts row (verdict and p_holm are set by the family)."""
-    adjusted = bool(_get(row, "adjusted", False))
-    pre = "adj_" if adjusted else ""
-    effect = float(row[f"{pre}diff" if adjusted else "mean_diff"])
-    p = float(_get(row, "adj_p_value" if adjusted else "p_value"))
-    base = float(_get(row, "baseline_mean"))
-    metric = str(row["metric"])
-    l0, l0p = float(_get(row, "layer0_diff")), float(_get(row, "layer0_p_value"))
+def _notes(row: pd.Series, adjusted: bool, l0: float) -> str:
+    """The row's note: how its effect was adjusted for length, a missing layer-0 control,
+    identical pairs left out, and the mixed model's contrast."""
     notes = []
     change = float(_get(row, "n_tokens_diff", 0.0))
     if adjusted:
@@ -137,6 +138,25 @@ def from_contrast(model: str, claim: str, statement: str, row: pd.Series, sign: 
             f"mixed model: {float(row['mm_diff']):+.4g} "
             f"[{float(row['mm_ci_low']):+.4g}, {float(row['mm_ci_high']):+.4g}]"
         )
+    return "; ".join(notes)
+
+
+def from_contrast(
+    model: str,
+    claim: str,
+    statement: str,
+    row: pd.Series,
+    sign: int | None,
+    comparison: str | None = None,
+) -> Claim:
+    """A claim row from one contrasts row (verdict and p_holm are set by the family)."""
+    adjusted = bool(_get(row, "adjusted", False))
+    pre = "adj_" if adjusted else ""
+    effect = float(row[f"{pre}diff" if adjusted else "mean_diff"])
+    p = float(_get(row, "adj_p_value" if adjusted else "p_value"))
+    base = float(_get(row, "baseline_mean"))
+    metric = str(row["metric"])
+    l0, l0p = float(_get(row, "layer0_diff")), float(_get(row, "layer0_p_value"))
     band = str(row["band"])
     return Claim(
         model=model,
@@ -144,7 +164,10 @@ def from_contrast(model: str, claim: str, statement: str, row: pd.Series, sign: 
         statement=statement,
         metric=metric,
         comparison=comparison or contrast_name(str(row["variant_a"]), str(row["variant_b"])),
-        scope="layer 0" if band == "layer0" else "final layer" if band == "final"
+        scope="layer 0"
+        if band == "layer0"
+        else "final layer"
+        if band == "final"
         else f"{band} layers",
         effect=effect,
         ci_low=float(_get(row, "adj_ci_low" if adjusted else "ci_low")),
@@ -152,7 +175,7 @@ def from_contrast(model: str, claim: str, statement: str, row: pd.Series, sign: 
         p_holm=math.nan,
         n=int(row["n"]),
         verdict="",
-        note="; ".join(notes),
+        note=_notes(row, adjusted, l0),
         raw_effect=float(row["mean_diff"]),
         adjusted=adjusted,
         dz=float(_get(row, "dz")),
@@ -178,7 +201,7 @@ def from_contrast(model: str, claim: str, statement: str, row: pd.Series, sign: 
         baseline_sd=float(_get(row, "baseline_sd")),
         depth_change=float(_get(row, "depth_change")),
         sign=0 if sign is None else sign,
-    )  # fmt: skip
+    )
 
 
 def _sets(base: str, present: set[str], metrics: list[str]) -> list[str]:
@@ -238,8 +261,10 @@ def band_claims(contrasts: pd.DataFrame, runs: pd.DataFrame, metrics: list[str])
     for run in _unchanged_runs(runs).itertuples():
         c = _rows(contrasts, run.run_id)
         c = c[c["band"].isin(ALL_BANDS)]
-        index = {(r.variant_a, r.variant_b, r.metric, r.band): i for i, r in
-                 zip(c.index, c.itertuples(), strict=True)}  # fmt: skip
+        index = {
+            (r.variant_a, r.variant_b, r.metric, r.band): i
+            for i, r in zip(c.index, c.itertuples(), strict=True)
+        }
         for tag, statement, a, b, sign, metric in _band_specs(present, metrics):
             for band in ALL_BANDS:
                 i = index.get((a, b, metric, band))
@@ -264,11 +289,14 @@ def intervention_claims(contrasts: pd.DataFrame, runs: pd.DataFrame) -> list[Cla
         intervention = by_id.loc[row["run_id"], "intervention"]
         out.append(
             from_contrast(
-                str(by_id.loc[row["run_id"], "model"]), Tag.INTERVENTION,
-                f"{intervention} reduces homogenization (higher erank than unchanged)", row, +1,
+                str(by_id.loc[row["run_id"], "model"]),
+                Tag.INTERVENTION,
+                f"{intervention} reduces homogenization (higher erank than unchanged)",
+                row,
+                +1,
                 comparison=f"{intervention} - none (original)",
             )
-        )  # fmt: skip
+        )
     return out
 
 
@@ -315,23 +343,6 @@ def family_verdicts(rows: list[Claim], alpha: float) -> None:
             r.verdict = row_verdict(r, r.sesoi, alpha)
 
 
-def row_verdict(r: Claim, sesoi: float, alpha: float) -> str:
-    """The verdict of claim row ``r`` against the margin ``sesoi`` (its own, or another
-    setting's: the sensitivity table), centred on the row's null."""
-    z = r.null
-    return judge(
-        r.effect - z,
-        (r.ci_low - z, r.ci_high - z),
-        (r.eq_ci_low - z, r.eq_ci_high - z),
-        sesoi,
-        r.p_holm,
-        alpha,
-        r.sign or None,
-        r.n,
-        r.p_tost,
-    )
-
-
 def claims_table(
     contrasts: pd.DataFrame,
     runs: pd.DataFrame,
@@ -356,15 +367,22 @@ def claims_table(
     ``separability``: the stats stage's classifier table for claim 4 (None or empty: no
     claim-4 rows).
     """
-    from homog.report.claims_separability import separation_claims
-
     metrics = sorted(set(contrasts["metric"]))
     rows = [
         *band_claims(contrasts, runs, metrics),
-        *progression_claims(layer_metrics, runs, alpha, n_boot=n_boot, ci=ci, seed=seed,
-                            test=test, n_perm=n_perm, sesoi=sesoi),
+        *progression_claims(
+            layer_metrics,
+            runs,
+            alpha,
+            n_boot=n_boot,
+            ci=ci,
+            seed=seed,
+            test=test,
+            n_perm=n_perm,
+            sesoi=sesoi,
+        ),
         *intervention_claims(contrasts, runs),
-    ]  # fmt: skip
+    ]
     if separability is not None and not separability.empty:
         rows += separation_claims(separability, runs)
     lexical(rows, alpha)
@@ -377,17 +395,3 @@ def claims_table(
     order = {group: i for i, group in enumerate(GROUPS)}
     frame["_o"] = frame["claim"].str[0].map(order)
     return frame.sort_values(["model", "_o", "claim"], kind="stable").drop(columns="_o")
-
-
-# A layer-0 difference below NUMERIC_TOLERANCE of the original's level is rounding, not words.
-# The stats stage already sets such per-text differences to 0 (homog.stats.paired_tests); this guard
-# keeps databases written before that from marking them.
-
-
-def lexical(rows: list[Claim], alpha: float) -> None:
-    """Set ``lexical_confound``: the contrast's layer-0 difference has p < alpha and is larger
-    than rounding (``NUMERIC_TOLERANCE`` times the original's mean, at least 1)."""
-    for r in rows:
-        scale = abs(r.baseline_mean) if math.isfinite(r.baseline_mean) else 1.0
-        real = abs(r.layer0_effect) > NUMERIC_TOLERANCE * max(1.0, scale)
-        r.lexical_confound = bool(math.isfinite(r.layer0_p) and r.layer0_p < alpha and real)

@@ -104,16 +104,27 @@ def original_wide(layer_metrics: pd.DataFrame, run_id: str, metric: str) -> pd.D
 def band_place(middle: list[int], low: int, high: int) -> str:
     """Where the interval [low, high] lies against the ``middle`` band's layers, in words."""
     return (
-        "in the middle band" if middle[0] <= low and high <= middle[-1]
-        else "outside the middle band" if high < middle[0] or low > middle[-1]
+        "in the middle band"
+        if middle[0] <= low and high <= middle[-1]
+        else "outside the middle band"
+        if high < middle[0] or low > middle[-1]
         else "straddling the middle band"
-    )  # fmt: skip
+    )
 
 
 def metric_claims(
-    wide: pd.DataFrame, model: str, metric: str, *, n_boot: int, ci: float, seed: int,
-    test: str, n_perm: int, sesoi: float = 0.1, alpha: float = 0.05,
-) -> list[Claim]:  # fmt: skip
+    wide: pd.DataFrame,
+    model: str,
+    metric: str,
+    *,
+    n_boot: int,
+    ci: float,
+    seed: int,
+    test: str,
+    n_perm: int,
+    sesoi: float = 0.1,
+    alpha: float = 0.05,
+) -> list[Claim]:
     """Claim 2's two rows for one run and metric from its [text x layer] frame ``wide``: the
     late - early change and the steepest fall (none without an early band or two texts)."""
     bands = band_of_layers(list(wide.columns))
@@ -134,11 +145,18 @@ def metric_claims(
         "token_set": token_set_of(metric),
     }
     progressive = _progressive_row(
-        common, wide, bands, d, (float(low[0]), float(high[0])),
+        common,
+        wide,
+        bands,
+        d,
+        (float(low[0]), float(high[0])),
         note=f"steepest fall at layer {point} [{s_low}, {s_high}], {where} "
         f"(layers {middle[0]}-{middle[-1]})",
-        test=test, n_perm=n_perm, seed=seed, margin=_margin(wide, bands, sesoi),
-    )  # fmt: skip
+        test=test,
+        n_perm=n_perm,
+        seed=seed,
+        margin=_margin(wide, bands, sesoi),
+    )
     progressive.eq_ci_low, progressive.eq_ci_high = float(eq[0][0]), float(eq[1][0])
     verdict = {"in the middle band": SUPPORTED, "outside the middle band": REVERSED}
     steepest = Claim(
@@ -161,10 +179,18 @@ def metric_claims(
 
 
 def _progressive_row(
-    common: dict[str, Any], wide: pd.DataFrame, bands: dict[str, list[int]], d: np.ndarray,
-    interval: tuple[float, float], *, note: str, test: str, n_perm: int, seed: int,
+    common: dict[str, Any],
+    wide: pd.DataFrame,
+    bands: dict[str, list[int]],
+    d: np.ndarray,
+    interval: tuple[float, float],
+    *,
+    note: str,
+    test: str,
+    n_perm: int,
+    seed: int,
     margin: tuple[float, str] = (math.nan, ""),
-) -> Claim:  # fmt: skip
+) -> Claim:
     """The "late - early (original)" row of the per-text changes ``d`` and their interval."""
     metric = common["metric"]
     size = raw_size(d[None, :])

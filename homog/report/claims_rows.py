@@ -20,7 +20,7 @@ class Claim:
     (length-adjusted where ``adjusted``; for claim 4 a count of layers, for claim 2's second row
     a layer index); ci_low / ci_high: its bootstrap CI; p_holm: its p-value Holm-corrected over
     the model's family of claim rows; n: paired texts; verdict; note.
-    Added by issue 29: raw_effect (unadjusted mean difference), adjusted, dz (effect / SD of
+    The effect's detail: raw_effect (unadjusted mean difference), adjusted, dz (effect / SD of
     the per-text differences it is the mean of), pct_of_baseline (100 effect / baseline_mean),
     baseline_mean (the original's mean), unit, p_value (before the family correction), sesoi
     (the equivalence bound, in the metric's unit), p_tost (family-Holm TOST p), layer0_effect
@@ -28,11 +28,11 @@ class Claim:
     alpha), rel_layer0_effect / _ci_low / _ci_high (difference minus the layer-0 difference,
     per text), token_set, band (layer0 / early / middle / late / final, or a claim's range),
     mm_effect / mm_p (the mixed model's contrast and p).
-    Added by issue 38: family (primary / exploratory / control), sesoi_basis (what the bound
-    is a share of), eq_ci_low / eq_ci_high (the (1 - 2 alpha) CI the equivalence reads).
-    Later: baseline_sd (the original's between-text SD at the row) and depth_change (the
-    homogenizing early-to-late change; homog.stats.margins), from which the sensitivity table
-    recomputes the margin of every setting.
+    The families and margins: family (primary / exploratory / control), sesoi_basis (what the
+    bound is a share of), eq_ci_low / eq_ci_high (the (1 - 2 alpha) CI the equivalence reads).
+    The margin's inputs: baseline_sd (the original's between-text SD at the row) and
+    depth_change (the homogenizing early-to-late change; homog.stats.margins), from which the
+    sensitivity table recomputes the margin of every setting.
     ``null``: the effect's value under no effect (0; claim 4's AUC: 0.5), internal like ``sign``.
     ``sign``: the claimed sign (+1, -1,
     0 undirected), internal (not a column).

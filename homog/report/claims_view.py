@@ -138,7 +138,7 @@ def table_cells(row: Any) -> list[Any]:
             value = _get(row, "token_set")
             value = value if isinstance(value, str) and value else token_set_of(str(row["metric"]))
         elif column == "raw_effect":
-            # before the length adjustment existed, effect *is* the raw mean difference
+            # a database without the length adjustment: effect *is* the raw mean difference
             value = (
                 _get(row, "raw_effect")
                 if "raw_effect" in row.index
@@ -260,9 +260,12 @@ def claim_paragraph(group: str, rows: pd.DataFrame) -> str:
     if "family" in rows.columns:
         fam = Counter(str(f) for f in rows["family"])
         text.append(
-            "Families: " + ", ".join(f"{fam[f]} {f}" for f in ("primary", "exploratory",
-                                                                 "control") if fam.get(f)) + "."
-        )  # fmt: skip
+            "Families: "
+            + ", ".join(
+                f"{fam[f]} {f}" for f in ("primary", "exploratory", "control") if fam.get(f)
+            )
+            + "."
+        )
     if k:
         text.append(f"{k} row(s) cannot tell an effect from noise.")
     if "adjusted" in rows.columns and rows["adjusted"].map(_flag).any():

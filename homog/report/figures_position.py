@@ -16,8 +16,13 @@ from homog.errors import HomogError
 from homog.plot import METRIC_LABELS, figure_style, legend_below, save_figure
 
 BAND_ORDER = ("early", "middle", "late")
-LEVEL_COLORS = {"layer 0": "#555555", "early": "#56B4E9", "middle": "#0072B2", "late": "#D55E00",
-                "final": "#CC79A7"}  # fmt: skip
+LEVEL_COLORS = {
+    "layer 0": "#555555",
+    "early": "#56B4E9",
+    "middle": "#0072B2",
+    "late": "#D55E00",
+    "final": "#CC79A7",
+}
 
 
 def layer0_contrast_figure(

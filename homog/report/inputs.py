@@ -20,9 +20,18 @@ from homog.store.bundle import frame_sql
 from homog.store.current import use_runs
 
 CLAIM_COLUMNS = [
-    "claim", "statement", "metric", "scope", "effect", "ci_low", "ci_high", "p_holm", "n",
-    "verdict", "note",
-]  # fmt: skip
+    "claim",
+    "statement",
+    "metric",
+    "scope",
+    "effect",
+    "ci_low",
+    "ci_high",
+    "p_holm",
+    "n",
+    "verdict",
+    "note",
+]
 
 
 # the per-text rows the claims compute from (claim 1's progression, bootstrapped over texts):
@@ -89,13 +98,13 @@ def read_inputs(con: Any) -> dict[str, pd.DataFrame]:
             "SELECT r.model, m.variant, m.layer, m.mauve FROM mauve_scores m "
             "JOIN runs r USING (run_id) WHERE coalesce(r.intervention, 'none') = 'none'",
         ),
-        # claim 4's classifiers (the stats stage's separability table; absent before issue 38)
+        # claim 4's classifiers (the stats stage's separability table; absent in older databases)
         "separability": get("separability", "SELECT * FROM separability"),
         # the probe stage's table (Open Question 1; homog probe)
         "probe": get("probe_metrics", "SELECT * FROM probe_metrics"),
         "doses": get("intervention_doses", DOSES_SQL),  # homog.report.concentration
         "cost": get("intervention_cost", COST_SQL),  # homog.report.cost_doses
-        # the moved sentence (issue 40; homog.report.sentences_view)
+        # the moved sentence (homog.report.sentences_view)
         "sentences": get("sentence_contrasts", "SELECT * FROM sentence_contrasts"),
         "sentence_curve": bundled(con, "sentence_curve")
         if "sentence_metrics" in tables

@@ -24,11 +24,20 @@ from homog.variants import TEXT_VARIANTS
 NA = "n/a"
 ORDER = TEXT_VARIANTS  # homog.variants
 # the columns of the per-model and the length-match tables
-TOKEN_CHANGE_HEADER = ("model", "variant", "token change (mean)", "no token change (share)",
-                       "multiset equal (share)")  # fmt: skip
-LENGTH_MATCH_HEADER = ("variant", "kept (share of sentences)", "rewritten / length mismatch",
-                       "token change: texts per change, per model",
-                       "move kinds (top 5)")  # fmt: skip
+TOKEN_CHANGE_HEADER = (
+    "model",
+    "variant",
+    "token change (mean)",
+    "no token change (share)",
+    "multiset equal (share)",
+)
+LENGTH_MATCH_HEADER = (
+    "variant",
+    "kept (share of sentences)",
+    "rewritten / length mismatch",
+    "token change: texts per change, per model",
+    "move kinds (top 5)",
+)
 
 
 def _dig(d: Any, *keys: str) -> Any:
@@ -201,8 +210,13 @@ def manipulation_section(texts: pd.DataFrame, report: dict[str, Any] | None) -> 
         )
     lm = _length_match(report)
     if lm:
-        sec.tables.append(Table(list(LENGTH_MATCH_HEADER), length_match_rows(lm),
-                                "length-matched rewrites (synth.length_match)"))  # fmt: skip
+        sec.tables.append(
+            Table(
+                list(LENGTH_MATCH_HEADER),
+                length_match_rows(lm),
+                "length-matched rewrites (synth.length_match)",
+            )
+        )
         line = length_match_line(_part(report, "length_match"))
         if line:
             sec.paragraphs.append(line)
@@ -222,14 +236,18 @@ def identity_lines(report: dict[str, Any]) -> list[str]:
     the same-place control landed (``manipulation.position_family.same_place_control``)."""
     out = []
     same = _part(report, "identical_to_original")
-    shares = [f"{v} {_pct(m.get('share'))} of {m.get('texts')}" for v, m in same.items()
-              if isinstance(m, dict) and m.get("share") is not None]  # fmt: skip
+    shares = [
+        f"{v} {_pct(m.get('share'))} of {m.get('texts')}"
+        for v, m in same.items()
+        if isinstance(m, dict) and m.get("share") is not None
+    ]
     if shares:
         out.append(
             "Unchanged texts (byte-identical to their original; a pair of them is an exact zero, "
             "left out of every contrast it cancels in and counted in n_identical): "
-            + ", ".join(shares) + "."
-        )  # fmt: skip
+            + ", ".join(shares)
+            + "."
+        )
     ctrl = _dig(report, "manipulation", "position_family", "same_place_control") or {}
     if ctrl.get("texts_share") is not None:
         slots = ", ".join(f"{v} {_pct(x)}" for v, x in (ctrl.get("same_slot_share") or {}).items())
@@ -269,12 +287,15 @@ def length_match_rows(lm: dict[str, dict[str, Any]]) -> list[list[Any]]:
             v,
             _plain(m.get("kept_share", NA)),
             f"{m.get('rewritten', NA)} / {m.get('length_mismatch', NA)}",
-            "; ".join(f"{model}: {_counts(t.get('distribution'))}"
-                      for model, t in (m.get("token_change") or {}).items()) or NA,
+            "; ".join(
+                f"{model}: {_counts(t.get('distribution'))}"
+                for model, t in (m.get("token_change") or {}).items()
+            )
+            or NA,
             _shares(m.get("kinds")),
         ]
         for v, m in lm.items()
-    ]  # fmt: skip
+    ]
 
 
 def length_match_line(block: dict[str, Any]) -> str | None:

@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from homog.report.document import Section, Table
+from homog.report.figures import ablation_figure
 
 # Accuracy reported by arXiv 2505.13027 (test split, %): (encoding, task) -> accuracy
 PAPER_POSENC = {
@@ -88,8 +89,6 @@ def posenc_section(
 ) -> Section:
     """The accuracy table beside the paper's, one sentence on the setup where they differ, and
     the head-ablation figures."""
-    from homog.report.figures import ablation_figure
-
     sec = Section("Positional-encoding lab (arXiv 2505.13027)")
     if posenc.empty:
         sec.paragraphs.append("No posenc_results in the database.")

@@ -12,7 +12,12 @@ from typing import Any
 
 import pandas as pd
 
-from homog.report.document import Section
+from homog.metrics.registry import glossary_unit
+from homog.plot import dose_response_figure
+from homog.report.claims_view import tally
+from homog.report.document import Section, Table
+from homog.report.figures_position import layer0_contrast_figure
+from homog.stats.verdicts import verdict_of
 from homog.store.query import summary_names
 
 CONTROL_METRICS = ("erank", "erank__no_sink", "erank__standardized", "attn_first")
@@ -68,8 +73,6 @@ def position_section(
 ) -> Section:
     """The layer-0 control figures, and the stats stage's dose-response table and figures
     when the database holds them (else a paragraph saying why there are none)."""
-    from homog.report.figures_position import layer0_contrast_figure
-
     sec = Section(
         "Position and its negative control",
         paragraphs=[
@@ -121,8 +124,7 @@ DOSE_SQL = (
 def dose_verdicts(rows: pd.DataFrame, alpha: float) -> pd.Series:
     """The four-outcome verdict of each slope / quadratic row (undirected: the paper names no
     sign for a dose), read from its Holm p and its equivalence CI against +-sesoi (columns
-    absent in a database from before issue 38: the margin is unknown, never inside)."""
-    from homog.stats.verdicts import verdict_of
+    absent in an older database: the margin is unknown, never inside)."""
 
     def get(r, c):
         v = getattr(r, c, math.nan)
@@ -139,8 +141,6 @@ def dose_summary(slopes: pd.DataFrame, alpha: float) -> str:
     """One plain paragraph: per model, the slopes' verdicts above layer 0 (Holm at ``alpha``,
     margin +-sesoi) and which matter, the layer-0 slopes, and the erank / MEV answer (the
     paper's homogenization metrics)."""
-    from homog.report.claims_view import tally as _tally
-
     if slopes["p_holm"].isna().all():
         return (
             "Dose-response: this database's table has no Holm p (it predates the column); "
@@ -163,9 +163,9 @@ def dose_summary(slopes: pd.DataFrame, alpha: float) -> str:
             else "no layer-0 slope"
         )
         parts.append(
-            f"{model}: slopes above layer 0: {_tally(inner['verdict'])}"
+            f"{model}: slopes above layer 0: {tally(inner['verdict'])}"
             + (f"; beyond their margin: {names}" if names else "")
-            + f"; erank and MEV: {_tally(core['verdict'])}; {l0_text}."
+            + f"; erank and MEV: {tally(core['verdict'])}; {l0_text}."
         )
     return (
         f"Dose-response at alpha = {alpha:g} (Holm over each model's slopes; a slope's margin "
@@ -176,38 +176,62 @@ def dose_summary(slopes: pd.DataFrame, alpha: float) -> str:
 def dose_table_section(sec: Section, con: Any, figdir: Path, alpha: float = 0.05) -> Section:
     """The stats stage's ``dose_response`` table: a summary paragraph (``dose_summary``), the
     within-text slopes as a table, and its figure (``homog.plot.dose_response_figure``) per
-    metric where homog.plot has one."""
-    import homog.plot as plot
-    from homog.metrics.registry import glossary_unit
-    from homog.report.document import Table
-
+    metric."""
     frame = con.execute(DOSE_SQL).fetch_df()
     slopes = frame[frame["kind"].isin(["slope", "quadratic"])]
     order = {b: i for i, b in enumerate(("layer0", "early", "middle", "late", "final"))}
     slopes = slopes.assign(_o=slopes["band"].map(order)).sort_values(
         ["model", "metric", "kind", "_o"], ascending=[True, True, False, True]
     )
-    if "p_holm" not in slopes:  # a table from before the column
+    if "p_holm" not in slopes:  # an older table without the column
         slopes = slopes.assign(p_holm=math.nan)
     sec.paragraphs.append(dose_summary(slopes[slopes["kind"] == "slope"], alpha))
     slopes = slopes.assign(verdict=dose_verdicts(slopes, alpha))
     sesoi = slopes["sesoi"] if "sesoi" in slopes else pd.Series(math.nan, index=slopes.index)
-    rows = [[r.model, r.metric, r.kind, r.band, float(r.value), float(r.ci_low),
-             float(r.ci_high), float(s), float(r.p_holm), int(r.n), r.verdict,
-             f"{glossary_unit(r.metric)} per unit of position"
-             + (" squared" if r.kind == "quadratic" else "")]
-            for r, s in zip(slopes.itertuples(), sesoi, strict=True)]  # fmt: skip
+    rows = [
+        [
+            r.model,
+            r.metric,
+            r.kind,
+            r.band,
+            float(r.value),
+            float(r.ci_low),
+            float(r.ci_high),
+            float(s),
+            float(r.p_holm),
+            int(r.n),
+            r.verdict,
+            f"{glossary_unit(r.metric)} per unit of position"
+            + (" squared" if r.kind == "quadratic" else ""),
+        ]
+        for r, s in zip(slopes.itertuples(), sesoi, strict=True)
+    ]
     sec.tables.append(
-        Table(["model", "metric", "kind", "band", "value", "CI low", "CI high", "SESOI",
-               "p_holm", "n", "verdict", "unit"],
-              rows, "dose-response: within-text slope of each metric on the key sentence's "
-              "position (0 = first, 1 = last), and the quadratic term (curvature about the "
-              "middle; > 0: the edges higher than the middle); p_holm: Holm over every slope "
-              "of the model", verdict_column="verdict")
-    )  # fmt: skip
-    draw = getattr(plot, "dose_response_figure", None)
-    for metric in dict.fromkeys(frame["metric"]) if draw is not None else []:
+        Table(
+            [
+                "model",
+                "metric",
+                "kind",
+                "band",
+                "value",
+                "CI low",
+                "CI high",
+                "SESOI",
+                "p_holm",
+                "n",
+                "verdict",
+                "unit",
+            ],
+            rows,
+            "dose-response: within-text slope of each metric on the key sentence's "
+            "position (0 = first, 1 = last), and the quadratic term (curvature about the "
+            "middle; > 0: the edges higher than the middle); p_holm: Holm over every slope "
+            "of the model",
+            verdict_column="verdict",
+        )
+    )
+    for metric in dict.fromkeys(frame["metric"]):
         rows_m = frame[frame["metric"] == metric].to_dict("records")
-        path = draw(rows_m, metric, figdir / f"dose_{metric}.png")
+        path = dose_response_figure(rows_m, metric, figdir / f"dose_{metric}.png")
         sec.figures.append((path, f"{metric} against the key sentence's position, per band"))
     return sec

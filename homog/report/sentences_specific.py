@@ -29,7 +29,7 @@ def _index(sc: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     iv = runs.set_index("run_id")["intervention"].fillna("none")
     s = sc[(sc["run_id"].map(iv) == "none") & sc["band"].notna()]
     s = s.assign(model=s["run_id"].map(model))
-    if "position_pred" not in s.columns:  # a database from before the curve
+    if "position_pred" not in s.columns:  # an older database without the curve
         s = s.assign(position_pred=float("nan"))
     return s.set_index(["model", "sentence", "variant_a", "variant_b", "metric", "band"])
 
@@ -70,8 +70,9 @@ def place_lines(sc: pd.DataFrame, runs: pd.DataFrame, metrics, bands) -> list[st
                     k = (model, "ctrl", va, "ctrl_mid", metric, band)
                     if k in idx.index:
                         r = idx.loc[k]
-                        got.append(f"{place} {_g(r['mean_diff'])} [{_g(r['ci_low'])}, "
-                                   f"{_g(r['ci_high'])}]")  # fmt: skip
+                        got.append(
+                            f"{place} {_g(r['mean_diff'])} [{_g(r['ci_low'])}, {_g(r['ci_high'])}]"
+                        )
                 if got:
                     parts.append(f"{metric} {band}: " + ", ".join(got))
         if parts:
@@ -95,26 +96,95 @@ def family_tables(rows: pd.DataFrame, sc: pd.DataFrame, runs: pd.DataFrame) -> l
     out = []
     prim = beside(rows[(rows["family"] == "primary") & ~rows["control"]], sc, runs)
     if len(prim):
-        out.append(Table(
-            ["model", "question", "metric", "band", "any sentence", "predicted", "key move",
-             "key-specific", "CI low", "CI high", "SESOI", "p_holm", "n", "identical",
-             "verdict"],
-            [[r.model, r.question, r.metric, r.band, r.any_sentence, r.predicted, r.key_move,
-              r.effect, r.ci_low, r.ci_high, r.sesoi, r.p_holm, _int(r.n),
-              _int(r.n_identical), r.verdict] for r in prim.itertuples()],
-            "what the key sentence gets beyond its place (primary, per model): any sentence = "
-            "the control's move to the same slot, predicted = the positional curve's value "
-            "for the key's move, key move = the key sentence's own move",
-            verdict_column="verdict",
-        ))  # fmt: skip
+        out.append(_primary_table(prim))
     fam = rows[(rows["family"] == "exploratory") & ~rows["control"]]
     if len(fam):
-        out.append(Table(
-            ["model", "question", "metric", "band", "effect", "CI low", "CI high", "SESOI",
-             "p_holm", "n", "identical", "verdict"],
-            [[r.model, r.question, r.metric, r.band, r.effect, r.ci_low, r.ci_high, r.sesoi,
-              r.p_holm, _int(r.n), _int(r.n_identical), r.verdict] for r in fam.itertuples()],
-            "exploratory: the earlier position effect (different destinations) and the key "
-            "sentence's own U-shape, position alone included", verdict_column="verdict",
-        ))  # fmt: skip
+        out.append(_exploratory_table(fam))
     return out
+
+
+def _primary_table(prim: pd.DataFrame) -> Table:
+    """The key-specific rows with the control's move, the prediction and the key's move."""
+    return Table(
+        [
+            "model",
+            "question",
+            "metric",
+            "band",
+            "any sentence",
+            "predicted",
+            "key move",
+            "key-specific",
+            "CI low",
+            "CI high",
+            "SESOI",
+            "p_holm",
+            "n",
+            "identical",
+            "verdict",
+        ],
+        [
+            [
+                r.model,
+                r.question,
+                r.metric,
+                r.band,
+                r.any_sentence,
+                r.predicted,
+                r.key_move,
+                r.effect,
+                r.ci_low,
+                r.ci_high,
+                r.sesoi,
+                r.p_holm,
+                _int(r.n),
+                _int(r.n_identical),
+                r.verdict,
+            ]
+            for r in prim.itertuples()
+        ],
+        "what the key sentence gets beyond its place (primary, per model): any sentence = "
+        "the control's move to the same slot, predicted = the positional curve's value "
+        "for the key's move, key move = the key sentence's own move",
+        verdict_column="verdict",
+    )
+
+
+def _exploratory_table(fam: pd.DataFrame) -> Table:
+    """The earlier position effect and the key sentence's own U-shape."""
+    return Table(
+        [
+            "model",
+            "question",
+            "metric",
+            "band",
+            "effect",
+            "CI low",
+            "CI high",
+            "SESOI",
+            "p_holm",
+            "n",
+            "identical",
+            "verdict",
+        ],
+        [
+            [
+                r.model,
+                r.question,
+                r.metric,
+                r.band,
+                r.effect,
+                r.ci_low,
+                r.ci_high,
+                r.sesoi,
+                r.p_holm,
+                _int(r.n),
+                _int(r.n_identical),
+                r.verdict,
+            ]
+            for r in fam.itertuples()
+        ],
+        "exploratory: the earlier position effect (different destinations) and the key "
+        "sentence's own U-shape, position alone included",
+        verdict_column="verdict",
+    )

@@ -10,6 +10,7 @@ from urllib.parse import quote
 
 from homog.errors import HomogError
 from homog.io import check_target
+from homog.layout import writable_dir
 from homog.owned import check_owned_dir, check_owned_file
 from homog.report.provenance import shown
 
@@ -77,8 +78,6 @@ def check_out(out: Path, files: Path | None, *, force: bool, db: Path) -> Path:
     directory there, a file in the way or an unwritable directory is a HomogError, and so is
     a page or figures folder homog did not write (without ``force``; :mod:`homog.owned`) and
     a figures folder that holds the database (even with ``force``)."""
-    from homog.layout import writable_dir
-
     out = check_target(out, what="report")
     check_owned_file(out, force=force, what="report")
     if files is not None:
