@@ -162,13 +162,15 @@ def test_built_in_commands_skip_the_entry_point_scan_and_tui_is_a_plugin(
 ) -> None:
     """Built-in commands never pay for the entry-point scan; ``tui`` is found through the
     ``homog.commands`` group (pyproject.toml), as any plugin, and unknown names stay unknown."""
+    from importlib.metadata import EntryPoint
+
     import homog.cli as cli
 
     calls: list[int] = []
 
-    def plugins() -> dict[str, str]:
+    def plugins() -> dict[str, EntryPoint]:
         calls.append(1)
-        return {"tui": "tui.command:tui"}
+        return {"tui": EntryPoint("tui", "tui.command:tui", "homog.commands")}
 
     monkeypatch.setattr(cli, "_plugin_commands", plugins)
     ctx = click.Context(cli.main)
