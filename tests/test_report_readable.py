@@ -503,10 +503,10 @@ def test_posenc_rows_give_spread_and_say_how_the_setups_differ(tmp_path):
 
 def test_dose_response_table_of_the_stats_stage_is_shown(project, tmp_path, monkeypatch):
     """A database with the stats stage's dose_response table: the slopes as a table (values
-    as stored) and the figure drawn by homog.plot's dose_response_figure where it exists."""
+    as stored) and the figure drawn by homog.plot's dose_response_figure."""
     import shutil
 
-    import homog.plot as plot
+    import homog.report.position as position
     from homog.report.build import read_inputs
     from homog.report.position import position_section
     from homog.store.query import connect
@@ -534,7 +534,7 @@ def test_dose_response_table_of_the_stats_stage_is_shown(project, tmp_path, monk
         Path(out).write_bytes(b"png")
         return Path(out)
 
-    monkeypatch.setattr(plot, "dose_response_figure", fake, raising=False)
+    monkeypatch.setattr(position, "dose_response_figure", fake)
     con = connect(db)
     try:
         sec = position_section(con, read_inputs(con), list(SHIFT), tmp_path)
