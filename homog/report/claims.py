@@ -56,15 +56,14 @@ from dataclasses import asdict
 
 import pandas as pd
 
-from homog.claims import CONTROL_FAMILY, EXPLORATORY, GROUPS, OWN_HOLM, PRIMARY, Tag, row_tag
+from homog.claims import CONTROL_FAMILY, EXPLORATORY, GROUPS, OWN_HOLM, PRIMARY, Tag
 from homog.config.primary import PrimaryConfig
 from homog.metrics.registry import (
-    SUFFIX_SETS,
     base_metric,
     difference_unit,
-    metric_name,
     token_set_of,
 )
+from homog.report.claims_plan import band_specs
 from homog.report.claims_progression import progression_claims
 from homog.report.claims_rows import Claim
 from homog.report.claims_rules import lexical, row_verdict
@@ -79,16 +78,9 @@ from homog.stats.verdicts import (
     SUPPORTED,
 )
 from homog.variants import (
-    BIASED,
-    CONTROL_OF,
-    KEY_SPECIFIC,
-    U_SHAPE,
     contrast_name,
-    parse_contrast,
 )
 
-# (metric, claimed sign of variant - original): lower erank / higher MEV under positional bias
-CLAIM1_METRICS = (("erank", -1), ("mev", +1))
 __all__ = [
     "Claim",
     "claims_table",
@@ -204,56 +196,6 @@ def from_contrast(
     )
 
 
-def _sets(base: str, present: set[str], metrics: list[str]) -> list[str]:
-    """``base`` and its token-set variants (erank__no_sink, ...) that the contrasts hold."""
-    names = [base, *(metric_name(base, s) for s in SUFFIX_SETS)]
-    return [m for m in names if m in present and m in metrics]
-
-
-def _tag(claim: str, metric: str) -> str:
-    return row_tag(claim, token_set_of(metric))
-
-
-def _band_specs(present: set[str], metrics: list[str]) -> list[tuple]:
-    """(tag, statement, a, b, sign, metric) of claims 1, 1u, 3, 5a and 5b."""
-    specs: list[tuple] = []
-    for base, sign in CLAIM1_METRICS:
-        word = "lower" if sign < 0 else "higher"
-        for metric in _sets(base, present, metrics):
-            specs += [(_tag(Tag.BIASED_VS_ORIGINAL, metric), f"{v} has {word} {metric} than "
-                       "original", v, "original", sign, metric) for v in BIASED]  # fmt: skip
-        for metric in _sets(base, present, metrics):
-            a, b = U_SHAPE.split(" - ")
-            specs.append((_tag(Tag.U_SHAPE, metric), f"U-shape: the key sentence at the edges "
-                          f"((key_first + key_last) / 2) has {word} {metric} than in the middle",
-                          a, b, sign, metric))  # fmt: skip
-        for metric in _sets(base, present, metrics):
-            for comp, where in zip(KEY_SPECIFIC, ("first", "last", "at the edges"), strict=True):
-                a, b = parse_contrast(comp)  # type: ignore[misc]
-                specs.append((_tag(Tag.KEY_SPECIFIC, metric), "key-specific: the key sentence "
-                              f"{where} has {word} {metric} than in the middle, beyond what "
-                              "the same places give a non-key sentence", a, b, sign,
-                              metric))  # fmt: skip
-    if "attn_first" in present:
-        specs += [(Tag.FIRST_TOKEN, f"{v} puts more attention on the first token than original", v,
-                   "original", +1, "attn_first") for v in BIASED]  # fmt: skip
-    for base, sign in CLAIM1_METRICS:
-        if base not in present:
-            continue
-        specs += [(Tag.REORDERING, f"reordering effect: paraphrase alone changes {base} "
-                   "(control vs original)", "control", "original", None, base),
-                  (Tag.REORDERING, "reordering effect: moving a non-key sentence alone "
-                   f"changes {base} (key_control vs original)", "key_control", "original",
-                   None, base)]  # fmt: skip
-        word = "lower" if sign < 0 else "higher"
-        for metric in _sets(base, present, metrics):
-            for v in BIASED:
-                c = CONTROL_OF[v]
-                specs.append((_tag(Tag.POSITION_EFFECT, metric), f"position effect: {v} has {word} "
-                              f"{metric} than {c}", v, c, sign, metric))  # fmt: skip
-    return specs
-
-
 def band_claims(contrasts: pd.DataFrame, runs: pd.DataFrame, metrics: list[str]) -> list[Claim]:
     """Claims 1, 3 and 5a/5b at every band row (layer0 .. final) of every unchanged run."""
     out: list[Claim] = []
@@ -265,7 +207,7 @@ def band_claims(contrasts: pd.DataFrame, runs: pd.DataFrame, metrics: list[str])
             (r.variant_a, r.variant_b, r.metric, r.band): i
             for i, r in zip(c.index, c.itertuples(), strict=True)
         }
-        for tag, statement, a, b, sign, metric in _band_specs(present, metrics):
+        for tag, statement, a, b, sign, metric in band_specs(present, metrics):
             for band in ALL_BANDS:
                 i = index.get((a, b, metric, band))
                 if i is not None:
