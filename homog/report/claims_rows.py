@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from homog.claims import EXPLORATORY
 
 # the verdict rule and its words live in homog.stats.verdicts (the probe stage uses them too)
-NOT_SUPPORTED = "not supported"  # the verdict before issue 29 (now equivalent / inconclusive)
+NOT_SUPPORTED = "not supported"  # an older database's word (now equivalent or inconclusive)
 
 
 @dataclass
