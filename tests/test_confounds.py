@@ -27,7 +27,9 @@ from scipy import stats as sps
 
 from homog.config.primary import PrimaryConfig
 from homog.report.claims import claims_table
-from homog.stats.contrasts import band_of_layers, run_contrasts
+from homog.stats.bands import band_of_layers
+from homog.stats.contrasts import run_contrasts
+from homog.stats.settings import StatsSettings
 
 N, L, K, BETA, SESOI, ALPHA = 60, 8, 0.3, 1.2, 0.1, 0.05
 VARIANTS = ("original", "front", "key_first", "key_mid", "key_last", "key_control")
@@ -65,8 +67,10 @@ def synthetic(seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
 @pytest.fixture(scope="module")
 def run():
     frame, texts = synthetic()
-    contrasts = run_contrasts(frame, "r1", n_boot=300, seed=0, sesoi=SESOI, sesoi_basis="sd",
-                              mixed_metrics=("erank",))  # fmt: skip
+    settings = StatsSettings(
+        n_boot=300, seed=0, sesoi=SESOI, sesoi_basis="sd", mixed_metrics=("erank",)
+    )
+    contrasts = run_contrasts(frame, "r1", settings)
     runs = pd.DataFrame([{"run_id": "r1", "model": "m", "intervention": "none"}])
     originals = frame[frame["variant"] == "original"].assign(run_id="r1")
     # the earlier primary endpoints: this synthetic run has no same-place control (ctrl_*)
@@ -253,7 +257,9 @@ def test_dose_response_slope_recomputed_with_fixed_effects_ols(run):
     from homog.stats.dose import dose_response
 
     frame, texts, _, _ = run
-    out = dose_response(frame, texts, "r1", n_boot=300, seed=0, exclude=("n_tokens",))
+    out = dose_response(
+        frame, texts, "r1", StatsSettings(n_boot=300, seed=0), exclude=("n_tokens",)
+    )
     slopes = out[out["kind"] == "slope"].set_index("band")
     assert set(slopes.index) == {"layer0", "early", "middle", "late", "final"}
     pos = texts.set_index(["variant", "sample_id"])["key_position"]
@@ -345,7 +351,9 @@ def test_dose_response_figure_draws_points_and_lines(run, tmp_path):
     from homog.stats.dose import dose_response
 
     frame, texts, _, _ = run
-    out = dose_response(frame, texts, "r1", n_boot=100, seed=0, exclude=("n_tokens",))
+    out = dose_response(
+        frame, texts, "r1", StatsSettings(n_boot=100, seed=0), exclude=("n_tokens",)
+    )
     rows = out.assign(model="m").to_dict("records")
     path = dose_response_figure(rows, "erank", tmp_path / "dose.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
@@ -358,7 +366,9 @@ def test_dose_response_legend_gives_p_and_holm_p(run, tmp_path, monkeypatch):
     from homog.stats.dose import dose_response
 
     frame, texts, _, _ = run
-    out = dose_response(frame, texts, "r1", n_boot=100, seed=0, exclude=("n_tokens",))
+    out = dose_response(
+        frame, texts, "r1", StatsSettings(n_boot=100, seed=0), exclude=("n_tokens",)
+    )
     seen = []
     real_save = plot.save_figure
 
@@ -429,11 +439,11 @@ def test_dose_slope_of_rounding_is_zero_with_p_one():
         return {v: pd.DataFrame([base * (1 + rel * x)], index=[0], columns=samples)
                 for v, x in where.items()}  # fmt: skip
 
-    opts = {"n_boot": 200, "ci": 0.95, "seed": 0}
-    ulp = dose_rows(tables(4e-15), positions, "r", "erank", {"layer0": [0]}, **opts)[0]
+    settings = StatsSettings(n_boot=200, ci=0.95, seed=0)
+    ulp = dose_rows(tables(4e-15), positions, "r", "erank", {"layer0": [0]}, settings)[0]
     assert ulp["value"] == 0.0 and ulp["p_value"] == 1.0
     assert ulp["ci_low"] == 0.0 and ulp["ci_high"] == 0.0
-    real = dose_rows(tables(1e-6), positions, "r", "erank", {"layer0": [0]}, **opts)[0]
+    real = dose_rows(tables(1e-6), positions, "r", "erank", {"layer0": [0]}, settings)[0]
     assert real["value"] == pytest.approx(base.mean() * 1e-6, rel=1e-6)
     assert real["p_value"] < 0.001
 
@@ -444,7 +454,9 @@ def test_dose_p_holm_is_holm_over_the_runs_slopes(run):
     from homog.stats.dose import dose_response
 
     frame, texts, _, _ = run
-    out = dose_response(frame, texts, "r1", n_boot=100, seed=0, exclude=("n_tokens",))
+    out = dose_response(
+        frame, texts, "r1", StatsSettings(n_boot=100, seed=0), exclude=("n_tokens",)
+    )
     slopes = out[out["kind"] == "slope"]
     assert len(slopes) == 5  # erank x (layer0, early, middle, late, final)
     want = multipletests(slopes["p_value"].to_numpy(dtype=float), method="holm")[1]
@@ -485,7 +497,9 @@ def test_one_text_with_a_token_change_leaves_the_row_raw():
     sel = tok & front
     one.loc[sel, "value"] = one.loc[sel, "sample_id"].map(orig).to_numpy()
     one.loc[sel & (one["sample_id"] == "s000"), "value"] += 1
-    contrasts = run_contrasts(one, "r1", n_boot=50, seed=0, pairs=[("front", "original")])
+    contrasts = run_contrasts(
+        one, "r1", StatsSettings(n_boot=50, seed=0), pairs=[("front", "original")]
+    )
     rows = contrasts[contrasts["metric"] == "erank"]
     assert len(rows) and not rows["adjusted"].any()
     assert np.allclose(rows["n_tokens_diff"], 1 / N)
@@ -494,5 +508,7 @@ def test_one_text_with_a_token_change_leaves_the_row_raw():
     claims = claims_table(contrasts, runs, originals, alpha=ALPHA, n_boot=50)
     notes = claims[(claims["claim"] == "1") & (claims["metric"] == "erank")]["note"]
     assert notes.str.contains("in too few texts to adjust for: raw difference").all()
-    every = run_contrasts(frame, "r1", n_boot=50, seed=0, pairs=[("front", "original")])
+    every = run_contrasts(
+        frame, "r1", StatsSettings(n_boot=50, seed=0), pairs=[("front", "original")]
+    )
     assert every[every["metric"] == "erank"]["adjusted"].all()

@@ -16,6 +16,7 @@ from test_intervention_cost import DOSES, OPTS, N, _write_run, synthetic
 from homog.config import parse_params
 from homog.stats.cost_probe import probe_bands, probe_rows
 from homog.stats.intervention_cost import intervention_cost
+from homog.stats.settings import StatsSettings
 
 L, D = 6, 8  # layers 0..6: final [6], late [5]
 
@@ -105,7 +106,9 @@ def test_the_probe_rows_from_the_run_directories(tmp_path):
     frames["none"] = frame
     labels = pd.DataFrame({"variant": "original", "sample_id": ids, "positive": inp.positive})
     params = parse_params({"stats": {"n_boot": 500, "n_perm": 2000}, "seed": 3})
-    got = intervention_cost(params, found, frames, labels, lambda r: base, print)
+    got = intervention_cost(
+        params, StatsSettings.of(params), found, frames, labels, lambda r: base, print
+    )
     probe = got[got["metric"].str.startswith("probe_")]
     # 2 arms x 4 doses x 2 bands x 2 metrics levels, and 3 changes per arm, band and metric
     assert len(probe) == 2 * 4 * 2 * 2 + 2 * 3 * 2 * 2

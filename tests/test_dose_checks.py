@@ -11,6 +11,7 @@ from test_intervention_doses import planted
 from homog.config import parse_params
 from homog.stats.dose_checks import check_lines, identity_difference, monotone_layers
 from homog.stats.intervention_doses import intervention_doses
+from homog.stats.settings import StatsSettings
 
 SAMPLES = ["a", "b", "c"]
 
@@ -65,7 +66,7 @@ def test_the_checks_are_rows_of_the_table_and_lines_in_the_log(capsys):
     sel = (zero["metric"] == "erank") & (zero["sample_id"] == "t0") & (zero["layer"] == 3)
     zero.loc[sel, "value"] = zero.loc[sel, "value"] * (1 + 1e-3)
     params = parse_params({"stats": {"n_boot": 50, "n_perm": 50}})
-    out = intervention_doses(params, runs, frames, lambda r: runs[0])
+    out = intervention_doses(params, StatsSettings.of(params), runs, frames, lambda r: runs[0])
     err = capsys.readouterr().err
     ident = out[out["kind"] == "identity"].iloc[0]
     assert ident["value"] == pytest.approx(1e-3 / (1 + 1e-3)) and ident["value"] > 1e-6
@@ -80,7 +81,7 @@ def test_the_checks_are_rows_of_the_table_and_lines_in_the_log(capsys):
         if name.startswith("sink_bias_control"):
             c = f["metric"] == "attn_ctrl_token"
             f.loc[c, "value"] = 0.5 - f.loc[c, "value"]
-    out = intervention_doses(params, runs, frames, lambda r: runs[0])
+    out = intervention_doses(params, StatsSettings.of(params), runs, frames, lambda r: runs[0])
     lines = check_lines(out, {"base": "m"})
     assert any("attn_ctrl_token (control) at 0 of 5" in x for x in lines)
     assert len(lines) == 2  # one identity line and one monotonicity line per model

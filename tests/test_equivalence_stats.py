@@ -1,4 +1,4 @@
-"""Issue 38, the stats stage's side: the depth SESOI, the equivalence CI, key_ends (the U-shape)
+"""The stats stage's depth SESOI, equivalence CI, key_ends (the U-shape)
 and the dose-response's quadratic term, each against an independent hand computation."""
 
 from __future__ import annotations
@@ -8,8 +8,10 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from homog.stats.contrasts import VARIANT_PAIRS, band_of_layers, run_contrasts
+from homog.stats.bands import band_of_layers
+from homog.stats.contrasts import VARIANT_PAIRS, run_contrasts
 from homog.stats.dose import dose_response
+from homog.stats.settings import StatsSettings
 
 N, L = 24, 8  # texts, last layer: interior layers 1..7, early [1, 2], late [6, 7]
 
@@ -42,9 +44,8 @@ def band_values(x: np.ndarray, band: str) -> np.ndarray:
 
 def test_depth_sesoi_against_a_hand_computation():
     vals = curves(shift={"original": 0.0, "front": 0.3})
-    out = run_contrasts(
-        long_frame(vals), "r", n_boot=200, pairs=[("front", "original")], sesoi_basis="depth"
-    )
+    depth = StatsSettings(n_boot=200, sesoi_basis="depth")
+    out = run_contrasts(long_frame(vals), "r", depth, pairs=[("front", "original")])
     o = vals["original"]
     # early band: layers 1, 2; late band: layers 6, 7 (band_of_layers of 0..8)
     depth = abs(np.mean(o[:, [1, 2]].mean(1) - o[:, [6, 7]].mean(1)))
@@ -64,7 +65,9 @@ def test_depth_sesoi_against_a_hand_computation():
     assert late["p_tost"] == pytest.approx(max(lo, hi), rel=1e-6)
     # the sd basis keeps the old rule: 0.1 x the original's between-text SD of each row
     # the sd basis (the default): 0.1 x the original's between-text SD of each row's scope
-    sd = run_contrasts(long_frame(vals), "r", n_boot=200, pairs=[("front", "original")])
+    sd = run_contrasts(
+        long_frame(vals), "r", StatsSettings(n_boot=200), pairs=[("front", "original")]
+    )
     for band in ("late", "final"):
         row = sd[sd["band"] == band].iloc[0]
         want = 0.1 * band_values(o, band).std(ddof=1)
@@ -79,9 +82,8 @@ def test_depth_sesoi_falls_back_to_the_sd_basis_and_says_so():
     rng = np.random.default_rng(3)
     flat = np.repeat(rng.normal(5, 1, (N, 1)), L + 1, axis=1)  # no change with depth at all
     vals = {"original": flat, "front": flat + rng.normal(0, 0.1, flat.shape)}
-    out = run_contrasts(
-        long_frame(vals), "r", n_boot=100, pairs=[("front", "original")], sesoi_basis="depth"
-    )
+    depth = StatsSettings(n_boot=100, sesoi_basis="depth")
+    out = run_contrasts(long_frame(vals), "r", depth, pairs=[("front", "original")])
     assert out["sesoi"].to_numpy() == pytest.approx(0.1 * out["baseline_sd"].to_numpy())
     assert all("between-text SD" in t and "does not homogenize monotonically" in t
                for t in out["sesoi_basis"])  # fmt: skip
@@ -89,8 +91,8 @@ def test_depth_sesoi_falls_back_to_the_sd_basis_and_says_so():
 
 def test_equivalence_ci_is_the_90_percent_interval_of_the_same_resamples():
     vals = curves(seed=1, shift={"original": 0.0, "key_last": 0.2})
-    out = run_contrasts(long_frame(vals), "r", n_boot=400, seed=5, alpha=0.05,
-                        pairs=[("key_last", "original")])  # fmt: skip
+    settings = StatsSettings(n_boot=400, seed=5, alpha=0.05)
+    out = run_contrasts(long_frame(vals), "r", settings, pairs=[("key_last", "original")])
     eff = out["mean_diff"]
     assert ((out["eq_ci_low"] <= eff) & (eff <= out["eq_ci_high"])).all()
     assert ((out["ci_low"] < out["eq_ci_low"]) & (out["eq_ci_high"] < out["ci_high"])).all()
@@ -119,8 +121,8 @@ def test_adjusted_rows_take_the_equivalence_ci_of_the_intercept():
             "value": np.r_[np.full(N, 50.0), 50 + added],
         }
     )
-    out = run_contrasts(pd.concat([frame, tok]), "r", n_boot=300,
-                        pairs=[("front", "original")])  # fmt: skip
+    settings = StatsSettings(n_boot=300)
+    out = run_contrasts(pd.concat([frame, tok]), "r", settings, pairs=[("front", "original")])
     adj = out[out["adjusted"]]
     assert len(adj) == len(out) > 0
     assert ((adj["eq_ci_low"] <= adj["adj_diff"]) & (adj["adj_diff"] <= adj["eq_ci_high"])).all()
@@ -138,7 +140,7 @@ def test_key_ends_rows_equal_an_independent_numpy_computation():
     tok = pd.DataFrame({"variant": np.repeat(["key_first", "key_mid", "key_last"], N),
                         "sample_id": [f"s{i:02d}" for i in range(N)] * 3, "layer": 0,
                         "metric": "n_tokens", "value": 60.0})  # fmt: skip
-    out = run_contrasts(pd.concat([frame, tok]), "r", n_boot=200)
+    out = run_contrasts(pd.concat([frame, tok]), "r", StatsSettings(n_boot=200))
     assert {("key_mid", "original"), ("key_ends", "key_mid")} <= set(VARIANT_PAIRS)
     assert len(rows_of(out, "key_mid", "original")) == L + 1 + 5
     ends = rows_of(out, "key_ends", "key_mid")
@@ -171,7 +173,7 @@ def test_quadratic_coefficient_against_numpy_polyfit():
         c_i = rng.normal(2.0, 0.5, (N, 1))
         vals[v] = vals["original"] + c_i * (x[:, None] - 0.5) ** 2 + 0.7 * x[:, None]
         vals[v] = vals[v] + rng.normal(0, 0.05, vals[v].shape)
-    out = dose_response(long_frame(vals), positions_frame(xs), "r", n_boot=200)
+    out = dose_response(long_frame(vals), positions_frame(xs), "r", StatsSettings(n_boot=200))
     quad = out[out["kind"] == "quadratic"].set_index("band")
     x = np.array([0.0, 0.3, 0.55, 0.9])
     for band in ("early", "late"):
@@ -193,9 +195,9 @@ def test_three_positions_identify_the_u_shape_exactly():
     vals = curves(seed=7, shift={"original": 0.0, "key_first": 0.4, "key_mid": 0.0,
                                  "key_last": 0.2})  # fmt: skip
     frame = long_frame(vals)
-    quad = dose_response(frame, positions_frame(xs), "r", n_boot=100)
+    quad = dose_response(frame, positions_frame(xs), "r", StatsSettings(n_boot=100))
     quad = quad[quad["kind"] == "quadratic"].set_index("band")
-    ends = rows_of(run_contrasts(frame, "r", n_boot=100), "key_ends", "key_mid")
+    ends = rows_of(run_contrasts(frame, "r", StatsSettings(n_boot=100)), "key_ends", "key_mid")
     ends = ends.dropna(subset=["band"]).set_index("band")
     assert quad["value"].to_numpy() == pytest.approx(4 * ends.loc[quad.index, "mean_diff"])
     for band in quad.index:
@@ -204,18 +206,18 @@ def test_three_positions_identify_the_u_shape_exactly():
         assert quad.loc[band, "value"] == pytest.approx(np.mean(per_text))
     # a straight line has no curvature
     line = {v: vals["original"] + 3.0 * xs[v][:, None] for v in xs}
-    flat = dose_response(long_frame(line), positions_frame(xs), "r", n_boot=100)
+    flat = dose_response(long_frame(line), positions_frame(xs), "r", StatsSettings(n_boot=100))
     assert flat[flat["kind"] == "quadratic"]["value"].to_numpy() == pytest.approx(0, abs=1e-9)
     # ... and with noise, a steep line gives a small slope p but no evidence of curvature
     rng = np.random.default_rng(9)
     noisy = {v: y + rng.normal(0, 0.5, y.shape) for v, y in line.items()}
-    out = dose_response(long_frame(noisy), positions_frame(xs), "r", n_boot=100)
+    out = dose_response(long_frame(noisy), positions_frame(xs), "r", StatsSettings(n_boot=100))
     assert (out[out["kind"] == "slope"]["p_value"] < 0.001).all()
     assert (out[out["kind"] == "quadratic"]["p_value"] > 0.05).all()
 
 
 def test_per_text_contributions_sum_to_the_quadratic():
-    from homog.stats.dose import within_quadratic
+    from homog.stats.dose_fit import within_quadratic
 
     rng = np.random.default_rng(10)
     x = np.stack([np.zeros(N), rng.uniform(0.3, 0.6, N), rng.uniform(0.8, 1.0, N)])
@@ -236,7 +238,7 @@ def test_dose_holm_is_per_kind():
     xs = {"key_first": np.zeros(N), "key_mid": np.full(N, 0.5), "key_last": np.ones(N)}
     vals = curves(seed=8, shift={"original": 0.0, "key_first": 0.4, "key_mid": 0.0,
                                  "key_last": 0.2})  # fmt: skip
-    out = dose_response(long_frame(vals), positions_frame(xs), "r", n_boot=100)
+    out = dose_response(long_frame(vals), positions_frame(xs), "r", StatsSettings(n_boot=100))
     for kind in ("slope", "quadratic"):
         k = out[out["kind"] == kind]
         assert k["p_holm"].to_numpy() == pytest.approx(holm(k["p_value"].to_numpy(dtype=float)))
@@ -264,7 +266,11 @@ def test_intervention_rows_take_the_unchanged_runs_original_depth():
     moved = {v: x + 0.1 for v, x in base.items()}
     moved["original"] = moved["original"] * 0.5  # the intervention run's own depth differs
     out = intervention_contrasts(
-        long_frame(moved), long_frame(base), "iv", "none", n_boot=100, sesoi_basis="depth"
+        long_frame(moved),
+        long_frame(base),
+        "iv",
+        "none",
+        StatsSettings(n_boot=100, sesoi_basis="depth"),
     )
     o = base["original"]
     depth = abs(np.mean(o[:, [1, 2]].mean(1) - o[:, [6, 7]].mean(1)))

@@ -14,12 +14,13 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from homog.config import parse_params
-from homog.stats.cost_rows import DIFF_ARM, CostInputs, CostOptions, cost_rows, finish
+from homog.stats.cost_rows import DIFF_ARM, CostInputs, cost_rows, finish
 from homog.stats.intervention_cost import intervention_cost
+from homog.stats.settings import StatsSettings
 
 DOSES = np.array([0.0, 0.2, 0.5, 1.0])
 N = 40
-OPTS = CostOptions(n_boot=500, seed=3, n_perm=2000, margin=0.2, accuracy_margin=0.02)
+OPTS = StatsSettings(n_boot=500, seed=3, n_perm=2000, cost_margin=0.2, cost_accuracy_margin=0.02)
 
 
 def synthetic(cost: float, seed: int = 0) -> CostInputs:
@@ -164,7 +165,7 @@ def test_the_table_from_run_directories(tmp_path, capsys):
     labels = pd.DataFrame({"variant": "original", "sample_id": ids, "positive": inp.positive})
     params = parse_params({"stats": {"n_boot": 500, "n_perm": 2000}, "seed": 3})
     base_of = lambda r: base  # noqa: E731
-    got = intervention_cost(params, found, frames, labels, base_of, print)
+    got = intervention_cost(params, StatsSettings.of(params), found, frames, labels, base_of, print)
     want = table(inp)
     keys = ["arm", "kind", "metric", "dose", "band"]
     got, want = (
@@ -175,9 +176,13 @@ def test_the_table_from_run_directories(tmp_path, capsys):
     assert pick(got, arm=DIFF_ARM, kind="slope")["run_id"] == "none"
     # answers missing in one run: no rows, and a message naming it
     (tmp_path / "homogenize:0.5" / "zero_shot.parquet").unlink()
-    assert intervention_cost(params, found, frames, labels, base_of, print).empty
+    assert intervention_cost(
+        params, StatsSettings.of(params), found, frames, labels, base_of, print
+    ).empty
     assert "homogenize:0.5" in capsys.readouterr().out
-    assert intervention_cost(params, found, frames, None, base_of, print).empty
+    assert intervention_cost(
+        params, StatsSettings.of(params), found, frames, None, base_of, print
+    ).empty
     assert "no label" in capsys.readouterr().out
     assert not math.isnan(want["value"].sum())
 

@@ -9,6 +9,7 @@ import pytest
 
 from homog.config import parse_params
 from homog.stats.intervention_doses import intervention_doses
+from homog.stats.settings import StatsSettings
 
 LAYERS = range(0, 9)  # final = 8, late band = layers 6, 7
 SAMPLES = [f"t{i}" for i in range(12)]
@@ -61,7 +62,7 @@ def planted(zero_run: bool, seed: int = 0) -> tuple[list[dict], dict]:
 def test_slopes_and_primary_endpoint_recover_known_slopes():
     runs, frames = planted(zero_run=True)
     params = parse_params({"stats": {"n_boot": 200, "n_perm": 200}})
-    out = intervention_doses(params, runs, frames, lambda r: runs[0])
+    out = intervention_doses(params, StatsSettings.of(params), runs, frames, lambda r: runs[0])
     slope = out[out["kind"] == "slope"].set_index(["arm", "band"])
     assert slope.loc[("sink_bias", "final"), "value"] == pytest.approx(-3.0, abs=0.05)
     assert slope.loc[("sink_bias", "final"), "x_metric"] == "attn_first"
@@ -93,7 +94,7 @@ def test_slope_margins_follow_the_projects_margin_rule(basis):
     attn_first (0.4) for every slope, the control's (attn_ctrl_token: 0.2) too."""
     runs, frames = planted(zero_run=True)
     params = parse_params({"stats": {"n_boot": 50, "n_perm": 50, "sesoi_basis": basis}})
-    out = intervention_doses(params, runs, frames, lambda r: runs[0])
+    out = intervention_doses(params, StatsSettings.of(params), runs, frames, lambda r: runs[0])
     base = frames["base"]
     final = base[(base["metric"] == "erank") & (base["layer"] == 8)]["value"]
     sd = float(final.std(ddof=1))
@@ -116,7 +117,7 @@ def test_an_unchanged_run_as_dose_0_leaves_the_control_x_there_out_and_says_so(c
     and the log say why."""
     runs, frames = planted(zero_run=False)
     params = parse_params({"stats": {"n_boot": 50, "n_perm": 50}})
-    out = intervention_doses(params, runs, frames, lambda r: runs[0])
+    out = intervention_doses(params, StatsSettings.of(params), runs, frames, lambda r: runs[0])
     assert "attn_ctrl_token without dose 0" in capsys.readouterr().err
     slope = out[(out["kind"] == "slope") & (out["band"] == "final")].set_index("arm")
     assert slope.loc["control", "value"] == pytest.approx(-1.0, abs=0.05)

@@ -13,7 +13,7 @@ from homog.errors import HomogError
 from homog.extract import extract_runner
 from homog.extract.plan import texts_hash
 from homog.extract.run import intervention_groups
-from homog.stats.stage import unchanged_run
+from homog.stats.runs import unchanged_run
 
 
 def test_groups_split_none_from_the_restricted_interventions():

@@ -153,7 +153,7 @@ def test_graded_runs_on_the_originals_pair_with_the_full_none_run(tmp_path):
     from test_extract import make_texts
 
     from homog.extract import extract_runner
-    from homog.stats.stage import unchanged_run
+    from homog.stats.runs import unchanged_run
 
     df = make_texts(2, variants=("original", "front"))
     cfg = extract_config(sink_bias_doses=(0, -2), sink_bias_onset=1)

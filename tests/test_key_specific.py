@@ -9,8 +9,6 @@ reports it as an effect; a planted key x position interaction is recovered. Iden
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -18,6 +16,7 @@ import pytest
 from homog.stats.combos import identical_samples, text_ids
 from homog.stats.contrasts import run_contrasts
 from homog.stats.sentences import run_sentence_contrasts
+from homog.stats.settings import StatsSettings
 from homog.stats.verdicts import verdict_of
 from homog.synth.position import family_orders, join
 from homog.variants import contrast_name, contrast_terms, parse_contrast
@@ -71,9 +70,8 @@ def sentence_frame(reviews, key_gain: float, seed: int = 1) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-def stats(n: int = 400):
-    return SimpleNamespace(n_boot=n, ci=0.95, test="sign_flip", n_perm=n, sesoi=0.1,
-                           sesoi_basis="sd", alpha=0.05)  # fmt: skip
+def stats(n: int = 400) -> StatsSettings:
+    return StatsSettings(n_boot=n, ci=0.95, test="sign_flip", n_perm=n, sesoi_basis="sd")
 
 
 def verdicts(out: pd.DataFrame, band: str = "late") -> dict[tuple[str, str, str], tuple]:
@@ -98,7 +96,7 @@ SPECIFIC = [
 
 def test_a_pure_position_curve_cancels_in_every_key_specific_row():
     reviews = family(40, seed=0)
-    out = run_sentence_contrasts(sentence_frame(reviews, key_gain=0.0), "run", stats=stats())
+    out = run_sentence_contrasts(sentence_frame(reviews, key_gain=0.0), "run", stats())
     got = verdicts(out)
     for row in SPECIFIC:
         assert got[row][0] == "equivalent", (row, got[row])
@@ -116,7 +114,7 @@ def test_the_position_curve_predicts_what_position_alone_does():
     a key-specific row it is 0; with a planted key gain the move exceeds it by that gain."""
     reviews = family(40, seed=0)
     for gain in (0.0, 0.3):
-        out = run_sentence_contrasts(sentence_frame(reviews, key_gain=gain), "run", stats=stats(50))
+        out = run_sentence_contrasts(sentence_frame(reviews, key_gain=gain), "run", stats(50))
         late = out[out["band"] == "late"].set_index(["sentence", "variant_a", "variant_b"])
         move = late.loc[("key", "key_first", "key_mid")]
         # key_mid is index 3 of 6 (relative place 0.6): curve(0) - curve(0.6) = 0.96
@@ -129,7 +127,7 @@ def test_the_position_curve_predicts_what_position_alone_does():
 
 def test_a_planted_key_by_position_interaction_is_recovered():
     reviews = family(40, seed=0)
-    out = run_sentence_contrasts(sentence_frame(reviews, key_gain=0.3), "run", stats=stats())
+    out = run_sentence_contrasts(sentence_frame(reviews, key_gain=0.3), "run", stats())
     got = verdicts(out)
     for row in SPECIFIC:
         assert got[row][0] == "supported", (row, got[row])
@@ -151,7 +149,7 @@ def test_identity_pairs_are_left_out_and_counted():
     first = sum(key == 0 for _, key, *_ in reviews)
     assert first > 0
     frame = sentence_frame(reviews, key_gain=0.0)
-    out = run_sentence_contrasts(frame, "run", stats=stats(100), text_ids=ids)
+    out = run_sentence_contrasts(frame, "run", stats(100), text_ids=ids)
     got = out[(out["band"] == "late") & (out["variant_a"] == "key_first")
               & (out["variant_b"] == "original")].iloc[0]  # fmt: skip
     assert got["n_identical"] == first and got["n"] == len(reviews) - first
@@ -160,7 +158,7 @@ def test_identity_pairs_are_left_out_and_counted():
     whole = frame[frame["is_key"]].rename(columns={"value": "value"})[
         ["variant", "sample_id", "layer", "metric", "value"]
     ]
-    rows = run_contrasts(whole, "run", n_boot=50, n_perm=50, text_ids=ids)
+    rows = run_contrasts(whole, "run", StatsSettings(n_boot=50, n_perm=50), text_ids=ids)
     kf = rows[(rows["variant_a"] == "key_first") & (rows["variant_b"] == "original")]
     assert (kf["n_identical"] == first).all() and (kf["n"] == len(reviews) - first).all()
     # the whole-text difference of differences equals its numpy computation
@@ -169,7 +167,7 @@ def test_identity_pairs_are_left_out_and_counted():
     did = rows[(rows["variant_a"] == "key_first - key_mid") & (rows["layer"] == 5)]
     assert did["mean_diff"].iloc[0] == pytest.approx(want, abs=1e-12)
     assert did["variant_b"].iloc[0] == "ctrl_first - ctrl_mid"
-    none = run_contrasts(whole, "run", n_boot=50, n_perm=50)
+    none = run_contrasts(whole, "run", StatsSettings(n_boot=50, n_perm=50))
     assert none["n_identical"].isna().all()  # not checked without the texts
 
 
@@ -205,7 +203,7 @@ def test_where_position_acts_says_what_any_sentence_gets_then_the_key(tmp_path):
     from homog.report.sentences_view import sentences_section, verdict_rows
 
     frame = sentence_frame(family(30, seed=0), key_gain=0.3).assign(metric="sent_attn_in")
-    sc = run_sentence_contrasts(frame, "r1", stats=stats(1000))  # p down to 1e-3: Holm of 12
+    sc = run_sentence_contrasts(frame, "r1", stats(1000))  # p down to 1e-3: Holm of 12
     runs = pd.DataFrame({"run_id": ["r1"], "model": ["m"], "intervention": ["none"]})
     rows = verdict_rows(sc, runs)
     prim = rows[(rows["family"] == "primary") & ~rows["control"]]

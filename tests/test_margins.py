@@ -11,6 +11,7 @@ from test_equivalence_stats import L, N, band_values, long_frame
 
 from homog.stats.contrasts import run_contrasts
 from homog.stats.margins import FLOOR, sesoi_at
+from homog.stats.settings import StatsSettings
 
 
 def texts(slope: float, seed: int = 0) -> dict[str, np.ndarray]:
@@ -22,7 +23,8 @@ def texts(slope: float, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 def contrasts_of(vals: dict[str, np.ndarray], **opts) -> pd.DataFrame:
-    return run_contrasts(long_frame(vals), "r", n_boot=200, pairs=[("front", "original")], **opts)
+    settings = StatsSettings(n_boot=200, **opts)
+    return run_contrasts(long_frame(vals), "r", settings, pairs=[("front", "original")])
 
 
 def late_row(out: pd.DataFrame) -> pd.Series:
@@ -33,9 +35,8 @@ def test_a_metric_flat_across_depth_does_not_get_a_collapsed_margin():
     # erank that barely falls over depth (39.89 to 39.87 on a real model): the depth basis
     # would be a tenth of a change of ~0.02, far below how much reviews differ
     vals = texts(slope=-0.003)
-    out = run_contrasts(
-        long_frame(vals), "r", n_boot=200, pairs=[("front", "original")], sesoi_basis="depth"
-    )
+    settings = StatsSettings(n_boot=200, sesoi_basis="depth")
+    out = run_contrasts(long_frame(vals), "r", settings, pairs=[("front", "original")])
     o = vals["original"]
     depth = abs(np.mean(band_values(o, "early") - band_values(o, "late")))
     sd = band_values(o, "late").std(ddof=1)
@@ -50,9 +51,8 @@ def test_a_metric_flat_across_depth_does_not_get_a_collapsed_margin():
 
 def test_a_metric_that_rises_with_depth_falls_back_to_the_sd_basis():
     vals = texts(slope=+2.0)  # erank rising: the network does not homogenize it here
-    out = run_contrasts(
-        long_frame(vals), "r", n_boot=200, pairs=[("front", "original")], sesoi_basis="depth"
-    )
+    settings = StatsSettings(n_boot=200, sesoi_basis="depth")
+    out = run_contrasts(long_frame(vals), "r", settings, pairs=[("front", "original")])
     row = late_row(out)
     assert row["sesoi"] == pytest.approx(0.1 * row["baseline_sd"])
     assert "does not homogenize monotonically over depth" in row["sesoi_basis"]
@@ -87,9 +87,7 @@ def test_the_stored_columns_recompute_every_setting():
             out = run_contrasts(
                 long_frame(vals),
                 "r",
-                n_boot=50,
-                sesoi=factor,
-                sesoi_basis=basis,
+                StatsSettings(n_boot=50, sesoi=factor, sesoi_basis=basis),
                 pairs=[("front", "original")],
             )
             again = [

@@ -15,6 +15,7 @@ from homog.stats.reordering import (
     repeated_folds,
 )
 from homog.stats.separability import run_separability
+from homog.stats.settings import StatsSettings
 
 N, LAYERS = 60, 6
 
@@ -33,9 +34,9 @@ def tables_of(shifts: dict[str, np.ndarray], seed: int = 0) -> dict:
     return out
 
 
-def separability(tables: dict, variants: tuple[str, ...], **opts) -> pd.DataFrame:
-    opts = {"n_boot": 400, "seed": 0, **opts}
-    return run_separability(tables, "r", n_perm=0, variants=variants, metrics=("erank",), **opts)
+def separability(tables: dict, variants: tuple[str, ...]) -> pd.DataFrame:
+    settings = StatsSettings(n_boot=400, seed=0, separability_perm=0)
+    return run_separability(tables, "r", settings, variants=variants, metrics=("erank",))
 
 
 def diff_row(out: pd.DataFrame, variant: str) -> pd.Series:
@@ -81,7 +82,11 @@ def test_the_auc_is_the_mean_over_fold_assignments():
 
     tables = tables_of({"original": np.zeros(N), "key_first": np.full(N, 0.3)})
     out = run_separability(
-        tables, "r", n_boot=200, n_perm=0, seed=3, variants=("key_first",), metrics=("erank",)
+        tables,
+        "r",
+        StatsSettings(n_boot=200, separability_perm=0, seed=3),
+        variants=("key_first",),
+        metrics=("erank",),
     )
     row = out[(out["scope"] == "layers") & (out["metric"] == "erank")].iloc[0]
     xa = tables[("key_first", "erank")].loc[1:].to_numpy().T
@@ -116,9 +121,7 @@ def test_every_auc_is_split_by_a_changed_first_sentence():
     out = run_separability(
         tables,
         "r",
-        n_boot=200,
-        n_perm=0,
-        seed=0,
+        StatsSettings(n_boot=200, separability_perm=0, seed=0),
         variants=("key_first",),
         metrics=("erank",),
         first_changed={"key_first": changed},

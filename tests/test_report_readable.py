@@ -266,7 +266,7 @@ def md_tables(text: str) -> dict[str, list[dict[str, str]]]:
 
 
 def test_markdown_page_numbers_equal_the_database(project, tmp_path):
-    from homog.stats.contrasts import band_of_layers
+    from homog.stats.bands import band_of_layers
 
     db = Layout(project).db()
     page = tmp_path / "docs" / "results.md"

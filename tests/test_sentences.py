@@ -16,6 +16,7 @@ from conftest import TINY, extract_config
 
 from homog.extract import run_extract
 from homog.extract.sentences import SENT_HIDDEN, sentence_tokens
+from homog.stats.settings import StatsSettings
 from homog.synth.position import choose_ctrl, join, move, sentence_spans, target_index
 
 SENTENCES = [
@@ -225,19 +226,16 @@ def deep_frame(n: int, metric: str) -> pd.DataFrame:
     return frame.assign(metric=metric)
 
 
-def small_stats(n: int, basis: str = "sd"):
-    """params.stats stand-in with n bootstrap draws and n sign flips."""
-    from types import SimpleNamespace
-
-    return SimpleNamespace(n_boot=n, ci=0.95, test="sign_flip", n_perm=n, sesoi=0.1,
-                           sesoi_basis=basis, alpha=0.05)  # fmt: skip
+def small_stats(n: int, basis: str = "sd") -> StatsSettings:
+    """Stats settings with n bootstrap draws and n sign flips."""
+    return StatsSettings(n_boot=n, ci=0.95, test="sign_flip", n_perm=n, sesoi_basis=basis)
 
 
 def test_sentence_contrasts_pair_within_sentence():
     from homog.stats.sentences import run_sentence_contrasts, sentence_dose
 
     frame = synthetic_frame()
-    out = run_sentence_contrasts(frame, "run", stats=small_stats(200))
+    out = run_sentence_contrasts(frame, "run", small_stats(200))
     rows = out[out["band"].isna()].set_index(["sentence", "variant_a", "variant_b", "layer"])
     # by hand at layer 2: the key sentence moves 1 -> 0 (first), 1 -> 4 (last), 1 -> 2 (mid)
     wide = frame[frame["layer"] == 2].pivot_table(
@@ -278,7 +276,7 @@ def test_report_section_gives_verdicts_and_the_layer0_control(tmp_path):
     from homog.stats.sentences import run_sentence_contrasts
 
     frame = deep_frame(16, "sent_cos_centroid")  # a primary metric
-    sc = run_sentence_contrasts(frame, "r1", stats=small_stats(200))
+    sc = run_sentence_contrasts(frame, "r1", small_stats(200))
     runs = pd.DataFrame({"run_id": ["r1"], "model": ["m"], "intervention": ["none"]})
     rows = verdict_rows(sc, runs)
     fam = rows[~rows["control"]]
@@ -341,7 +339,7 @@ def test_sentences_page_writes_its_block(tmp_path):
     from homog.stats.sentences import run_sentence_contrasts
 
     frame = deep_frame(10, "sent_attn_in")
-    sc = run_sentence_contrasts(frame, "r1", stats=small_stats(100))
+    sc = run_sentence_contrasts(frame, "r1", small_stats(100))
     db = tmp_path / "s.duckdb"
     con = duckdb.connect(str(db))
     create_schema(con)

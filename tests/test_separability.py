@@ -9,6 +9,7 @@ import pytest
 
 from homog.stats.classifier import oof_scores, weighted_auc
 from homog.stats.separability import fit_logistic, null_aucs, run_separability, separate
+from homog.stats.settings import StatsSettings
 
 N, K = 60, 6
 
@@ -117,7 +118,7 @@ def test_run_rows_scopes_and_the_layer0_control():
             tables[(v, metric)] = pd.DataFrame(
                 vals[first:], index=range(first, layers + 1), columns=[f"s{i}" for i in range(n)]
             )
-    out = run_separability(tables, "r", n_boot=100, n_perm=19, seed=0)
+    out = run_separability(tables, "r", StatsSettings(n_boot=100, separability_perm=19, seed=0))
     got = {(r.variant_a, r.metric, r.scope): r for r in out.itertuples()}
     assert ("key_first", "attn_first", "layer0") not in got
     assert len(out) == 2 * (3 + 2 + 2)  # variants x (layers: 3 + profile; layer0: 2 + profile)

@@ -9,13 +9,10 @@ import pandas as pd
 import pytest
 from scipy.stats import rankdata, wilcoxon
 
-from homog.stats.contrasts import (
-    band_of_layers,
-    intervention_contrasts,
-    paired_contrasts,
-    run_contrasts,
-)
+from homog.stats.bands import band_of_layers
+from homog.stats.contrasts import intervention_contrasts, paired_contrasts, run_contrasts
 from homog.stats.paired_tests import bootstrap_ci, holm, paired_p, sign_flip_p, wilcoxon_p
+from homog.stats.settings import StatsSettings
 
 
 def test_holm_matches_hand_computation():
@@ -82,7 +79,7 @@ def frame(shift: dict[str, float], n_texts=30, n_layers=8, seed=0) -> pd.DataFra
 
 def test_run_contrasts_against_pandas():
     f = frame({"original": 0.0, "front": -0.2, "end": -0.1, "control": 0.0})
-    out = run_contrasts(f, "r1", n_boot=500, seed=0)
+    out = run_contrasts(f, "r1", StatsSettings(n_boot=500, seed=0))
     layers = out[out["band"].isna()]
     assert set(zip(layers["variant_a"], layers["variant_b"], strict=True)) == {
         ("front", "original"),
@@ -113,7 +110,9 @@ def test_run_contrasts_against_pandas():
 
 def test_run_contrasts_wilcoxon_option_matches_scipy():
     f = frame({"original": 0.0, "front": -0.2})
-    out = run_contrasts(f, "r1", n_boot=100, seed=0, test="wilcoxon", pairs=[("front", "original")])
+    out = run_contrasts(
+        f, "r1", StatsSettings(n_boot=100, seed=0, test="wilcoxon"), pairs=[("front", "original")]
+    )
     layers = out[out["band"].isna()]
     wide = f.pivot_table(index=["sample_id", "layer"], columns="variant", values="value")
     diff = (wide["front"] - wide["original"]).groupby("layer")
@@ -191,7 +190,7 @@ def test_identical_variants_give_p_one_without_warnings():
     g = pd.concat([f, f.assign(variant="front")])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        out = run_contrasts(g, "r1", n_boot=200, pairs=[("front", "original")])
+        out = run_contrasts(g, "r1", StatsSettings(n_boot=200), pairs=[("front", "original")])
     assert (out["mean_diff"] == 0).all() and (out["p_value"] == 1.0).all()
     assert (out["ci_low"] == 0).all() and (out["ci_high"] == 0).all()
     assert (out["p_holm"] == 1.0).all()
@@ -207,10 +206,8 @@ def test_rounding_differences_read_as_no_difference():
     f["value"] = f["value"] + 30.0  # erank-like level
     ulp = f.assign(variant="key_last", value=f["value"] * (1 + 3e-14))
     real = f.assign(variant="front", value=f["value"] * (1 + 1e-6))
-    out = run_contrasts(
-        pd.concat([f, ulp, real]), "r1", n_boot=200, pairs=[("key_last", "original"),
-                                                          ("front", "original")]
-    )  # fmt: skip
+    pairs = [("key_last", "original"), ("front", "original")]
+    out = run_contrasts(pd.concat([f, ulp, real]), "r1", StatsSettings(n_boot=200), pairs=pairs)
     moved = out[out["variant_a"] == "key_last"]
     assert (moved["mean_diff"] == 0).all() and (moved["p_value"] == 1.0).all()
     assert (moved["ci_low"] == 0).all() and (moved["ci_high"] == 0).all()
@@ -226,14 +223,14 @@ def test_rounding_differences_read_as_no_difference():
 def test_missing_pairs_are_dropped_and_counted():
     f = frame({"original": 0.0, "front": -0.5}, n_texts=12)
     f = f[~((f["variant"] == "front") & (f["sample_id"] == "s0"))]
-    out = run_contrasts(f, "r1", n_boot=200, pairs=[("front", "original")])
+    out = run_contrasts(f, "r1", StatsSettings(n_boot=200), pairs=[("front", "original")])
     assert (out["n"] == 11).all() and out["ci_low"].notna().all()
 
 
 def test_intervention_contrasts_pair_same_variant():
     a = frame({"original": 0.0, "front": 0.0}, seed=3)
     b = a.assign(value=a["value"] + 0.25)
-    out = intervention_contrasts(b, a, "iv", "base", n_boot=200)
+    out = intervention_contrasts(b, a, "iv", "base", StatsSettings(n_boot=200))
     assert (out["baseline_run_id"] == "base").all()
     assert (out["variant_a"] == out["variant_b"]).all()
     assert out["mean_diff"].to_numpy() == pytest.approx(0.25)
@@ -242,7 +239,7 @@ def test_intervention_contrasts_pair_same_variant():
 def test_paired_contrasts_ragged_rows():
     a = pd.DataFrame([[1.0, 2.0, np.nan], [1.0, 2.0, 3.0]], index=[0, 1], columns=["x", "y", "z"])
     b = a * 0
-    out = paired_contrasts(a, b, n_boot=100, ci=0.95, seed=0)
+    out = paired_contrasts(a, b, StatsSettings(n_boot=100, ci=0.95, seed=0))
     assert list(out["n"]) == [2, 3]
     assert out.loc[0, "mean_diff"] == pytest.approx(1.5)
 

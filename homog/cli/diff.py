@@ -73,6 +73,7 @@ def paired_run_diff(
     chosen variants or metrics (naming what is there).
     """
     from homog.stats.contrasts import intervention_contrasts
+    from homog.stats.settings import StatsSettings
     from homog.store import list_runs
     from homog.store import metrics as all_metrics
     from homog.store import variants as all_variants
@@ -100,7 +101,7 @@ def paired_run_diff(
             f"runs {run_a} and {run_b} share no texts (sample_id): a paired difference needs "
             "the same texts in both runs"
         )
-    return intervention_contrasts(a, b, run_a, run_b, **settings), len(shared)
+    return intervention_contrasts(a, b, run_a, run_b, StatsSettings(**settings)), len(shared)
 
 
 @click.command()

@@ -68,7 +68,7 @@ from homog.report.claims_progression import progression_claims
 from homog.report.claims_rows import Claim
 from homog.report.claims_rules import lexical, row_verdict
 from homog.report.claims_separability import separation_claims
-from homog.stats.contrasts import ALL_BANDS
+from homog.stats.bands import ALL_BANDS
 from homog.stats.paired_tests import holm
 from homog.stats.verdicts import (
     EQUIVALENT,

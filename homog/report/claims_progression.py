@@ -4,7 +4,7 @@ Per unchanged run and per metric of ``erank`` and its token sets present in ``la
 (original variant), two rows:
 
 - "late - early (original)": per text, the late band's mean minus the early band's mean
-  (bands of :func:`homog.stats.contrasts.band_of_layers`: layers 1..L-1), its mean, the stats
+  (bands of :func:`homog.stats.bands.band_of_layers`: layers 1..L-1), its mean, the stats
   stage's
   bootstrap CI and paired test (``stats.test``); claimed sign -1. Its p enters the model's
   family Holm (report/claims.py).
@@ -27,7 +27,7 @@ from homog.claims import Tag
 from homog.metrics.registry import difference_unit, token_set_of
 from homog.report.claims_rows import Claim
 from homog.stats.adjusted import raw_size
-from homog.stats.contrasts import band_of_layers
+from homog.stats.bands import band_of_layers
 from homog.stats.paired_tests import bootstrap_ci, paired_p, resample_counts
 from homog.stats.verdicts import INCONCLUSIVE, REVERSED, SUPPORTED
 

@@ -22,7 +22,7 @@ from homog.plot import legend_below
 from homog.report.answer_line import AnswerLine, family_of, verdict_counts
 from homog.report.document import Section
 from homog.report.sentences_specific import family_tables, place_lines
-from homog.stats.contrasts import band_of_layers
+from homog.stats.bands import band_of_layers
 from homog.stats.paired_tests import holm
 from homog.stats.verdicts import verdict_of
 

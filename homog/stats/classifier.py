@@ -56,6 +56,8 @@ def features_of(
 ) -> np.ndarray:
     """[n, k] features of the texts ``samples``: per metric of ``tables`` (metric -> [layer x
     sample_id] of one variant) its values at ``layers[metric]``, side by side."""
-    blocks = [t.reindex(index=layers[m], columns=samples).to_numpy(dtype=float).T
-              for m, t in tables.items()]  # fmt: skip
+    blocks = [
+        t.reindex(index=layers[m], columns=samples).to_numpy(dtype=float).T
+        for m, t in tables.items()
+    ]
     return np.hstack(blocks)

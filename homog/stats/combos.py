@@ -82,8 +82,9 @@ def texts_identity(path: Path) -> pd.DataFrame | None:
     if not path.exists():
         return None
     cols = ["variant", "sample_id", "text"]
-    return text_ids(read_output(path, lambda p: pd.read_parquet(p, columns=cols),
-                                "rerun `homog synth`"))  # fmt: skip
+    return text_ids(
+        read_output(path, lambda p: pd.read_parquet(p, columns=cols), "rerun `homog synth`")
+    )
 
 
 def identical_samples(terms: Mapping[Hashable, float], ids: pd.DataFrame | None) -> pd.Index:

@@ -1,7 +1,7 @@
 """The contrasts table's columns beyond the raw paired difference (pure: frames in, frames out).
 
 For the rows of one (run, variant pair, metric): the layers and the bands of
-:func:`homog.stats.contrasts.band_of_layers` (``layer0``, ``early``, ``middle``, ``late``,
+:func:`homog.stats.bands.band_of_layers` (``layer0``, ``early``, ``middle``, ``late``,
 ``final``),
 each a per-text table [row x sample_id] of both sides. Besides the raw mean difference, its
 bootstrap CI and paired test (columns of the store's first schema, computed by
@@ -38,6 +38,7 @@ formulas):
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -45,6 +46,7 @@ import pandas as pd
 from homog.stats.adjusted import adjustable, adjusted_block, raw_block, raw_size, tost_p
 from homog.stats.margins import Margin
 from homog.stats.paired_tests import bootstrap_ci, paired_difference, paired_p
+from homog.stats.settings import StatsSettings
 
 EXTRA_COLUMNS = (
     "n_tokens_diff",
@@ -70,6 +72,11 @@ EXTRA_COLUMNS = (
 )
 
 
+def _draws(settings: StatsSettings) -> dict[str, Any]:
+    """The bootstrap's draws and CI level of ``settings``, as the effect blocks take them."""
+    return {"n_boot": settings.n_boot, "ci": settings.ci, "seed": settings.seed}
+
+
 def _empty(g: int) -> dict[str, np.ndarray]:
     out = {c: np.full(g, np.nan) for c in EXTRA_COLUMNS}
     out["adjusted"] = np.zeros(g, dtype=bool)
@@ -80,27 +87,21 @@ def _empty(g: int) -> dict[str, np.ndarray]:
 def extra_columns(
     a: pd.DataFrame,
     b: pd.DataFrame,
+    settings: StatsSettings,
     *,
     tokens_a: pd.Series | None,
     tokens_b: pd.Series | None,
     baseline: pd.DataFrame,
     layer0: pd.Series | None,
-    sesoi: float,
-    n_boot: int,
-    ci: float,
-    seed: int,
-    test: str,
-    n_perm: int,
-    margin: Margin | None = None,
-    alpha: float = 0.05,
+    margin: Margin,
 ) -> pd.DataFrame:
     """EXTRA_COLUMNS for the rows of ``a`` - ``b`` (aligned [row x sample_id] tables).
 
     tokens_a / tokens_b: sample_id -> metric-token count (None: no adjustment);
     baseline: [row x sample_id] values of the original; layer0: sample_id -> the layer-0
-    difference a - b (None for a metric without layer 0); sesoi: ``stats.sesoi`` (the factor of
-    the default margin); margin: the run and metric's SESOI rule (homog.stats.margins; None:
-    ``sesoi`` x each row's baseline_sd); alpha: the equivalence CI's level is 1 - 2 alpha.
+    difference a - b (None for a metric without layer 0); margin: the run and metric's SESOI
+    rule (homog.stats.margins); settings: the bootstrap and test, and the equivalence CI's
+    level 1 - 2 ``alpha``.
     Returns one row per row of ``a`` (after aligning with ``b``), in that order.
     """
     a, b = a.align(b, join="inner")
@@ -116,9 +117,7 @@ def extra_columns(
     else:
         t = np.full(n, np.nan)
     d0 = layer0.reindex(samples).to_numpy(dtype=float) if layer0 is not None else np.full(n, np.nan)
-    opts = {"n_boot": n_boot, "ci": ci, "seed": seed}
-    eq_ci = 1.0 - 2.0 * alpha
-    margin = margin if margin is not None else Margin(sesoi)
+    eq_ci = 1.0 - 2.0 * settings.alpha
     out["depth_change"][:] = margin.depth
     masks = np.isfinite(d)
     # rows with the same set of usable texts share one vectorised computation
@@ -132,14 +131,14 @@ def extra_columns(
         idx = np.array(rows)
         dm = d[idx][:, m]
         tm = t[m]
-        eff, adjust = _effect_columns(out, idx, dm, tm, opts, eq_ci)
+        eff, adjust = _effect_columns(out, idx, dm, tm, settings, eq_ci)
         bsd = _size_columns(out, idx, eff, base[idx][:, m])
         rules = [margin.of(a.index[i], sd) for i, sd in zip(idx, bsd, strict=True)]
         delta = np.array([r[0] for r in rules], dtype=float)
         out["sesoi_basis"][idx] = np.array([r[1] for r in rules], dtype=object)
         out["sesoi"][idx] = delta
         out["p_tost"][idx] = tost_p(eff["effect"], eff["se"], eff["df"], delta)
-        _layer0_columns(out, idx, dm, tm, d0[m], adjust, opts, test=test, n_perm=n_perm)
+        _layer0_columns(out, idx, dm, tm, d0[m], adjust, settings)
     return pd.DataFrame(out)
 
 
@@ -148,7 +147,7 @@ def _effect_columns(
     idx: np.ndarray,
     dm: np.ndarray,
     tm: np.ndarray,
-    opts: dict,
+    settings: StatsSettings,
     eq_ci: float,
 ) -> tuple[dict, bool]:
     """Fill the token-difference, length-adjustment and equivalence-CI columns of rows ``idx``
@@ -159,7 +158,7 @@ def _effect_columns(
         out["n_tokens_diff"][idx] = tm.mean()
     adjust = has_t and adjustable(tm)
     if adjust:
-        eff = adjusted_block(dm, tm, **opts, eq_ci=eq_ci)
+        eff = adjusted_block(dm, tm, **_draws(settings), eq_ci=eq_ci)
         out["adjusted"][idx] = True
         out["adj_diff"][idx] = eff["effect"]
         out["adj_ci_low"][idx] = eff["ci_low"]
@@ -170,7 +169,7 @@ def _effect_columns(
         eff = raw_size(dm)
         # the same resamples as the raw CI (homog.stats.contrasts.paired_contrasts: same n and
         # seed)
-        eq = bootstrap_ci(dm, n_boot=opts["n_boot"], ci=eq_ci, seed=opts["seed"])
+        eq = bootstrap_ci(dm, n_boot=settings.n_boot, ci=eq_ci, seed=settings.seed)
         out["eq_ci_low"][idx], out["eq_ci_high"][idx] = eq
     return eff, adjust
 
@@ -197,10 +196,7 @@ def _layer0_columns(
     tm: np.ndarray,
     d0: np.ndarray,
     adjust: bool,
-    opts: dict,
-    *,
-    test: str,
-    n_perm: int,
+    settings: StatsSettings,
 ) -> None:
     """Fill the layer-0 and relative-to-layer-0 columns of rows ``idx`` (``d0``: the texts'
     layer-0 differences); nothing with fewer than two finite ones."""
@@ -210,14 +206,14 @@ def _layer0_columns(
     d0m = d0[m0]
     out["layer0_diff"][idx] = d0m.mean()
     out["layer0_p_value"][idx] = paired_p(
-        d0m[None, :], test=test, n_perm=n_perm, seed=opts["seed"]
+        d0m[None, :], test=settings.test, n_perm=settings.n_perm, seed=settings.seed
     )[0]
     rel = dm[:, m0] - d0m[None, :]
     trel = tm[m0]
     if adjust and adjustable(trel):
-        r = adjusted_block(rel, trel, **opts)
+        r = adjusted_block(rel, trel, **_draws(settings))
     else:
-        r = raw_block(rel, **opts)
+        r = raw_block(rel, **_draws(settings))
     out["rel_layer0_diff"][idx] = r["effect"]
     out["rel_layer0_ci_low"][idx] = r["ci_low"]
     out["rel_layer0_ci_high"][idx] = r["ci_high"]

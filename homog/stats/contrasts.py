@@ -32,7 +32,7 @@ reported in ``n``; a group with fewer than 2 pairs gets NaN p-values and CIs.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -41,38 +41,29 @@ import pandas as pd
 from homog.extract import TOKEN_COUNT
 from homog.metrics.sets import N_REMOVED
 from homog.schema.tables import TABLES
+from homog.stats.bands import band_of_layers, band_tables, pivot_metrics
 from homog.stats.combos import pair_identical, with_sides, without
 from homog.stats.contrast_rows import extra_columns
-from homog.stats.margins import Margin, margin_of
+from homog.stats.margins import Margin
 from homog.stats.mixed import MIXED_COLUMNS, band_effects
 from homog.stats.paired_tests import bootstrap_ci, holm, paired_difference, paired_p
+from homog.stats.settings import StatsSettings
 from homog.variants import CONTRAST_PLAN
 
 # the pairs contrasted: the registry's plan (a derived side such as KEY_ENDS is formed per text
 # by homog.stats.combos.with_sides)
 VARIANT_PAIRS = CONTRAST_PLAN
-BANDS = ("early", "middle", "late")
-# Layer 0 (the token embeddings: no position in RoPE models, so a difference there is lexical)
-# and layer L (the final-norm output) are rows of their own, outside the depth bands
-ALL_BANDS = ("layer0", *BANDS, "final")
 CONTRAST_COLUMNS = TABLES["contrasts"].names  # the store's schema is the one definition
 
 
 def paired_contrasts(
-    wide_a: pd.DataFrame,
-    wide_b: pd.DataFrame,
-    *,
-    n_boot: int,
-    ci: float,
-    seed: int,
-    test: str = "sign_flip",
-    n_perm: int = 10000,
+    wide_a: pd.DataFrame, wide_b: pd.DataFrame, settings: StatsSettings
 ) -> pd.DataFrame:
     """Contrasts a - b for aligned tables [layer x sample_id] (one per side) of one metric.
 
-    Returns one row per layer: layer, n, mean_diff, ci_low, ci_high, p_value (``test``, see
-    :func:`paired_p`), p_holm (Holm across the layers given). Samples missing or non-finite on
-    either side are dropped per layer.
+    Returns one row per layer: layer, n, mean_diff, ci_low, ci_high, p_value
+    (``settings.test``, see :func:`paired_p`), p_holm (Holm across the layers given). Samples
+    missing or non-finite on either side are dropped per layer.
     """
     a, b = wide_a.align(wide_b, join="inner")
     d = paired_difference(a.to_numpy(dtype=float), b.to_numpy(dtype=float))  # [G, n]
@@ -94,88 +85,42 @@ def paired_contrasts(
     if out.empty:
         return out
     complete = np.isfinite(d).all(axis=1) & (d.shape[1] >= 2)
-    test_opts = {"test": test, "n_perm": n_perm, "seed": seed}
+    boot = {"n_boot": settings.n_boot, "ci": settings.ci, "seed": settings.seed}
+    test = {"test": settings.test, "n_perm": settings.n_perm, "seed": settings.seed}
     if complete.any():
-        low, high = bootstrap_ci(d[complete], n_boot=n_boot, ci=ci, seed=seed)
+        low, high = bootstrap_ci(d[complete], **boot)
         out.loc[complete, "ci_low"] = low
         out.loc[complete, "ci_high"] = high
-        out.loc[complete, "p_value"] = paired_p(d[complete], **test_opts)
+        out.loc[complete, "p_value"] = paired_p(d[complete], **test)
     for i in np.flatnonzero(~complete):  # ragged rows (missing values): one at a time
         di = d[i][np.isfinite(d[i])]
         if di.size >= 2:
-            low, high = bootstrap_ci(di[None, :], n_boot=n_boot, ci=ci, seed=seed)
+            low, high = bootstrap_ci(di[None, :], **boot)
             out.loc[i, ["ci_low", "ci_high"]] = [low[0], high[0]]
-            out.loc[i, "p_value"] = paired_p(di[None, :], **test_opts)[0]
+            out.loc[i, "p_value"] = paired_p(di[None, :], **test)[0]
     # Exact zeros everywhere: the bootstrap already gives [0, 0] and the test p = 1.0.
     out["p_holm"] = holm(out["p_value"].to_numpy())
     return out
-
-
-def band_of_layers(layers: Sequence[int]) -> dict[str, list[int]]:
-    """The rows of depth of sorted ``layers``: ``layer0`` ([0], when present), ``final`` (the
-    last layer L, when above 0) and, over the layers strictly between them, early (first 25 %),
-    middle (50 %) and late (last 25 %).
-
-    Band sizes are round(k/4) of the k interior layers (at least 1 when k >= 3); fewer than 3
-    interior layers give no depth bands. Keys in the order of ALL_BANDS.
-    """
-    layers = sorted(set(layers))
-    if not layers:
-        return {}
-    last = layers[-1]
-    inner = [x for x in layers if 0 < x < last]
-    out: dict[str, list[int]] = {"layer0": [0]} if layers[0] == 0 else {}
-    n = len(inner)
-    if n >= 3:
-        q = max(1, round(n / 4))
-        out.update(early=inner[:q], middle=inner[q : n - q], late=inner[n - q :])
-    if last > 0:
-        out["final"] = [last]
-    return out
-
-
-def pivot_metrics(frame: pd.DataFrame) -> dict[tuple[str, str], pd.DataFrame]:
-    """(variant, metric) -> [layer x sample_id] table of values."""
-    out = {}
-    for (variant, metric), g in frame.groupby(["variant", "metric"], sort=True):
-        wide = g.pivot_table(
-            index="layer", columns="sample_id", values="value", aggfunc="first", dropna=False
-        )
-        out[(variant, metric)] = wide.sort_index()
-    return out
-
-
-def _band_tables(wide: pd.DataFrame, bands: dict[str, list[int]]) -> pd.DataFrame:
-    """[band x sample_id] per-text means over each band's layers (NaN if any layer missing)."""
-    return pd.DataFrame(
-        {band: wide.loc[ls].mean(axis=0, skipna=False) for band, ls in bands.items()}
-    ).T
 
 
 def pair_rows(
     side_a: pd.DataFrame,
     side_b: pd.DataFrame,
     meta: dict[str, Any],
+    settings: StatsSettings,
+    margin: Margin,
     *,
-    n_boot: int,
-    ci: float,
-    seed: int,
-    test: str = "sign_flip",
-    n_perm: int = 10000,
     tokens: tuple[pd.Series | None, pd.Series | None] = (None, None),
     baseline: pd.DataFrame | None = None,
-    sesoi: float = 0.1,
     mixed: dict[str, dict[str, float]] | None = None,
-    margin: Margin | None = None,
-    alpha: float = 0.05,
 ) -> list[pd.DataFrame]:
     """The layer rows and the band rows of one contrast a - b, every column of the table.
 
-    tokens: per-text metric-token counts of a and b; baseline: the original's [layer x
-    sample_id] table (default: b's); mixed: band -> the mixed model's columns for this pair;
-    margin, alpha: see :func:`homog.stats.contrast_rows.extra_columns`.
+    margin: the run and metric's SESOI rule (:meth:`StatsSettings.margin`); tokens: per-text
+    metric-token counts of a and b; baseline: the original's [layer x sample_id] table
+    (default: b's); mixed: band -> the mixed model's columns for this pair (see
+    :func:`homog.stats.contrast_rows.extra_columns`).
     """
-    opts = {"n_boot": n_boot, "ci": ci, "seed": seed, "test": test, "n_perm": n_perm}
     a, b = side_a.align(side_b, join="inner")
     base = side_b if baseline is None else baseline.reindex(index=a.index)
     layer0 = (
@@ -183,18 +128,17 @@ def pair_rows(
         if 0 in a.index
         else None
     )
-    more = {"tokens_a": tokens[0], "tokens_b": tokens[1], "layer0": layer0}
-    more.update(sesoi=sesoi, margin=margin, alpha=alpha)
+    more = {"tokens_a": tokens[0], "tokens_b": tokens[1], "layer0": layer0, "margin": margin}
     parts = []
-    layer_rows = paired_contrasts(a, b, **opts)
+    layer_rows = paired_contrasts(a, b, settings)
     if not layer_rows.empty:
-        extra = extra_columns(a, b, baseline=base, **more, **opts)
+        extra = extra_columns(a, b, settings, baseline=base, **more)
         parts.append(pd.concat([layer_rows, extra], axis=1).assign(band=None, **meta))
     bands = band_of_layers(list(a.index))
     if bands:
-        ta, tb = _band_tables(a, bands), _band_tables(b, bands)
-        band_rows = paired_contrasts(ta, tb, **opts)
-        extra = extra_columns(ta, tb, baseline=_band_tables(base, bands), **more, **opts)
+        ta, tb = band_tables(a, bands), band_tables(b, bands)
+        band_rows = paired_contrasts(ta, tb, settings)
+        extra = extra_columns(ta, tb, settings, baseline=band_tables(base, bands), **more)
         band_rows = pd.concat([band_rows, extra], axis=1)
         band_rows = band_rows.rename(columns={"layer": "band"}).assign(layer=None, **meta)
         got = mixed or {}
@@ -223,14 +167,6 @@ def _mixed(
     return band_effects(tables, tokens, metric, variants, band_of_layers(layers), pairs, ci)
 
 
-def sesoi_of_table(
-    factor: float, basis: str, table: pd.DataFrame, who: str, metric: str = "", pins=None
-) -> Margin:
-    """The SESOI rule (:func:`homog.stats.margins.margin_of`) of ``who``'s ``table`` of
-    ``metric``, with its bands; ``pins``: ``stats.sesoi_pin``."""
-    return margin_of(factor, basis, table, band_of_layers(list(table.index)), who, metric, pins)
-
-
 def _who(variant: str) -> str:
     return "the original's" if variant == "original" else f"{variant}'s"
 
@@ -238,18 +174,9 @@ def _who(variant: str) -> str:
 def run_contrasts(
     frame: pd.DataFrame,
     run_id: str,
+    settings: StatsSettings,
     *,
-    n_boot: int = 2000,
-    ci: float = 0.95,
-    seed: int = 0,
     pairs: Sequence[tuple[str, str]] = VARIANT_PAIRS,
-    test: str = "sign_flip",
-    n_perm: int = 10000,
-    sesoi: float = 0.1,
-    sesoi_basis: str = "sd",
-    alpha: float = 0.05,
-    mixed_metrics: Sequence[str] = (),
-    sesoi_pin: Mapping[str, Mapping[str, float]] | None = None,
     text_ids: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Contrasts between variants of one run.
@@ -261,21 +188,19 @@ def run_contrasts(
     (:func:`homog.stats.combos.text_ids` of the texts table): the reviews whose texts make a
     contrast cancel are left out of it and counted in ``n_identical`` (None: not checked,
     ``n_identical`` null).
-    ``mixed_metrics``: the metrics whose band rows also get the secondary mixed model
-    (homog.stats.mixed; ``stats.mixed_metrics``; KEY_ENDS is not a variant of the fit, so its
-    columns are NaN). ``sesoi``, ``sesoi_basis``, ``sesoi_pin``: the smallest effect of
-    interest (homog.stats.margins); ``alpha``: the equivalence CI is 1 - 2 alpha.
+    ``settings.mixed_metrics``: the metrics whose band rows also get the secondary mixed model
+    (homog.stats.mixed; KEY_ENDS is not a variant of the fit, so its columns are NaN); the
+    SESOI is :meth:`StatsSettings.margin` of the original's table (of ``b``'s without one).
     Returns CONTRAST_COLUMNS rows.
     """
-    opts = {"n_boot": n_boot, "ci": ci, "seed": seed, "test": test, "n_perm": n_perm}
     measured = pivot_metrics(frame[~frame["metric"].isin(NOT_CONTRASTED)])
     tables, tokens = with_sides(measured, _tokens(frame), pairs)
     identical = {p: pair_identical(*p, text_ids) for p in pairs}
     parts: list[pd.DataFrame] = []
     for metric in sorted({m for _, m in tables}):
         present = [(a, b) for a, b in pairs if (a, metric) in tables and (b, metric) in tables]
-        fit = metric in mixed_metrics and present
-        mixed = _mixed(measured, tokens, metric, present, ci) if fit else {}
+        fit = metric in settings.mixed_metrics and present
+        mixed = _mixed(measured, tokens, metric, present, settings.ci) if fit else {}
         for va, vb in present:
             meta = {
                 "run_id": run_id,
@@ -291,15 +216,11 @@ def run_contrasts(
                 a,
                 b,
                 meta,
-                **opts,
+                settings,
+                settings.margin(tables[(ref, metric)], who=_who(ref), metric=metric),
                 tokens=(tokens.get(va), tokens.get(vb)),
                 baseline=tables.get(("original", metric)),
-                sesoi=sesoi,
                 mixed=mixed.get((va, vb)),
-                margin=sesoi_of_table(
-                    sesoi, sesoi_basis, tables[(ref, metric)], _who(ref), metric, sesoi_pin
-                ),
-                alpha=alpha,
             )
     return finish_contrasts(parts)
 
@@ -309,16 +230,7 @@ def intervention_contrasts(
     baseline: pd.DataFrame,
     run_id: str,
     baseline_run_id: str,
-    *,
-    n_boot: int = 2000,
-    ci: float = 0.95,
-    seed: int = 0,
-    test: str = "sign_flip",
-    n_perm: int = 10000,
-    sesoi: float = 0.1,
-    sesoi_basis: str = "sd",
-    alpha: float = 0.05,
-    sesoi_pin: Mapping[str, Mapping[str, float]] | None = None,
+    settings: StatsSettings,
 ) -> pd.DataFrame:
     """Contrasts of an intervention run against its unchanged run, variant by variant.
 
@@ -342,12 +254,9 @@ def intervention_contrasts(
         }
         ref = "original" if ("original", metric) in base else variant
         who = f"the unchanged run's {ref}'s"
-        parts += pair_rows(
-            mine[key], base[key], meta, n_boot=n_boot, ci=ci, seed=seed, test=test,
-            n_perm=n_perm, tokens=(tok_mine.get(variant), tok_base.get(variant)), sesoi=sesoi,
-            margin=sesoi_of_table(sesoi, sesoi_basis, base[(ref, metric)], who, metric,
-                                  sesoi_pin), alpha=alpha,
-        )  # fmt: skip
+        margin = settings.margin(base[(ref, metric)], who=who, metric=metric)
+        tokens = (tok_mine.get(variant), tok_base.get(variant))
+        parts += pair_rows(mine[key], base[key], meta, settings, margin, tokens=tokens)
     return finish_contrasts(parts)
 
 

@@ -19,8 +19,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from homog.stats.contrasts import band_of_layers
-from homog.stats.cost_rows import ARMS, BANDS, CostInputs, CostOptions, mean_row
+from homog.stats.bands import band_of_layers
+from homog.stats.cost_rows import ARMS, BANDS, CostInputs, mean_row
+from homog.stats.settings import StatsSettings
 
 PROBE_METRICS = ("probe_accuracy", "probe_margin")
 
@@ -101,12 +102,12 @@ def probe_bands(
 
 
 def probe_rows(
-    probe: dict[str, np.ndarray], inp: CostInputs, key: dict, opts: CostOptions
+    probe: dict[str, np.ndarray], inp: CostInputs, key: dict, settings: StatsSettings
 ) -> list[dict]:
     """Per arm, dose, band and metric the level row, and each dose's change against dose 0
     (SESOI: ``stats.cost_accuracy_margin`` for the accuracy, ``stats.cost_margin`` for the
     margin, in the probe's logit)."""
-    sesoi = {"probe_accuracy": opts.accuracy_margin, "probe_margin": opts.margin}
+    sesoi = {"probe_accuracy": settings.cost_accuracy_margin, "probe_margin": settings.cost_margin}
     basis = {"probe_accuracy": "stats.cost_accuracy_margin", "probe_margin": "stats.cost_margin"}
     rows: list[dict] = []
     for arm in ARMS:
@@ -118,10 +119,12 @@ def probe_rows(
                     y = values[v, g, j]
                     if not np.isfinite(y).any():  # no such band in this model
                         continue
-                    rows.append(mean_row(y, {**k, "kind": "level"}, opts, math.nan, ""))
+                    rows.append(mean_row(y, {**k, "kind": "level"}, settings, math.nan, ""))
                     if v:
                         d = y - values[0, g, j]
                         rows.append(
-                            mean_row(d, {**k, "kind": "dose"}, opts, sesoi[metric], basis[metric])
+                            mean_row(
+                                d, {**k, "kind": "dose"}, settings, sesoi[metric], basis[metric]
+                            )
                         )
     return rows

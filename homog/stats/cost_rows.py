@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -15,6 +14,7 @@ from homog.claims import EXPLORATORY, PRIMARY
 from homog.schema.stats_tables import INTERVENTION_COST
 from homog.stats.classifier import weighted_auc
 from homog.stats.paired_tests import bootstrap_ci, bootstrap_p, holm, paired_p, resample_counts
+from homog.stats.settings import StatsSettings
 from homog.stats.verdicts import verdict_of
 
 COST_COLUMNS = [name for name, _ in INTERVENTION_COST]  # the table's (homog.schema)
@@ -24,34 +24,6 @@ DIFF_ARM = f"{FAMILY} - control"
 BANDS = ("final", "late")
 MANIPULATION = "manipulation"
 COST_SIGN = -1  # a cost: the margin, accuracy or AUC falls with the dose
-
-
-@dataclass(frozen=True)
-class CostOptions:
-    """The bootstrap, test and margins of the cost rows (``stats:``, ``seed``)."""
-
-    n_boot: int = 2000
-    ci: float = 0.95
-    seed: int = 0
-    test: str = "sign_flip"
-    n_perm: int = 10000
-    alpha: float = 0.05
-    margin: float = 0.2  # stats.cost_margin: nats of log-odds
-    accuracy_margin: float = 0.02  # stats.cost_accuracy_margin: accuracy and AUC
-
-    @classmethod
-    def of(cls, params: Any) -> CostOptions:
-        st = params.stats
-        return cls(
-            n_boot=st.n_boot,
-            ci=st.ci,
-            seed=params.seed,
-            test=st.test,
-            n_perm=st.n_perm,
-            alpha=st.alpha,
-            margin=st.cost_margin,
-            accuracy_margin=st.cost_accuracy_margin,
-        )
 
 
 @dataclass(frozen=True)
@@ -75,7 +47,7 @@ def _interval(draws: np.ndarray, ci: float) -> tuple[float, float]:
     return float(low), float(high)
 
 
-def mean_row(d: np.ndarray, key: dict, opts: CostOptions, sesoi: float, basis: str) -> dict:
+def mean_row(d: np.ndarray, key: dict, settings: StatsSettings, sesoi: float, basis: str) -> dict:
     """A row of the mean of ``d`` (n,) over texts: its CI and, with a SESOI, the equivalence
     CI and the paired test's p (a level row, ``sesoi`` NaN, has neither). Non-finite values
     (a band the model has no layer for) are left out; ``n`` counts the rest."""
@@ -85,11 +57,13 @@ def mean_row(d: np.ndarray, key: dict, opts: CostOptions, sesoi: float, basis: s
     out = {**key, "value": value, "n": len(d), "sesoi": sesoi, "sesoi_basis": basis}
     if len(d) < 2:
         return out
-    low, high = bootstrap_ci(d[None], n_boot=opts.n_boot, ci=opts.ci, seed=opts.seed)
+    low, high = bootstrap_ci(d[None], n_boot=settings.n_boot, ci=settings.ci, seed=settings.seed)
     out.update(ci_low=float(low[0]), ci_high=float(high[0]))
     if math.isfinite(sesoi):
-        eq = bootstrap_ci(d[None], n_boot=opts.n_boot, ci=1 - 2 * opts.alpha, seed=opts.seed)
-        p = paired_p(d[None], test=opts.test, n_perm=opts.n_perm, seed=opts.seed)
+        eq = bootstrap_ci(
+            d[None], n_boot=settings.n_boot, ci=1 - 2 * settings.alpha, seed=settings.seed
+        )
+        p = paired_p(d[None], test=settings.test, n_perm=settings.n_perm, seed=settings.seed)
         out.update(eq_ci_low=float(eq[0][0]), eq_ci_high=float(eq[1][0]), p_value=float(p[0]))
     return out
 
@@ -99,7 +73,7 @@ def auc_row(
     zero: np.ndarray | None,
     positive: np.ndarray,
     key: dict,
-    opts: CostOptions,
+    settings: StatsSettings,
 ) -> dict:
     """The ROC AUC of ``log_odds`` (n,) against the labels, or (with ``zero``) its change
     against dose 0's, resampling the texts (the stats stage's draws): CI, and for a change
@@ -107,23 +81,23 @@ def auc_row(
     n = len(log_odds)
     y = positive.astype(int)
     ones = np.ones((1, n))
-    counts = resample_counts(n, opts.n_boot, opts.seed)
+    counts = resample_counts(n, settings.n_boot, settings.seed)
     value, draws = weighted_auc(log_odds, y, ones)[0], weighted_auc(log_odds, y, counts)
     if zero is not None:
         value -= weighted_auc(zero, y, ones)[0]
         draws = draws - weighted_auc(zero, y, counts)
-    low, high = _interval(draws, opts.ci)
+    low, high = _interval(draws, settings.ci)
     out = {**key, "value": float(value), "n": n, "ci_low": low, "ci_high": high}
     if zero is None:
         return {**out, "sesoi": math.nan, "sesoi_basis": ""}
-    eq_low, eq_high = _interval(draws, 1 - 2 * opts.alpha)
+    eq_low, eq_high = _interval(draws, 1 - 2 * settings.alpha)
     basis = "stats.cost_accuracy_margin (AUC)"
     return {
         **out,
         "eq_ci_low": eq_low,
         "eq_ci_high": eq_high,
         "p_value": bootstrap_p(draws),
-        "sesoi": opts.accuracy_margin,
+        "sesoi": settings.cost_accuracy_margin,
         "sesoi_basis": basis,
     }
 
@@ -134,7 +108,7 @@ def text_slopes(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return (xc[:, None] * (y - y.mean(0))).sum(0) / (xc * xc).sum()
 
 
-def arm_rows(arm: str, inp: CostInputs, key: dict, opts: CostOptions) -> list[dict]:
+def arm_rows(arm: str, inp: CostInputs, key: dict, settings: StatsSettings) -> list[dict]:
     """An arm's level, dose and manipulation rows."""
     doses, m, e = inp.doses[arm], inp.margin[arm], inp.erank[arm]
     signed = np.where(inp.positive, 1.0, -1.0)
@@ -145,49 +119,59 @@ def arm_rows(arm: str, inp: CostInputs, key: dict, opts: CostOptions) -> list[di
         k = {**key, "arm": arm, "dose": float(dose), "kind": "level"}
         correct = (m[v] > 0).astype(float)
         rows += [
-            mean_row(m[v], {**k, "metric": "lm_margin"}, opts, math.nan, ""),
-            mean_row(correct, {**k, "metric": "lm_accuracy"}, opts, math.nan, ""),
-            auc_row(signed * m[v], None, inp.positive, {**k, "metric": "lm_auc"}, opts),
+            mean_row(m[v], {**k, "metric": "lm_margin"}, settings, math.nan, ""),
+            mean_row(correct, {**k, "metric": "lm_accuracy"}, settings, math.nan, ""),
+            auc_row(signed * m[v], None, inp.positive, {**k, "metric": "lm_auc"}, settings),
         ]
         if v == 0:
             continue
         k = {**k, "kind": "dose"}
         rows += [
-            mean_row(m[v] - m[0], {**k, "metric": "lm_margin"}, opts, opts.margin, margin_note),
+            mean_row(
+                m[v] - m[0],
+                {**k, "metric": "lm_margin"},
+                settings,
+                settings.cost_margin,
+                margin_note,
+            ),
             mean_row(
                 correct - (m[0] > 0),
                 {**k, "metric": "lm_accuracy"},
-                opts,
-                opts.accuracy_margin,
+                settings,
+                settings.cost_accuracy_margin,
                 acc_note,
             ),
-            auc_row(signed * m[v], signed * m[0], inp.positive, {**k, "metric": "lm_auc"}, opts),
+            auc_row(
+                signed * m[v], signed * m[0], inp.positive, {**k, "metric": "lm_auc"}, settings
+            ),
         ]
         for g, band in enumerate(BANDS):
             k2 = {**k, "kind": MANIPULATION, "metric": "erank", "band": band}
             if np.isfinite(e[v, g]).any():  # a model too shallow for a late band has none
-                rows.append(mean_row(e[v, g] - e[0, g], k2, opts, math.nan, ""))
+                rows.append(mean_row(e[v, g] - e[0, g], k2, settings, math.nan, ""))
     return rows
 
 
-def slope_rows(inp: CostInputs, key: dict, opts: CostOptions) -> list[dict]:
+def slope_rows(inp: CostInputs, key: dict, settings: StatsSettings) -> list[dict]:
     """The arms' per-text slopes of the margin on alpha and their difference (primary)."""
     slopes = {arm: text_slopes(inp.doses[arm], inp.margin[arm]) for arm in ARMS}
     slopes[DIFF_ARM] = slopes[FAMILY] - slopes["control"]
     span = float(np.ptp(inp.doses[FAMILY]))
-    sesoi = opts.margin / span if span > 0 else math.nan
-    basis = f"stats.cost_margin ({opts.margin:g} nats) per the range of alpha ({span:g})"
+    sesoi = settings.cost_margin / span if span > 0 else math.nan
+    basis = f"stats.cost_margin ({settings.cost_margin:g} nats) per the range of alpha ({span:g})"
     return [
-        mean_row(s, {**key, "arm": arm, "kind": "slope", "metric": "lm_margin"}, opts, sesoi, basis)
+        mean_row(
+            s, {**key, "arm": arm, "kind": "slope", "metric": "lm_margin"}, settings, sesoi, basis
+        )
         for arm, s in slopes.items()
     ]
 
 
-def cost_rows(inp: CostInputs, run_id: str, model: str, opts: CostOptions) -> list[dict]:
+def cost_rows(inp: CostInputs, run_id: str, model: str, settings: StatsSettings) -> list[dict]:
     """Every row of one unchanged run (the module docstring), before Holm and verdicts."""
     key = {"run_id": run_id, "model": model, "family": FAMILY, "band": None, "dose": math.nan}
-    rows = [r for arm in ARMS for r in arm_rows(arm, inp, key, opts)]
-    return rows + slope_rows(inp, key, opts)
+    rows = [r for arm in ARMS for r in arm_rows(arm, inp, key, settings)]
+    return rows + slope_rows(inp, key, settings)
 
 
 def finish(rows: list[dict], alpha: float) -> pd.DataFrame:

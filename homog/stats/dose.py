@@ -25,7 +25,7 @@ normal 95 % half-width of the within-text deviations y_iv - mean_v y_i (the betw
 spread, which the paired slope does not see, left out), n texts): the points the figure draws
 beside the line.
 
-The U-shape (issue 38): rows ``kind = 'quadratic'`` hold c of y = a_i + b z + c z^2 fitted
+The U-shape: rows ``kind = 'quadratic'`` hold c of y = a_i + b z + c z^2 fitted
 within text (text fixed effects, :func:`within_quadratic`), z = x - 0.5 (the centring leaves c
 unchanged and makes b the slope at the middle); c > 0 is a U (ends above the middle). With
 the three positions first, mid and last per text the quadratic is exactly identified from
@@ -48,90 +48,37 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from homog.stats.paired_tests import NUMERIC_TOLERANCE, holm, paired_p, resample_counts
+from homog.stats.bands import band_of_layers, pivot_metrics
+from homog.stats.dose_fit import quadratic_boot, within_quadratic, within_slopes
+from homog.stats.paired_tests import holm, paired_p, resample_counts
+from homog.stats.settings import StatsSettings
 from homog.variants import NOT_KEY_MOVES
 
-DOSE_COLUMNS = ("run_id", "metric", "band", "kind", "variant", "key_position", "value",
-                "ci_low", "ci_high", "p_value", "n", "intercept", "p_holm", "sesoi",
-                "sesoi_basis", "eq_ci_low", "eq_ci_high")  # fmt: skip
-CENTRE = 0.5  # the quadratic's x is centred here: its linear term is the slope at the middle
+DOSE_COLUMNS = (
+    "run_id",
+    "metric",
+    "band",
+    "kind",
+    "variant",
+    "key_position",
+    "value",
+    "ci_low",
+    "ci_high",
+    "p_value",
+    "n",
+    "intercept",
+    "p_holm",
+    "sesoi",
+    "sesoi_basis",
+    "eq_ci_low",
+    "eq_ci_high",
+)
 
 
 def dose_variants(positions: pd.DataFrame) -> list[str]:
     """Variants with a key position, the controls left out (sorted by mean position)."""
     p = positions[positions["key_position"].notna() & ~positions["variant"].isin(NOT_KEY_MOVES)]
     return list(p.groupby("variant")["key_position"].mean().sort_values().index)
-
-
-def within_slopes(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(S_xy [G, n], S_xx [G, n], used [G, n]) of values y [V, G, n] at positions x [V, n]."""
-    m = np.isfinite(y) & np.isfinite(x)[:, None, :]
-    c = m.sum(axis=0)
-    xs = np.where(m, x[:, None, :], 0.0)
-    ys = np.where(m, y, 0.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        xbar, ybar = xs.sum(0) / c, ys.sum(0) / c
-    xc = np.where(m, xs - xbar, 0.0)
-    dev = np.where(m, ys - ybar, 0.0)
-    # a text whose values differ only by rounding (the same tokens reordered, at layer 0)
-    # has no slope: its deviations are set to exactly 0 (homog.stats.paired_tests.NUMERIC_TOLERANCE)
-    scale = np.where(m, np.abs(ys), 0.0).max(axis=0)
-    dev = np.where((np.abs(dev) <= NUMERIC_TOLERANCE * scale).all(axis=0), 0.0, dev)
-    sxy = (xc * dev).sum(0)
-    sxx = (xc * xc).sum(0)
-    used = (c >= 2) & (sxx > 1e-12)
-    return np.where(used, sxy, 0.0), np.where(used, sxx, 0.0), used
-
-
-def _quad_design(x: np.ndarray, y: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
-    """([z, z^2] and y, each demeaned within text over its finite variants, [V, G, n]; used
-    [G, n]) for values y [V, G, n] at positions x [V, n], z = x - CENTRE. A text needs 3 finite
-    variants; one whose values differ only by rounding gets deviations of exactly 0."""
-    m = np.isfinite(y) & np.isfinite(x)[:, None, :]
-    m &= m.sum(axis=0) >= 3
-    c = m.sum(axis=0)
-    z = np.where(np.isfinite(x), x - CENTRE, 0.0)[:, None, :]
-    cols = [np.where(m, z, 0.0), np.where(m, z * z, 0.0)]
-    ys = np.where(m, y, 0.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        cols = [np.where(m, k - k.sum(0) / c, 0.0) for k in cols]
-        dev = np.where(m, ys - ys.sum(0) / c, 0.0)
-    scale = np.abs(ys).max(axis=0)
-    dev = np.where((np.abs(dev) <= NUMERIC_TOLERANCE * scale).all(axis=0), 0.0, dev)
-    return cols, dev, c >= 3
-
-
-def within_quadratic(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(theta [G, 2], q [G, n], used [G, n]) of y = a_i + b z + c z^2 within text (text fixed
-    effects), z = x - CENTRE, for values y [V, G, n] at positions x [V, n]: theta = (b, c)
-    pooled over texts, (sum_i Z_i'Z_i)^-1 sum_i Z_i'y_i with Z_i the text's (z, z^2) demeaned
-    within text; q: the per-text contributions to c (its row of (sum_i Z_i'Z_i)^-1 Z_i'y_i;
-    they sum to c); used: the texts with 3 finite variants (:func:`_quad_design`)."""
-    cols, dev, used = _quad_design(x, y)
-    zz = np.stack([[(ci * cj).sum(0) for cj in cols] for ci in cols])  # [2, 2, G, n]
-    zy = np.stack([(ci * dev).sum(0) for ci in cols])  # [2, G, n]
-    big = zz.sum(-1).transpose(2, 0, 1)  # [G, 2, 2]
-    g = zz.shape[2]
-    theta = np.full((g, 2), np.nan)
-    q = np.zeros(zy.shape[1:])
-    for k in range(g):
-        if np.linalg.matrix_rank(big[k]) == 2:
-            inv = np.linalg.inv(big[k])
-            theta[k] = inv @ zy[:, k].sum(-1)
-            q[k] = inv[1] @ zy[:, k]
-    return theta, q, used
-
-
-def quadratic_boot(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """[G, B] the quadratic coefficient c refitted on each bootstrap resample (weights w [B, n]
-    of texts; NaN where a resample cannot identify it)."""
-    (c1, c2), dev, _ = _quad_design(x, y)
-    s11, s12, s22, s1y, s2y = ((a * b).sum(0) @ w.T for a, b in
-                               ((c1, c1), (c1, c2), (c2, c2), (c1, dev), (c2, dev)))  # fmt: skip
-    det = s11 * s22 - s12 * s12
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ok = np.abs(det) > 1e-12 * np.abs(s11 * s22)
-        return np.where(ok, (s11 * s2y - s12 * s1y) / det, np.nan)
 
 
 def _eq(boot: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
@@ -146,18 +93,12 @@ def dose_rows(
     run_id: str,
     metric: str,
     bands: dict[str, list[int]],
-    *,
-    n_boot: int,
-    ci: float,
-    seed: int,
-    test: str = "sign_flip",
-    n_perm: int = 10000,
+    settings: StatsSettings,
     sesoi: tuple[np.ndarray, list[str]] | None = None,
-    alpha: float = 0.05,
 ) -> list[dict]:
     """The slope, quadratic and point rows of one metric: ``tables`` variant -> [layer x
     sample_id]. ``sesoi``: per band the slope's smallest effect of interest and its basis text
-    (None: NaN); the quadratic's is 4 x it. ``alpha``: the equivalence CI is 1 - 2 alpha."""
+    (None: NaN); the quadratic's is 4 x it. The equivalence CI is 1 - 2 ``settings.alpha``."""
     variants = [v for v in dose_variants(positions) if v in tables]
     if len(variants) < 2:
         return []
@@ -165,8 +106,9 @@ def dose_rows(
     key = {"run_id": run_id, "metric": metric}
     out: list[dict] = []
     if x.shape[1] >= 2:
-        out += _fitted_rows(key, bands, x, y, n_boot=n_boot, ci=ci, seed=seed, test=test,
-                            n_perm=n_perm, sesoi=sesoi, alpha=alpha)  # fmt: skip
+        if sesoi is None:
+            sesoi = (np.full(len(bands), np.nan), [None] * len(bands))
+        out += _fitted_rows(key, bands, x, y, settings, sesoi)
     return out + _point_rows(key, bands, variants, x, y)
 
 
@@ -188,7 +130,7 @@ def dose_values(
                     tables[v].reindex(index=ls, columns=samples).mean(axis=0, skipna=False)
                     for ls in bands.values()
                 ]
-            )  # fmt: skip
+            )
             for v in variants
         ]
     )  # [V, G, n]
@@ -200,59 +142,105 @@ def _fitted_rows(
     bands: dict[str, list[int]],
     x: np.ndarray,
     y: np.ndarray,
-    *,
-    n_boot: int,
-    ci: float,
-    seed: int,
-    test: str,
-    n_perm: int,
-    sesoi: tuple[np.ndarray, list[str]] | None,
-    alpha: float,
+    settings: StatsSettings,
+    sesoi: tuple[np.ndarray, list[str | None]],
 ) -> list[dict]:
     """Per band the slope row and, with three variants or more, the quadratic row (``key``:
-    run_id and metric) of values y [V, G, n] at positions x [V, n], n >= 2 texts."""
+    run_id and metric) of values y [V, G, n] at positions x [V, n], n >= 2 texts; ``sesoi``:
+    per band the slope's SESOI and its basis text."""
+    w = resample_counts(x.shape[1], settings.n_boot, settings.seed)  # [B, n]
+    slopes = _slope_rows(key, bands, x, y, w, settings, sesoi)
+    if x.shape[0] < 3:
+        return slopes
+    quadratics = _quadratic_rows(key, bands, x, y, w, settings, sesoi)
+    return [row for pair in zip(slopes, quadratics, strict=True) for row in pair]
+
+
+def _slope_rows(
+    key: dict,
+    bands: dict[str, list[int]],
+    x: np.ndarray,
+    y: np.ndarray,
+    w: np.ndarray,
+    settings: StatsSettings,
+    sesoi: tuple[np.ndarray, list[str | None]],
+) -> list[dict]:
+    """Per band the slope row, its CI from the resample weights ``w`` [B, n] of texts."""
     sxy, sxx, used = within_slopes(x, y)
-    w = resample_counts(x.shape[1], n_boot, seed)  # [B, n]
     with np.errstate(invalid="ignore", divide="ignore"):
         slope = sxy.sum(1) / sxx.sum(1)
         boot = (sxy @ w.T) / (sxx @ w.T)  # [G, B]
-    half = (1 - ci) / 2
+    half = (1 - settings.ci) / 2
     low, high = np.nanquantile(boot, [half, 1 - half], axis=1)
-    p = paired_p(sxy, test=test, n_perm=n_perm, seed=seed)
-    eq_low, eq_high = _eq(boot, alpha)
-    delta, basis = sesoi if sesoi is not None else (np.full(len(bands), np.nan),
-                                                    [None] * len(bands))  # fmt: skip
-    quad = x.shape[0] >= 3
-    if quad:
-        theta, q, qused = within_quadratic(x, y)
-        qboot = quadratic_boot(x, y, w)
-        with np.errstate(invalid="ignore"):
-            qlow, qhigh = np.nanquantile(qboot, [half, 1 - half], axis=1)
-        qeq_low, qeq_high = _eq(qboot, alpha)
-        qp = paired_p(q, test=test, n_perm=n_perm, seed=seed)
+    p = paired_p(sxy, test=settings.test, n_perm=settings.n_perm, seed=settings.seed)
+    eq_low, eq_high = _eq(boot, settings.alpha)
+    delta, basis = sesoi
     out: list[dict] = []
     for g, band in enumerate(bands):
         u = used[g]
         xm = np.nanmean(np.where(np.isfinite(y[:, g, :]), x, np.nan)[:, u])
         ym = np.nanmean(y[:, g, u])
-        out.append({**key, "band": band, "kind": "slope",
-                    "variant": None, "key_position": None, "value": float(slope[g]),
-                    "ci_low": float(low[g]), "ci_high": float(high[g]),
-                    "p_value": float(p[g]), "n": int(u.sum()),
-                    "intercept": float(ym - slope[g] * xm), "sesoi": float(delta[g]),
-                    "sesoi_basis": basis[g], "eq_ci_low": float(eq_low[g]),
-                    "eq_ci_high": float(eq_high[g])})  # fmt: skip
-        if quad:
-            out.append({**key, "band": band,
-                        "kind": "quadratic", "variant": None, "key_position": None,
-                        "value": float(theta[g, 1]), "ci_low": float(qlow[g]),
-                        "ci_high": float(qhigh[g]), "p_value": float(qp[g]),
-                        "n": int(qused[g].sum()),
-                        "intercept": None, "sesoi": 4.0 * float(delta[g]),
-                        "sesoi_basis": None if basis[g] is None else f"4 x ({basis[g]})",
-                        "eq_ci_low": float(qeq_low[g]),
-                        "eq_ci_high": float(qeq_high[g])})  # fmt: skip
+        out.append(
+            {
+                **key,
+                "band": band,
+                "kind": "slope",
+                "variant": None,
+                "key_position": None,
+                "value": float(slope[g]),
+                "ci_low": float(low[g]),
+                "ci_high": float(high[g]),
+                "p_value": float(p[g]),
+                "n": int(u.sum()),
+                "intercept": float(ym - slope[g] * xm),
+                "sesoi": float(delta[g]),
+                "sesoi_basis": basis[g],
+                "eq_ci_low": float(eq_low[g]),
+                "eq_ci_high": float(eq_high[g]),
+            }
+        )
     return out
+
+
+def _quadratic_rows(
+    key: dict,
+    bands: dict[str, list[int]],
+    x: np.ndarray,
+    y: np.ndarray,
+    w: np.ndarray,
+    settings: StatsSettings,
+    sesoi: tuple[np.ndarray, list[str | None]],
+) -> list[dict]:
+    """Per band the quadratic row (three variants or more), its CI refitted on the resample
+    weights ``w`` [B, n] of texts; its SESOI is 4 x the slope's."""
+    theta, q, qused = within_quadratic(x, y)
+    qboot = quadratic_boot(x, y, w)
+    half = (1 - settings.ci) / 2
+    with np.errstate(invalid="ignore"):
+        qlow, qhigh = np.nanquantile(qboot, [half, 1 - half], axis=1)
+    qeq_low, qeq_high = _eq(qboot, settings.alpha)
+    qp = paired_p(q, test=settings.test, n_perm=settings.n_perm, seed=settings.seed)
+    delta, basis = sesoi
+    return [
+        {
+            **key,
+            "band": band,
+            "kind": "quadratic",
+            "variant": None,
+            "key_position": None,
+            "value": float(theta[g, 1]),
+            "ci_low": float(qlow[g]),
+            "ci_high": float(qhigh[g]),
+            "p_value": float(qp[g]),
+            "n": int(qused[g].sum()),
+            "intercept": None,
+            "sesoi": 4.0 * float(delta[g]),
+            "sesoi_basis": None if basis[g] is None else f"4 x ({basis[g]})",
+            "eq_ci_low": float(qeq_low[g]),
+            "eq_ci_high": float(qeq_high[g]),
+        }
+        for g, band in enumerate(bands)
+    ]
 
 
 def _point_rows(
@@ -274,10 +262,21 @@ def _point_rows(
             # the interval of the within-text deviation (text means removed): what the slope sees
             dev = y[vi, g, ok] - text_mean[g, ok]
             half_w = 1.959963984540054 * dev.std(ddof=1) / math.sqrt(k) if k > 1 else math.nan
-            out.append({**key, "band": band, "kind": "point",
-                        "variant": v, "key_position": float(x[vi, ok].mean()), "value": mean,
-                        "ci_low": mean - half_w, "ci_high": mean + half_w, "p_value": None,
-                        "n": k, "intercept": None})  # fmt: skip
+            out.append(
+                {
+                    **key,
+                    "band": band,
+                    "kind": "point",
+                    "variant": v,
+                    "key_position": float(x[vi, ok].mean()),
+                    "value": mean,
+                    "ci_low": mean - half_w,
+                    "ci_high": mean + half_w,
+                    "p_value": None,
+                    "n": k,
+                    "intercept": None,
+                }
+            )
     return out
 
 
@@ -285,26 +284,17 @@ def dose_response(
     frame: pd.DataFrame,
     positions: pd.DataFrame | None,
     run_id: str,
+    settings: StatsSettings,
     *,
-    n_boot: int = 2000,
-    ci: float = 0.95,
-    seed: int = 0,
-    test: str = "sign_flip",
-    n_perm: int = 10000,
     exclude: Sequence[str] = (),
-    sesoi: float = 0.1,
-    sesoi_basis: str = "sd",
-    alpha: float = 0.05,
     reference: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """DOSE_COLUMNS rows of one run. ``frame``: its layer_metrics rows; ``positions``: rows
     (variant, sample_id, key_position) of the texts (None or no position: no rows);
-    ``exclude``: metrics not to model (counts and indices); ``sesoi``, ``sesoi_basis``: the
-    smallest effect of interest (homog.stats.margins) of the original of
-    ``reference`` (layer_metrics rows; default ``frame``: the unchanged run's for an
-    intervention run); ``alpha``: the equivalence CI is 1 - 2 alpha."""
-    from homog.stats.contrasts import band_of_layers, pivot_metrics
-
+    ``exclude``: metrics not to model (counts and indices); the smallest effect of interest
+    is ``settings``' rule (homog.stats.margins) of the original of ``reference``
+    (layer_metrics rows; default ``frame``: the unchanged run's for an intervention run); the
+    equivalence CI is 1 - 2 ``settings.alpha``."""
     empty = pd.DataFrame({c: pd.Series(dtype=object) for c in DOSE_COLUMNS})
     if positions is None or positions.empty or "key_position" not in positions:
         return empty
@@ -320,10 +310,8 @@ def dose_response(
             continue
         layers = sorted(set.intersection(*(set(t.index) for t in per.values())))
         bands = band_of_layers(layers)
-        delta = metric_sesoi(originals.get(metric), bands, sesoi, sesoi_basis, metric)
-        rows += dose_rows(per, positions, run_id, metric, bands, n_boot=n_boot, ci=ci,
-                          seed=seed, test=test, n_perm=n_perm, sesoi=delta,
-                          alpha=alpha)  # fmt: skip
+        delta = metric_sesoi(originals.get(metric), bands, settings, metric)
+        rows += dose_rows(per, positions, run_id, metric, bands, settings, delta)
     if not rows:
         return empty
     out = pd.DataFrame(rows, columns=list(DOSE_COLUMNS))
@@ -336,19 +324,15 @@ def dose_response(
 def metric_sesoi(
     original: pd.DataFrame | None,
     bands: dict[str, list[int]],
-    factor: float,
-    basis: str,
+    settings: StatsSettings,
     metric: str = "",
 ) -> tuple[np.ndarray, list[str | None]] | None:
-    """Per band the slope's SESOI and its basis text (homog.stats.margins): the metric's
-    SESOI at that band, as a slope is the change from the first word to the last in metric
-    units. None without an original."""
-    from homog.stats.contrasts import band_of_layers
-    from homog.stats.margins import margin_of
-
+    """Per band the slope's SESOI and its basis text (homog.stats.margins, without
+    ``stats.sesoi_pin``): the metric's SESOI at that band, as a slope is the change from the
+    first word to the last in metric units. None without an original."""
     if original is None:
         return None
-    margin = margin_of(factor, basis, original, band_of_layers(list(original.index)), metric=metric)
+    margin = settings.margin(original, metric=metric, pinned=False)
     sd = [
         float(original.reindex(ls).mean(axis=0, skipna=False).std(ddof=1)) for ls in bands.values()
     ]

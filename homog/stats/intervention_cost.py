@@ -36,19 +36,21 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 
 from homog.interventions import parse
 from homog.io import read_output
-from homog.stats.contrasts import band_of_layers, pivot_metrics
+from homog.stats.bands import band_of_layers, pivot_metrics
+from homog.stats.cost_probe import probe_bands, probe_rows
 from homog.stats.cost_rows import (
     ARMS,
     BANDS,
     FAMILY,
     CostInputs,
-    CostOptions,
     cost_rows,
     finish,
 )
+from homog.stats.settings import StatsSettings
 
 
 def band_erank(frame: pd.DataFrame, variant: str, samples: list[str]) -> np.ndarray:
@@ -124,6 +126,7 @@ def inputs_of(
 
 def intervention_cost(
     params: Any,
+    settings: StatsSettings,
     found: Sequence[tuple[dict, Path]],
     frames: Mapping[str, pd.DataFrame],
     labels: pd.DataFrame | None,
@@ -145,8 +148,7 @@ def intervention_cost(
     graded = {b: g for b, g in graded.items() if any(parse(n).is_control for n in g)}
     if graded and labels is None:
         log("the texts have no label column: no intervention_cost rows (the LM's margin needs it)")
-        return finish([], params.stats.alpha)
-    opts = CostOptions.of(params)
+        return finish([], settings.alpha)
     rows: list[dict] = []
     for base_id, named in graded.items():
         series = series_of(bases[base_id], named)
@@ -163,11 +165,11 @@ def intervention_cost(
         inp, samples = inputs_of(series, answers, frames, labels, "original")
         if len(samples) < 2:
             continue
-        rows += cost_rows(inp, base_id, model, opts)
+        rows += cost_rows(inp, base_id, model, settings)
         pooled = {rid: pooled_of(dirs[rid], answers[rid], samples) for rid in runs}
         pooled[base_id] = pooled_of(dirs[base_id], _answers(dirs[base_id]), samples)
-        rows += cost_probe_rows(params, inp, bases[base_id], series, pooled, opts, log)
-    return finish(rows, params.stats.alpha)
+        rows += cost_probe_rows(params, inp, bases[base_id], series, pooled, settings, log)
+    return finish(rows, settings.alpha)
 
 
 def pooled_of(run_dir: Path, answers: pd.DataFrame | None, samples: list[str]) -> np.ndarray | None:
@@ -193,14 +195,12 @@ def cost_probe_rows(
     base: dict,
     series: dict[str, dict[float, dict]],
     pooled: Mapping[str, np.ndarray | None],
-    opts: CostOptions,
+    settings: StatsSettings,
     log: Callable[[str], None],
 ) -> list[dict]:
     """The probe's rows (homog.stats.cost_probe) of one dose series (``pooled``: run_id ->
     its vectors of the texts, ``pooled_of``), or none (and ``log`` says why) when a run lacks
     its vectors or a label has fewer texts than ``probe.folds``."""
-    from homog.stats.cost_probe import probe_bands, probe_rows
-
     pr = params.probe
     counts = np.bincount(inp.positive.astype(int), minlength=2)
     vectors = dict(pooled)
@@ -226,12 +226,13 @@ def cost_probe_rows(
         seed=params.seed,
     )
     key = {"run_id": base["run_id"], "model": base["model"], "family": FAMILY}
-    return probe_rows(probe, inp, key, opts)
+    return probe_rows(probe, inp, key, settings)
 
 
 def write_cost(
     out_dir: Path,
     params: Any,
+    settings: StatsSettings,
     texts: Path,
     found: Sequence[tuple[dict, Path]],
     frames: Mapping[str, pd.DataFrame],
@@ -239,12 +240,10 @@ def write_cost(
 ) -> int:
     """``out_dir / intervention_cost.parquet`` (the stats stage's), from the texts table at
     ``texts`` (its labels; ``probe.positive_label`` is the positive one); its row count."""
-    import pyarrow.parquet as pq
-
     labels = None
     if texts.exists() and "label" in pq.read_schema(texts).names:
         labels = pd.read_parquet(texts, columns=["variant", "sample_id", "label"])
         labels["positive"] = labels["label"].astype(str) == params.probe.positive_label
-    table = intervention_cost(params, found, frames, labels, base_of, _warn)
+    table = intervention_cost(params, settings, found, frames, labels, base_of, _warn)
     table.to_parquet(out_dir / "intervention_cost.parquet", index=False)
     return len(table)

@@ -37,11 +37,11 @@ import pandas as pd
 from homog.claims import EXPLORATORY, PRIMARY
 from homog.config import Params
 from homog.interventions import parse
-from homog.stats.contrasts import band_of_layers, pivot_metrics
-from homog.stats.dose import within_slopes
+from homog.stats.bands import band_of_layers, pivot_metrics
 from homog.stats.dose_checks import check_lines, check_rows
-from homog.stats.margins import margin_of
+from homog.stats.dose_fit import within_slopes
 from homog.stats.paired_tests import bootstrap_ci, holm, paired_p
+from homog.stats.settings import StatsSettings
 from homog.stats.verdicts import verdict_of
 
 COLUMNS = [
@@ -120,27 +120,16 @@ def _slopes(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.where(used[0], sxy[0] / np.where(used[0], sxx[0], 1.0), math.nan)
 
 
-def _row(
-    diffs: np.ndarray,
-    key: dict,
-    *,
-    n_boot: int,
-    ci: float,
-    seed: int,
-    test: str,
-    n_perm: int,
-    alpha: float,
-    sesoi: float,
-    basis: str,
-) -> dict:
+def _row(diffs: np.ndarray, key: dict, settings: StatsSettings, sesoi: float, basis: str) -> dict:
     """One row: the mean of ``diffs`` (n,) over texts, its CI, equivalence CI and p."""
     d = diffs[np.isfinite(diffs)]
     out = {**key, "n": len(d), "sesoi": sesoi, "sesoi_basis": basis}
     if len(d) < 2:
         return {**out, "value": float(np.mean(d)) if len(d) else math.nan}
-    low, high = bootstrap_ci(d[None], n_boot=n_boot, ci=ci, seed=seed)
-    eq_low, eq_high = bootstrap_ci(d[None], n_boot=n_boot, ci=1 - 2 * alpha, seed=seed)
-    p = paired_p(d[None], test=test, n_perm=n_perm, seed=seed)
+    n_boot, seed = settings.n_boot, settings.seed
+    low, high = bootstrap_ci(d[None], n_boot=n_boot, ci=settings.ci, seed=seed)
+    eq_low, eq_high = bootstrap_ci(d[None], n_boot=n_boot, ci=1 - 2 * settings.alpha, seed=seed)
+    p = paired_p(d[None], test=settings.test, n_perm=settings.n_perm, seed=seed)
     return {
         **out,
         "value": float(d.mean()),
@@ -158,9 +147,8 @@ def _dose_rows(
     doses: np.ndarray,
     x: np.ndarray,
     y: np.ndarray,
-    *,
+    settings: StatsSettings,
     margins: Mapping[str, tuple[float, str]],
-    **opts: object,
 ) -> list[dict]:
     """Each dose's change of the outcome ``y`` [V, G, n] against dose 0, per band (SESOI and
     basis text: ``margins[band]``); and of the manipulated ``x`` (no SESOI) unless x is the
@@ -173,10 +161,10 @@ def _dose_rows(
             if dose == 0.0:
                 continue
             k = {**key, "band": band, "dose": dose}
-            rows.append(_row(y[di, gi] - y[zero, gi], k, sesoi=sesoi, basis=basis, **opts))
+            rows.append(_row(y[di, gi] - y[zero, gi], k, settings, sesoi, basis))
             if k["x_metric"] != "dose" and np.isfinite(x[zero, gi]).any():
                 k = {**k, "metric": k["x_metric"]}  # the manipulation as it landed
-                rows.append(_row(x[di, gi] - x[zero, gi], k, sesoi=math.nan, basis="", **opts))
+                rows.append(_row(x[di, gi] - x[zero, gi], k, settings, math.nan, ""))
     return rows
 
 
@@ -214,12 +202,8 @@ def family_rows(
     arms: dict,
     base_frame: pd.DataFrame,
     run_id: str,
-    *,
+    settings: StatsSettings,
     variant: str = "original",
-    factor: float,
-    basis: str,
-    pins: Mapping[str, Mapping[str, float]] | None = None,
-    **opts: object,
 ) -> list:
     """The slope and dose rows of one family (module docstring)."""
     layers = sorted(base_frame["layer"].unique())
@@ -230,7 +214,7 @@ def family_rows(
     rows: list[dict] = []
     for metric in OUTCOMES:
         base = pivot_metrics(base_frame[base_frame["metric"] == metric]).get((variant, metric))
-        margins = band_margins(factor, basis, base, layers, metric, bands, pins)
+        margins = band_margins(settings, base, layers, metric, bands)
         slopes, ranges, notes = {}, {}, {}
         for arm, series in arms.items():
             x_name = x_metric_of(family, arm)
@@ -241,7 +225,7 @@ def family_rows(
             ranges[arm] = _x_range(x)
             key = {"run_id": run_id, "family": family, "arm": arm, "kind": "dose"}
             key |= {"metric": metric, "x_metric": x_name}
-            rows += _dose_rows(key, list(bands), doses, x, y, margins=margins, **opts)
+            rows += _dose_rows(key, list(bands), doses, x, y, settings, margins)
         slopes[f"{family} - control"] = slopes["kind"] - slopes["control"]
         unit_x = x_metric_of(family, "kind")
         for arm, s in slopes.items():
@@ -258,7 +242,7 @@ def family_rows(
                     ctrl = float(ranges["control"][gi])
                     text += f"; the control arm's range of its x: {ctrl:.3g}"
                 text += notes[arm] if arm in notes else notes["control"]
-                rows.append(_row(s[gi], key, sesoi=unit, basis=text, **opts))
+                rows.append(_row(s[gi], key, settings, unit, text))
     return rows
 
 
@@ -307,12 +291,14 @@ def finish(rows: list[dict], alpha: float) -> pd.DataFrame:
 
 def intervention_doses(
     params: Params,
+    settings: StatsSettings,
     runs: list[dict],
     frames: Mapping[str, pd.DataFrame],
     base_of: Callable[[dict], dict | None],
 ) -> pd.DataFrame:
     """The ``intervention_doses`` table of every unchanged run that has graded runs
-    (``base_of``: a graded run's unchanged run, homog.stats.stage.unchanged_run)."""
+    (``base_of``: a graded run's unchanged run, homog.stats.runs.unchanged_run); ``params``
+    gives the sink_bias onset of the checks."""
     graded: dict[str, dict[str, pd.DataFrame]] = {}
     bases: dict[str, dict] = {}
     for run in runs:
@@ -322,37 +308,19 @@ def intervention_doses(
         if base is not None:
             bases[base["run_id"]] = base
             graded.setdefault(base["run_id"], {})[run["intervention"]] = frames[run["run_id"]]
-    st = params.stats
-    opts = {
-        "n_boot": st.n_boot,
-        "ci": st.ci,
-        "seed": params.seed,
-        "test": st.test,
-        "n_perm": st.n_perm,
-        "alpha": st.alpha,
-    }
     rows: list[dict] = []
     checks: list[dict] = []
     for run_id, named in graded.items():
         base_frame = frames[run_id]
         for family, arms in arms_of(bases[run_id], named, base_frame).items():
             if arms["kind"] and arms["control"] and len(arms["kind"]) >= 2:
-                rows += family_rows(
-                    family,
-                    arms,
-                    base_frame,
-                    run_id,
-                    factor=st.sesoi,
-                    basis=st.sesoi_basis,
-                    pins=st.sesoi_pin,
-                    **opts,
-                )
+                rows += family_rows(family, arms, base_frame, run_id, settings)
             if family == "sink_bias" and arms["kind"] and arms["control"]:
                 samples = _shared_samples(arms, "original")
                 x_of = {arm: x_metric_of(family, arm) for arm in arms}
                 onset = params.extract.sink_bias_onset
                 checks += check_rows(arms, base_frame, run_id, onset, samples, x_of)
-    out = finish(rows, st.alpha)
+    out = finish(rows, settings.alpha)
     if checks:
         extra = pd.DataFrame(checks).reindex(columns=COLUMNS)
         out = extra if out.empty else pd.concat([out, extra], ignore_index=True)
@@ -362,22 +330,19 @@ def intervention_doses(
 
 
 def band_margins(
-    factor: float,
-    basis: str,
+    settings: StatsSettings,
     base: pd.DataFrame | None,
     layers: list[int],
     metric: str,
     bands: Mapping[str, list[int]],
-    pins: Mapping[str, Mapping[str, float]] | None = None,
 ) -> dict[str, tuple[float, str]]:
     """Per band, the outcome's SESOI and its basis text by the project's rule
-    (homog.stats.margins: ``stats.sesoi`` x the unchanged run's between-text SD at the band
-    under ``stats.sesoi_basis`` sd, the default; its homogenizing depth change under depth;
-    ``stats.sesoi_pin``), on the unchanged run's [layer x sample_id] ``base``."""
+    (:meth:`StatsSettings.margin`: ``stats.sesoi`` x the unchanged run's between-text SD at
+    the band under ``stats.sesoi_basis`` sd, the default; its homogenizing depth change under
+    depth; ``stats.sesoi_pin``), on the unchanged run's [layer x sample_id] ``base``."""
     if base is None or base.empty:
         return {b: (math.nan, f"none: the unchanged run has no {metric}") for b in bands}
-    who = "the unchanged run's"
-    rule = margin_of(factor, basis, base, band_of_layers(layers), who, metric, pins)
+    rule = settings.margin(base, band_of_layers(layers), "the unchanged run's", metric)
     out = {}
     for band, ls in bands.items():
         sd = float(base.reindex(ls).mean(axis=0, skipna=False).std(ddof=1))

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from homog.metrics.registry import METRICS, base_metric
+
 SESOI_BASES = ("sd", "depth")
 FLOOR = 1e-3  # no SESOI below this share of the row's between-text SD
 SCOPES = ("layer0", "early", "middle", "late", "final")
@@ -45,7 +47,7 @@ def scope_words(scope: object) -> str:
 
 def depth_change(table: pd.DataFrame | None, bands: dict[str, list[int]]) -> float:
     """|mean over texts of (early-band value - late-band value)| of a [layer x sample_id] table
-    (``bands``: :func:`homog.stats.contrasts.band_of_layers` of its layers; texts with both bands
+    (``bands``: :func:`homog.stats.bands.band_of_layers` of its layers; texts with both bands
     finite), whatever its course in between (the probe's cost slopes scale by it). NaN when
     there is no early and late band or no such text."""
     if table is None or table.empty or "early" not in bands or "late" not in bands:
@@ -58,8 +60,6 @@ def depth_change(table: pd.DataFrame | None, bands: dict[str, list[int]]) -> flo
 
 
 def _direction(metric: str) -> int | None:
-    from homog.metrics.registry import METRICS, base_metric
-
     base = base_metric(metric)
     return next((m.direction for m in METRICS if m.name == base), None)
 

@@ -101,8 +101,16 @@ def band_effects(
         for v in variants:
             vals = tables[(v, metric)].loc[ls].mean(axis=0, skipna=False)
             tok = tokens.get(v, pd.Series(dtype=float)).reindex(vals.index)
-            long.append(pd.DataFrame({"variant": v, "sample_id": vals.index, "value": vals.values,
-                                      "n_tokens": tok.to_numpy(dtype=float)}))  # fmt: skip
+            long.append(
+                pd.DataFrame(
+                    {
+                        "variant": v,
+                        "sample_id": vals.index,
+                        "value": vals.values,
+                        "n_tokens": tok.to_numpy(dtype=float),
+                    }
+                )
+            )
         effects = pair_effects(fit_mixed(pd.concat(long, ignore_index=True)), pairs, ci)
         for pair, cols in effects.items():
             out[pair][band] = cols

@@ -171,9 +171,15 @@ def sign_flip_p(diffs: np.ndarray, *, n_perm: int = 10000, seed: int = 0) -> np.
 
 
 def refine_at_floor(
-    diffs: np.ndarray, p: np.ndarray, *, n_perm: int, family: int, alpha: float, seed: int = 0,
+    diffs: np.ndarray,
+    p: np.ndarray,
+    *,
+    n_perm: int,
+    family: int,
+    alpha: float,
+    seed: int = 0,
     chunk: int = 8192,
-) -> np.ndarray:  # fmt: skip
+) -> np.ndarray:
     """``p`` (``sign_flip_p`` of the rows of ``diffs`` [G, n] with ``n_perm``) with the rows
     at the Monte Carlo floor 1 / (n_perm + 1) redrawn with enough sign vectors for a Holm
     family of ``family`` rows at ``alpha``: N = ceil(10 family / alpha), so the new floor times

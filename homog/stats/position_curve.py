@@ -61,8 +61,9 @@ def fit(rows: pd.DataFrame) -> np.ndarray | None:
     r = r[np.isfinite(r["value"])]
     if len(r) < 12:
         return None
-    x = design(r["rel_position"].to_numpy(), r["sent_index"].to_numpy(),
-               r["n_sentences"].to_numpy())  # fmt: skip
+    x = design(
+        r["rel_position"].to_numpy(), r["sent_index"].to_numpy(), r["n_sentences"].to_numpy()
+    )
     groups = [r["sample_id"].to_numpy(), r["sentence"].to_numpy()]
     key = pd.MultiIndex.from_arrays(groups)
     xd = x - pd.DataFrame(x, index=key).groupby(level=[0, 1]).transform("mean").to_numpy()
@@ -83,8 +84,11 @@ def predicted_frame(frame: pd.DataFrame, bands: dict[str, list[int]]) -> pd.Data
         beta = fit(rows)
         if beta is None:
             continue
-        x = design(rows["rel_position"].to_numpy(), rows["sent_index"].to_numpy(),
-                   rows["n_sentences"].to_numpy())  # fmt: skip
+        x = design(
+            rows["rel_position"].to_numpy(),
+            rows["sent_index"].to_numpy(),
+            rows["n_sentences"].to_numpy(),
+        )
         parts.append(rows.assign(value=x @ beta, layer=order[band]))
     if not parts:
         return pd.DataFrame(columns=[*frame.columns])

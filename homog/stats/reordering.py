@@ -29,6 +29,7 @@ import pandas as pd
 
 from homog.stats.classifier import REFERENCE, features_of, oof_scores, rank_auc, weighted_auc
 from homog.stats.paired_tests import bootstrap_p, resample_counts
+from homog.text.sentences import split_sentences
 from homog.variants import KEY_CONTROL
 
 REPEATS = 10
@@ -118,7 +119,6 @@ def difference(
 def first_sentence_changed(texts: pd.DataFrame) -> dict[str, pd.Series]:
     """variant -> sample_id -> whether its first sentence differs from the original's
     (``texts``: variant, sample_id, text)."""
-    from homog.text.sentences import split_sentences
 
     def first(text: str) -> str:
         spans = split_sentences(str(text))

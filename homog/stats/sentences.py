@@ -1,4 +1,4 @@
-"""Where position acts: the moved sentence's paired contrasts (issue 40, docs/sentences.md).
+"""Where position acts: the moved sentence's paired contrasts (docs/sentences.md).
 
 From a run's ``sentence_metrics`` (homog.extract.sentences), per metric, one [layer x
 sample_id] table per (whose sentence, variant):
@@ -48,7 +48,7 @@ table (CIs, dz, TOST against the smallest effect of interest, the layer-0 contro
 meaning. The smallest effect of interest is ``stats.sesoi`` x the key sentence's
 between-sentence SD in its original place (homog.stats.margins, basis sd whatever
 ``stats.sesoi_basis``). Rows per layer and per band
-(layer0, early, middle, late, final: homog.stats.contrasts.band_of_layers).
+(layer0, early, middle, late, final: homog.stats.bands.band_of_layers).
 """
 
 from __future__ import annotations
@@ -60,8 +60,11 @@ import numpy as np
 import pandas as pd
 
 from homog.schema.tables import TABLES
+from homog.stats.bands import band_of_layers
 from homog.stats.combos import combine, identical_samples, without
-from homog.stats.contrasts import band_of_layers
+from homog.stats.contrasts import pair_rows
+from homog.stats.position_curve import predicted_frame
+from homog.stats.settings import StatsSettings
 from homog.variants import CTRL_ENDS, CTRL_NAMED, KEY_CONTROL, KEY_ENDS, NAMED, side_terms
 
 SENTENCE_CONTRAST_COLUMNS = TABLES["sentence_contrasts"].names
@@ -82,8 +85,9 @@ def sentence_tables(frame: pd.DataFrame) -> dict[tuple[str, str, str], pd.DataFr
             continue
         rows = frame[frame[flag].astype(bool)]
         for (variant, metric), g in rows.groupby(["variant", "metric"], sort=True):
-            wide = g.pivot_table(index="layer", columns="sample_id", values="value",
-                                 aggfunc="first", dropna=False)  # fmt: skip
+            wide = g.pivot_table(
+                index="layer", columns="sample_id", values="value", aggfunc="first", dropna=False
+            )
             out[(who, variant, metric)] = wide.sort_index()
     return out
 
@@ -120,8 +124,11 @@ def _moves(t: Any) -> list[Side]:
             if got is not None:
                 out.append((who, side, mid, *got))
     key_mid, ctrl_mid = MOVES[1], CTRL_MOVES[1]
-    for k_side, c_side in ((MOVES[0], CTRL_MOVES[0]), (MOVES[2], CTRL_MOVES[2]),
-                           (ENDS[KEY], ENDS[CTRL])):  # fmt: skip
+    for k_side, c_side in (
+        (MOVES[0], CTRL_MOVES[0]),
+        (MOVES[2], CTRL_MOVES[2]),
+        (ENDS[KEY], ENDS[CTRL]),
+    ):
         a, b = f"{k_side} - {key_mid}", f"{c_side} - {ctrl_mid}"
         terms = {(KEY, v): w for v, w in side_terms(a).items()}
         terms.update({(CTRL, v): -w for v, w in side_terms(b).items()})
@@ -207,9 +214,10 @@ def sentence_ids(
         f.index = f.index.astype(str)
         f = f.reindex(out.index)
         out[(KEY, KEY_FAR)] = np.where(
-            f == "key_first", out[(KEY, "key_first")],
+            f == "key_first",
+            out[(KEY, "key_first")],
             np.where(f == "key_last", out[(KEY, "key_last")], np.nan),
-        )  # fmt: skip
+        )
     return out
 
 
@@ -218,8 +226,6 @@ def _predictions(
 ) -> dict[tuple[str, str, str], tuple[pd.DataFrame, pd.DataFrame]]:
     """(sentence, variant_a, variant_b) -> the position curve's (a, b) tables of that contrast
     ([band order x sample_id], homog.stats.position_curve)."""
-    from homog.stats.position_curve import predicted_frame
-
     pred = predicted_frame(frame, bands)
     if pred.empty:
         return {}
@@ -241,20 +247,15 @@ def _predicted(
 def run_sentence_contrasts(
     frame: pd.DataFrame,
     run_id: str,
+    settings: StatsSettings,
     *,
-    stats: Any,
-    seed: int = 0,
     text_ids: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """SENTENCE_CONTRAST_COLUMNS rows of one run's sentence_metrics ``frame``, with the
-    bootstrap, test and equivalence options of ``stats`` (``params.stats``); ``text_ids``
+    bootstrap, test and equivalence settings of ``settings``; ``text_ids``
     (homog.stats.combos.text_ids of the texts table): a review whose texts make a contrast
     cancel for that sentence is left out of it and counted in ``n_identical`` (None: not
     checked, null)."""
-    from homog.stats.contrasts import pair_rows, sesoi_of_table
-
-    opts = {"n_boot": stats.n_boot, "ci": stats.ci, "seed": seed, "test": stats.test,
-            "n_perm": stats.n_perm}  # fmt: skip
     tables = sentence_tables(frame)
     far = far_side(frame)
     ids = sentence_ids(text_ids, frame, far)
@@ -265,18 +266,23 @@ def run_sentence_contrasts(
             continue
         # the sentence's own basis, whatever stats.sesoi_basis: its between-sentence SD in its
         # original place (a sentence has no depth course of its own to scale)
-        rule = sesoi_of_table(stats.sesoi, "sd", base, "the key sentence's", metric)
+        rule = settings.margin(
+            base, who="the key sentence's", metric=metric, basis="sd", pinned=False
+        )
         bands = band_of_layers(list(base.index))
         pred = _predictions(frame[frame["metric"] == metric], bands, far, metric)
         for sentence, va, vb, a, b, terms in contrast_sides(tables, far, metric):
             a, b, n_same = without(a, b, identical_samples(terms, ids))
-            meta = {"run_id": run_id, "variant_a": va, "variant_b": vb, "metric": metric,
-                    "baseline_run_id": None, "sentence": sentence,
-                    "n_identical": n_same if ids is not None else None}  # fmt: skip
-            rows = pair_rows(
-                a, b, meta, **opts, baseline=base, sesoi=stats.sesoi, margin=rule,
-                alpha=stats.alpha,
-            )  # fmt: skip
+            meta = {
+                "run_id": run_id,
+                "variant_a": va,
+                "variant_b": vb,
+                "metric": metric,
+                "baseline_run_id": None,
+                "sentence": sentence,
+                "n_identical": n_same if ids is not None else None,
+            }
+            rows = pair_rows(a, b, meta, settings, rule, baseline=base)
             per_band = _predicted(pred.get((sentence, va, vb)), a, b, list(bands))
             parts += [r.assign(position_pred=r["band"].map(per_band)) for r in rows]
     if not parts:

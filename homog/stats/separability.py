@@ -37,6 +37,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+from threadpoolctl import threadpool_limits
 
 from homog.schema.tables import TABLES
 from homog.stats.classifier import REFERENCE, C, features_of, rank_auc
@@ -49,6 +50,7 @@ from homog.stats.reordering import (
     split_rows,
     summary,
 )
+from homog.stats.settings import StatsSettings
 from homog.variants import SEPARABLE
 
 SEP_VARIANTS = SEPARABLE
@@ -179,36 +181,24 @@ def separate_scores(
 def run_separability(
     tables: dict[tuple[str, str], pd.DataFrame],
     run_id: str,
+    settings: StatsSettings,
     *,
-    n_boot: int,
-    n_perm: int,
-    seed: int,
-    ci: float = 0.95,
     variants: Sequence[str] = SEP_VARIANTS,
     metrics: Sequence[str] = SEP_METRICS,
     first_changed: Mapping[str, pd.Series] | None = None,
 ) -> pd.DataFrame:
     """SEP_COLUMNS rows of one unchanged run; ``tables``: (variant, metric) -> [layer x
-    sample_id] (homog.stats.contrasts.pivot_metrics of its layer_metrics); ``first_changed``:
+    sample_id] (homog.stats.bands.pivot_metrics of its layer_metrics); ``first_changed``:
     variant -> sample_id -> whether it changed the first sentence (the split rows;
-    homog.stats.reordering)."""
-    from threadpoolctl import threadpool_limits
-
-    opts = {"n_boot": n_boot, "seed": seed, "ci": ci}
+    homog.stats.reordering). The label permutations of the classifier's p:
+    ``settings.separability_perm``."""
+    draws = {"n_boot": settings.n_boot, "seed": settings.seed, "ci": settings.ci}
     with threadpool_limits(1):  # small matrices: BLAS threads only wait for each other
-        rows = _run(
-            tables,
-            run_id,
-            n_perm=n_perm,
-            variants=variants,
-            metrics=metrics,
-            first_changed=first_changed or {},
-            **opts,
-        )
+        rows = _run(tables, run_id, settings, variants, metrics, first_changed or {})
         for metric in [*metrics, PROFILE]:
             names = [m for m in metrics if m != PROFILE] if metric == PROFILE else [metric]
             base = {"run_id": run_id, "variant_b": REFERENCE, "metric": metric, "scope": "layers"}
-            rows += control_rows(tables, names, variants, base, folds=FOLDS, **opts)
+            rows += control_rows(tables, names, variants, base, folds=FOLDS, **draws)
     if not rows:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in SEP_COLUMNS})
     out = pd.DataFrame(rows, columns=list(SEP_COLUMNS))
@@ -216,7 +206,18 @@ def run_separability(
     return out
 
 
-def _run(tables, run_id, *, n_boot, n_perm, seed, ci, variants, metrics, first_changed):
+def _run(
+    tables: Mapping[tuple[str, str], pd.DataFrame],
+    run_id: str,
+    settings: StatsSettings,
+    variants: Sequence[str],
+    metrics: Sequence[str],
+    first_changed: Mapping[str, pd.Series],
+) -> list[dict]:
+    """The AUC rows of every variant, metric (and the profile) and scope, and their split
+    rows by a changed first sentence."""
+    n_boot, seed, ci = settings.n_boot, settings.seed, settings.ci
+    n_perm = settings.separability_perm
     rows = []
     for variant in variants:
         for metric in [*metrics, PROFILE]:
@@ -233,8 +234,10 @@ def _run(tables, run_id, *, n_boot, n_perm, seed, ci, variants, metrics, first_c
                     continue
                 a = {m: tables[(variant, m)] for m in names0}
                 b = {m: tables[(REFERENCE, m)] for m in names0}
-                layers = {m: [x for x in t.index if (x >= 1 if scope == "layers" else x == 0)]
-                          for m, t in b.items()}  # fmt: skip
+                layers = {
+                    m: [x for x in t.index if (x >= 1 if scope == "layers" else x == 0)]
+                    for m, t in b.items()
+                }
                 n_layers = len(set().union(*layers.values()))
                 every = [set(t.columns) for t in (*a.values(), *b.values())]
                 samples = sorted(set.intersection(*every))

@@ -49,8 +49,9 @@ def has_margin(sesoi: float) -> bool:
     return sesoi is not None and math.isfinite(sesoi) and sesoi > 0
 
 
-def inside_margin(eq_low: float, eq_high: float, sesoi: float, p_tost: float = math.nan,
-                  alpha: float = 0.05) -> bool:  # fmt: skip
+def inside_margin(
+    eq_low: float, eq_high: float, sesoi: float, p_tost: float = math.nan, alpha: float = 0.05
+) -> bool:
     """Whether the effect lies within +-sesoi: its (1 - 2 alpha) CI ``[eq_low, eq_high]`` is
     inside the open interval (-sesoi, +sesoi) (the CI form of TOST). A database without the
     equivalence CI falls back on its TOST p-value (< alpha)."""

@@ -181,20 +181,20 @@ def fill_sentences(con: duckdb.DuckDBPyConnection, *, seed: int, n_texts: int = 
     (key sentence 1, control sentence 4; two keep the demo quick to build), each value rising
     towards the edges with depth, and their sentence_contrasts (homog.stats.sentences, a small
     bootstrap)."""
-    from types import SimpleNamespace
-
     import pandas as pd
 
     from homog.stats.sentences import SENTENCE_CONTRAST_COLUMNS, run_sentence_contrasts
+    from homog.stats.settings import StatsSettings
 
     rng = np.random.default_rng(seed + 2)
     runs = con.execute(
         "SELECT run_id, n_layers FROM runs WHERE coalesce(intervention, 'none') = 'none' "
         "ORDER BY run_id LIMIT 2"
     ).fetchall()
-    stats = SimpleNamespace(
+    settings = StatsSettings(
         n_boot=200,
         ci=0.95,
+        seed=seed,
         test="sign_flip",
         n_perm=200,
         sesoi=0.1,
@@ -206,7 +206,7 @@ def fill_sentences(con: duckdb.DuckDBPyConnection, *, seed: int, n_texts: int = 
         con.register("demo_sentences", frame)
         con.execute("INSERT INTO sentence_metrics BY NAME SELECT * FROM demo_sentences")
         con.unregister("demo_sentences")
-        sc = run_sentence_contrasts(frame, run_id, stats=stats, seed=seed)
+        sc = run_sentence_contrasts(frame, run_id, settings)
         sc = sc[SENTENCE_CONTRAST_COLUMNS].astype(object).where(sc.notna(), None)
         con.register("demo_sc", sc)
         con.execute("INSERT INTO sentence_contrasts BY NAME SELECT * FROM demo_sc")
