@@ -20,6 +20,7 @@ from homog.probe.cost import cost_slopes, fe_slope
 from homog.probe.fit import assign_folds, probe_texts
 from homog.probe.summary import summarise
 from homog.probe.view import report_data
+from homog.stats.settings import StatsSettings
 
 FIT = dict(cs=ProbeConfig().c, seed=0)  # the default probe
 
@@ -117,7 +118,7 @@ def test_cost_slopes_give_the_planted_within_text_slope():
     probe, lm, erank = _frames()
     # 2,000 resamples: a bootstrap p is never below 2 / (B + 1), and Holm multiplies it by
     # the family's 8 slopes (with 200: 0.00995 x 8 = 0.08, which cannot pass 0.05)
-    out = cost_slopes(probe, lm, erank, n_boot=2000)
+    out = cost_slopes(probe, lm, erank, StatsSettings(n_boot=2000))
     probe_rows = out[out["outcome"] == "probe_margin"]
     assert set(probe_rows["band"]) == {"late", "final"}
     assert set(out["contrast"]) == {"variant", "zero_pos"}
@@ -129,7 +130,7 @@ def test_cost_slopes_give_the_planted_within_text_slope():
     ).all()
     assert (probe_rows["sesoi"] < 0.2).all()
     assert (probe_rows["ci_low"] < 0.5).all() and (probe_rows["ci_high"] > 0.5).all()
-    assert cost_slopes(probe, lm, None).empty
+    assert cost_slopes(probe, lm, None, StatsSettings()).empty
 
 
 def test_zero_shot_log_odds_equal_transformers_own_computation():
@@ -388,16 +389,13 @@ def _zero_shot(n: int, shift: float, seed: int, shuffle: bool = False) -> pd.Dat
 
 
 def test_zero_shot_auc_finds_a_planted_signal_and_chance_in_shuffled_labels():
-    from types import SimpleNamespace
-
     from scipy.stats import norm
     from sklearn.metrics import roc_auc_score
 
     from homog.probe.lm import with_margin
     from homog.probe.summary import auc_rows, weighted_auc
 
-    stats = SimpleNamespace(n_boot=1000, ci=0.95, alpha=0.05, test="sign_flip", n_perm=1000,
-                            sesoi=0.1, seed=0)  # fmt: skip
+    stats = StatsSettings(n_boot=1000, ci=0.95, alpha=0.05, test="sign_flip", n_perm=1000)
     known = norm.cdf(1.0 / np.sqrt(2))  # 0.760
     rows = pd.DataFrame(auc_rows(_zero_shot(400, 1.0, seed=0), "pos", stats))
     assert list(rows["variant"]) == ["front", "original"] and (rows["metric"] == "lm_auc").all()

@@ -1,9 +1,7 @@
-"""The probe stage's differences and cost slopes get the project's verdict rule (issue 41):
+"""The probe stage's differences and cost slopes get the project's verdict rule:
 a SESOI with its basis, the (1 - 2 alpha) equivalence CI, families (layer 0 a control)."""
 
 from __future__ import annotations
-
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -11,11 +9,11 @@ import pytest
 
 from homog.probe.cost import cost_slopes, slope_sesoi
 from homog.probe.summary import summarise
-from homog.stats.contrasts import band_of_layers
+from homog.stats.bands import band_of_layers
 from homog.stats.paired_tests import holm
+from homog.stats.settings import StatsSettings
 
-STATS = SimpleNamespace(n_boot=500, ci=0.95, alpha=0.05, test="sign_flip", n_perm=500, seed=0,
-                        sesoi=0.1)  # fmt: skip
+STATS = StatsSettings(n_boot=500, ci=0.95, alpha=0.05, test="sign_flip", n_perm=500, seed=0)
 
 
 def _probe(n: int = 60) -> pd.DataFrame:
@@ -125,16 +123,16 @@ def test_slope_sesoi_is_a_tenth_of_the_margin_per_the_depth_change():
 
 def test_cost_slopes_verdicts_supported_and_equivalent():
     probe, erank = _frames(0.5)
-    out = cost_slopes(probe, None, erank, n_boot=300, sesoi=0.1)
+    out = cost_slopes(probe, None, erank, StatsSettings(n_boot=300, sesoi=0.1))
     assert (out["verdict"] == "supported").all() and (out["family"] == "primary").all()
     # no link: the slope's CI sits well inside a tenth of the margin per the depth change
     probe, erank = _frames(0.0)
-    out = cost_slopes(probe, None, erank, n_boot=300, sesoi=0.1)
+    out = cost_slopes(probe, None, erank, StatsSettings(n_boot=300, sesoi=0.1))
     assert ((out["eq_ci_low"] > -out["sesoi"]) & (out["eq_ci_high"] < out["sesoi"])).all()
     assert out["verdict"].isin(["equivalent", "negligible"]).all()
     # a benefit (margin grows as erank falls) is reversed
     probe, erank = _frames(-0.5)
-    out = cost_slopes(probe, None, erank, n_boot=300, sesoi=0.1)
+    out = cost_slopes(probe, None, erank, StatsSettings(n_boot=300, sesoi=0.1))
     assert (out["verdict"] == "reversed").all()
 
 
@@ -160,7 +158,7 @@ def test_the_best_layer_accuracy_is_read_on_folds_it_was_not_chosen_on():
         for la in range(layers)
     ]
     probe = pd.DataFrame(rows)
-    stats = SimpleNamespace(n_boot=500, ci=0.95, seed=0)
+    stats = StatsSettings(n_boot=500, ci=0.95, seed=0)
     (row,) = crossfit_rows(probe, stats)
     assert row["metric"] == BEST_METRIC and row["n"] == n and 0 <= row["layer"] < layers
     wide = probe.pivot_table(index="sample_id", columns="layer", values="correct")

@@ -1,4 +1,4 @@
-"""The ``probe@<model>`` stage: does homogenization cost the model anything? (issue 41).
+"""The ``probe@<model>`` stage: does homogenization cost the model anything?
 
 Importing this package imports neither torch nor scikit-learn. The modules:
 

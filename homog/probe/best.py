@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from homog.stats.paired_tests import bootstrap_ci
+from homog.stats.settings import StatsSettings
 
 BEST_METRIC = "best_accuracy"
 
@@ -26,7 +27,7 @@ def _choose(correct: Any, margin: Any) -> int:
     return int(order[0])
 
 
-def crossfit_rows(probe: Any, stats: Any) -> list[dict[str, Any]]:
+def crossfit_rows(probe: Any, settings: StatsSettings) -> list[dict[str, Any]]:
     """Per intervention one ``best_accuracy`` level row of the originals under
     ``train_original``: value the accuracy of each text at the layer chosen on the other
     folds, with its bootstrap CI over reviews; ``layer`` the layer most folds chose."""
@@ -42,7 +43,9 @@ def crossfit_rows(probe: Any, stats: Any) -> list[dict[str, Any]]:
             continue
         chosen = {f: _choose(correct[fold != f], margin[fold != f]) for f in folds}
         got = np.array([correct.iloc[i][chosen[f]] for i, f in enumerate(fold)], dtype=float)
-        low, high = bootstrap_ci(got[None, :], n_boot=stats.n_boot, ci=stats.ci, seed=stats.seed)
+        low, high = bootstrap_ci(
+            got[None, :], n_boot=settings.n_boot, ci=settings.ci, seed=settings.seed
+        )
         layers = list(chosen.values())
         rows.append(
             {

@@ -12,7 +12,7 @@ slope of the outcome on erank with two-way fixed effects:
 
 Outcomes: ``probe_margin`` (scheme ``train_original``: one probe reads every variant; the
 margin averaged over the band's layers) and ``lm_margin`` (the zero-shot margin). Bands (from
-``homog.stats.contrasts.band_of_layers``): ``late`` (the late band's mean erank and mean margin) and
+``homog.stats.bands.band_of_layers``): ``late`` (the late band's mean erank and mean margin) and
 ``final`` (the final-norm layer). The slope is in margin units per unit of erank: positive
 means a lower erank (more homogenization) goes with a smaller margin on the true label, a
 cost. CI: percentile bootstrap over reviews (``homog.stats.paired_tests.resample_counts``, a
@@ -34,10 +34,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from homog.claims import PRIMARY
+from homog.stats.bands import band_of_layers
 from homog.stats.margins import depth_change
 from homog.stats.paired_tests import bootstrap_p, holm, resample_counts
+from homog.stats.settings import StatsSettings
 from homog.stats.verdicts import verdict_of
 
 OUTCOMES: tuple[str, ...] = ("probe_margin", "lm_margin")
@@ -88,29 +91,40 @@ def fe_slope(
     return float(fe_slopes(z, yt, np.ones(len(yt)) if w is None else w)[0])
 
 
-def slope_row(
-    frame: Any, *, review: str = "review", n_boot: int = 2000, ci: float = 0.95, seed: int = 0,
-    alpha: float = 0.05,
-) -> dict[str, Any]:  # fmt: skip
-    """Slope, bootstrap CI over reviews, equivalence CI (1 - 2 alpha, the same draws), p and n
-    of ``frame`` (columns y, x, unit, cond and ``review``; complete rows only)."""
+def slope_row(frame: Any, settings: StatsSettings, review: str = "review") -> dict[str, Any]:
+    """Slope, bootstrap CI over reviews (``settings``), equivalence CI (1 - 2 alpha, the same
+    draws), p and n of ``frame`` (columns y, x, unit, cond and ``review``; complete rows
+    only)."""
     frame = frame.dropna(subset=["y", "x"])
     y, x = frame["y"].to_numpy(float), frame["x"].to_numpy(float)
     unit, cond = frame["unit"].to_numpy(str), frame["cond"].to_numpy(str)
     reviews, ri = np.unique(frame[review].to_numpy(str), return_inverse=True)
-    out = {"value": np.nan, "ci_low": np.nan, "ci_high": np.nan, "eq_ci_low": np.nan,
-           "eq_ci_high": np.nan, "p_value": np.nan, "n": len(reviews),
-           "n_texts": len(y)}  # fmt: skip
+    out = {
+        "value": np.nan,
+        "ci_low": np.nan,
+        "ci_high": np.nan,
+        "eq_ci_low": np.nan,
+        "eq_ci_high": np.nan,
+        "p_value": np.nan,
+        "n": len(reviews),
+        "n_texts": len(y),
+    }
     if len(reviews) < 3 or np.ptp(x) == 0:
         return out
     z, yt = fe_design(y, x, unit, cond)
     slope = float(fe_slopes(z, yt, np.ones(len(yt)))[0])
-    boot = fe_slopes(z, yt, resample_counts(len(reviews), n_boot, seed)[:, ri])
-    tail = (1 - ci) / 2
+    boot = fe_slopes(z, yt, resample_counts(len(reviews), settings.n_boot, settings.seed)[:, ri])
+    tail, alpha = (1 - settings.ci) / 2, settings.alpha
     low, high, eq_low, eq_high = np.quantile(boot, [tail, 1 - tail, alpha, 1 - alpha])
     p = bootstrap_p(boot)
-    out.update(value=slope, ci_low=float(low), ci_high=float(high), eq_ci_low=float(eq_low),
-               eq_ci_high=float(eq_high), p_value=float(p))  # fmt: skip
+    out.update(
+        value=slope,
+        ci_low=float(low),
+        ci_high=float(high),
+        eq_ci_low=float(eq_low),
+        eq_ci_high=float(eq_high),
+        p_value=float(p),
+    )
     return out
 
 
@@ -127,8 +141,10 @@ def slope_sesoi(
     )
     depth = depth_change(table, bands)
     size = float(np.abs(y.to_numpy(float)).mean()) if len(y) else np.nan
-    text = (f"{factor:g} x the original's mean |margin| ({size:.3g}) / its early-to-late erank "
-            f"change ({depth:.3g})")  # fmt: skip
+    text = (
+        f"{factor:g} x the original's mean |margin| ({size:.3g}) / its early-to-late erank "
+        f"change ({depth:.3g})"
+    )
     ok = np.isfinite(size) and np.isfinite(depth) and depth > 0 and size > 0
     return (factor * size / depth if ok else np.nan), text
 
@@ -138,35 +154,40 @@ def _band_mean(frame: Any, layers: Sequence[int], keys: list[str], col: str) -> 
     return sub.groupby(keys, as_index=False)[col].mean()
 
 
+SLOPE_COLUMNS = [
+    "outcome",
+    "band",
+    "contrast",
+    "value",
+    "ci_low",
+    "ci_high",
+    "p_value",
+    "p_holm",
+    "n",
+    "n_texts",
+    "verdict",
+    "family",
+    "sesoi",
+    "sesoi_basis",
+    "eq_ci_low",
+    "eq_ci_high",
+]
+
+
 def cost_slopes(
-    probe: Any | None,
-    lm: Any | None,
-    erank: Any,
-    *,
-    n_boot: int = 2000,
-    ci: float = 0.95,
-    alpha: float = 0.05,
-    seed: int = 0,
-    sesoi: float = 0.1,
-) -> Any:
+    probe: Any | None, lm: Any | None, erank: Any, settings: StatsSettings
+) -> pd.DataFrame:
     """The slope rows of one model.
 
     probe: per-text probe outputs (intervention, scheme, variant, sample_id, layer, margin);
     lm: zero-shot outputs (intervention, variant, sample_id, margin); erank: per-text erank
     (intervention, variant, sample_id, layer, value), e.g. ``layer_metrics`` rows of metric
-    ``erank`` joined to their runs' intervention; sesoi: the factor of ``slope_sesoi``.
-    Returns a frame (outcome, band, contrast, value, ci_low, ci_high, p_value, p_holm, n,
-    n_texts, verdict, family, sesoi, sesoi_basis, eq_ci_low, eq_ci_high); empty without erank.
+    ``erank`` joined to their runs' intervention; settings: the bootstrap, the equivalence CI
+    and ``sesoi``, the factor of ``slope_sesoi``.
+    Returns a frame of SLOPE_COLUMNS; empty without erank.
     """
-    import pandas as pd
-
-    from homog.stats.contrasts import band_of_layers
-
-    cols = ["outcome", "band", "contrast", "value", "ci_low", "ci_high", "p_value", "p_holm",
-            "n", "n_texts", "verdict", "family", "sesoi", "sesoi_basis", "eq_ci_low",
-            "eq_ci_high"]  # fmt: skip
     if erank is None or not len(erank):
-        return pd.DataFrame(columns=cols)
+        return pd.DataFrame(columns=SLOPE_COLUMNS)
     keys = ["intervention", "variant", "sample_id"]
     bands = band_of_layers(sorted(set(erank["layer"])))
     outcomes: dict[str, Any] = {}
@@ -186,23 +207,44 @@ def cost_slopes(
                 y = data[keys + ["margin"]]
             both = x.merge(y.rename(columns={"margin": "y"}), on=keys)
             orig = both[(both["intervention"] == "none") & (both["variant"] == "original")]
-            bound, basis = slope_sesoi(orig["y"], erank, bands, sesoi)
+            bound, basis = slope_sesoi(orig["y"], erank, bands, settings.sesoi)
             for contrast, sub in _contrasts(both):
-                rows.append({"outcome": outcome, "band": band, "contrast": contrast,
-                             "sesoi": bound, "sesoi_basis": basis,
-                             **slope_row(sub, n_boot=n_boot, ci=ci, seed=seed,
-                                         alpha=alpha)})  # fmt: skip
+                rows.append(
+                    {
+                        "outcome": outcome,
+                        "band": band,
+                        "contrast": contrast,
+                        "sesoi": bound,
+                        "sesoi_basis": basis,
+                        **slope_row(sub, settings),
+                    }
+                )
+    return _judged(rows, settings.alpha)
+
+
+def _judged(rows: list[dict[str, Any]], alpha: float) -> pd.DataFrame:
+    """The slope ``rows`` with Holm's p over them all, their family and verdict."""
     frame = pd.DataFrame(
-        rows, columns=[c for c in cols if c not in ("p_holm", "verdict", "family")]
+        rows, columns=[c for c in SLOPE_COLUMNS if c not in ("p_holm", "verdict", "family")]
     )
     frame["p_holm"] = holm(frame["p_value"].to_numpy(float)) if len(frame) else []
     frame["family"] = PRIMARY
     frame["verdict"] = [
-        verdict_of(r["value"], r["ci_low"], r["ci_high"], r["eq_ci_low"], r["eq_ci_high"],
-                   r["sesoi"], r["p_holm"], alpha, sign=1, n=r["n"])
+        verdict_of(
+            r["value"],
+            r["ci_low"],
+            r["ci_high"],
+            r["eq_ci_low"],
+            r["eq_ci_high"],
+            r["sesoi"],
+            r["p_holm"],
+            alpha,
+            sign=1,
+            n=r["n"],
+        )
         for r in frame.to_dict("records")
-    ]  # fmt: skip
-    return frame[cols]
+    ]
+    return frame[SLOPE_COLUMNS]
 
 
 def _contrasts(both: Any) -> list[tuple[str, Any]]:
@@ -210,14 +252,25 @@ def _contrasts(both: Any) -> list[tuple[str, Any]]:
     out = []
     none = both[both["intervention"] == "none"]
     if none["variant"].nunique() > 1:
-        out.append(("variant", none.assign(unit=none["sample_id"], cond=none["variant"],
-                                           review=none["sample_id"])))  # fmt: skip
+        out.append(
+            (
+                "variant",
+                none.assign(unit=none["sample_id"], cond=none["variant"], review=none["sample_id"]),
+            )
+        )
     if "zero_pos" in set(both["intervention"]) and len(none):
         zp = both[both["intervention"].isin(["none", "zero_pos"])]
         texts = zp.groupby(["variant", "sample_id"])["intervention"].transform("nunique") == 2
         zp = zp[texts]
         if len(zp):
-            out.append(("zero_pos", zp.assign(unit=zp["variant"] + "/" + zp["sample_id"],
-                                               cond=zp["intervention"],
-                                               review=zp["sample_id"])))  # fmt: skip
+            out.append(
+                (
+                    "zero_pos",
+                    zp.assign(
+                        unit=zp["variant"] + "/" + zp["sample_id"],
+                        cond=zp["intervention"],
+                        review=zp["sample_id"],
+                    ),
+                )
+            )
     return out

@@ -23,32 +23,47 @@ fit settings, so a change of those reruns only the fit (``homog.probe.stage``). 
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from homog.errors import HomogError
+from homog.extract.plan import extract_inputs, texts_hash
+from homog.interventions import POSITION_IDS, parse
 from homog.io import atomic_path, content_hash, write_json
+from homog.layout import Layout
 from homog.probe.features_read import INDEX_COLUMNS, ZERO_SHOT_COLUMNS, features_damage
 from homog.probe.features_read import read_features as read_features
+from homog.probe.lm import zero_shot
+from homog.probe.pooled import pooled_from_run, pooled_means
+from homog.probe.reuse import ModelOnDemand, matching_run, zero_shot_from_run
+from homog.progress import rate_progress
 
 # the settings the forward passes read (besides the texts and the model's source): a change of
 # any other (stats:, probe.c, probe.folds, ...) leaves the features as they are; dvc.yaml's
 # probe_features stage lists the same params
-EXTRACT_FIELDS = ("dtype", "device", "device_map", "max_tokens", "batch_tokens", "interventions",
-                  "intervention_variants", "exclude_special", "seed")  # fmt: skip
+EXTRACT_FIELDS = (
+    "dtype",
+    "device",
+    "device_map",
+    "max_tokens",
+    "batch_tokens",
+    "interventions",
+    "intervention_variants",
+    "exclude_special",
+    "seed",
+)
 PROBE_FIELDS = ("vector_dtype", "lm", "prompt", "positive_word", "negative_word")
 
 
 def texts_with_labels(params: Any, texts: Any) -> tuple[Any, list[str]]:
     """(sorted texts with a str label column, the interventions that change position ids);
     HomogError without labels."""
-    from homog.extract.plan import extract_inputs
-    from homog.interventions import POSITION_IDS, parse
-
     df, interventions = extract_inputs(texts, params.extract.interventions)
     interventions = [iv for iv in interventions if parse(iv).target == POSITION_IDS]
     if "label" not in df.columns:
@@ -71,8 +86,6 @@ def fingerprint(params: Any, source: str, df: Any) -> str:
 def up_to_date(params: Any, source: str, texts: Any, out_dir: str | Path) -> bool:
     """Whether ``out_dir`` holds complete, undamaged features with this fingerprint (nothing
     to rerun); damaged ones (``features_damage``) are not up to date."""
-    import json
-
     out = Path(out_dir)
     path = out / "features.json"
     if not path.exists():
@@ -174,8 +187,8 @@ def _run_features(
     root: str | Path | None,
 ) -> dict[str, Any]:
     """``run_features`` into the empty folder ``out``."""
+    # homog.extract.run imports torch (through its outputs), so only when the features run
     from homog.extract.run import intervention_groups
-    from homog.probe.reuse import ModelOnDemand
 
     cfg = params.extract
     cpu0 = time.process_time()
@@ -183,34 +196,47 @@ def _run_features(
     passes = Passes(timings={})
     for sub, ivs, _ in intervention_groups(df, interventions, cfg):
         for iv in ivs:
-            _forward(lm, sub, iv, params, out, passes, model=model, show=show_progress,
-                     source=source, root=root)  # fmt: skip
+            _forward(
+                lm,
+                sub,
+                iv,
+                params,
+                out,
+                passes,
+                model=model,
+                show=show_progress,
+                source=source,
+                root=root,
+            )
     sizes = _write_tables(out, passes)
     fp = fingerprint(params, source, df)
     cpu_s = round(time.process_time() - cpu0, 1)
     passes.timings["load_s"] = lm.load_s
-    record = features_record(model, source, passes, params.probe.vector_dtype, sizes,
-                             fp=fp, cpu_s=cpu_s)  # fmt: skip
+    record = features_record(
+        model, source, passes, params.probe.vector_dtype, sizes, fp=fp, cpu_s=cpu_s
+    )
     record["model_loaded"] = lm.is_loaded
     write_json(out / "features.json", record)
     return record
 
 
 def _forward(
-    lm: Any, sub: Any, iv: str, params: Any, out: Path, passes: Passes, *, model: str,
-    show: bool, source: str = "", root: str | Path | None = None,
-) -> None:  # fmt: skip
+    lm: Any,
+    sub: Any,
+    iv: str,
+    params: Any,
+    out: Path,
+    passes: Passes,
+    *,
+    model: str,
+    show: bool,
+    source: str = "",
+    root: str | Path | None = None,
+) -> None:
     """One intervention's features over ``sub``, recorded in ``passes``: its pooled vectors
     (the extraction's under ``root`` when they are these texts', else a pass of its own)
     written to ``out`` and, under ``probe.lm``, its zero-shot answers (the extraction's for a
     text-first prompt, else a pass of its own). lm: a ``homog.probe.reuse.ModelOnDemand``."""
-    from homog.extract.plan import texts_hash
-    from homog.layout import Layout
-    from homog.probe.lm import zero_shot
-    from homog.probe.pooled import pooled_from_run, pooled_means
-    from homog.probe.reuse import matching_run, zero_shot_from_run
-    from homog.progress import rate_progress
-
     cfg, probe = params.extract, params.probe
     t1 = time.perf_counter()
     run = pooled = answers = None
@@ -225,8 +251,14 @@ def _forward(
     total = len(sub) * ((pooled is None) + (probe.lm and answers is None))
     with rate_progress(f"{model}/{iv}", total, show=show and total > 0) as advance:
         if pooled is None:
-            pooled = pooled_means(lm.loaded, sub, cfg, iv, vector_dtype=probe.vector_dtype,
-                                  on_batch=lambda n: advance(n, 0))  # fmt: skip
+            pooled = pooled_means(
+                lm.loaded,
+                sub,
+                cfg,
+                iv,
+                vector_dtype=probe.vector_dtype,
+                on_batch=lambda n: advance(n, 0),
+            )
             passes.n_forward += len(sub)
         passes.timings[f"pooled_{iv}_s"] = round(time.perf_counter() - t1, 2)
         passes.pooled_bytes[iv] = save_vectors(out / f"pooled_{iv}.npy", pooled["vectors"])
@@ -239,8 +271,9 @@ def _forward(
         if probe.lm:
             t1 = time.perf_counter()
             if answers is None:
-                answers = zero_shot(lm.loaded, sub, cfg, probe, iv,
-                                    on_batch=lambda n: advance(n, 0))  # fmt: skip
+                answers = zero_shot(
+                    lm.loaded, sub, cfg, probe, iv, on_batch=lambda n: advance(n, 0)
+                )
                 passes.n_forward += len(sub)
             passes.lm_parts.append(answers.assign(intervention=iv))
             passes.timings[f"lm_{iv}_s"] = round(time.perf_counter() - t1, 2)
@@ -248,23 +281,21 @@ def _forward(
 
 def index_part(iv: str, sub: Any, pooled: dict[str, Any]) -> Any:
     """The index rows of one intervention's pooled vectors (``INDEX_COLUMNS``)."""
-    import pandas as pd
-
-    return pd.DataFrame({
-        "intervention": iv,
-        "row": np.arange(len(sub)),
-        "variant": pooled["variant"],
-        "sample_id": pooled["sample_id"],
-        "label": sub["label"].to_numpy(),  # pooled_means keeps sub's order
-        "n_tokens": pooled["n_tokens"],
-        "truncated": pooled["truncated"],
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "intervention": iv,
+            "row": np.arange(len(sub)),
+            "variant": pooled["variant"],
+            "sample_id": pooled["sample_id"],
+            "label": sub["label"].to_numpy(),  # pooled_means keeps sub's order
+            "n_tokens": pooled["n_tokens"],
+            "truncated": pooled["truncated"],
+        }
+    )
 
 
 def _write_tables(out: Path, passes: Passes) -> dict[str, int]:
     """Write index.parquet and (with answers) zero_shot.parquet; their sizes in bytes."""
-    import pandas as pd
-
     index = pd.concat(passes.index_parts, ignore_index=True).reindex(columns=INDEX_COLUMNS)
     sizes = {"index": _write_parquet(index, out / "index.parquet")}
     if passes.lm_parts:
@@ -274,9 +305,15 @@ def _write_tables(out: Path, passes: Passes) -> dict[str, int]:
 
 
 def features_record(
-    model: str, source: str, passes: Passes, vector_dtype: str, sizes: dict[str, int], *,
-    fp: str, cpu_s: float,
-) -> dict[str, Any]:  # fmt: skip
+    model: str,
+    source: str,
+    passes: Passes,
+    vector_dtype: str,
+    sizes: dict[str, int],
+    *,
+    fp: str,
+    cpu_s: float,
+) -> dict[str, Any]:
     """The ``features.json`` record: the model's facts, the interventions, hashes, the
     fingerprint ``fp``, sizes per 1,000 texts, timings, forward passes and CPU seconds."""
     pooled_bytes, n_texts = passes.pooled_bytes, passes.n_texts

@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from homog.errors import HomogError
 from homog.io import read_output
+from homog.probe.pooled import VECTOR_DTYPES
 
 INDEX_COLUMNS = ["intervention", "row", "variant", "sample_id", "label", "n_tokens", "truncated"]
 ZERO_SHOT_COLUMNS = ["intervention", "variant", "sample_id", "label", "log_odds"]
@@ -50,8 +52,6 @@ def _record(out: Path, model: str) -> dict[str, Any]:
 
 
 def _table(path: Path, columns: list[str], model: str) -> Any:
-    import pandas as pd
-
     if not path.exists():
         raise HomogError(f"{path} not found: the features folder is incomplete; {rerun(model)}")
 
@@ -81,8 +81,6 @@ def _mapped(path: Path) -> Any:
 
 def _vectors(out: Path, iv: str, record: dict[str, Any], n_rows: int, model: str) -> Any:
     """The memory-mapped pooled vectors of ``iv``, checked against the record and index."""
-    from homog.probe.pooled import VECTOR_DTYPES
-
     path = out / f"pooled_{iv}.npy"
     if not path.exists():
         raise HomogError(f"{path} not found: the features folder is incomplete; {rerun(model)}")

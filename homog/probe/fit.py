@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
+from threadpoolctl import threadpool_limits
 
 from homog.errors import HomogError
 
@@ -71,9 +73,14 @@ def _model(c: float, max_iter: int, seed: int) -> Any:
 
 
 def choose_c(
-    x: np.ndarray, y: np.ndarray, groups: np.ndarray, cs: Sequence[float], inner: int, seed: int,
+    x: np.ndarray,
+    y: np.ndarray,
+    groups: np.ndarray,
+    cs: Sequence[float],
+    inner: int,
+    seed: int,
     max_iter: int,
-) -> float:  # fmt: skip
+) -> float:
     """The C of ``cs`` with the best mean inner grouped-CV accuracy (ties: the smaller)."""
     from sklearn.model_selection import StratifiedGroupKFold
 
@@ -135,9 +142,6 @@ def probe_texts(
     logit, margin, correct): margin = logit signed toward the true class; train_set is the
     variant whose reviews the probe was trained on (``_fit_sets``).
     """
-    import pandas as pd
-    from threadpoolctl import threadpool_limits
-
     # thousands of small fits: one BLAS thread (a 42 x 576 fit took 146 ms with the default
     # threads on the loaded 2-core machine, 11 ms with one)
     with threadpool_limits(1):
@@ -145,9 +149,16 @@ def probe_texts(
 
 
 def _probe_texts(
-    vectors: np.ndarray, variants: Any, sample_ids: Any, y: Any, folds: dict[str, int],
-    schemes: Sequence[str], layers: Sequence[int] | None, fit: dict[str, Any], pd: Any,
-) -> Any:  # fmt: skip
+    vectors: np.ndarray,
+    variants: Any,
+    sample_ids: Any,
+    y: Any,
+    folds: dict[str, int],
+    schemes: Sequence[str],
+    layers: Sequence[int] | None,
+    fit: dict[str, Any],
+    pd: Any,
+) -> Any:
     variants = np.asarray(variants, dtype=str)
     ids = np.asarray(sample_ids, dtype=str)
     y = np.asarray(y, dtype=np.int64)

@@ -21,8 +21,16 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
-from homog.extract.zero_shot import label_token_ids
+from homog.extract.plan import EncodedText, encode_texts, position_ids
+from homog.extract.zero_shot import (
+    LabelHead,
+    label_token_ids,
+    prompt_log_odds,
+    suffix_ids,
+    text_first_prompts,
+)
 
 __all__ = ["build_prompt", "cut_review", "label_token_ids", "with_margin", "zero_shot"]
 
@@ -59,16 +67,6 @@ def zero_shot(
     config: the ``ExtractConfig`` (max_tokens, batch_tokens, seed); probe: the
     ``ProbeConfig`` (prompt, label words).
     """
-    import pandas as pd
-
-    from homog.extract.plan import encode_texts
-    from homog.extract.zero_shot import (
-        LabelHead,
-        prompt_log_odds,
-        suffix_ids,
-        text_first_prompts,
-    )
-
     tok = loaded.tokenizer
     head = LabelHead(loaded, label_token_ids(tok, probe.positive_word, probe.negative_word))
     max_tokens = min(config.max_tokens, loaded.max_context)
@@ -99,8 +97,6 @@ def _prefix_prompts(
 ) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[bool]]:
     """(token ids, position ids) of each text's prompt as one string (the cut review in the
     template), and whether the review was cut."""
-    from homog.extract.plan import EncodedText, position_ids
-
     cut = [cut_review(tok, t, max_tokens) for t in df["text"]]
     enc = tok([build_prompt(template, text) for text, _ in cut], add_special_tokens=True)
     prompts = []

@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 
 from homog.errors import HomogError
+from homog.extract.plan import encode_texts, encoded_key, make_batches, pad_batch
+from homog.probe.reuse import matching_run
 
 VECTOR_DTYPES = {"float16": np.float16, "float32": np.float32}
 
@@ -51,7 +53,7 @@ def pooled_means(
     """
     import torch
 
-    from homog.extract.plan import encode_texts, encoded_key, make_batches, pad_batch
+    # homog.metrics.spectra imports torch: both only when a forward pass runs
     from homog.metrics.spectra import pool, token_mask
 
     if vector_dtype not in VECTOR_DTYPES:
@@ -95,8 +97,9 @@ def pooled_means(
             missing = [i for i, v in enumerate(state["pooled"]) if v is None]
             if missing:
                 raise HomogError(f"no hidden states were captured for layer(s) {missing}")
-            out[rows] = to_stored(np.stack(state["pooled"], axis=1), vector_dtype,
-                                  [t.name for t in batch])  # fmt: skip
+            out[rows] = to_stored(
+                np.stack(state["pooled"], axis=1), vector_dtype, [t.name for t in batch]
+            )
             n_metric[rows] = mask.sum(1).numpy()
             if on_batch:
                 on_batch(len(batch))
@@ -107,14 +110,17 @@ def pooled_means(
 
 
 def from_extraction(
-    run_dir: Path, loaded: Any, df: Any, config: Any, source: str, intervention: str,
+    run_dir: Path,
+    loaded: Any,
+    df: Any,
+    config: Any,
+    source: str,
+    intervention: str,
     vector_dtype: str,
-) -> dict[str, np.ndarray] | None:  # fmt: skip
+) -> dict[str, np.ndarray] | None:
     """``pooled_means``' result read from an extraction run instead of a forward pass, or None
     (``homog.probe.reuse.matching_run`` finds no run of these texts, or ``pooled_from_run``
     no vectors). loaded: anything with ``tokenizer`` and ``max_context``."""
-    from homog.probe.reuse import matching_run
-
     run = matching_run(run_dir, loaded, df, config, source, intervention)
     return None if run is None else pooled_from_run(run, config, vector_dtype)
 

@@ -23,7 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from homog.extract.plan import EncodedText
+import pandas as pd
+
+from homog import models
+from homog.extract.plan import EncodedText, encode_texts, encoded_key
 
 
 @dataclass
@@ -53,10 +56,8 @@ class ModelOnDemand:
     @property
     def loaded(self) -> Any:
         if self._loaded is None:
-            from homog.models import load_model
-
             cfg, t0 = self.config, time.perf_counter()
-            self._loaded = load_model(
+            self._loaded = models.load_model(
                 self.source,
                 dtype=cfg.dtype,
                 device=cfg.device,
@@ -71,10 +72,8 @@ class ModelOnDemand:
         if self._loaded is not None:
             return self._loaded.tokenizer, self._loaded.max_context
         if self._tokenizer is None:
-            from homog.models import load_tokenizer
-
             t0 = time.perf_counter()
-            self._tokenizer = load_tokenizer(self.source)
+            self._tokenizer = models.load_tokenizer(self.source)
             self.load_s = round(self.load_s + time.perf_counter() - t0, 2)
         return self._tokenizer
 
@@ -96,8 +95,6 @@ def matching_run(
     model: anything with ``tokenizer`` and ``max_context`` (a ``LoadedModel``,
     ``ModelOnDemand``); config: the ``ExtractConfig``.
     """
-    from homog.extract.plan import encode_texts, encoded_key
-
     run_json = Path(run_dir) / "run.json"
     if not run_json.exists():
         return None
@@ -121,8 +118,6 @@ def zero_shot_from_run(run: ExtractionRun, df: Any, probe: Any) -> Any:
     """``homog.probe.lm.zero_shot``'s frame for ``df`` read from the run's
     ``zero_shot.parquet``, or None when the run answered no prompt, another prompt or other
     label words, or its file is missing, damaged or of other texts."""
-    import pandas as pd
-
     prompt = probe.extraction_prompt()
     if prompt is None or run.settings.get("zero_shot") != dataclasses.asdict(prompt):
         return None

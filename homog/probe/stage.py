@@ -14,25 +14,63 @@ headline numbers). A change of ``stats:`` or of the probe's fit settings reruns 
 
 from __future__ import annotations
 
+import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
+from homog.config.probe import ProbeConfig
 from homog.errors import HomogError
 from homog.io import atomic_path, write_json
 from homog.layout import Layout
+from homog.probe.cost import cost_slopes
+from homog.probe.features import features_damage, read_features, run_features, up_to_date
+from homog.probe.fit import assign_folds, probe_texts
+from homog.probe.lm import with_margin
+from homog.probe.summary import summarise
+from homog.probe.view import headline
+from homog.stats.settings import StatsSettings
 
-PROBE_COLUMNS = ["model", "intervention", "scheme", "kind", "baseline", "variant", "layer",
-                 "band", "metric", "value", "ci_low", "ci_high", "p_value", "p_holm", "n",
-                 "verdict", "family", "sesoi", "sesoi_basis", "eq_ci_low",
-                 "eq_ci_high"]  # fmt: skip
-LM_DTYPES = {"model": object, "intervention": object, "variant": object, "sample_id": object,
-             "label": object, "log_odds": float, "margin": float, "correct": bool,
-             "n_prompt_tokens": "int64", "truncated": bool}  # fmt: skip
+PROBE_COLUMNS = [
+    "model",
+    "intervention",
+    "scheme",
+    "kind",
+    "baseline",
+    "variant",
+    "layer",
+    "band",
+    "metric",
+    "value",
+    "ci_low",
+    "ci_high",
+    "p_value",
+    "p_holm",
+    "n",
+    "verdict",
+    "family",
+    "sesoi",
+    "sesoi_basis",
+    "eq_ci_low",
+    "eq_ci_high",
+]
+LM_DTYPES = {
+    "model": object,
+    "intervention": object,
+    "variant": object,
+    "sample_id": object,
+    "label": object,
+    "log_odds": float,
+    "margin": float,
+    "correct": bool,
+    "n_prompt_tokens": "int64",
+    "truncated": bool,
+}
 LM_COLUMNS = list(LM_DTYPES)
 
 
@@ -50,10 +88,6 @@ def read_erank(root: Path, model: str, keys: dict[str, str | None]) -> tuple[Any
     texts). A run is used only when its run.json has the same ``pooled_key``: the erank of
     other texts (``homog probe --texts OTHER`` beside the project's extraction) under the
     same sample ids would give slopes of unrelated pairs."""
-    import json
-
-    import pandas as pd
-
     layout = Layout(root)
     parts, skipped = [], {}
     for iv, key in keys.items():
@@ -124,37 +158,15 @@ def fold_count(fewest: int, folds: int) -> int:
     return fewest
 
 
-def _stats(params: Any) -> SimpleNamespace:
+def fit_settings(params: Any) -> StatsSettings:
     """The ``stats:`` settings the summaries and slopes read, with the probe's seed."""
-    st = params.stats
-    return SimpleNamespace(n_boot=st.n_boot, ci=st.ci, alpha=st.alpha, test=st.test,
-                           n_perm=st.n_perm, seed=params.probe.seed, sesoi=st.sesoi)  # fmt: skip
+    return replace(StatsSettings.of(params), seed=params.probe.seed)
 
 
-def run_fit(
-    params: Any, model: str, out_dir: str | Path, *, features_dir: str | Path | None = None,
-    root: str | Path = ".",
-) -> tuple[dict[str, Any], Any]:  # fmt: skip
-    """The fit step: the probes, summaries and slopes from the features in ``features_dir``
-    (default ``<out_dir>/features``, ``homog.probe.features``) with the ``stats:`` and
-    ``probe:`` fit settings; writes ``probe_texts.parquet``, ``lm_sentiment.parquet``,
-    ``probe_metrics.parquet`` and ``probe.json`` to ``out_dir``. No model is loaded.
-    Returns (the probe.json record, the metrics)."""
-    import pandas as pd
-
-    from homog.probe.cost import cost_slopes
-    from homog.probe.features import read_features
-    from homog.probe.fit import assign_folds, probe_texts
-    from homog.probe.lm import with_margin
-    from homog.probe.summary import summarise
-
-    probe = params.probe
-    out = Path(out_dir)
-    feats = read_features(features_dir if features_dir is not None else out / "features", model)
-    pooled, record = feats["pooled"], feats["record"]
-    cpu0 = time.process_time()
-    t1 = time.perf_counter()
-    # every text the features hold, once (the union over interventions)
+def _originals(pooled: dict[str, Any], probe: ProbeConfig) -> pd.DataFrame:
+    """The original texts (variant, sample_id, label) the features hold, each once over the
+    interventions, sorted by sample_id; HomogError without originals or without the
+    positive label among their labels."""
     cols = ("variant", "sample_id", "label")
     texts = pd.concat([pd.DataFrame({k: p[k] for k in cols}) for p in pooled.values()])
     texts = texts.drop_duplicates(["variant", "sample_id"])
@@ -163,32 +175,65 @@ def run_fit(
         raise HomogError("the texts have no original variant: the probe trains on originals")
     labels = sorted(set(originals["label"]))
     if probe.positive_label not in labels:
-        raise HomogError(f"probe.positive_label {probe.positive_label!r} is not a label of the "
-                         f"texts ({', '.join(labels)})")  # fmt: skip
+        raise HomogError(
+            f"probe.positive_label {probe.positive_label!r} is not a label of the "
+            f"texts ({', '.join(labels)})"
+        )
+    return originals
+
+
+def _probe_frame(pooled: dict[str, Any], originals: pd.DataFrame, probe: ProbeConfig) -> Any:
+    """The per-text probe outputs of every intervention's vectors (``probe_texts``), folds
+    grouped by review and assigned on the originals."""
     n_folds = fold_count(int(originals["label"].value_counts().min()), probe.folds)
     folds = assign_folds(originals["sample_id"], originals["label"], n_folds, probe.seed)
     label_of = dict(zip(originals["sample_id"], originals["label"], strict=True))
     fit = dict(cs=probe.c, inner=probe.inner_folds, seed=probe.seed, max_iter=probe.max_iter)
-    probe_parts = []
+    parts = []
     for iv, p in pooled.items():
         y = np.array([label_of.get(s) == probe.positive_label for s in p["sample_id"]], int)
         texts_iv = probe_texts(p["vectors"], p["variant"], p["sample_id"], y, folds, **fit)
-        probe_parts.append(texts_iv.assign(intervention=iv))
-    probe_df = pd.concat(probe_parts, ignore_index=True)
+        parts.append(texts_iv.assign(intervention=iv))
+    return pd.concat(parts, ignore_index=True)
+
+
+def _lm_frame(zero: Any, probe: ProbeConfig, model: str) -> pd.DataFrame:
+    """The zero-shot answers ``zero`` with their margins (LM_COLUMNS), or an empty table
+    without answers (the stage's output exists either way)."""
+    if zero is None:
+        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in LM_DTYPES.items()})
+    lm_df = with_margin(zero, probe.positive_label).assign(model=model)
+    return lm_df.reindex(columns=LM_COLUMNS)
+
+
+def run_fit(
+    params: Any,
+    model: str,
+    out_dir: str | Path,
+    *,
+    features_dir: str | Path | None = None,
+    root: str | Path = ".",
+) -> tuple[dict[str, Any], Any]:
+    """The fit step: the probes, summaries and slopes from the features in ``features_dir``
+    (default ``<out_dir>/features``, ``homog.probe.features``) with the ``stats:`` and
+    ``probe:`` fit settings; writes ``probe_texts.parquet``, ``lm_sentiment.parquet``,
+    ``probe_metrics.parquet`` and ``probe.json`` to ``out_dir``. No model is loaded.
+    Returns (the probe.json record, the metrics)."""
+    probe = params.probe
+    out = Path(out_dir)
+    feats = read_features(features_dir if features_dir is not None else out / "features", model)
+    pooled, record = feats["pooled"], feats["record"]
+    cpu0 = time.process_time()
+    t1 = time.perf_counter()
+    probe_df = _probe_frame(pooled, _originals(pooled, probe), probe)
     timings = {"fit_s": round(time.perf_counter() - t1, 2)}
     t1 = time.perf_counter()
-    zero = feats["zero_shot"] if probe.lm else None
-    if zero is not None:
-        lm_df = with_margin(zero, probe.positive_label).assign(model=model)
-        lm_df = lm_df.reindex(columns=LM_COLUMNS)
-    else:  # no zero-shot answers: an empty table (the stage's output exists either way)
-        lm_df = pd.DataFrame({c: pd.Series(dtype=t) for c, t in LM_DTYPES.items()})
-    stats = _stats(params)
+    lm_df = _lm_frame(feats["zero_shot"] if probe.lm else None, probe, model)
+    settings = fit_settings(params)
     lm_in = lm_df if len(lm_df) else None
-    metrics = summarise(probe_df, lm_in, stats, positive_label=probe.positive_label)
+    metrics = summarise(probe_df, lm_in, settings, positive_label=probe.positive_label)
     erank, skipped = _matching_erank(Path(root), model, record, list(pooled))
-    slopes = cost_slopes(probe_df, lm_in, erank, n_boot=stats.n_boot, ci=stats.ci,
-                         alpha=stats.alpha, seed=probe.seed, sesoi=stats.sesoi)  # fmt: skip
+    slopes = cost_slopes(probe_df, lm_in, erank, settings)
     if len(slopes):
         metrics = pd.concat([metrics, slope_rows(slopes)], ignore_index=True)
     timings["summary_s"] = round(time.perf_counter() - t1, 2)
@@ -234,8 +279,6 @@ def run_probe(
     (both; the features are reused when their fingerprint is this run's, unless ``force``).
     refit: the same as step ``fit``.
     """
-    from homog.probe.features import features_damage, run_features, up_to_date
-
     if step not in STEPS:
         raise HomogError(f"unknown probe step {step!r}: use one of {', '.join(STEPS)}")
     step = "fit" if refit else step
@@ -248,13 +291,24 @@ def run_probe(
             reason = damage.split("; rerun `homog probe")[0]
             print(f"probe: recomputing the features: {reason}", file=sys.stderr)
     if step == "features" or stale:
-        record = run_features(params, model, source, texts, features, loaded=loaded,
-                              show_progress=show_progress, root=root)  # fmt: skip
+        record = run_features(
+            params,
+            model,
+            source,
+            texts,
+            features,
+            loaded=loaded,
+            show_progress=show_progress,
+            root=root,
+        )
         if step == "features":
             return record
     elif step == "all" and show_progress:
-        print(f"probe: {features} is up to date (the same texts, model and settings): "
-              "no forward pass", file=sys.stderr)  # fmt: skip
+        print(
+            f"probe: {features} is up to date (the same texts, model and settings): "
+            "no forward pass",
+            file=sys.stderr,
+        )
     record, _ = run_fit(params, model, out, features_dir=features, root=root)
     return record
 
@@ -262,8 +316,6 @@ def run_probe(
 def _record(record: dict[str, Any], timings: dict[str, float], metrics: Any) -> dict[str, Any]:
     """probe.json: the features' record, the fit and summary timings, the time per 100 texts
     (features and fit) and the headline numbers (``homog.probe.view.headline``)."""
-    from homog.probe.view import headline
-
     record = {**record, "timings": {**record["timings"], **timings}}
     total_s = sum(v for k, v in record["timings"].items() if k != "load_s")
     record["s_per_100_texts"] = round(100 * total_s / max(sum(record["n_texts"].values()), 1), 2)

@@ -27,8 +27,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from homog.claims import CONTROL_FAMILY, EXPLORATORY
+from homog.probe.best import crossfit_rows
+from homog.stats.bands import band_of_layers
 from homog.stats.paired_tests import (
     bootstrap_ci,
     holm,
@@ -37,12 +40,13 @@ from homog.stats.paired_tests import (
     refine_at_floor,
     resample_counts,
 )
+from homog.stats.settings import StatsSettings
 from homog.stats.verdicts import verdict_of
 
 METRICS: tuple[str, ...] = ("accuracy", "margin")
 # the zero-shot log-odds' ROC AUC against the label (level rows of scheme zero_shot only)
 AUC_METRIC = "lm_auc"
-# the columns the verdict rule adds to the diff and slope rows (issue 41)
+# the columns the verdict rule adds to the diff and slope rows
 VERDICT_COLUMNS: tuple[str, ...] = ("family", "sesoi", "sesoi_basis", "eq_ci_low", "eq_ci_high")
 
 
@@ -50,14 +54,14 @@ def _values(frame: Any, metric: str) -> np.ndarray:
     return frame["correct"].to_numpy(float) if metric == "accuracy" else frame["margin"].to_numpy()
 
 
-def level_rows(texts: Any, keys: Sequence[str], stats: Any) -> list[dict[str, Any]]:
+def level_rows(texts: Any, keys: Sequence[str], settings: StatsSettings) -> list[dict[str, Any]]:
     """One row per group of ``keys`` and metric: mean, bootstrap CI, n (reviews)."""
     rows = []
     for key, g in texts.groupby(list(keys), sort=True, dropna=False):
         g = g.sort_values("sample_id")
         for metric in METRICS:
             v = _values(g, metric)[None, :]
-            low, high = bootstrap_ci(v, n_boot=stats.n_boot, ci=stats.ci, seed=stats.seed)
+            low, high = bootstrap_ci(v, n_boot=settings.n_boot, ci=settings.ci, seed=settings.seed)
             rows.append(
                 {
                     **dict(zip(keys, key, strict=True)),
@@ -67,7 +71,7 @@ def level_rows(texts: Any, keys: Sequence[str], stats: Any) -> list[dict[str, An
                     "ci_low": float(low[0]),
                     "ci_high": float(high[0]),
                     "n": v.shape[1],
-                }  # fmt: skip
+                }
             )
     return rows
 
@@ -87,7 +91,7 @@ def sesoi_of(base: Any, metric: str, factor: float) -> tuple[float, str]:
 
 
 def diff_rows(
-    texts: Any, keys: Sequence[str], by: str, base: str, stats: Any
+    texts: Any, keys: Sequence[str], by: str, base: str, settings: StatsSettings
 ) -> list[dict[str, Any]]:
     """Paired differences (value - baseline, per review) of the groups of ``keys``.
 
@@ -112,45 +116,60 @@ def diff_rows(
                 a = _values(h.loc[common], metric)
                 b = _values(baseline.loc[common], metric)
                 d = paired_difference(a, b)[None, :]
-                draws = dict(n_boot=stats.n_boot, seed=stats.seed)
-                low, high = bootstrap_ci(d, ci=stats.ci, **draws)
-                eq_low, eq_high = bootstrap_ci(d, ci=1 - 2 * stats.alpha, **draws)
-                p = paired_p(d, test=stats.test, n_perm=stats.n_perm, seed=stats.seed)
-                sesoi, basis = sesoi_of(baseline.loc[common], metric, stats.sesoi)
+                draws = dict(n_boot=settings.n_boot, seed=settings.seed)
+                low, high = bootstrap_ci(d, ci=settings.ci, **draws)
+                eq_low, eq_high = bootstrap_ci(d, ci=1 - 2 * settings.alpha, **draws)
+                p = paired_p(d, test=settings.test, n_perm=settings.n_perm, seed=settings.seed)
+                sesoi, basis = sesoi_of(baseline.loc[common], metric, settings.sesoi)
                 rows.append(
-                    {**fixed, by: other, "kind": "diff", "baseline": base, "metric": metric,
-                     "value": float(d.mean()), "ci_low": float(low[0]),
-                     "ci_high": float(high[0]), "p_value": float(p[0]), "n": d.shape[1],
-                     "sesoi": sesoi, "sesoi_basis": basis, "eq_ci_low": float(eq_low[0]),
-                     "eq_ci_high": float(eq_high[0]), "_d": d[0]}
-                )  # fmt: skip
+                    {
+                        **fixed,
+                        by: other,
+                        "kind": "diff",
+                        "baseline": base,
+                        "metric": metric,
+                        "value": float(d.mean()),
+                        "ci_low": float(low[0]),
+                        "ci_high": float(high[0]),
+                        "p_value": float(p[0]),
+                        "n": d.shape[1],
+                        "sesoi": sesoi,
+                        "sesoi_basis": basis,
+                        "eq_ci_low": float(eq_low[0]),
+                        "eq_ci_high": float(eq_high[0]),
+                        "_d": d[0],
+                    }
+                )
     return rows
 
 
-def refine_family(frame: Any, idx: Any, stats: Any) -> None:
+def refine_family(frame: Any, idx: Any, settings: StatsSettings) -> None:
     """The sign-flip p of the family ``idx`` of ``frame`` (rows holding their per-review
     differences in ``_d``) redrawn where it sits at the floor and the family is too large for
     it (``homog.stats.paired_tests.refine_at_floor``), rows of one length at a time."""
-    if getattr(stats, "test", "sign_flip") != "sign_flip":
+    if settings.test != "sign_flip":
         return
     sub = frame.loc[idx]
     for _, same in sub.groupby(sub["_d"].map(len)).groups.items():
         d = np.stack(frame.loc[same, "_d"].to_list())
         frame.loc[same, "p_value"] = refine_at_floor(
-            d, frame.loc[same, "p_value"].to_numpy(float), n_perm=stats.n_perm,
-            family=len(idx), alpha=stats.alpha, seed=stats.seed)  # fmt: skip
+            d,
+            frame.loc[same, "p_value"].to_numpy(float),
+            n_perm=settings.n_perm,
+            family=len(idx),
+            alpha=settings.alpha,
+            seed=settings.seed,
+        )
 
 
-def finish(rows: list[dict[str, Any]], stats: Any) -> Any:
+def finish(rows: list[dict[str, Any]], settings: StatsSettings) -> Any:
     """The rows as a frame with family, p_holm (Holm per metric over the non-control diff
     rows, the per-layer rows apart from the band and zero-shot rows; NaN on level rows and
     controls) and verdict (``homog.stats.verdicts``: a diff row claims no direction, so a
     significant difference outside the margin is ``supported`` whichever its sign; a
     control's verdict reads its raw p). A family's p-values at the sign-flip floor are
-    redrawn first (``refine_family``). ``stats``: alpha, test, n_perm, seed."""
-    import pandas as pd
-
-    alpha = stats.alpha
+    redrawn first (``refine_family``)."""
+    alpha = settings.alpha
 
     frame = pd.DataFrame(rows)
     for col in ("baseline", "p_value", "p_holm", "verdict", "layer", "band", *VERDICT_COLUMNS):
@@ -168,27 +187,32 @@ def finish(rows: list[dict[str, Any]], stats: Any) -> Any:
     family = frame[diff & ~control].assign(_level=level[diff & ~control])
     for _, idx in family.groupby(["metric", "_level"]).groups.items():
         if "_d" in frame:
-            refine_family(frame, idx, stats)
+            refine_family(frame, idx, settings)
         frame.loc[idx, "p_holm"] = holm(frame.loc[idx, "p_value"].to_numpy(float))
     frame["verdict"] = [
-        None if not is_diff else verdict_of(
-            r["value"], r["ci_low"], r["ci_high"], r["eq_ci_low"], r["eq_ci_high"],
-            r["sesoi"], r["p_value"] if is_control else r["p_holm"], alpha,
-            n=float(r.get("n", math.nan)))
+        None
+        if not is_diff
+        else verdict_of(
+            r["value"],
+            r["ci_low"],
+            r["ci_high"],
+            r["eq_ci_low"],
+            r["eq_ci_high"],
+            r["sesoi"],
+            r["p_value"] if is_control else r["p_holm"],
+            alpha,
+            n=float(r.get("n", math.nan)),
+        )
         for r, is_diff, is_control in zip(frame.to_dict("records"), diff, control, strict=True)
-    ]  # fmt: skip
+    ]
     return frame.drop(columns=["_d"], errors="ignore")
 
 
 def band_texts(probe: Any) -> Any:
-    """Per text and band (``homog.stats.contrasts.band_of_layers`` of the probe's layers:
+    """Per text and band (``homog.stats.bands.band_of_layers`` of the probe's layers:
     layer0, early, middle, late, final): the share of the band's layers where the text is read
     right (``correct``) and its mean margin, beside intervention, scheme, train_set, variant,
     sample_id and y."""
-    import pandas as pd
-
-    from homog.stats.contrasts import band_of_layers
-
     keys = ["intervention", "scheme", "train_set", "variant", "sample_id"]
     parts = []
     for band, layers in band_of_layers(sorted(set(probe["layer"]))).items():
@@ -200,17 +224,15 @@ def band_texts(probe: Any) -> Any:
     return pd.concat(parts, ignore_index=True) if parts else probe.iloc[:0].assign(band=None)
 
 
-def probe_rows(probe: Any, unit: str, stats: Any) -> list[dict[str, Any]]:
+def probe_rows(probe: Any, unit: str, settings: StatsSettings) -> list[dict[str, Any]]:
     """The level and diff rows of the probes' per-text outputs per ``unit`` (``layer``, or
     ``band`` for ``band_texts`` frames): against the original (train_original; per_variant
     against the original's probe on the same reviews) and against ``none``."""
-    import pandas as pd
-
     keys = ["intervention", "scheme", "variant", unit]
     own = (probe["scheme"] != "per_variant") | (probe["train_set"] == probe["variant"])
     main = probe[own]
-    rows = level_rows(main, keys, stats)
-    rows += diff_rows(main[main["scheme"] != "per_variant"], keys, "variant", "original", stats)
+    rows = level_rows(main, keys, settings)
+    rows += diff_rows(main[main["scheme"] != "per_variant"], keys, "variant", "original", settings)
     per = probe[probe["scheme"] == "per_variant"]
     for v in sorted(set(per["variant"]) - {"original"}):
         # the original trained on this variant's reviews when it has fewer (homog.probe.fit)
@@ -218,36 +240,36 @@ def probe_rows(probe: Any, unit: str, stats: Any) -> list[dict[str, Any]]:
         if base.empty:
             base = per[(per["variant"] == "original") & (per["train_set"] == "original")]
         pair = pd.concat([per[(per["variant"] == v) & (per["train_set"] == v)], base])
-        rows += diff_rows(pair, keys, "variant", "original", stats)
-    rows += diff_rows(main, keys, "intervention", "none", stats)
+        rows += diff_rows(pair, keys, "variant", "original", settings)
+    rows += diff_rows(main, keys, "intervention", "none", settings)
     return rows
 
 
-def summarise(probe: Any, lm: Any | None, stats: Any, positive_label: str | None = None) -> Any:
+def summarise(
+    probe: Any, lm: Any | None, settings: StatsSettings, positive_label: str | None = None
+) -> Any:
     """The ``probe_metrics`` rows (without model) of per-text outputs of every intervention.
 
     probe: ``homog.probe.fit.probe_texts`` frames with an ``intervention`` column; lm:
-    ``homog.probe.lm.with_margin`` frames with ``intervention`` (or None); stats: the
-    ``StatsConfig`` (n_boot, ci, alpha, test, n_perm, seed). In scheme ``per_variant`` a
+    ``homog.probe.lm.with_margin`` frames with ``intervention`` (or None); settings: the
+    bootstrap, test and equivalence settings (the probe's seed). In scheme ``per_variant`` a
     variant with fewer reviews than the original is compared with the original's probe
     trained on its reviews (train_set); the level rows are each variant's own probe. With
     ``positive_label`` the zero-shot answers also get ``lm_auc`` rows (``auc_rows``).
     """
-    from homog.probe.best import crossfit_rows
-
-    rows = probe_rows(probe, "layer", stats)
-    rows += probe_rows(band_texts(probe), "band", stats)
+    rows = probe_rows(probe, "layer", settings)
+    rows += probe_rows(band_texts(probe), "band", settings)
     if "fold" in probe.columns:
-        rows += crossfit_rows(probe, stats)
+        rows += crossfit_rows(probe, settings)
     if lm is not None and len(lm):
         lm = lm.assign(scheme="zero_shot")
         lkeys = ["intervention", "scheme", "variant"]
-        rows += level_rows(lm, lkeys, stats)
+        rows += level_rows(lm, lkeys, settings)
         if positive_label is not None:
-            rows += auc_rows(lm, positive_label, stats)
-        rows += diff_rows(lm, lkeys, "variant", "original", stats)
-        rows += diff_rows(lm, lkeys, "intervention", "none", stats)
-    frame = finish(rows, stats)
+            rows += auc_rows(lm, positive_label, settings)
+        rows += diff_rows(lm, lkeys, "variant", "original", settings)
+        rows += diff_rows(lm, lkeys, "intervention", "none", settings)
+    frame = finish(rows, settings)
     for col in ("layer", "n"):
         frame[col] = frame[col].astype("Int64")
     return frame
@@ -289,14 +311,15 @@ def bootstrap_auc(
     if y.all() or not y.any():
         return np.nan, np.nan, np.nan
     counts = resample_counts(len(y), n_boot, seed)
-    draws = np.concatenate([weighted_auc(y, score, counts[i : i + 256])
-                            for i in range(0, n_boot, 256)])  # fmt: skip
+    draws = np.concatenate(
+        [weighted_auc(y, score, counts[i : i + 256]) for i in range(0, n_boot, 256)]
+    )
     alpha = (1.0 - ci) / 2.0
     low, high = np.nanquantile(draws, [alpha, 1.0 - alpha])
     return float(roc_auc_score(y, score)), float(low), float(high)
 
 
-def auc_rows(lm: Any, positive_label: str, stats: Any) -> list[dict[str, Any]]:
+def auc_rows(lm: Any, positive_label: str, settings: StatsSettings) -> list[dict[str, Any]]:
     """One ``lm_auc`` level row per intervention and variant of the zero-shot answers: the ROC
     AUC of the log-odds against the label (positive class ``positive_label``), with its
     bootstrap CI over reviews (none for a group holding one label)."""
@@ -304,10 +327,25 @@ def auc_rows(lm: Any, positive_label: str, stats: Any) -> list[dict[str, Any]]:
     for (iv, variant), g in lm.groupby(["intervention", "variant"], sort=True):
         g = g.sort_values("sample_id")
         y = (g["label"].astype(str) == positive_label).to_numpy()
-        value, low, high = bootstrap_auc(y, g["log_odds"].to_numpy(float), n_boot=stats.n_boot,
-                                         ci=stats.ci, seed=stats.seed)  # fmt: skip
+        value, low, high = bootstrap_auc(
+            y,
+            g["log_odds"].to_numpy(float),
+            n_boot=settings.n_boot,
+            ci=settings.ci,
+            seed=settings.seed,
+        )
         if np.isfinite(value):
-            rows.append({"intervention": iv, "scheme": "zero_shot", "variant": variant,
-                         "kind": "level", "metric": AUC_METRIC, "value": value, "ci_low": low,
-                         "ci_high": high, "n": len(g)})  # fmt: skip
+            rows.append(
+                {
+                    "intervention": iv,
+                    "scheme": "zero_shot",
+                    "variant": variant,
+                    "kind": "level",
+                    "metric": AUC_METRIC,
+                    "value": value,
+                    "ci_low": low,
+                    "ci_high": high,
+                    "n": len(g),
+                }
+            )
     return rows

@@ -13,7 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
+from homog.probe.best import BEST_METRIC
 from homog.variants import POSITION, VARIANTS
 
 POSITION_FAMILY = tuple(v.name for v in VARIANTS if v.family == POSITION)  # homog.variants
@@ -30,10 +32,6 @@ def best_layer(rows: Any, intervention: str = "none", scheme: str = "train_origi
     texts read at the layer chosen on the other folds (``honest`` true); else the highest
     per-layer accuracy (ties to the higher margin, then the lower layer), which reads the
     numbers it was chosen on (``honest`` false)."""
-    import pandas as pd
-
-    from homog.probe.best import BEST_METRIC
-
     fair = _level(rows, scheme, BEST_METRIC)
     fair = fair[(fair["intervention"] == intervention) & (fair["variant"] == "original")]
     if len(fair):
@@ -46,12 +44,14 @@ def best_layer(rows: Any, intervention: str = "none", scheme: str = "train_origi
     acc = acc[acc["layer"].notna()]  # per layer (not the band rows)
     mar = _level(rows, scheme, "margin")[["model", "intervention", "variant", "layer", "value"]]
     mar = mar[mar["layer"].notna()]
-    both = acc.merge(mar.rename(columns={"value": "margin"}),
-                     on=["model", "intervention", "variant", "layer"])  # fmt: skip
+    both = acc.merge(
+        mar.rename(columns={"value": "margin"}), on=["model", "intervention", "variant", "layer"]
+    )
     if both.empty:
         return pd.DataFrame(columns=["model", "layer", "value", "ci_low", "ci_high", "n"])
-    both = both.sort_values(["model", "value", "margin", "layer"],
-                            ascending=[True, False, False, True])  # fmt: skip
+    both = both.sort_values(
+        ["model", "value", "margin", "layer"], ascending=[True, False, False, True]
+    )
     best = both.groupby("model", as_index=False).head(1).assign(honest=False)
     cols = ["model", "layer", "value", "ci_low", "ci_high", "margin", "n", "honest"]
     return best[cols].reset_index(drop=True)
@@ -61,12 +61,14 @@ def layer0_check(rows: Any) -> Any:
     """Per model and scheme: the largest |difference| against the original at layer 0 over the
     position family (0 up to rounding: the same tokens, so the same mean-pooled vector)."""
     at0 = (rows["layer"] == 0).fillna(False).astype(bool)
-    if "band" in rows:  # the layer0 band's rows (issue 41) are the same check
+    if "band" in rows:  # the layer0 band's rows are the same check
         at0 |= (rows["band"] == "layer0").fillna(False).astype(bool)
     sel = (
-        (rows["kind"] == "diff") & (rows["baseline"] == "original") & at0
+        (rows["kind"] == "diff")
+        & (rows["baseline"] == "original")
+        & at0
         & rows["variant"].isin(POSITION_FAMILY)
-    )  # fmt: skip
+    )
     sub = rows[sel].assign(abs_diff=lambda f: f["value"].abs())
     return sub.groupby(["model", "intervention", "scheme", "metric"], as_index=False)[
         "abs_diff"
@@ -83,23 +85,43 @@ def report_data(probe_metrics: Any) -> dict[str, Any]:
     within-text slopes: model, metric, band, baseline, value, CI, p_holm, verdict), ``best``
     (``best_layer``) and ``layer0`` (``layer0_check``).
     """
-    from homog.probe.best import BEST_METRIC
-
     rows = probe_metrics
     level = rows["kind"] == "level"
     zero_shot = rows["scheme"] == "zero_shot"
-    keep = ["model", "intervention", "scheme", "variant", "layer", "metric", "value", "ci_low",
-            "ci_high", "n"]  # fmt: skip
+    keep = [
+        "model",
+        "intervention",
+        "scheme",
+        "variant",
+        "layer",
+        "metric",
+        "value",
+        "ci_low",
+        "ci_high",
+        "n",
+    ]
     per_layer = rows["layer"].notna() & (rows["metric"] != BEST_METRIC)
     curves = rows[level & ~zero_shot & per_layer][keep].sort_values(keep[:6])
     curves = curves.reset_index(drop=True)
     lm = rows[level & zero_shot][keep].sort_values(keep[:6]).reset_index(drop=True)
     diffs = rows[rows["kind"] == "diff"].reset_index(drop=True)
     slopes = rows[rows["kind"] == "slope"][
-        ["model", "scheme", "metric", "band", "baseline", "value", "ci_low", "ci_high",
-         "p_value", "p_holm", "n", "verdict", *[c for c in ("sesoi", "eq_ci_low", "eq_ci_high",
-                                                            "sesoi_basis") if c in rows]]
-    ].reset_index(drop=True)  # fmt: skip
+        [
+            "model",
+            "scheme",
+            "metric",
+            "band",
+            "baseline",
+            "value",
+            "ci_low",
+            "ci_high",
+            "p_value",
+            "p_holm",
+            "n",
+            "verdict",
+            *[c for c in ("sesoi", "eq_ci_low", "eq_ci_high", "sesoi_basis") if c in rows],
+        ]
+    ].reset_index(drop=True)
     return {
         "curves": curves,
         "lm": lm,
@@ -122,8 +144,11 @@ def headline(rows: Any) -> dict[str, Any]:
     """probe.json's headline of one model's rows: the best layer on originals, the zero-shot
     accuracy and AUC per intervention on originals, the slopes and the layer-0 check."""
     best = best_layer(rows)
-    zs = rows[(rows["kind"] == "level") & (rows["scheme"] == "zero_shot")
-              & (rows["variant"] == "original")]  # fmt: skip
+    zs = rows[
+        (rows["kind"] == "level")
+        & (rows["scheme"] == "zero_shot")
+        & (rows["variant"] == "original")
+    ]
     lm, auc = zs[zs["metric"] == "accuracy"], zs[zs["metric"] == "lm_auc"]
     slopes = rows[rows["kind"] == "slope"]
     return {
@@ -153,7 +178,7 @@ def headline(rows: Any) -> dict[str, Any]:
                 if k in r
             }
             for r in slopes.to_dict("records")
-        ],  # fmt: skip
+        ],
         "layer0_max_abs_diff": float(layer0_check(rows)["abs_diff"].max())
         if len(layer0_check(rows))
         else None,
