@@ -107,6 +107,7 @@ def test_the_probe_cost_slope_p_is_never_0():
     import pandas as pd
 
     from homog.probe.cost import slope_row
+    from homog.stats.settings import StatsSettings
 
     rng = np.random.default_rng(0)
     n = 40
@@ -120,6 +121,6 @@ def test_the_probe_cost_slope_p_is_never_0():
             "cond": np.tile(["a", "b"], n),
         }
     )
-    row = slope_row(frame, n_boot=999)
+    row = slope_row(frame, StatsSettings(n_boot=999))
     assert row["value"] == pytest.approx(3.0, abs=0.05)
     assert row["p_value"] == pytest.approx(2 / 1000)
