@@ -10,7 +10,6 @@ import ast
 from collections.abc import Iterable
 from pathlib import Path
 
-import pytest
 from conftest import ROOT
 
 MAX_LINES = 400
@@ -400,7 +399,6 @@ def test_function_import_finder_allows_only_the_heavy_and_the_commands(tmp_path)
     assert function_imports("p", tmp_path) == ["p.user:2 -> p.light", "p.user:5 -> p.typing_only"]
 
 
-@pytest.mark.xfail(strict=False, reason="until stats/probe/report land")
 def test_no_internal_import_inside_a_function():
     found = function_imports("homog", allowed=ALLOWED_FUNCTION_IMPORTS)
     assert not found, "imports of homog modules inside functions:\n" + "\n".join(found)

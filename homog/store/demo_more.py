@@ -12,6 +12,7 @@ import duckdb
 import numpy as np
 
 from homog.stats.margins import scope_words
+from homog.stats.settings import StatsSettings
 
 VARIANTS = ("original", "key_first")
 
@@ -184,7 +185,6 @@ def fill_sentences(con: duckdb.DuckDBPyConnection, *, seed: int, n_texts: int = 
     import pandas as pd
 
     from homog.stats.sentences import SENTENCE_CONTRAST_COLUMNS, run_sentence_contrasts
-    from homog.stats.settings import StatsSettings
 
     rng = np.random.default_rng(seed + 2)
     runs = con.execute(
