@@ -7,7 +7,6 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from homog.variants import KEY_FIRST_SPECIFIC, KEY_LAST_SPECIFIC
 from homog.report.answer import (
     README_END,
     README_START,
@@ -18,6 +17,7 @@ from homog.report.answer import (
 )
 from homog.report.answer_line import AnswerLine
 from homog.report.document import to_html, to_markdown
+from homog.variants import KEY_FIRST_SPECIFIC, KEY_LAST_SPECIFIC
 
 
 def row(comparison, effect, sesoi, verdict, *, model="m", family="primary", band="late"):
