@@ -18,8 +18,7 @@ load torch through the others. Names are imported from the submodule that define
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from homog.lazy import SUBMODULE, lazy_names
 
 SUBMODULES = (
     "spectra",
@@ -36,11 +35,4 @@ SUBMODULES = (
 )
 
 
-def __getattr__(name: str) -> Any:
-    if name in SUBMODULES:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(SUBMODULES))
+__getattr__, __dir__ = lazy_names(__name__, dict.fromkeys(SUBMODULES, SUBMODULE), globals())

@@ -23,8 +23,9 @@ YAML; the terminal UI's first paint waits on these imports.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from homog.lazy import lazy_names
 
 # public name -> submodule that defines it
 _EXPORTS: dict[str, str] = {
@@ -137,19 +138,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name's submodule on first use (PEP 562) and keep the name here."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    path = module if "." in module else f"{__name__}.{module}"
-    value = getattr(importlib.import_module(path), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, _EXPORTS, globals())
 
 
 if TYPE_CHECKING:  # what type checkers and IDEs see: the eager imports
