@@ -68,9 +68,9 @@ from homog.stats.settings import StatsSettings
 from homog.variants import CTRL_ENDS, CTRL_NAMED, KEY_CONTROL, KEY_ENDS, NAMED, side_terms
 
 SENTENCE_CONTRAST_COLUMNS = TABLES["sentence_contrasts"].names
-KEY, CONTROL, EFFECT = "key", "control", "key - control"
+KEY, CONTROL_ROLE, EFFECT = "key", "control", "key - control"
 CTRL, KEY_SPECIFIC = "ctrl", "key - ctrl"
-ROLES = {KEY: "is_key", CONTROL: "is_control", CTRL: "is_ctrl"}  # sentence_metrics' flags
+ROLES = {KEY: "is_key", CONTROL_ROLE: "is_control", CTRL: "is_ctrl"}  # sentence_metrics' flags
 KEY_FAR = "key_far"
 MOVES = tuple(NAMED.values())  # key_first, key_mid, key_last
 CTRL_MOVES = tuple(CTRL_NAMED.values())  # ctrl_first, ctrl_mid, ctrl_last
@@ -78,7 +78,7 @@ ENDS = {KEY: KEY_ENDS, CTRL: CTRL_ENDS}
 
 
 def sentence_tables(frame: pd.DataFrame) -> dict[tuple[str, str, str], pd.DataFrame]:
-    """(KEY, CONTROL or CTRL, variant, metric) -> [layer x sample_id] of one run's rows."""
+    """(KEY, CONTROL_ROLE or CTRL, variant, metric) -> [layer x sample_id] of one run's rows."""
     out = {}
     for who, flag in ROLES.items():
         if flag not in frame.columns:  # an older extraction: no same-place control
@@ -172,10 +172,10 @@ def contrast_sides(
         a, b = first.align(last, join="inner")
         ends = {(KEY, "key_first"): 0.5, (KEY, "key_last"): 0.5, (KEY, "key_mid"): -1}
         out.append((KEY, KEY_ENDS, "key_mid", (a + b) / 2.0, mid, ends))
-    c_orig, c_moved = t(CONTROL, "original"), t(CONTROL, KEY_CONTROL)
+    c_orig, c_moved = t(CONTROL_ROLE, "original"), t(CONTROL_ROLE, KEY_CONTROL)
     if c_orig is not None and c_moved is not None:
-        moved = {(CONTROL, KEY_CONTROL): 1, (CONTROL, "original"): -1}
-        out.append((CONTROL, KEY_CONTROL, "original", c_moved, c_orig, moved))
+        moved = {(CONTROL_ROLE, KEY_CONTROL): 1, (CONTROL_ROLE, "original"): -1}
+        out.append((CONTROL_ROLE, KEY_CONTROL, "original", c_moved, c_orig, moved))
         if first is not None and last is not None and len(far):
             k_far = pd.concat(
                 [
