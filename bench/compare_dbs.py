@@ -63,7 +63,9 @@ def table_diff(name: str, a: pd.DataFrame, b: pd.DataFrame, tol: float) -> str |
             x, y = a[col].to_numpy(float), b[col].to_numpy(float)
             if not np.array_equal(np.isnan(x), np.isnan(y)):
                 return f"{col}: NaN in different rows"
-            ok = ~np.isnan(x)
+            ok = ~np.isnan(x) & (x != y)  # equal values (infinities too) differ by nothing
+            if not (np.isfinite(x[ok]) & np.isfinite(y[ok])).all():
+                return f"{col}: an infinity against another value"
             gap = np.abs(x[ok] - y[ok]) / np.maximum(1.0, np.maximum(np.abs(x[ok]), np.abs(y[ok])))
             worst = max(worst, float(gap.max(initial=0.0)))
         elif not a[col].astype(str).equals(b[col].astype(str)):
