@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from homog.claims import CLAIMS
 from homog.cli import main
 from homog.errors import HomogError
 
@@ -56,9 +57,9 @@ def test_claim_help_examples_are_claim_tags(db):
 
     help_text = next(p.help for p in claims.params if p.name == "claims")
     assert "1a" not in help_text
-    source = "".join(p.read_text() for p in (ROOT / "homog" / "report").glob("claims*.py"))
+    made = {c.tag for c in CLAIMS}  # the claims registry: every tag the claims table makes
     for tag in re.findall(r"\b\d[a-z]\b", help_text):
-        assert f'"{tag}"' in source, tag  # a tag the claims table makes
+        assert tag in made, tag
     res = invoke("claims", "--claim", "5b", "--db", db, "--format", "json")
     assert res.exit_code in (0, 1) and "Traceback" not in res.output
 

@@ -19,7 +19,7 @@ from homog.cli import main
 from homog.config import load_config
 from homog.config.primary import PrimaryConfig
 from homog.plot import VARIANT_COLORS
-from homog.report import claims, claims_separability
+from homog.report import claims_plan, claims_separability
 from homog.report.glossary import VARIANTS as GLOSSARY
 from homog.stats import sentences
 from homog.stats.contrasts import VARIANT_PAIRS
@@ -120,7 +120,7 @@ def test_colors_for_gives_registry_colours_and_extras_in_order():
 def test_the_relations_are_the_registry_entries():
     """Each reader of a relation between variants reads it from the registry."""
     assert VARIANT_PAIRS is CONTRAST_PLAN and SEP_VARIANTS is SEPARABLE
-    assert claims_separability.SEPARABLE is SEPARABLE and claims.CONTROL_OF is CONTROL_OF
+    assert claims_separability.SEPARABLE is SEPARABLE and claims_plan.CONTROL_OF is CONTROL_OF
     assert PrimaryConfig().contrasts == KEY_SPECIFIC
     assert sentences.MOVES == ("key_first", "key_mid", "key_last")
     assert sentences.CTRL_MOVES == tuple(CTRL_NAMED.values())
