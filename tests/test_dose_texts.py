@@ -6,41 +6,14 @@ from __future__ import annotations
 
 import duckdb
 import pandas as pd
-import yaml
-from click.testing import CliRunner
-from conftest import TINY
-from test_probe import labelled_texts
+from test_intervention_cost import extracted_tiny_project
 
-from homog.cli import main
-from homog.layout import Layout
 from homog.stats.stage import stats_stage
 from homog.store import load
 
 
 def test_graded_runs_on_a_draw_pair_with_the_whole_unchanged_run(tmp_path, monkeypatch):
-    layout = Layout(tmp_path)
-    layout.texts.parent.mkdir(parents=True)
-    labelled_texts().assign(dataset="d").to_parquet(layout.texts, index=False)
-    params = {
-        "models": {"m": {"source": TINY}},
-        "extract": {
-            "device": "cpu",
-            "max_tokens": 32,
-            "interventions": ["none"],
-            "homogenize_doses": [0, 1],
-            "dose_texts": 10,
-            "attention": False,
-            "peer_metrics": False,
-            "sentence_metrics": False,
-        },
-        "stats": {"n_boot": 100, "n_perm": 200, "mixed_metrics": []},
-        "probe": {"folds": 3},
-        "posenc": {"encodings": []},
-    }
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    monkeypatch.chdir(tmp_path)
-    res = CliRunner().invoke(main, ["extract", "--model", "m", "--params", "params.yaml"])
-    assert res.exit_code == 0, res.output
+    params, layout = extracted_tiny_project(tmp_path, monkeypatch, dose_texts=10)
 
     def samples(iv: str) -> set[str]:
         frame = pd.read_parquet(layout.run_dir("m", iv) / "layer_metrics.parquet")

@@ -187,11 +187,10 @@ def test_the_table_from_run_directories(tmp_path, capsys):
     assert not math.isnan(want["value"].sum())
 
 
-def test_extract_stats_and_load_carry_the_cost_table(tmp_path, monkeypatch):
-    """A tiny random model (two blocks: a final layer, no late band) through `homog extract`,
-    the stats stage and the store: the table is loaded, and its dose-0 margins are the
-    answers of the homogenize:0 run (the shared dose 0) signed by the label."""
-    import duckdb
+def extracted_tiny_project(tmp_path, monkeypatch, **extract):
+    """A project in ``tmp_path`` (the working directory) whose 12 labelled texts a tiny random
+    model (two blocks) has extracted with the homogenize doses 0 and 1 (``extract`` adds
+    settings); returns (params, layout)."""
     import yaml
     from click.testing import CliRunner
     from conftest import TINY
@@ -199,8 +198,6 @@ def test_extract_stats_and_load_carry_the_cost_table(tmp_path, monkeypatch):
 
     from homog.cli import main
     from homog.layout import Layout
-    from homog.stats.stage import stats_stage
-    from homog.store import load
 
     layout = Layout(tmp_path)
     layout.texts.parent.mkdir(parents=True)
@@ -215,6 +212,7 @@ def test_extract_stats_and_load_carry_the_cost_table(tmp_path, monkeypatch):
             "attention": False,
             "peer_metrics": False,
             "sentence_metrics": False,
+            **extract,
         },
         "stats": {"n_boot": 100, "n_perm": 200, "mixed_metrics": []},
         "probe": {"folds": 3},
@@ -224,6 +222,19 @@ def test_extract_stats_and_load_carry_the_cost_table(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     res = CliRunner().invoke(main, ["extract", "--model", "m", "--params", "params.yaml"])
     assert res.exit_code == 0, res.output
+    return params, layout
+
+
+def test_extract_stats_and_load_carry_the_cost_table(tmp_path, monkeypatch):
+    """A tiny random model (two blocks: a final layer, no late band) through `homog extract`,
+    the stats stage and the store: the table is loaded, and its dose-0 margins are the
+    answers of the homogenize:0 run (the shared dose 0) signed by the label."""
+    import duckdb
+
+    from homog.stats.stage import stats_stage
+    from homog.store import load
+
+    params, layout = extracted_tiny_project(tmp_path, monkeypatch)
     assert stats_stage(params, tmp_path)["intervention_cost"] > 0
     load(params, layout.db(), tmp_path)
     with duckdb.connect(str(layout.db()), read_only=True) as con:
