@@ -9,7 +9,12 @@ import pytest
 from test_intervention_doses import planted
 
 from homog.config import parse_params
-from homog.stats.dose_checks import check_lines, identity_difference, monotone_layers
+from homog.stats.dose_checks import (
+    IDENTITY_TOLERANCE,
+    check_lines,
+    identity_difference,
+    monotone_layers,
+)
 from homog.stats.intervention_doses import intervention_doses
 from homog.stats.settings import StatsSettings
 
@@ -28,17 +33,28 @@ def long(values: dict[int, list[float]], metric: str = "attn_first") -> pd.DataF
     )
 
 
-def test_identity_is_zero_for_equal_frames_and_sees_a_difference_of_1e_3():
+def test_identity_is_zero_for_equal_frames_and_sees_a_difference_on_the_metric_scale():
     base = long({1: [0.5, 0.25, 0.0], 2: [2.0, np.nan, 4.0]})
     same = base.copy()
     assert identity_difference(same, base) == (0.0, 6)  # 0 = 0 and NaN = NaN count as equal
     off = base.copy()
     off.loc[3, "value"] *= 1 + 1e-3  # layer 2, text a: 2.0 -> 2.002
     value, n = identity_difference(off, base)
-    assert value == pytest.approx(1e-3 / (1 + 1e-3)) and n == 6
+    assert value == pytest.approx(2e-3 / 4.0) and n == 6  # on the metric's largest |value|, 4
     # rows only one side has (attn_ctrl_token, other texts) are not compared
     extra = pd.concat([same, long({1: [9.0, 9.0, 9.0]}, "attn_ctrl_token")])
     assert identity_difference(extra, base) == (0.0, 6)
+    # float32 rounding on a value near 0 (attn_last ~1e-3 beside values ~0.05) is read on its
+    # metric's scale, not its own: 2e-9 at 1e-3 is 2e-6 of the value, 4e-8 of the metric
+    small = long({1: [1e-3, 0.05, 0.02]}, "attn_last")
+    jitter = small.copy()
+    jitter.loc[0, "value"] += 2e-9
+    assert identity_difference(jitter, small)[0] == pytest.approx(2e-9 / 0.05)
+    # each metric on its own scale: a large metric beside it does not hide its difference
+    both = pd.concat([small, long({1: [1e3, 1e3, 1e3]}, "norm_mean")])
+    moved = both.copy()
+    moved.loc[0, "value"] += 1e-4
+    assert identity_difference(moved, both)[0] == pytest.approx(1e-4 / 0.05)
     one_nan = base.copy()
     one_nan.loc[0, "value"] = np.nan
     assert identity_difference(one_nan, base)[0] == np.inf
@@ -64,12 +80,15 @@ def test_the_checks_are_rows_of_the_table_and_lines_in_the_log(capsys):
     runs, frames = planted(zero_run=True)
     zero = frames["sink_bias:0"]
     sel = (zero["metric"] == "erank") & (zero["sample_id"] == "t0") & (zero["layer"] == 3)
+    was = float(zero.loc[sel, "value"].iloc[0])
     zero.loc[sel, "value"] = zero.loc[sel, "value"] * (1 + 1e-3)
+    largest = max(zero.loc[zero["metric"] == "erank", "value"].abs().max(), abs(was) * 1.001)
     params = parse_params({"stats": {"n_boot": 50, "n_perm": 50}})
     out = intervention_doses(params, StatsSettings.of(params), runs, frames, lambda r: runs[0])
     err = capsys.readouterr().err
     ident = out[out["kind"] == "identity"].iloc[0]
-    assert ident["value"] == pytest.approx(1e-3 / (1 + 1e-3)) and ident["value"] > 1e-6
+    assert ident["value"] == pytest.approx(abs(was) * 1e-3 / largest)
+    assert ident["value"] > IDENTITY_TOLERANCE
     assert "FAILS" in err and "m: identity" in err
     mono = out[out["kind"] == "monotone"].set_index("arm")
     assert mono.loc["sink_bias", "metric"] == "attn_first"

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from homog.config import parse_params
+from homog.stats.dose_checks import IDENTITY_TOLERANCE
 from homog.stats.intervention_doses import intervention_doses
 from homog.stats.settings import StatsSettings
 
@@ -195,7 +196,7 @@ def test_report_section_has_the_answer_line_tables_and_one_figure_per_model(tmp_
             metric="layer_metrics",
             value=0.0,
             n=120,
-            sesoi=1e-6,
+            sesoi=IDENTITY_TOLERANCE,
         )
     )
     for arm, x_metric in list(xs.items())[:2]:
@@ -207,7 +208,8 @@ def test_report_section_has_the_answer_line_tables_and_one_figure_per_model(tmp_
     sec = concentration_section(pd.DataFrame(rows), tmp_path)
     assert sec.title == TITLE
     got = [p for p in sec.paragraphs if p.startswith("**Check.**")]
-    assert len(got) == 2 and "m1: identity" in got[0] and "(<= 1e-06: holds)" in got[0]
+    assert len(got) == 2 and "m1: identity" in got[0]
+    assert f"(<= {IDENTITY_TOLERANCE:g}: holds)" in got[0]
     assert "attn_first (sink) at 3 of 3, attn_ctrl_token (control) at 3 of 3" in got[1]
     assert not any("layer_metrics" in str(r) for t in sec.tables for r in t.rows)
     assert any("m1: -2 [-2.5, -1.5]" in p and "supported" in p for p in sec.paragraphs)
