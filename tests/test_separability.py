@@ -199,3 +199,22 @@ def test_stage_writes_separability_and_load_puts_it_in_duckdb(tmp_path):
             "SELECT count(*), bool_and(sesoi > 0) FROM dose_response WHERE kind = 'quadratic'"
         ).fetchone()
         assert quad == (2 * 5, True)  # 2 metrics x 5 bands
+
+
+def test_the_p_ranks_the_first_assignments_own_auc_in_its_null():
+    """Like with like: the null reruns the first fold assignment, so the observed statistic
+    is that assignment's AUC (sklearn's pipeline on it), not the mean over assignments."""
+    from sklearn.metrics import roc_auc_score
+
+    from homog.stats.reordering import repeated_folds
+
+    xa, xb = pair(6, shift=0.12, noise=0.6)
+    perms = 199
+    got = separate(xa, xb, n_boot=50, n_perm=perms, seed=0)
+    x, y = np.vstack([xb, xa]), np.r_[np.zeros(N), np.ones(N)]
+    first = roc_auc_score(y, oof_scores(x, y, repeated_folds(N, 5, seed=0)[0]))
+    flips = np.random.default_rng([0, N, 0x5E9]).random((perms, N)) < 0.5
+    null = null_aucs(x, flips, repeated_folds(N, 5, seed=0)[0])
+    assert got["p_value"] == pytest.approx((1 + np.sum(null >= first - 1e-9)) / (1 + perms))
+    # the mean over assignments ranks otherwise here: the test tells the two apart
+    assert np.sum(null >= first - 1e-9) != np.sum(null >= got["auc"] - 1e-9)

@@ -17,8 +17,9 @@ and test. ``auc``: roc_auc_score of the out-of-fold decision scores (0.5: chance
 its rows) of that AUC, min(``stats.n_boot``, MAX_BOOT) seeded resamples, the scores fixed.
 ``p_value``: a permutation test of exchangeability within text: each of
 ``stats.separability_perm`` (default 999) seeded permutations swaps the two labels of a random
-half of the texts and reruns the whole cross-validation; p = (1 + #{null AUC >= auc}) /
-(1 + n_perm) (one-sided: a classifier that separates scores above chance). The permutations
+half of the texts and reruns the cross-validation of the first fold assignment; p = (1 +
+#{null AUC >= that assignment's AUC}) / (1 + n_perm) (one-sided: a classifier that separates
+scores above chance). The permutations
 refit the same penalised likelihood with a batched solver (:func:`fit_logistic`: Boehning's
 bound, then Newton): the scaler does not depend on the labels, and
 the solver reaches sklearn's optimum (tests/test_separability.py compares them).
@@ -44,6 +45,7 @@ from homog.stats.classifier import REFERENCE, C, features_of, rank_auc
 from homog.stats.paired_tests import NUMERIC_TOLERANCE
 from homog.stats.reordering import (
     REPEATS,
+    auc_of,
     control_rows,
     cv_scores,
     repeated_folds,
@@ -158,8 +160,9 @@ def separate_scores(
     """:func:`separate`'s row, the [R, 2n] out-of-fold scores of its REPEATS fold assignments
     (None without a fit) and the mask of the texts kept. The AUC is the mean over the
     assignments, its CI pairs each text resample with a drawn assignment
-    (homog.stats.reordering); the permutation null reruns the first assignment (the null of
-    one assignment is wider than that of their mean: the p errs large)."""
+    (homog.stats.reordering). The p compares like with like: the first assignment's own AUC
+    against the null of the same cross-validation under permuted labels, an exact test (the
+    mean over assignments against one assignment's wider null would err large)."""
     ok = np.isfinite(xa).all(1) & np.isfinite(xb).all(1)
     xa, xb = xa[ok], xb[ok]
     n = int(ok.sum())
@@ -174,7 +177,8 @@ def separate_scores(
     if n_perm > 0:
         rng = np.random.default_rng([seed, n, 0x5E9])
         null = null_aucs(np.vstack([xb, xa]), rng.random((n_perm, n)) < 0.5, fold_sets[0])
-        out["p_value"] = float((1 + np.count_nonzero(null >= out["auc"] - 1e-12)) / (1 + n_perm))
+        first = auc_of(scores[:1])
+        out["p_value"] = float((1 + np.count_nonzero(null >= first - 1e-12)) / (1 + n_perm))
     return out, scores, ok
 
 
