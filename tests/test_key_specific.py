@@ -253,3 +253,33 @@ def test_unchanged_texts_are_reported_per_variant():
         "in 100 % of the family's reviews; on the key sentence's slot: ctrl_first 100 %" in lines[1]
     )
     assert identity_lines({}) == []
+
+
+def test_the_sentence_figure_plots_the_control_sentence_at_the_key_sentences_places():
+    """The figure's control arm is the same-place control (ctrl_*), like with like; a run
+    without those variants falls back to key_control."""
+    from homog.report.sentences_view import figure_points
+
+    rows = []
+    for variant, pos, key, ctrl in [
+        ("original", 0.4, 1.0, 2.0),
+        ("key_first", 0.0, 1.5, 2.0),
+        ("key_mid", 0.5, 1.2, 2.0),
+        ("key_last", 1.0, 1.7, 2.0),
+        ("key_control", 0.9, 1.0, 2.9),
+        ("ctrl_first", 0.0, 1.0, 2.4),
+        ("ctrl_mid", 0.5, 1.0, 2.1),
+        ("ctrl_last", 1.0, 1.0, 2.6),
+    ]:
+        rows.append(dict(variant=variant, position=pos, value=key, is_key=1, is_control=0))
+        rows.append(dict(variant=variant, position=pos, value=ctrl, is_key=0, is_control=1))
+    sel = pd.DataFrame(rows)
+    key = figure_points(sel, "is_key")
+    assert list(key.index) == ["key_first", "original", "key_mid", "key_last"]
+    assert key.loc["key_last", "change"] == pytest.approx(0.7)
+    ctrl = figure_points(sel, "is_control")
+    assert list(ctrl.index) == ["ctrl_first", "original", "ctrl_mid", "ctrl_last"]
+    assert ctrl.loc["ctrl_first", "change"] == pytest.approx(0.4)
+    older = figure_points(sel[~sel["variant"].str.startswith("ctrl_")], "is_control")
+    assert list(older.index) == ["original", "key_control"]
+    assert figure_points(sel[sel["variant"] != "original"], "is_key").empty

@@ -25,6 +25,7 @@ from homog.report.sentences_specific import family_tables, place_lines
 from homog.stats.bands import band_of_layers
 from homog.stats.paired_tests import holm
 from homog.stats.verdicts import verdict_of
+from homog.variants import CTRL_NAMED, KEY_CONTROL, variant_name
 
 TITLE = "Where position acts"
 # the section's primary family: the sentence metrics and bands it tests
@@ -193,10 +194,29 @@ def _tally(rows: pd.DataFrame, sides: tuple[str, str]) -> str:
     return ", ".join(parts)
 
 
+def figure_points(sel: pd.DataFrame, flag: str) -> pd.DataFrame:
+    """The points of one arm of the sentence figure, sorted by position: per variant the
+    mean value and position of the sentences ``flag`` marks (``is_key``, ``is_control``) and
+    ``change``, the value minus the original's. The key sentence in key_first / key_mid /
+    key_last; the control sentence moved to the same places (ctrl_first / ctrl_mid /
+    ctrl_last), or where a run has none of those, moved as far (key_control). Empty when
+    the original is missing."""
+    s = sel[sel[flag].astype(bool)].groupby("variant")[["value", "position"]].mean()
+    if "original" not in s.index:
+        return s.iloc[0:0].assign(change=[])
+    s["change"] = s["value"] - s.loc["original", "value"]
+    if flag == "is_key":
+        keep = [variant_name(p) for p in sorted(CTRL_NAMED)]
+    else:
+        keep = [CTRL_NAMED[p] for p in sorted(CTRL_NAMED) if CTRL_NAMED[p] in s.index]
+        keep = keep or [KEY_CONTROL]
+    return s.loc[[v for v in ["original", *keep] if v in s.index]].sort_values("position")
+
+
 def _figure(curve: pd.DataFrame, model: str, path: Path) -> Path | None:
     """Per band (columns) and metric (rows): the key sentence's change from its original
     place against its mean relative position in each family member, and the control
-    sentence's (key_control) beside it."""
+    sentence's moved to the same places beside it (``figure_points``)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -222,13 +242,9 @@ def _figure(curve: pd.DataFrame, model: str, path: Path) -> Path | None:
                 ("key sentence", "is_key", "C3"),
                 ("control sentence", "is_control", "C0"),
             ):
-                s = sel[sel[flag].astype(bool)].groupby("variant")[["value", "position"]].mean()
-                if "original" not in s.index:
+                pts = figure_points(sel, flag)
+                if pts.empty:
                     continue
-                s["change"] = s["value"] - s.loc["original", "value"]
-                keep = ["key_first", "key_mid", "key_last"] if flag == "is_key" else ["key_control"]
-                pts = s.loc[[v for v in ["original", *keep] if v in s.index]]
-                pts = pts.sort_values("position")
                 (h,) = ax.plot(
                     pts["position"],
                     pts["change"],
@@ -240,7 +256,7 @@ def _figure(curve: pd.DataFrame, model: str, path: Path) -> Path | None:
                 handles[who] = h
                 for v, r in pts.iterrows():
                     ax.annotate(
-                        v.replace("key_", ""),
+                        v.replace("key_", "").replace("ctrl_", ""),
                         (r["position"], r["change"]),
                         fontsize=6,
                         textcoords="offset points",
@@ -364,7 +380,7 @@ def sentences_section(
                     path,
                     f"{model}: the key sentence's change from its original "
                     "place against its position, per band, and the control "
-                    "sentence's (key_control)",
+                    "sentence's moved to the same places (ctrl_first, ctrl_mid, ctrl_last)",
                 )
             )
     path = _dose_figure(dose, figdir / "sentences__dose.png")
