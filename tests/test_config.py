@@ -29,9 +29,14 @@ def test_project_params_parse_to_the_defaults_they_document():
     assert params.corpus.min_words == 20 and params.corpus.max_words == 400
     assert params.model_sources()["smollm2-135m"] == "embedded:smollm2-135m"
     # the file sets every default the dataclasses hold (one place for defaults: no drift),
-    # except the demo's dose grids: code that names no grid runs no graded intervention
+    # except the demo's dose grids (code that names no grid runs no graded intervention) and
+    # the demo's cuts to fit a coffee break (docs/benchmarks.md): the interventions on the
+    # originals, the graded runs on 10 of them
     grids = {k: getattr(params.extract, k) for k in ("sink_bias_doses", "homogenize_doses")}
     assert ExtractConfig().sink_bias_doses == () == ExtractConfig().homogenize_doses
+    assert params.extract.intervention_variants == ("original",)
+    assert params.extract.dose_texts == 10
+    grids.update(intervention_variants=("original",), dose_texts=10)
     assert params.extract == dataclasses.replace(
         ExtractConfig(),
         seed=params.seed,

@@ -33,6 +33,9 @@ def tiny_params() -> dict:
         device="cpu",
         dtype="float32",
         interventions=["none", "zero_pos"],
+        # zero_pos on every variant (the demo runs it on the originals): the counts below
+        # cover each variant under both interventions
+        intervention_variants=[],
         # the graded dose series have their own tests (test_intervention_doses and the
         # hook tests); here the counts below stay those of the two position interventions
         sink_bias_doses=[],
