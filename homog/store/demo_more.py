@@ -168,18 +168,24 @@ def fill_u_shape(con: duckdb.DuckDBPyConnection, *, seed: int) -> None:
     )
 
 
+# the position family's orders of 5 sentences: key sentence 1, control sentence 3 (an
+# interior one, as synth picks it), which ctrl_* moves to the key sentence's places
 FAMILY = {
     "original": [0, 1, 2, 3, 4],
     "key_first": [1, 0, 2, 3, 4],
     "key_mid": [0, 2, 1, 3, 4],
     "key_last": [0, 2, 3, 4, 1],
-    "key_control": [4, 0, 1, 2, 3],
+    "key_control": [3, 0, 1, 2, 4],
+    "ctrl_first": [3, 0, 1, 2, 4],
+    "ctrl_mid": [0, 1, 3, 2, 4],
+    "ctrl_last": [0, 1, 2, 4, 3],
 }
+KEY, CONTROL = 1, 3
 
 
 def fill_sentences(con: duckdb.DuckDBPyConnection, *, seed: int, n_texts: int = 8) -> None:
     """sentence_metrics of n_texts reviews of 5 sentences for the first two unchanged runs
-    (key sentence 1, control sentence 4; two keep the demo quick to build), each value rising
+    (FAMILY's orders; two keep the demo quick to build), each value rising
     towards the edges with depth, and their sentence_contrasts (homog.stats.sentences, a small
     bootstrap)."""
     import pandas as pd
@@ -215,7 +221,7 @@ def fill_sentences(con: duckdb.DuckDBPyConnection, *, seed: int, n_texts: int = 
 
 def _sentence_rows(run_id: str, n_layers: int, n_texts: int, rng: np.random.Generator) -> list:
     """sentence_metrics rows of ``n_texts`` reviews of 5 sentences in every family order:
-    each value rising towards the edges with depth (key sentence 1, control sentence 4)."""
+    each value rising towards the edges with depth (FAMILY's orders)."""
     from homog.extract.sentences import SENT_HIDDEN
 
     rows = []
@@ -232,8 +238,8 @@ def _sentence_rows(run_id: str, n_layers: int, n_texts: int, rng: np.random.Gene
                     "sent_index": k,
                     "rel_position": k / 4,
                     "n_tokens": 6,
-                    "is_key": sent == 1,
-                    "is_control": sent == 4,
+                    "is_key": sent == KEY,
+                    "is_control": sent == CONTROL,
                 }
                 for layer in range(n_layers + 1):
                     depth = layer / n_layers
