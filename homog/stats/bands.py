@@ -94,7 +94,9 @@ def band_tables(wide: pd.DataFrame, bands: dict[str, list[int]]) -> pd.DataFrame
     )
 
 
-def band_means(values: np.ndarray, layers: pd.Index, bands: dict[str, list[int]]) -> np.ndarray:
+def band_means(
+    values: np.ndarray, layers: Sequence[int], bands: dict[str, list[int]]
+) -> np.ndarray:
     """[band x text] means over each band's layers of ``values`` [layer x text] (rows labelled
     by ``layers``; NaN where a layer is missing or a value is NaN).
 
@@ -105,9 +107,10 @@ def band_means(values: np.ndarray, layers: pd.Index, bands: dict[str, list[int]]
     """
     out = np.full((len(bands), values.shape[1]), np.nan)
     by_text = values.flags.f_contiguous and not values.flags.c_contiguous
+    row_of = {layer: i for i, layer in enumerate(layers)}
     for i, ls in enumerate(bands.values()):
-        pos = layers.get_indexer(ls)
-        if (pos >= 0).all():
+        if all(x in row_of for x in ls):
+            pos = [row_of[x] for x in ls]
             rows = np.asfortranarray(values[pos]) if by_text else values[pos]
             out[i] = rows.mean(axis=0)
     return out

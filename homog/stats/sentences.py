@@ -60,7 +60,7 @@ import numpy as np
 import pandas as pd
 
 from homog.schema.tables import TABLES
-from homog.stats.bands import band_of_layers
+from homog.stats.bands import band_of_layers, pivot_metrics
 from homog.stats.combos import combine, identical_samples, without
 from homog.stats.contrasts import pair_rows
 from homog.stats.pair_columns import rows_frame
@@ -85,11 +85,8 @@ def sentence_tables(frame: pd.DataFrame) -> dict[tuple[str, str, str], pd.DataFr
         if flag not in frame.columns:  # an older extraction: no same-place control
             continue
         rows = frame[frame[flag].astype(bool)]
-        for (variant, metric), g in rows.groupby(["variant", "metric"], sort=True):
-            wide = g.pivot_table(
-                index="layer", columns="sample_id", values="value", aggfunc="first", dropna=False
-            )
-            out[(who, variant, metric)] = wide.sort_index()
+        for (variant, metric), wide in pivot_metrics(rows).items():
+            out[(who, variant, metric)] = wide
     return out
 
 
