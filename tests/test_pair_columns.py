@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from homog.stats.bands import band_means, band_of_layers, pivot_metrics
+from homog.stats.bands import band_means, band_of_layers, pivot_metrics, text_major
 from homog.stats.combos import without
 from homog.stats.contrasts import pair_rows, run_contrasts
 from homog.stats.margins import Margin
@@ -54,17 +54,21 @@ def test_pivot_metrics_equals_pandas_pivot_table_with_gaps_nans_and_repeats():
     assert pivot_metrics(f.iloc[:0]) == {}
 
 
-@pytest.mark.parametrize("dropped", [False, True])
-def test_band_means_are_pandas_band_means_to_the_last_bit(dropped):
+@pytest.mark.parametrize("layout", ["pivoted", "dropped", "pieces", "columns"])
+def test_band_means_are_pandas_band_means_to_the_last_bit(layout):
     # 31 layers: a middle band of 15, where pairwise and row-by-row sums differ in the last
-    # bits; dropping a text leaves pandas a frame of the other memory layout
+    # bits; how the frame was made decides pandas' memory layout, and so its order of sums
     rng = np.random.default_rng(1)
     table = pivot_metrics(_long(rng, n_texts=40, n_layers=31))[("front", "erank")]
-    if dropped:
+    if layout == "dropped":  # a text left out, then aligned: each text's layers contiguous
         table = table.drop(columns=["s05"]).align(table, join="inner")[0]
+    elif layout == "pieces":  # texts from two tables side by side (the key_far side)
+        table = pd.concat([table.iloc[:, :9], table.iloc[:, 9:] * 2.0], axis=1)
+    elif layout == "columns":  # one block per text
+        table = pd.DataFrame({c: table[c] for c in table.columns})
     bands = band_of_layers(list(table.index))
     want = np.stack([table.loc[ls].mean(axis=0, skipna=False) for ls in bands.values()])
-    got = band_means(table.to_numpy(dtype=float), list(table.index), bands)
+    got = band_means(table.to_numpy(dtype=float), list(table.index), bands, text_major(table))
     assert np.array_equal(got, want)
     # a missing layer or a NaN value: NaN, not a mean of fewer layers
     part = band_means(table.to_numpy()[:-1], list(table.index)[:-1], {"final": [30]})
