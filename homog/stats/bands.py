@@ -85,15 +85,6 @@ def _wide(
     return pd.DataFrame(wide, index=index, columns=columns, copy=False)
 
 
-def band_tables(wide: pd.DataFrame, bands: dict[str, list[int]]) -> pd.DataFrame:
-    """[band x sample_id] per-text means over each band's layers (NaN if any layer missing)."""
-    return pd.DataFrame(
-        band_means(wide.to_numpy(dtype=float), wide.index, bands),
-        index=list(bands),
-        columns=wide.columns,
-    )
-
-
 def band_means(
     values: np.ndarray,
     layers: Sequence[int],
