@@ -86,41 +86,15 @@ def _wide(
 
 
 def band_means(
-    values: np.ndarray,
-    layers: Sequence[int],
-    bands: dict[str, list[int]],
-    by_text: np.ndarray | None = None,
+    values: np.ndarray, layers: Sequence[int], bands: dict[str, list[int]]
 ) -> np.ndarray:
     """[band x text] means over each band's layers of ``values`` [layer x text] (rows labelled
-    by ``layers``; NaN where a layer is missing or a value is NaN).
-
-    The sums run in the order of pandas' ``mean(axis=0, skipna=False)`` over the band's rows,
-    so the means are the same to the last bit: NumPy sums along memory's contiguous axis
-    pairwise and across it one row after another. ``by_text`` [text]: whether the frame
-    held that text's layers contiguous (:func:`text_major`); default: as ``values`` does.
-    """
+    by ``layers``; NaN where a layer is missing or a value is NaN). The same means as pandas'
+    ``mean(axis=0, skipna=False)`` over the band's rows up to the order of the sums (1e-13
+    relative; tests/test_pair_columns.py)."""
     out = np.full((len(bands), values.shape[1]), np.nan)
-    if by_text is None:
-        by_text = np.full(
-            values.shape[1], values.flags.f_contiguous and not values.flags.c_contiguous
-        )
     row_of = {layer: i for i, layer in enumerate(layers)}
     for i, ls in enumerate(bands.values()):
         if all(x in row_of for x in ls):
-            rows = values[[row_of[x] for x in ls]]
-            out[i] = np.ascontiguousarray(rows).mean(axis=0)  # layer after layer
-            if by_text.any():  # each text's layers pairwise
-                out[i] = np.where(by_text, np.asfortranarray(rows).mean(axis=0), out[i])
-    return out
-
-
-def text_major(frame: pd.DataFrame) -> np.ndarray:
-    """[column] whether ``frame`` stores that text's (column's) values contiguously, so that
-    pandas sums over its rows pairwise (see :func:`band_means`). Read from pandas' blocks
-    (the frame's storage; a frame built from pieces has several, each its own layout)."""
-    out = np.zeros(frame.shape[1], dtype=bool)
-    for block in frame._mgr.blocks:
-        # [texts x layers]; taking a band's rows copies it in C order unless it is in F order
-        flags = block.values.flags
-        out[block.mgr_locs.as_array] = flags.c_contiguous or not flags.f_contiguous
+            out[i] = values[[row_of[x] for x in ls]].mean(axis=0)
     return out

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from homog.stats.bands import band_means, band_of_layers, text_major
+from homog.stats.bands import band_means, band_of_layers
 from homog.stats.contrast_rows import extra_arrays
 from homog.stats.margins import Margin
 from homog.stats.mixed import MIXED_COLUMNS
@@ -102,13 +102,9 @@ def pair_parts(
     parts = [{"layer": scopes, "band": None, **_rows(d, base, scopes, settings, more)}]
     bands = band_of_layers(scopes)
     if bands:
-        ta = band_means(va, layers, bands, text_major(a))
-        tb = band_means(vb, layers, bands, text_major(b))
-        # the baseline's band means as pandas took them: over its frame before the aligning
-        whole = side_b if baseline is None else baseline.reindex(index=layers)
-        major = pd.Series(text_major(whole), index=whole.columns)
-        major = major.reindex(a.columns, fill_value=False).to_numpy(dtype=bool)
-        tbase = band_means(base, layers, bands, major)
+        ta = band_means(va, layers, bands)
+        tb = band_means(vb, layers, bands)
+        tbase = band_means(base, layers, bands)
         names = list(bands)
         part = _rows(paired_difference(ta, tb), tbase, names, settings, more)
         got = mixed or {}
