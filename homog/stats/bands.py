@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import pandas as pd
 
 BANDS = ("early", "middle", "late")
@@ -41,18 +42,59 @@ def band_of_layers(layers: Sequence[int]) -> dict[str, list[int]]:
 
 
 def pivot_metrics(frame: pd.DataFrame) -> dict[tuple[str, str], pd.DataFrame]:
-    """(variant, metric) -> [layer x sample_id] table of values."""
+    """(variant, metric) -> [layer x sample_id] table of values.
+
+    Each table holds the layers and sample_ids its rows have (sorted; index named ``layer``,
+    columns ``sample_id``), NaN where a pair has no value and the first non-NaN value where
+    it has several: what ``pivot_table(aggfunc="first", dropna=False)`` of each (variant,
+    metric) group gives, from one sort of the whole frame instead of a pivot per group.
+    """
+    if frame.empty:
+        return {}
+    keys = [pd.factorize(frame[c], sort=True) for c in ("variant", "metric", "layer", "sample_id")]
+    (vc, variants), (mc, metrics), (lc, layers), (sc, samples) = keys
+    values = frame["value"].to_numpy(dtype=float)
+    group = vc.astype(np.int64) * len(metrics) + mc
+    order = np.argsort(group, kind="stable")  # stable: a pair's rows keep their frame order
+    bounds = np.flatnonzero(np.diff(group[order])) + 1
     out = {}
-    for (variant, metric), g in frame.groupby(["variant", "metric"], sort=True):
-        wide = g.pivot_table(
-            index="layer", columns="sample_id", values="value", aggfunc="first", dropna=False
+    for rows in np.split(order, bounds):
+        g = int(group[rows[0]])
+        out[(variants[g // len(metrics)], metrics[g % len(metrics)])] = _wide(
+            lc[rows], sc[rows], values[rows], layers, samples
         )
-        out[(variant, metric)] = wide.sort_index()
     return out
 
 
-def band_tables(wide: pd.DataFrame, bands: dict[str, list[int]]) -> pd.DataFrame:
-    """[band x sample_id] per-text means over each band's layers (NaN if any layer missing)."""
-    return pd.DataFrame(
-        {band: wide.loc[ls].mean(axis=0, skipna=False) for band, ls in bands.items()}
-    ).T
+def _wide(
+    lc: np.ndarray, sc: np.ndarray, values: np.ndarray, layers: pd.Index, samples: pd.Index
+) -> pd.DataFrame:
+    """The [layer x sample_id] table of one group's rows (codes ``lc``, ``sc`` into the
+    sorted ``layers`` and ``samples``), the first non-NaN value of each pair."""
+    li, lcode = np.unique(lc, return_inverse=True)
+    si, scode = np.unique(sc, return_inverse=True)
+    wide = np.full((li.size, si.size), np.nan)
+    ok = ~np.isnan(values)
+    cell = lcode[ok] * si.size + scode[ok]
+    cell, first = np.unique(cell, return_index=True)  # the first row of each cell
+    wide.flat[cell] = values[ok][first]
+    index = layers.take(li).rename("layer")
+    columns = samples.take(si).rename("sample_id")
+    # no copy: the frame keeps pivot_table's memory layout (a layer's texts contiguous), so
+    # every later reduction over it sums in the same order as before
+    return pd.DataFrame(wide, index=index, columns=columns, copy=False)
+
+
+def band_means(
+    values: np.ndarray, layers: Sequence[int], bands: dict[str, list[int]]
+) -> np.ndarray:
+    """[band x text] means over each band's layers of ``values`` [layer x text] (rows labelled
+    by ``layers``; NaN where a layer is missing or a value is NaN). The same means as pandas'
+    ``mean(axis=0, skipna=False)`` over the band's rows up to the order of the sums (1e-13
+    relative; tests/test_pair_columns.py)."""
+    out = np.full((len(bands), values.shape[1]), np.nan)
+    row_of = {layer: i for i, layer in enumerate(layers)}
+    for i, ls in enumerate(bands.values()):
+        if all(x in row_of for x in ls):
+            out[i] = values[[row_of[x] for x in ls]].mean(axis=0)
+    return out

@@ -117,5 +117,6 @@ def without(
     """a and b without the columns ``samples`` (as strings or as they are), and how many of
     the texts both had were dropped."""
     both = a.columns.intersection(b.columns)
-    drop = both[both.astype(str).isin(samples.astype(str))]
+    names = {str(s) for s in samples}
+    drop = both[[str(c) in names for c in both]]  # a set, not Index.astype: once per pair
     return a.drop(columns=drop), b.drop(columns=drop), int(len(drop))

@@ -38,6 +38,7 @@ formulas):
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -102,21 +103,44 @@ def extra_columns(
     difference a - b (None for a metric without layer 0); margin: the run and metric's SESOI
     rule (homog.stats.margins); settings: the bootstrap and test, and the equivalence CI's
     level 1 - 2 ``alpha``.
-    Returns one row per row of ``a`` (after aligning with ``b``), in that order.
+    Returns one row per row of ``a`` (after aligning with ``b``), in that order
+    (:func:`extra_arrays` of the tables' values).
     """
     a, b = a.align(b, join="inner")
     samples = a.columns
-    d = paired_difference(a.to_numpy(dtype=float), b.to_numpy(dtype=float))  # [G, n]
-    g, n = d.shape
-    out = _empty(g)
-    if g == 0 or n == 0:
-        return pd.DataFrame(out)
-    base = baseline.reindex(index=a.index, columns=samples).to_numpy(dtype=float)
     if tokens_a is not None and tokens_b is not None:
         t = (tokens_a.reindex(samples) - tokens_b.reindex(samples)).to_numpy(dtype=float)
     else:
-        t = np.full(n, np.nan)
-    d0 = layer0.reindex(samples).to_numpy(dtype=float) if layer0 is not None else np.full(n, np.nan)
+        t = np.full(len(samples), np.nan)
+    d0 = layer0.reindex(samples).to_numpy(dtype=float) if layer0 is not None else None
+    d = paired_difference(a.to_numpy(dtype=float), b.to_numpy(dtype=float))  # [G, n]
+    base = baseline.reindex(index=a.index, columns=samples).to_numpy(dtype=float)
+    return pd.DataFrame(extra_arrays(d, base, list(a.index), settings, t=t, d0=d0, margin=margin))
+
+
+def extra_arrays(
+    d: np.ndarray,
+    base: np.ndarray,
+    scopes: list,
+    settings: StatsSettings,
+    *,
+    t: np.ndarray,
+    d0: np.ndarray | None,
+    margin: Margin,
+) -> dict[str, np.ndarray]:
+    """EXTRA_COLUMNS [G] of the rows of the per-text differences ``d`` [G, n]
+    (:func:`homog.stats.paired_tests.paired_difference`).
+
+    base: [G, n] the original's values; scopes: each row's layer or band (its SESOI's scope);
+    t: [n] the token-count differences a - b (NaN: no adjustment); d0: [n] the layer-0
+    differences (None for a metric without layer 0); margin, settings: see
+    :func:`extra_columns`.
+    """
+    g, n = d.shape
+    out = _empty(g)
+    if g == 0 or n == 0:
+        return out
+    d0 = np.full(n, np.nan) if d0 is None else d0
     eq_ci = 1.0 - 2.0 * settings.alpha
     out["depth_change"][:] = margin.depth
     masks = np.isfinite(d)
@@ -133,13 +157,13 @@ def extra_columns(
         tm = t[m]
         eff, adjust = _effect_columns(out, idx, dm, tm, settings, eq_ci)
         bsd = _size_columns(out, idx, eff, base[idx][:, m])
-        rules = [margin.of(a.index[i], sd) for i, sd in zip(idx, bsd, strict=True)]
+        rules = [margin.of(scopes[i], sd) for i, sd in zip(idx, bsd, strict=True)]
         delta = np.array([r[0] for r in rules], dtype=float)
         out["sesoi_basis"][idx] = np.array([r[1] for r in rules], dtype=object)
         out["sesoi"][idx] = delta
         out["p_tost"][idx] = tost_p(eff["effect"], eff["se"], eff["df"], delta)
         _layer0_columns(out, idx, dm, tm, d0[m], adjust, settings)
-    return pd.DataFrame(out)
+    return out
 
 
 def _effect_columns(
@@ -184,7 +208,11 @@ def _size_columns(
             eff["sd"] > 0, eff["effect"] / eff["sd"], np.where(eff["effect"] == 0, 0.0, np.nan)
         )
     out["baseline_mean"][idx] = np.nanmean(bm, axis=1)
-    bsd = np.array([np.nanstd(r, ddof=1) if np.isfinite(r).sum() >= 2 else math.nan for r in bm])
+    # each row's texts contiguous: the same sums as np.nanstd of each row on its own
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # rows under 2 values: NaN below
+        sd = np.nanstd(np.ascontiguousarray(bm), axis=1, ddof=1)
+    bsd = np.where(np.isfinite(bm).sum(axis=1) >= 2, sd, math.nan)
     out["baseline_sd"][idx] = bsd
     return bsd
 

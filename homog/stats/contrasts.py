@@ -31,22 +31,20 @@ reported in ``n``; a group with fewer than 2 pairs gets NaN p-values and CIs.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from homog.extract import TOKEN_COUNT
 from homog.metrics.sets import N_REMOVED
 from homog.schema.tables import TABLES
-from homog.stats.bands import band_of_layers, band_tables, pivot_metrics
+from homog.stats.bands import band_of_layers, pivot_metrics
 from homog.stats.combos import pair_identical, with_sides, without
-from homog.stats.contrast_rows import extra_columns
 from homog.stats.margins import Margin
-from homog.stats.mixed import MIXED_COLUMNS, band_effects
-from homog.stats.paired_tests import bootstrap_ci, holm, paired_difference, paired_p
+from homog.stats.mixed import band_effects
+from homog.stats.pair_columns import Part, difference_stats, pair_parts, rows_frame
+from homog.stats.paired_tests import paired_difference
 from homog.stats.settings import StatsSettings
 from homog.variants import CONTRAST_PLAN
 
@@ -66,41 +64,10 @@ def paired_contrasts(
     missing or non-finite on either side are dropped per layer.
     """
     a, b = wide_a.align(wide_b, join="inner")
+    if a.index.empty:
+        return pd.DataFrame()
     d = paired_difference(a.to_numpy(dtype=float), b.to_numpy(dtype=float))  # [G, n]
-    rows = []
-    for i, layer in enumerate(a.index):
-        di = d[i][np.isfinite(d[i])]
-        row = {
-            "layer": layer,
-            "n": int(di.size),
-            "mean_diff": math.nan,
-            "ci_low": math.nan,
-            "ci_high": math.nan,
-            "p_value": math.nan,
-        }
-        if di.size >= 1:
-            row["mean_diff"] = float(di.mean())
-        rows.append(row)
-    out = pd.DataFrame(rows)
-    if out.empty:
-        return out
-    complete = np.isfinite(d).all(axis=1) & (d.shape[1] >= 2)
-    boot = {"n_boot": settings.n_boot, "ci": settings.ci, "seed": settings.seed}
-    test = {"test": settings.test, "n_perm": settings.n_perm, "seed": settings.seed}
-    if complete.any():
-        low, high = bootstrap_ci(d[complete], **boot)
-        out.loc[complete, "ci_low"] = low
-        out.loc[complete, "ci_high"] = high
-        out.loc[complete, "p_value"] = paired_p(d[complete], **test)
-    for i in np.flatnonzero(~complete):  # ragged rows (missing values): one at a time
-        di = d[i][np.isfinite(d[i])]
-        if di.size >= 2:
-            low, high = bootstrap_ci(di[None, :], **boot)
-            out.loc[i, ["ci_low", "ci_high"]] = [low[0], high[0]]
-            out.loc[i, "p_value"] = paired_p(di[None, :], **test)[0]
-    # Exact zeros everywhere: the bootstrap already gives [0, 0] and the test p = 1.0.
-    out["p_holm"] = holm(out["p_value"].to_numpy())
-    return out
+    return pd.DataFrame({"layer": list(a.index), **difference_stats(d, settings)})
 
 
 def pair_rows(
@@ -113,39 +80,20 @@ def pair_rows(
     tokens: tuple[pd.Series | None, pd.Series | None] = (None, None),
     baseline: pd.DataFrame | None = None,
     mixed: dict[str, dict[str, float]] | None = None,
-) -> list[pd.DataFrame]:
-    """The layer rows and the band rows of one contrast a - b, every column of the table.
+) -> list[Part]:
+    """The layer rows and the band rows of one contrast a - b, every column of the table, as
+    parts of :func:`homog.stats.pair_columns.rows_frame` (``meta``: the contrast's labels,
+    the same for each of its rows).
 
     margin: the run and metric's SESOI rule (:meth:`StatsSettings.margin`); tokens: per-text
     metric-token counts of a and b; baseline: the original's [layer x sample_id] table
     (default: b's); mixed: band -> the mixed model's columns for this pair (see
-    :func:`homog.stats.contrast_rows.extra_columns`).
+    :func:`homog.stats.pair_columns.pair_parts`).
     """
-    a, b = side_a.align(side_b, join="inner")
-    base = side_b if baseline is None else baseline.reindex(index=a.index)
-    layer0 = (
-        pd.Series(paired_difference(a.loc[0].to_numpy(), b.loc[0].to_numpy()), index=a.columns)
-        if 0 in a.index
-        else None
+    parts = pair_parts(
+        side_a, side_b, settings, margin, tokens=tokens, baseline=baseline, mixed=mixed
     )
-    more = {"tokens_a": tokens[0], "tokens_b": tokens[1], "layer0": layer0, "margin": margin}
-    parts = []
-    layer_rows = paired_contrasts(a, b, settings)
-    if not layer_rows.empty:
-        extra = extra_columns(a, b, settings, baseline=base, **more)
-        parts.append(pd.concat([layer_rows, extra], axis=1).assign(band=None, **meta))
-    bands = band_of_layers(list(a.index))
-    if bands:
-        ta, tb = band_tables(a, bands), band_tables(b, bands)
-        band_rows = paired_contrasts(ta, tb, settings)
-        extra = extra_columns(ta, tb, settings, baseline=band_tables(base, bands), **more)
-        band_rows = pd.concat([band_rows, extra], axis=1)
-        band_rows = band_rows.rename(columns={"layer": "band"}).assign(layer=None, **meta)
-        got = mixed or {}
-        for col in MIXED_COLUMNS:
-            band_rows[col] = [got.get(bd, {}).get(col, math.nan) for bd in band_rows["band"]]
-        parts.append(band_rows)
-    return parts
+    return [{**part, **meta} for part in parts]
 
 
 def _tokens(frame: pd.DataFrame) -> dict[str, pd.Series]:
@@ -196,11 +144,12 @@ def run_contrasts(
     measured = pivot_metrics(frame[~frame["metric"].isin(NOT_CONTRASTED)])
     tables, tokens = with_sides(measured, _tokens(frame), pairs)
     identical = {p: pair_identical(*p, text_ids) for p in pairs}
-    parts: list[pd.DataFrame] = []
+    parts: list[Part] = []
     for metric in sorted({m for _, m in tables}):
         present = [(a, b) for a, b in pairs if (a, metric) in tables and (b, metric) in tables]
         fit = metric in settings.mixed_metrics and present
         mixed = _mixed(measured, tokens, metric, present, settings.ci) if fit else {}
+        margins: dict[str, Margin] = {}
         for va, vb in present:
             meta = {
                 "run_id": run_id,
@@ -210,6 +159,8 @@ def run_contrasts(
                 "baseline_run_id": None,
             }
             ref = "original" if ("original", metric) in tables else vb
+            if ref not in margins:  # one rule per reference table: the pairs share it
+                margins[ref] = settings.margin(tables[(ref, metric)], who=_who(ref), metric=metric)
             a, b, n_same = without(tables[(va, metric)], tables[(vb, metric)], identical[(va, vb)])
             meta["n_identical"] = n_same if text_ids is not None else None
             parts += pair_rows(
@@ -217,12 +168,12 @@ def run_contrasts(
                 b,
                 meta,
                 settings,
-                settings.margin(tables[(ref, metric)], who=_who(ref), metric=metric),
+                margins[ref],
                 tokens=(tokens.get(va), tokens.get(vb)),
                 baseline=tables.get(("original", metric)),
                 mixed=mixed.get((va, vb)),
             )
-    return finish_contrasts(parts)
+    return contrast_frame(parts)
 
 
 def intervention_contrasts(
@@ -241,7 +192,7 @@ def intervention_contrasts(
     mine = pivot_metrics(frame[~frame["metric"].isin(NOT_CONTRASTED)])
     base = pivot_metrics(baseline[~baseline["metric"].isin(NOT_CONTRASTED)])
     tok_mine, tok_base = _tokens(frame), _tokens(baseline)
-    parts: list[pd.DataFrame] = []
+    parts: list[Part] = []
     for key in sorted(set(mine) & set(base)):
         variant, metric = key
         meta = {
@@ -257,10 +208,16 @@ def intervention_contrasts(
         margin = settings.margin(base[(ref, metric)], who=who, metric=metric)
         tokens = (tok_mine.get(variant), tok_base.get(variant))
         parts += pair_rows(mine[key], base[key], meta, settings, margin, tokens=tokens)
-    return finish_contrasts(parts)
+    return contrast_frame(parts)
+
+
+def contrast_frame(parts: list[Part]) -> pd.DataFrame:
+    """The contrasts table of :func:`pair_rows`' parts (CONTRAST_COLUMNS)."""
+    return finish_contrasts([rows_frame(parts, CONTRAST_COLUMNS)] if parts else [])
 
 
 def finish_contrasts(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """One contrasts table of tables ``parts`` (CONTRAST_COLUMNS, the store's dtypes)."""
     if not parts:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in CONTRAST_COLUMNS})
     out = pd.concat(parts, ignore_index=True)[CONTRAST_COLUMNS]

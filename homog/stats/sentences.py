@@ -60,9 +60,10 @@ import numpy as np
 import pandas as pd
 
 from homog.schema.tables import TABLES
-from homog.stats.bands import band_of_layers
+from homog.stats.bands import band_of_layers, pivot_metrics
 from homog.stats.combos import combine, identical_samples, without
 from homog.stats.contrasts import pair_rows
+from homog.stats.pair_columns import rows_frame
 from homog.stats.position_curve import predicted_frame
 from homog.stats.settings import StatsSettings
 from homog.variants import CTRL_ENDS, CTRL_NAMED, KEY_CONTROL, KEY_ENDS, NAMED, side_terms
@@ -84,11 +85,8 @@ def sentence_tables(frame: pd.DataFrame) -> dict[tuple[str, str, str], pd.DataFr
         if flag not in frame.columns:  # an older extraction: no same-place control
             continue
         rows = frame[frame[flag].astype(bool)]
-        for (variant, metric), g in rows.groupby(["variant", "metric"], sort=True):
-            wide = g.pivot_table(
-                index="layer", columns="sample_id", values="value", aggfunc="first", dropna=False
-            )
-            out[(who, variant, metric)] = wide.sort_index()
+        for (variant, metric), wide in pivot_metrics(rows).items():
+            out[(who, variant, metric)] = wide
     return out
 
 
@@ -282,18 +280,18 @@ def run_sentence_contrasts(
                 "sentence": sentence,
                 "n_identical": n_same if ids is not None else None,
             }
-            rows = pair_rows(a, b, meta, settings, rule, baseline=base)
             per_band = _predicted(pred.get((sentence, va, vb)), a, b, list(bands))
-            parts += [r.assign(position_pred=r["band"].map(per_band)) for r in rows]
+            for part in pair_rows(a, b, meta, settings, rule, baseline=base):
+                names = part["band"]  # None: the layer rows, which the curve does not predict
+                part["position_pred"] = (
+                    np.nan
+                    if names is None
+                    else np.array([per_band.get(bd, np.nan) for bd in names], dtype=float)
+                )
+                parts.append(part)
     if not parts:
         return pd.DataFrame(columns=SENTENCE_CONTRAST_COLUMNS)
-    out = pd.concat([p for p in parts if not p.empty], ignore_index=True)
-    for col in SENTENCE_CONTRAST_COLUMNS:
-        if col not in out.columns:
-            out[col] = None
-    out["layer"] = out["layer"].astype("Int64")
-    out["n_identical"] = out["n_identical"].astype("Int64")
-    return out[SENTENCE_CONTRAST_COLUMNS]
+    return rows_frame(parts, SENTENCE_CONTRAST_COLUMNS)
 
 
 def sentence_dose(frame: pd.DataFrame, bins: int = 5) -> pd.DataFrame:
