@@ -96,9 +96,12 @@ def main() -> None:
     source = resolve_source(args.model, params.model_sources())
     cfg = dataclasses.replace(params.extract, device=args.device, dtype=args.dtype)
     lm = load_model(
-        source, dtype=args.dtype, device=args.device, attention=True,
+        source,
+        dtype=args.dtype,
+        device=args.device,
+        attention=True,
         attention_impl=cfg.attention_impl,
-    )  # fmt: skip
+    )
     texts = synthetic_texts(lm.info["vocab_size"], args.n_texts, args.tokens, 0)
     batches = make_batches(texts, cfg.batch_tokens)
     plan = plan_samples(texts, cfg.sample_tokens, cfg.pooled_texts, 0, True)
@@ -130,15 +133,24 @@ def main() -> None:
         if e.key in names:
             dev = getattr(e, dev_attr, 0) / 1e6
             print(f"{e.key:22s} {e.count:7d} {e.cpu_time_total / 1e6:12.3f} {dev:15.3f}")
-    waits = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMemcpyAsync",
-             "cudaEventSynchronize", "cudaLaunchKernel", "cuLaunchKernel")  # fmt: skip
+    waits = (
+        "cudaStreamSynchronize",
+        "cudaDeviceSynchronize",
+        "cudaMemcpyAsync",
+        "cudaEventSynchronize",
+        "cudaLaunchKernel",
+        "cuLaunchKernel",
+    )
     print(f"\n{'runtime call':22s} {'calls':>7s} {'CPU total s':>12s}")
     for e in events:
         if e.key in waits:
             print(f"{e.key:22s} {e.count:7d} {e.cpu_time_total / 1e6:12.3f}")
     if cuda:
-        kernels = [e for e in events if getattr(e, "device_type", None) is not None
-                   and str(e.device_type).endswith("CUDA")]  # fmt: skip
+        kernels = [
+            e
+            for e in events
+            if getattr(e, "device_type", None) is not None and str(e.device_type).endswith("CUDA")
+        ]
         busy = sum(getattr(e, "self_device_time_total", 0) for e in kernels) / 1e6
         print(f"\ndevice busy (sum of kernel times) {busy:.3f} s of {wall:.3f} s wall")
     sort = "self_cuda_time_total" if cuda else "self_cpu_time_total"

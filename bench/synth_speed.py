@@ -50,8 +50,10 @@ def main() -> None:
     cfg = BertScoreConfig()
     scorers = {"before": make_scorer(cfg), "reuse": make_scorer(cfg)}
     scorers["before"].reuse = False
-    print(f"{len(cands)} pairs, {sum(c == r for c, r in zip(cands, refs, strict=True))} "
-          f"identical; load average before {os.getloadavg()}")  # fmt: skip
+    print(
+        f"{len(cands)} pairs, {sum(c == r for c, r in zip(cands, refs, strict=True))} "
+        f"identical; load average before {os.getloadavg()}"
+    )
     out = {}
     for name in ("before", "reuse"):
         out[name] = timed(scorers[name], cands, refs)
@@ -63,8 +65,10 @@ def main() -> None:
     diff = float(np.max(np.abs(out["before"][0] - out["reuse"][0])))
     print(f"cpu ratio before/reuse {out['before'][1] / out['reuse'][1]:.2f}; max |dF1| {diff:.2e}")
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    print(f"process user+sys {usage.ru_utime + usage.ru_stime:.1f} s; load average after "
-          f"{os.getloadavg()}")  # fmt: skip
+    print(
+        f"process user+sys {usage.ru_utime + usage.ru_stime:.1f} s; load average after "
+        f"{os.getloadavg()}"
+    )
 
 
 if __name__ == "__main__":

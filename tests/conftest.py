@@ -130,13 +130,20 @@ def save_run(
     out.mkdir(parents=True)
     frame.to_parquet(out / "layer_metrics.parquet", index=False)
     record = {
-        "run_id": run_id, "model": model, "model_source": "random:tiny-llama",
-        "n_layers": n_layers, "d_model": 64, "n_heads": 4, "dtype": "float32",
-        "device": "cpu", "intervention": intervention,
+        "run_id": run_id,
+        "model": model,
+        "model_source": "random:tiny-llama",
+        "n_layers": n_layers,
+        "d_model": 64,
+        "n_heads": 4,
+        "dtype": "float32",
+        "device": "cpu",
+        "intervention": intervention,
         "config_json": json.dumps({"extract": {"max_tokens": 64}, "versions": {"homog": "t"}}),
-        "homog_version": "test", "created_at": created_at,
+        "homog_version": "test",
+        "created_at": created_at,
         "pair_key": f"{model}-pair{generation}",
-    }  # fmt: skip
+    }
     (out / "run.json").write_text(json.dumps(record))
 
 

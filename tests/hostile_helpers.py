@@ -29,8 +29,11 @@ def write_texts(path: Path, n: int = 4) -> Path:
     """A synth texts.parquet of ``n`` short texts per variant (the input of extract)."""
     import pandas as pd
 
-    rows = [("demo", v, f"s{t}", f"text number {t} about a {v} film that was good", "pos",
-             "kp", 1.0) for v in VARIANTS for t in range(n)]  # fmt: skip
+    rows = [
+        ("demo", v, f"s{t}", f"text number {t} about a {v} film that was good", "pos", "kp", 1.0)
+        for v in VARIANTS
+        for t in range(n)
+    ]
     cols = ["dataset", "variant", "sample_id", "text", "label", "keyphrase", "bertscore_f1"]
     pd.DataFrame(rows, columns=cols).to_parquet(path)
     return path

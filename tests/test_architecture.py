@@ -17,16 +17,33 @@ from conftest import ROOT
 from test_module_layout import cycles, imported_modules, module_files
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("foundations", ("homog", "errors", "validate", "typed", "lazy", "interrupts", "owned",
-                     "progress", "io", "layout", "config", "variants", "claims", "interventions",
-                     "schema")),
+    (
+        "foundations",
+        (
+            "homog",
+            "errors",
+            "validate",
+            "typed",
+            "lazy",
+            "interrupts",
+            "owned",
+            "progress",
+            "io",
+            "layout",
+            "config",
+            "variants",
+            "claims",
+            "interventions",
+            "schema",
+        ),
+    ),
     ("library", ("metrics", "models", "models_gguf", "model_presets", "text")),
     ("stages", ("corpus", "synth", "extract", "mauve", "stats", "probe", "posenc")),
     ("store", ("store",)),
     ("report", ("report", "plot")),
     ("cli", ("cli",)),
     ("tui", ("tui",)),
-)  # fmt: skip
+)
 LAYER_OF = {room: i for i, (_, rooms) in enumerate(LAYERS) for room in rooms}
 
 
@@ -79,10 +96,14 @@ def test_the_rooms_have_no_circle():
     rooms = room_graph(graph)
     found = cycles(rooms)
     detail = [
-        f"{a} -> {b} via " + ", ".join(sorted(m for m in graph if room_of(m) == a
-                                              and any(room_of(t) == b for t in graph[m])))
-        for c in found for a in c for b in sorted(rooms[a] & set(c))
-    ]  # fmt: skip
+        f"{a} -> {b} via "
+        + ", ".join(
+            sorted(m for m in graph if room_of(m) == a and any(room_of(t) == b for t in graph[m]))
+        )
+        for c in found
+        for a in c
+        for b in sorted(rooms[a] & set(c))
+    ]
     assert not found, "circles between rooms:\n" + "\n".join(detail)
 
 
@@ -123,6 +144,9 @@ def test_the_cli_names_no_module_above_it():
     assert "tui" not in COMMANDS
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert project["entry-points"]["homog.commands"]["tui"] == "tui.command:tui"
-    named = [str(p.relative_to(ROOT)) for p in (ROOT / "homog").rglob("*.py")
-             if "tui.command" in p.read_text(encoding="utf-8")]  # fmt: skip
+    named = [
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "homog").rglob("*.py")
+        if "tui.command" in p.read_text(encoding="utf-8")
+    ]
     assert not named, named

@@ -27,11 +27,34 @@ def test_environment_sets_and_restores(monkeypatch):
 
 def test_eigensolver_variants_run_compare_and_write_the_page(tmp_path):
     out, page = tmp_path / "figures.json", tmp_path / "docs" / "gpu-bench.md"
-    cmd = [sys.executable, str(ROOT / "bench" / "extract_overhead.py"), "--model",
-           "random:tiny-llama", "--n-texts", "3", "--tokens", "16", "24", "--repeats", "1",
-           "--naive-texts", "0", "--batch-tokens", "40", "--skip", "bt", "b0",
-           "--eigensolvers", "device", "host-serial", "host", "--json", str(out),
-           "--markdown", str(page)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(ROOT / "bench" / "extract_overhead.py"),
+        "--model",
+        "random:tiny-llama",
+        "--n-texts",
+        "3",
+        "--tokens",
+        "16",
+        "24",
+        "--repeats",
+        "1",
+        "--naive-texts",
+        "0",
+        "--batch-tokens",
+        "40",
+        "--skip",
+        "bt",
+        "b0",
+        "--eigensolvers",
+        "device",
+        "host-serial",
+        "host",
+        "--json",
+        str(out),
+        "--markdown",
+        str(page),
+    ]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     figures = json.loads(out.read_text())

@@ -70,8 +70,9 @@ def test_compare_prints_prefixes_that_round_trip(db):
     assert res.exit_code == 0
     # cf240802 and cf24ffff share 4 characters: 8 are printed, enough to tell them apart
     assert "cf240802" in res.output and "cf240802aaaa" not in res.output
-    res = invoke("compare", "--metric", "erank", "--runs", "cf240802", "--db", db, "--format",
-                 "json")  # fmt: skip
+    res = invoke(
+        "compare", "--metric", "erank", "--runs", "cf240802", "--db", db, "--format", "json"
+    )
     assert res.exit_code == 0
     assert {r["run_id"] for r in json.loads(res.output)} == {"cf240802aaaa1111"}
 
@@ -101,8 +102,9 @@ def test_export_to_stdout_csv_and_json(db, tmp_path, monkeypatch):
     assert res.exit_code == 0
     rows = json.loads(res.stdout)
     assert sorted(r["run_id"] for r in rows) == sorted(RENAMED.values())
-    res = invoke("export", "SELECT run_id, n_layers FROM runs ORDER BY run_id", "-o", "-",
-                 "--db", db)  # fmt: skip
+    res = invoke(
+        "export", "SELECT run_id, n_layers FROM runs ORDER BY run_id", "-o", "-", "--db", db
+    )
     assert res.stdout.splitlines() == [
         "run_id,n_layers",
         "5e1a9b3c00000000,30",
@@ -154,11 +156,19 @@ def test_broken_pipe_exits_zero_quietly(db):
         assert proc.wait(timeout=60) == 0, err
         assert err == ""
     shell = subprocess.run(
-        ["bash", "-o", "pipefail", "-c",
-         f'"{sys.executable}" -c "from homog.cli import main; main()" sql '
-         f'"SELECT * FROM range(300000)" --format csv --db {db} | head -1'],
-        env=env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            "bash",
+            "-o",
+            "pipefail",
+            "-c",
+            f'"{sys.executable}" -c "from homog.cli import main; main()" sql '
+            f'"SELECT * FROM range(300000)" --format csv --db {db} | head -1',
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert shell.returncode == 0 and shell.stdout == "range\n" and shell.stderr == ""
 
 
@@ -170,8 +180,19 @@ def test_model_is_one_name_with_models_a_hidden_alias(db):
         text = invoke(command, "--help").output
         assert "--model " in text and "--models" not in text
     for spelling in ("--model", "--models"):
-        res = invoke("compare", "--metric", "erank", spelling, "gemma3-270m", "--layers", "0",
-                     "--format", "json", "--db", db)  # fmt: skip
+        res = invoke(
+            "compare",
+            "--metric",
+            "erank",
+            spelling,
+            "gemma3-270m",
+            "--layers",
+            "0",
+            "--format",
+            "json",
+            "--db",
+            db,
+        )
         assert {r["model"] for r in json.loads(res.output)} == {"gemma3-270m"}
 
 

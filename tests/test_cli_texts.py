@@ -69,12 +69,22 @@ def test_dropped_csv_and_json_carry_every_field(synth_out):
     rows = list(csv.DictReader(io.StringIO(res.output)))
     assert [r["sample_id"] for r in rows] == ["r003", "r007", "r012", "r015", "r020"]
     # kept_in: "none" for a report entry without it (written before issue 40)
-    assert rows[2] == {"sample_id": "r012", "stage": "select", "reason": "below_threshold",
-                       "kept_in": "none", "detail": LONG.strip()}  # fmt: skip
+    assert rows[2] == {
+        "sample_id": "r012",
+        "stage": "select",
+        "reason": "below_threshold",
+        "kept_in": "none",
+        "detail": LONG.strip(),
+    }
     res = run("--texts", str(synth_out), "--dropped", "--format", "json")
     data = json.loads(res.output)
-    assert data[4] == {"sample_id": "r020", "stage": "position_family", "reason": "no_control",
-                       "kept_in": "none", "detail": "no control move"}  # fmt: skip
+    assert data[4] == {
+        "sample_id": "r020",
+        "stage": "position_family",
+        "reason": "no_control",
+        "kept_in": "none",
+        "detail": "no control move",
+    }
 
 
 def test_no_review_dropped_says_so(synth_out):

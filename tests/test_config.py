@@ -81,8 +81,11 @@ def test_read_errors_name_the_file(tmp_path):
         (("synth", "parser", "min_shift"), 1.0, r"synth.parser.min_shift must be in \[0, 1\)"),
         # a scalar used to be iterated letter by letter ("unknown intervention 'n'")
         (("extract", "interventions"), "none", r"extract.interventions: expected a list"),
-        (("extract", "interventions"), ["none", "nope"],
-         r"extract.interventions: unknown intervention 'nope': use one of none, zero_pos"),
+        (
+            ("extract", "interventions"),
+            ["none", "nope"],
+            r"extract.interventions: unknown intervention 'nope': use one of none, zero_pos",
+        ),
         (("extract", "max_tokens"), "abc", r"extract.max_tokens: expected an integer, got 'abc'"),
         (("extract", "max_tokens"), 32.7, r"extract.max_tokens: expected an integer, got 32.7"),
         (("extract", "max_tokens"), 0, r"extract.max_tokens must be >= 1"),
@@ -103,7 +106,7 @@ def test_read_errors_name_the_file(tmp_path):
         (("extract", "renyi_alpha"), 0, r"extract.renyi_alpha must be > 0"),
         (("extract", "token_sets"), ["no_sink", "rogue"], r"token_sets\[1\]: expected one of"),
     ],
-)  # fmt: skip
+)
 def test_wrong_types_and_ranges_name_key_value_and_expected_type(key, value, expected):
     params = project_params()
     target = params
@@ -116,9 +119,16 @@ def test_wrong_types_and_ranges_name_key_value_and_expected_type(key, value, exp
 
 @pytest.mark.parametrize(
     ("where", "typo"),
-    [("extract", "max_token"), ("corpus", "min_word"), ("synth", "rephraser_name"),
-     ("stats", "nboot"), ("mauve", "pca"), ("ray", "gpus"), ("posenc", "epochs")],
-)  # fmt: skip
+    [
+        ("extract", "max_token"),
+        ("corpus", "min_word"),
+        ("synth", "rephraser_name"),
+        ("stats", "nboot"),
+        ("mauve", "pca"),
+        ("ray", "gpus"),
+        ("posenc", "epochs"),
+    ],
+)
 def test_an_unknown_key_in_any_section_names_the_valid_keys(where, typo):
     params = project_params()
     params[where][typo] = 1

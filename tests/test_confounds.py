@@ -42,8 +42,12 @@ def synthetic(seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     n_tok = rng.integers(40, 121, N)
     added = rng.integers(1, 9, N)
     x_last = rng.uniform(0.8, 0.95, N)
-    x = {"key_first": np.zeros(N), "key_mid": rng.uniform(0.4, 0.6, N), "key_last": x_last,
-         "key_control": np.full(N, np.nan)}  # fmt: skip
+    x = {
+        "key_first": np.zeros(N),
+        "key_mid": rng.uniform(0.4, 0.6, N),
+        "key_last": x_last,
+        "key_control": np.full(N, np.nan),
+    }
     layers = np.arange(L + 1)
     orig0 = 30 + u + K * n_tok + rng.normal(0, 0.3, N)  # layer 0 of the original
     rows, texts = [], []
@@ -74,8 +78,9 @@ def run():
     runs = pd.DataFrame([{"run_id": "r1", "model": "m", "intervention": "none"}])
     originals = frame[frame["variant"] == "original"].assign(run_id="r1")
     # the earlier primary endpoints: this synthetic run has no same-place control (ctrl_*)
-    primary = PrimaryConfig(contrasts=("key_first - key_control", "key_last - key_control",
-                                       "key_ends - key_mid"))  # fmt: skip
+    primary = PrimaryConfig(
+        contrasts=("key_first - key_control", "key_last - key_control", "key_ends - key_mid")
+    )
     claims = claims_table(contrasts, runs, originals, alpha=ALPHA, n_boot=300, primary=primary)
     return frame, texts, contrasts, claims
 
@@ -92,8 +97,12 @@ def _tokens(frame: pd.DataFrame, variant: str) -> pd.Series:
 
 
 def _row(contrasts, a, b, band):
-    c = contrasts[(contrasts["variant_a"] == a) & (contrasts["variant_b"] == b)
-                  & (contrasts["band"] == band) & (contrasts["metric"] == "erank")]  # fmt: skip
+    c = contrasts[
+        (contrasts["variant_a"] == a)
+        & (contrasts["variant_b"] == b)
+        & (contrasts["band"] == band)
+        & (contrasts["metric"] == "erank")
+    ]
     assert len(c) == 1
     return c.iloc[0]
 
@@ -213,8 +222,11 @@ def test_family_holm_recomputed_by_hand(run):
     # the default primary endpoints present here: erank (all tokens) at late and final for
     # key_first / key_last - key_control and the U-shape key_ends - key_mid
     prim = claims[claims["family"] == "primary"]
-    assert set(prim["comparison"]) == {"key_first - key_control", "key_last - key_control",
-                                       "key_ends - key_mid"}  # fmt: skip
+    assert set(prim["comparison"]) == {
+        "key_first - key_control",
+        "key_last - key_control",
+        "key_ends - key_mid",
+    }
     assert set(prim["band"]) == {"late", "final"} and sizes["primary"] == 6
     assert sizes["exploratory"] > sizes["primary"]
 
@@ -237,8 +249,11 @@ def test_mixed_model_recomputed_with_statsmodels(run):
             )
         )
     data = pd.concat(long, ignore_index=True)
-    fit = smf.mixedlm("value ~ C(variant, Treatment('original')) + np.log(n_tokens)", data,
-                      groups=data["sample_id"]).fit(reml=True)  # fmt: skip
+    fit = smf.mixedlm(
+        "value ~ C(variant, Treatment('original')) + np.log(n_tokens)",
+        data,
+        groups=data["sample_id"],
+    ).fit(reml=True)
     name = "C(variant, Treatment('original'))[T.{}]".format
     row = _row(contrasts, "key_first", "original", "middle")
     assert row["mm_diff"] == pytest.approx(fit.fe_params[name("key_first")], rel=1e-3)
@@ -304,16 +319,25 @@ def test_stage_load_and_report_carry_the_new_columns(tmp_path):
     frame[["run_id", "variant", "sample_id", "layer", "metric", "value"]].to_parquet(
         out / "layer_metrics.parquet", index=False
     )
-    record = {"run_id": "m-none", "model": "m", "model_source": "random:tiny-llama",
-              "n_layers": L, "intervention": "none", "pair_key": "m-pair"}  # fmt: skip
+    record = {
+        "run_id": "m-none",
+        "model": "m",
+        "model_source": "random:tiny-llama",
+        "n_layers": L,
+        "intervention": "none",
+        "pair_key": "m-pair",
+    }
     (out / "run.json").write_text(json.dumps(record))
     layout.texts.parent.mkdir(parents=True)
     # each text its own (a texts table of equal texts would make every pair an identity pair)
     texts = texts.assign(dataset="d", text=texts["variant"] + " " + texts["sample_id"])
     texts.to_parquet(layout.texts, index=False)
-    params = {"models": {"m": {"source": "random:tiny-llama"}},
-              "stats": {"n_boot": 100, "mixed_metrics": ["erank"]},
-              "extract": {"interventions": ["none"]}, "posenc": {"encodings": []}}  # fmt: skip
+    params = {
+        "models": {"m": {"source": "random:tiny-llama"}},
+        "stats": {"n_boot": 100, "mixed_metrics": ["erank"]},
+        "extract": {"interventions": ["none"]},
+        "posenc": {"encodings": []},
+    }
     counts = stats_stage(params, tmp_path)
     assert counts["dose_response"] > 0
     load(params, layout.db(), tmp_path)
@@ -373,18 +397,22 @@ def test_dose_response_legend_gives_p_and_holm_p(run, tmp_path, monkeypatch):
     real_save = plot.save_figure
 
     def spy(fig, path):
-        seen.extend(t.get_text() for ax in fig.axes if ax.get_legend()
-                    for t in ax.get_legend().get_texts())  # fmt: skip
+        seen.extend(
+            t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()
+        )
         return real_save(fig, path)
 
     monkeypatch.setattr(plot, "save_figure", spy)
     plot.dose_response_figure(out.assign(model="m").to_dict("records"), "erank", tmp_path / "d.png")
     middle = out[(out["kind"] == "slope") & (out["band"] == "middle")].iloc[0]
-    assert any(f"Holm p = {middle['p_holm']:.2g}" in t and f"p = {middle['p_value']:.2g}" in t
-               for t in seen), seen  # fmt: skip
+    assert any(
+        f"Holm p = {middle['p_holm']:.2g}" in t and f"p = {middle['p_value']:.2g}" in t
+        for t in seen
+    ), seen
     seen.clear()  # rows from before p_holm: p alone
-    plot.dose_response_figure(out.drop(columns="p_holm").assign(model="m").to_dict("records"),
-                              "erank", tmp_path / "e.png")  # fmt: skip
+    plot.dose_response_figure(
+        out.drop(columns="p_holm").assign(model="m").to_dict("records"), "erank", tmp_path / "e.png"
+    )
     assert seen and not any("Holm" in t for t in seen)
 
 
@@ -407,10 +435,23 @@ def test_rounding_at_layer_0_is_not_a_lexical_confound():
     from homog.report.claims_rules import lexical
 
     def row(layer0_effect: float) -> Claim:
-        return Claim(model="m", claim="5b", statement="s", metric="erank", comparison="a - b",
-                     scope="late", effect=0.1, ci_low=0.0, ci_high=0.2, p_holm=0.5, n=50,
-                     verdict="inconclusive", baseline_mean=40.0, layer0_effect=layer0_effect,
-                     layer0_p=0.001)  # fmt: skip
+        return Claim(
+            model="m",
+            claim="5b",
+            statement="s",
+            metric="erank",
+            comparison="a - b",
+            scope="late",
+            effect=0.1,
+            ci_low=0.0,
+            ci_high=0.2,
+            p_holm=0.5,
+            n=50,
+            verdict="inconclusive",
+            baseline_mean=40.0,
+            layer0_effect=layer0_effect,
+            layer0_p=0.001,
+        )
 
     rows = [row(2.5e-14), row(-3e-12), row(0.05), row(-0.4)]
     lexical(rows, alpha=0.05)
@@ -436,8 +477,10 @@ def test_dose_slope_of_rounding_is_zero_with_p_one():
     )
 
     def tables(rel):
-        return {v: pd.DataFrame([base * (1 + rel * x)], index=[0], columns=samples)
-                for v, x in where.items()}  # fmt: skip
+        return {
+            v: pd.DataFrame([base * (1 + rel * x)], index=[0], columns=samples)
+            for v, x in where.items()
+        }
 
     settings = StatsSettings(n_boot=200, ci=0.95, seed=0)
     ulp = dose_rows(tables(4e-15), positions, "r", "erank", {"layer0": [0]}, settings)[0]

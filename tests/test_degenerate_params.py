@@ -65,8 +65,13 @@ def test_stats_command_names_the_file_and_the_key(tmp_path):
 
 def test_corpus_where_no_text_fits_is_a_message():
     """Item 10: with a budget no sentence fits, `word_count` met NaN texts (AttributeError)."""
-    raw = pd.DataFrame({"text": [f"a fine film number {i}. It was good." for i in range(6)],
-                        "label": [i % 2 for i in range(6)]})  # fmt: skip
+    raw = pd.DataFrame(
+        {
+            "text": [f"a fine film number {i}. It was good." for i in range(6)],
+            "label": [i % 2 for i in range(6)],
+        }
+    )
     with pytest.raises(HomogError, match=r"6 not fitting extract.max_tokens"):
-        prepare_corpus(raw, dataset="d", n=2, seed=0, min_words=1,
-                       fits=lambda texts: [False] * len(texts))  # fmt: skip
+        prepare_corpus(
+            raw, dataset="d", n=2, seed=0, min_words=1, fits=lambda texts: [False] * len(texts)
+        )

@@ -185,11 +185,19 @@ def test_every_params_key_has_a_meaning(params_page):
     meanings = gen_refs.param_meanings()
     assert set(meanings) == set(gen_refs.params_keys())
     assert [key for key, meaning in meanings.items() if not meaning.strip()] == []
-    empty = [row for row in params_page.splitlines() if row.startswith("| `") and
-             re.search(r"\|\s*\|$", row)]  # fmt: skip
+    empty = [
+        row
+        for row in params_page.splitlines()
+        if row.startswith("| `") and re.search(r"\|\s*\|$", row)
+    ]
     assert empty == []
-    assert {"synth.position.enabled", "stats.primary.metrics", "probe.max_iter",
-            "models.<key>.source", "extract.interventions"} <= set(meanings)  # fmt: skip
+    assert {
+        "synth.position.enabled",
+        "stats.primary.metrics",
+        "probe.max_iter",
+        "models.<key>.source",
+        "extract.interventions",
+    } <= set(meanings)
 
 
 def test_meaning_check_fails_on_a_key_without_a_comment():

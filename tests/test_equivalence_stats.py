@@ -85,8 +85,10 @@ def test_depth_sesoi_falls_back_to_the_sd_basis_and_says_so():
     depth = StatsSettings(n_boot=100, sesoi_basis="depth")
     out = run_contrasts(long_frame(vals), "r", depth, pairs=[("front", "original")])
     assert out["sesoi"].to_numpy() == pytest.approx(0.1 * out["baseline_sd"].to_numpy())
-    assert all("between-text SD" in t and "does not homogenize monotonically" in t
-               for t in out["sesoi_basis"])  # fmt: skip
+    assert all(
+        "between-text SD" in t and "does not homogenize monotonically" in t
+        for t in out["sesoi_basis"]
+    )
 
 
 def test_equivalence_ci_is_the_90_percent_interval_of_the_same_resamples():
@@ -133,13 +135,20 @@ def test_adjusted_rows_take_the_equivalence_ci_of_the_intercept():
 
 
 def test_key_ends_rows_equal_an_independent_numpy_computation():
-    vals = curves(seed=4, shift={"original": 0.0, "key_first": 0.5, "key_mid": 0.0,
-                                 "key_last": 0.3})  # fmt: skip
+    vals = curves(
+        seed=4, shift={"original": 0.0, "key_first": 0.5, "key_mid": 0.0, "key_last": 0.3}
+    )
     frame = long_frame(vals)
     frame = frame[~((frame["variant"] == "key_last") & (frame["sample_id"] == "s03"))]
-    tok = pd.DataFrame({"variant": np.repeat(["key_first", "key_mid", "key_last"], N),
-                        "sample_id": [f"s{i:02d}" for i in range(N)] * 3, "layer": 0,
-                        "metric": "n_tokens", "value": 60.0})  # fmt: skip
+    tok = pd.DataFrame(
+        {
+            "variant": np.repeat(["key_first", "key_mid", "key_last"], N),
+            "sample_id": [f"s{i:02d}" for i in range(N)] * 3,
+            "layer": 0,
+            "metric": "n_tokens",
+            "value": 60.0,
+        }
+    )
     out = run_contrasts(pd.concat([frame, tok]), "r", StatsSettings(n_boot=200))
     assert {("key_mid", "original"), ("key_ends", "key_mid")} <= set(VARIANT_PAIRS)
     assert len(rows_of(out, "key_mid", "original")) == L + 1 + 5
@@ -160,14 +169,20 @@ def test_key_ends_rows_equal_an_independent_numpy_computation():
 
 
 def positions_frame(x: dict[str, np.ndarray]) -> pd.DataFrame:
-    return pd.DataFrame([(v, f"s{i:02d}", float(p[i])) for v, p in x.items() for i in range(N)],
-                        columns=["variant", "sample_id", "key_position"])  # fmt: skip
+    return pd.DataFrame(
+        [(v, f"s{i:02d}", float(p[i])) for v, p in x.items() for i in range(N)],
+        columns=["variant", "sample_id", "key_position"],
+    )
 
 
 def test_quadratic_coefficient_against_numpy_polyfit():
     rng = np.random.default_rng(6)
-    xs = {"key_first": np.zeros(N), "key_q": np.full(N, 0.3), "key_mid": np.full(N, 0.55),
-          "key_last": np.full(N, 0.9)}  # fmt: skip
+    xs = {
+        "key_first": np.zeros(N),
+        "key_q": np.full(N, 0.3),
+        "key_mid": np.full(N, 0.55),
+        "key_last": np.full(N, 0.9),
+    }
     vals = curves(seed=6, shift={"original": 0.0})
     for v, x in xs.items():  # a U plus a slope plus noise, different per text
         c_i = rng.normal(2.0, 0.5, (N, 1))
@@ -192,8 +207,9 @@ def test_three_positions_identify_the_u_shape_exactly():
     """first, mid, last at 0, 0.5, 1: c = 4 x ((first + last) / 2 - mid) per text, so the
     quadratic row is 4 x the key_ends - key_mid contrast."""
     xs = {"key_first": np.zeros(N), "key_mid": np.full(N, 0.5), "key_last": np.ones(N)}
-    vals = curves(seed=7, shift={"original": 0.0, "key_first": 0.4, "key_mid": 0.0,
-                                 "key_last": 0.2})  # fmt: skip
+    vals = curves(
+        seed=7, shift={"original": 0.0, "key_first": 0.4, "key_mid": 0.0, "key_last": 0.2}
+    )
     frame = long_frame(vals)
     quad = dose_response(frame, positions_frame(xs), "r", StatsSettings(n_boot=100))
     quad = quad[quad["kind"] == "quadratic"].set_index("band")
@@ -226,8 +242,12 @@ def test_per_text_contributions_sum_to_the_quadratic():
     assert q.sum(axis=1) == pytest.approx(theta[:, 1]) and used.all()
     # the pooled within-text least squares, by an explicit dummy-variable regression
     for g in range(2):
-        design = np.hstack([np.kron(np.eye(N), np.ones((3, 1))),
-                            np.c_[(x.T.ravel() - 0.5), (x.T.ravel() - 0.5) ** 2]])  # fmt: skip
+        design = np.hstack(
+            [
+                np.kron(np.eye(N), np.ones((3, 1))),
+                np.c_[(x.T.ravel() - 0.5), (x.T.ravel() - 0.5) ** 2],
+            ]
+        )
         coef = np.linalg.lstsq(design, y[:, g, :].T.ravel(), rcond=None)[0]
         assert theta[g] == pytest.approx(coef[-2:])
 
@@ -236,8 +256,9 @@ def test_dose_holm_is_per_kind():
     from homog.stats.paired_tests import holm
 
     xs = {"key_first": np.zeros(N), "key_mid": np.full(N, 0.5), "key_last": np.ones(N)}
-    vals = curves(seed=8, shift={"original": 0.0, "key_first": 0.4, "key_mid": 0.0,
-                                 "key_last": 0.2})  # fmt: skip
+    vals = curves(
+        seed=8, shift={"original": 0.0, "key_first": 0.4, "key_mid": 0.0, "key_last": 0.2}
+    )
     out = dose_response(long_frame(vals), positions_frame(xs), "r", StatsSettings(n_boot=100))
     for kind in ("slope", "quadratic"):
         k = out[out["kind"] == kind]

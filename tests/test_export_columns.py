@@ -63,7 +63,8 @@ def test_duplicate_columns_survive_stdout(db, fmt):
 
 
 def test_unknown_suffix_lists_every_format_json_included(tmp_path, db):
-    res = CliRunner().invoke(main, ["export", "runs", "-o", str(tmp_path / "x.txt"), "--db",
-                                    str(db)])  # fmt: skip
+    res = CliRunner().invoke(
+        main, ["export", "runs", "-o", str(tmp_path / "x.txt"), "--db", str(db)]
+    )
     clean_error(res, "'txt'", "parquet, csv, json", "--format")
     assert not (tmp_path / "x.txt").exists()

@@ -419,9 +419,19 @@ def test_output_contract(tiny, tmp_path):
     assert rec["output_bytes"] < 3e6
     ma = out["massive_activations"]
     assert list(ma.columns) == [
-        "run_id", "variant", "layer", "rank", "position", "feature", "token_id", "n",
-        "share", "mean_abs", "max_abs", "sign",
-    ]  # fmt: skip
+        "run_id",
+        "variant",
+        "layer",
+        "rank",
+        "position",
+        "feature",
+        "token_id",
+        "n",
+        "share",
+        "mean_abs",
+        "max_abs",
+        "sign",
+    ]
     assert set(ma["rank"]) == {1, 2, 3} and ma.groupby(["variant", "layer"]).size().max() == 3
     assert (ma["n"] <= 6).all() and ma["mean_abs"].gt(0).all()
 

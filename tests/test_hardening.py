@@ -253,9 +253,15 @@ def _damage(db: Path) -> None:
     con = duckdb.connect(str(db), read_only=True)
     try:
         size = con.execute("SELECT block_size FROM pragma_database_size()").fetchone()[0]
-        blocks = sorted({b for (b,) in con.execute(
-            "SELECT DISTINCT block_id FROM pragma_storage_info('layer_metrics') "
-            "WHERE block_id >= 0").fetchall()})  # fmt: skip
+        blocks = sorted(
+            {
+                b
+                for (b,) in con.execute(
+                    "SELECT DISTINCT block_id FROM pragma_storage_info('layer_metrics') "
+                    "WHERE block_id >= 0"
+                ).fetchall()
+            }
+        )
     finally:
         con.close()
     assert blocks, "layer_metrics holds no persistent block to damage"

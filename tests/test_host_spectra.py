@@ -363,8 +363,9 @@ def test_stacked_layers_on_real_reviews(model, monkeypatch):
 
     monkeypatch.setenv("HOMOG_CPU_EIGENSOLVER", "torch")
     raw = pd.read_json(IMDB_SAMPLE, lines=True)["text"].head(8).map(clean_text)
-    df = pd.DataFrame({"variant": "original", "sample_id": [f"r{i}" for i in range(8)],
-                       "text": raw})  # fmt: skip
+    df = pd.DataFrame(
+        {"variant": "original", "sample_id": [f"r{i}" for i in range(8)], "text": raw}
+    )
     params = load_config(ROOT / "params.yaml")
     lm = load_model(resolve_source(model, params.model_sources()), device="cpu", attention=True)
     texts = encode_texts(lm.tokenizer, df, 256)

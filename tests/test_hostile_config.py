@@ -127,8 +127,9 @@ def test_model_key_dotdot_writes_nothing_outside_data_extract(tmp_path, monkeypa
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump({"models": {"..": "random:tiny-llama"}}))
-    res = CliRunner().invoke(main, ["extract", "--model", "..", "--params", str(path),
-                                    "--device", "cpu"])  # fmt: skip
+    res = CliRunner().invoke(
+        main, ["extract", "--model", "..", "--params", str(path), "--device", "cpu"]
+    )
     clean_error(res, "'..' is not a name")
     assert not (tmp_path / "data").exists()
     from homog.layout import Layout
@@ -220,10 +221,23 @@ def test_homog_cache_a_file_or_unwritable(tmp_path, monkeypatch, where):
     params = tmp_path / "params.yaml"
     params.write_text("seed: 0\n")
     texts = str(write_texts(tmp_path / "t.parquet", 2))
-    res = CliRunner().invoke(main, ["extract", "--model", "random:tiny-llama", "--params",
-                                    str(params), "--texts", texts,
-                                    "--out", str(tmp_path / "x"), "--device", "cpu",
-                                    "--no-progress"])  # fmt: skip
+    res = CliRunner().invoke(
+        main,
+        [
+            "extract",
+            "--model",
+            "random:tiny-llama",
+            "--params",
+            str(params),
+            "--texts",
+            texts,
+            "--out",
+            str(tmp_path / "x"),
+            "--device",
+            "cpu",
+            "--no-progress",
+        ],
+    )
     clean_error(res, needle, str(cache))
 
 
@@ -240,18 +254,24 @@ def test_layers_range_is_bounded_by_the_models(tmp_path, demo_db_factory):
     t0 = time.monotonic()
     proc = subprocess.run(
         [*HOMOG, "compare", "--metric", "erank", "--layers", "0-999999999", "--db", str(db)],
-        capture_output=True, text=True, timeout=120, preexec_fn=_limit_memory,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=_limit_memory,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+    )
     assert proc.returncode == 1, proc.stderr
     assert "--layers 0-999999999" in proc.stderr and "layers 0-30" in proc.stderr
     assert "Traceback" not in proc.stderr and time.monotonic() - t0 < 60
-    res = CliRunner().invoke(main, ["compare", "--metric", "erank", "--layers", "28-30,0",
-                                    "--format", "csv", "--db", str(db)])  # fmt: skip
+    res = CliRunner().invoke(
+        main,
+        ["compare", "--metric", "erank", "--layers", "28-30,0", "--format", "csv", "--db", str(db)],
+    )
     assert res.exit_code == 0, res.output
     layers = {int(line.split(",")[4]) for line in res.output.splitlines()[1:]}
     assert layers == {0, 28, 29, 30}
     for bad, says in (("31", "within 0-30"), ("5-2", "reversed"), ("29-31", "within 0-30")):
-        res = CliRunner().invoke(main, ["compare", "--metric", "erank", "--layers", bad,
-                                        "--db", str(db)])  # fmt: skip
+        res = CliRunner().invoke(
+            main, ["compare", "--metric", "erank", "--layers", bad, "--db", str(db)]
+        )
         clean_error(res, says)

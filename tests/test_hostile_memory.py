@@ -46,8 +46,12 @@ def test_stats_numpy_memory_error_is_one_line_and_keeps_the_old_output(tmp_path)
     (old / "contrasts.parquet").write_bytes(b"previous run")
     res = subprocess.run(
         [sys.executable, "-c", STATS_OOM, "stats", "--params", str(ROOT / "params.yaml")],
-        cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 1, res.stderr
     assert "Traceback" not in res.stderr, res.stderr
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
@@ -80,8 +84,9 @@ def test_export_memory_error_half_way_leaves_no_file(tmp_path, monkeypatch, demo
     mine.write_text("mine")
     out = tmp_path / "x.json"
     db = str(demo_db_factory(1, 4))
-    res = CliRunner().invoke(main, ["export", "SELECT * FROM layer_metrics", "-o", str(out),
-                                    "--db", db])  # fmt: skip
+    res = CliRunner().invoke(
+        main, ["export", "SELECT * FROM layer_metrics", "-o", str(out), "--db", db]
+    )
     clean_error(res, "homog export ran out of memory", "LIMIT", "nothing half-written")
     assert res.output.count("Error:") == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["thesis.tex"]
@@ -168,6 +173,9 @@ def test_memory_advice_names_real_commands_and_params_keys():
     otherwise send users to nothing)."""
     assert set(_MEMORY_ADVICE) <= set(COMMANDS)
     keys = _config_keys()
-    named = {k for text in _MEMORY_ADVICE.values()
-             for k in re.findall(r"\b[a-z_]+(?:\.[a-z_]+)+\b", text)}  # fmt: skip
+    named = {
+        k
+        for text in _MEMORY_ADVICE.values()
+        for k in re.findall(r"\b[a-z_]+(?:\.[a-z_]+)+\b", text)
+    }
     assert named and named <= keys, named - keys

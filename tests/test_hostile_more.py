@@ -300,8 +300,12 @@ def test_corpus_error_suggests_extract_max_tokens(n):
     from homog.corpus.stage import prepare_corpus
     from homog.errors import HomogError
 
-    raw = pd.DataFrame({"text": [f"a fine film number {i}. It was good." for i in range(6)],
-                        "label": [i % 2 for i in range(6)]})  # fmt: skip
+    raw = pd.DataFrame(
+        {
+            "text": [f"a fine film number {i}. It was good." for i in range(6)],
+            "label": [i % 2 for i in range(6)],
+        }
+    )
     fits = [
         lambda texts: [False] * len(texts),
         lambda texts: [i % 2 == 0 for i in range(len(texts))],

@@ -82,9 +82,18 @@ def test_node_target_is_refused_and_kept(tmp_path, db, corpus_params, command, k
     args = {
         "corpus": ["corpus", "--params", str(corpus_params), "--out", str(node)],
         "report": ["report", "--params", str(corpus_params), "--db", str(db), "-o", str(node)],
-        "export": ["export", "runs", "-o", str(node), "--format", "csv", "--force",
-                   "--db", str(db)],
-    }[command]  # fmt: skip
+        "export": [
+            "export",
+            "runs",
+            "-o",
+            str(node),
+            "--format",
+            "csv",
+            "--force",
+            "--db",
+            str(db),
+        ],
+    }[command]
     clean_error(invoke(*args), str(node), "not a regular file")
     assert is_node(node, kind)  # not replaced by a regular file
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".node")] == []
@@ -170,8 +179,15 @@ def test_permission_denied_while_writing_names_the_file(tmp_path, monkeypatch):
 def test_synth_out_an_existing_file(tmp_path, corpus_params):
     afile = tmp_path / "afile"
     afile.write_text("keep")
-    res = invoke("synth", "--params", str(corpus_params), "--corpus", str(tmp_path / "c.parquet"),
-                 "--out", str(afile))  # fmt: skip
+    res = invoke(
+        "synth",
+        "--params",
+        str(corpus_params),
+        "--corpus",
+        str(tmp_path / "c.parquet"),
+        "--out",
+        str(afile),
+    )
     clean_error(res, "afile is a file, not a directory")
     assert afile.read_text() == "keep"
 
@@ -182,8 +198,19 @@ def test_extract_out_under_a_file_or_in_proc(tmp_path, corpus_params, where):
     afile.write_text("x")
     out = afile / "x" if where == "under_file" else Path("/proc/homog-test/x")
     texts = str(tmp_path / "none.parquet")
-    res = invoke("extract", "--params", str(corpus_params), "--model", "random:tiny-llama",
-                 "--texts", texts, "--out", str(out), "--device", "cpu")  # fmt: skip
+    res = invoke(
+        "extract",
+        "--params",
+        str(corpus_params),
+        "--model",
+        "random:tiny-llama",
+        "--texts",
+        texts,
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+    )
     clean_error(res, "afile is a file" if where == "under_file" else "/proc/homog-test")
 
 
@@ -196,9 +223,20 @@ def test_full_disk_during_extract_is_one_message(tmp_path, corpus_params, monkey
     monkeypatch.setattr(np, "savez", full)
     monkeypatch.setattr(np, "savez_compressed", full)
     texts = write_texts(tmp_path / "texts.parquet")
-    res = invoke("extract", "--params", str(corpus_params), "--model", "random:tiny-llama",
-                 "--texts", str(texts), "--out", str(tmp_path / "x"), "--device", "cpu",
-                 "--no-progress")  # fmt: skip
+    res = invoke(
+        "extract",
+        "--params",
+        str(corpus_params),
+        "--model",
+        "random:tiny-llama",
+        "--texts",
+        str(texts),
+        "--out",
+        str(tmp_path / "x"),
+        "--device",
+        "cpu",
+        "--no-progress",
+    )
     clean_error(res, "no space left on the device", "free space")
     assert not any(p.suffix == ".tmp" for p in (tmp_path).rglob("*"))
 
@@ -208,17 +246,36 @@ def test_full_tmpfs_during_extract(tmp_path, corpus_params):
     """A real full disk: a 64 KiB tmpfs (root only)."""
     mnt = tmp_path / "full"
     mnt.mkdir()
-    if not IS_ROOT or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs",
-                                      str(mnt)], capture_output=True).returncode:  # fmt: skip
+    if (
+        not IS_ROOT
+        or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True
+        ).returncode
+    ):
         pytest.skip("mounting a small tmpfs needs root (the ENOSPC test above covers the logic)")
     try:
         texts = write_texts(tmp_path / "texts.parquet")
         proc = subprocess.run(
-            [*HOMOG, "extract", "--params", str(corpus_params),
-             "--model", "random:tiny-llama", "--texts", str(texts), "--out", str(mnt / "x"),
-             "--device", "cpu", "--no-progress"],
-            capture_output=True, text=True, env=ENV, timeout=300,
-        )  # fmt: skip
+            [
+                *HOMOG,
+                "extract",
+                "--params",
+                str(corpus_params),
+                "--model",
+                "random:tiny-llama",
+                "--texts",
+                str(texts),
+                "--out",
+                str(mnt / "x"),
+                "--device",
+                "cpu",
+                "--no-progress",
+            ],
+            capture_output=True,
+            text=True,
+            env=ENV,
+            timeout=300,
+        )
         assert proc.returncode == 1, proc.stderr
         assert "no space left on the device" in proc.stderr and "Traceback" not in proc.stderr
         assert not [p for p in mnt.rglob("*") if p.suffix == ".tmp"]
@@ -230,14 +287,19 @@ def test_full_tmpfs_during_extract(tmp_path, corpus_params):
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full on this system")
-@pytest.mark.parametrize("args", [["runs"], ["sql", "SELECT * FROM runs"],
-                                  ["sql", "SELECT 1", "--format", "csv"]])  # fmt: skip
+@pytest.mark.parametrize(
+    "args", [["runs"], ["sql", "SELECT * FROM runs"], ["sql", "SELECT 1", "--format", "csv"]]
+)
 def test_stdout_on_a_full_device(db, args):
     with open("/dev/full", "w") as full:
         proc = subprocess.run(
             [*HOMOG, *args, "--db", str(db)],
-            stdout=full, stderr=subprocess.PIPE, text=True, env=ENV, timeout=120,
-        )  # fmt: skip
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=ENV,
+            timeout=120,
+        )
     assert proc.returncode == 1, proc.stderr
     assert "cannot write to stdout: no space left" in proc.stderr
     assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr
@@ -247,9 +309,11 @@ def test_stdout_on_a_full_device(db, args):
 def test_latin1_sql_on_stdin(db, locale):
     proc = subprocess.run(
         [*HOMOG, "sql", "-", "--db", str(db)],
-        input="SELECT 'café'".encode("latin-1"), capture_output=True, timeout=120,
+        input="SELECT 'café'".encode("latin-1"),
+        capture_output=True,
+        timeout=120,
         env={**ENV, "LC_ALL": locale, "PYTHONIOENCODING": ""},
-    )  # fmt: skip
+    )
     err = proc.stderr.decode()
     assert proc.returncode == 1, err
     assert "not UTF-8" in err and "0xe9" in err and "iconv" in err and "Traceback" not in err
@@ -284,8 +348,9 @@ def test_report_removes_report_folders_of_killed_reports(tmp_path, db, corpus_pa
     (stale / "fig").mkdir(parents=True)
     other = tmp / "homog-report-notapid"
     other.mkdir()
-    res = invoke("report", "--params", str(corpus_params), "--db", str(db),
-                 "-o", str(tmp_path / "r.html"))  # fmt: skip
+    res = invoke(
+        "report", "--params", str(corpus_params), "--db", str(db), "-o", str(tmp_path / "r.html")
+    )
     assert res.exit_code == 0, res.output
     assert not stale.exists() and other.exists()
     assert [p.name for p in tmp.iterdir()] == ["homog-report-notapid"]  # its own one is gone
@@ -295,8 +360,16 @@ def test_kill_9_during_report_leaves_a_folder_the_next_report_removes(tmp_path, 
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     env = {**ENV, "TMPDIR": str(tmp)}
-    cmd = [*HOMOG, "report", "--params", str(corpus_params),
-           "--db", str(db), "-o", str(tmp_path / "r.html")]  # fmt: skip
+    cmd = [
+        *HOMOG,
+        "report",
+        "--params",
+        str(corpus_params),
+        "--db",
+        str(db),
+        "-o",
+        str(tmp_path / "r.html"),
+    ]
     proc = subprocess.Popen(cmd, env=env, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while not list(tmp.glob("homog-report-*")) and time.monotonic() < deadline:

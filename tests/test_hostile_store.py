@@ -55,8 +55,13 @@ def test_foreign_duckdb_file_is_refused_unless_force(tmp_path, monkeypatch):
     con.execute("CREATE TABLE precious AS SELECT 42 AS answer")
     con.close()
     before = digest(other)
-    clean_error(invoke_load(params, "--db", str(other)), str(other), "homog did not build",
-                "precious", "--force")  # fmt: skip
+    clean_error(
+        invoke_load(params, "--db", str(other)),
+        str(other),
+        "homog did not build",
+        "precious",
+        "--force",
+    )
     assert digest(other) == before
     res = invoke_load(params, "--db", str(other), "--force")
     assert res.exit_code == 0, res.output
@@ -76,8 +81,12 @@ def test_a_file_that_is_not_duckdb_is_never_replaced(tmp_path, monkeypatch, cont
     target = tmp_path / "notes.duckdb"
     target.write_bytes(content)
     for extra in ((), ("--force",)):
-        clean_error(invoke_load(params, "--db", str(target), *extra), str(target),
-                    "not a DuckDB database", "never replaces")  # fmt: skip
+        clean_error(
+            invoke_load(params, "--db", str(target), *extra),
+            str(target),
+            "not a DuckDB database",
+            "never replaces",
+        )
         assert target.read_bytes() == content
 
 
@@ -215,9 +224,12 @@ def test_ctrl_c_anywhere_in_load_exits_130_with_the_message(tmp_path, monkeypatc
     before = digest(db) if db.exists() else None
     proc = subprocess.run(
         [sys.executable, "-c", INTERRUPT, "params.yaml", where],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+    )
     assert proc.returncode == 130, proc.stderr
     assert "load interrupted: the database is unchanged" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -252,8 +264,10 @@ def test_loads_are_idempotent_when_a_model_left_models(tmp_path):
     assert len(table_rows(db, "contrasts")) == 2 * 15
     only_m1 = {**params, "models": {"m1": params["models"]["m1"]}}
     notices: list[str] = []
-    counts = [load(only_m1, root=tmp_path, notify=notices.append, prune=True)["contrasts"]
-              for _ in range(3)]  # fmt: skip
+    counts = [
+        load(only_m1, root=tmp_path, notify=notices.append, prune=True)["contrasts"]
+        for _ in range(3)
+    ]
     assert counts == [15, 15, 15]
     assert {r[0] for r in table_rows(db, "contrasts")} == {"r1"}
     assert [r[0] for r in table_rows(db, "runs")] == ["r1"]
@@ -293,11 +307,16 @@ def test_layer_summary_aggregation_is_deterministic_and_right():
     """Groups that span several row groups were summed in thread order (1.4e-14 apart)."""
     rng = np.random.default_rng(0)
     n, groups = 300_000, 4
-    frame = pd.DataFrame({
-        "run_id": "r1", "variant": np.repeat([f"v{g}" for g in range(groups)], n),
-        "sample_id": np.tile(np.arange(n).astype(str), groups), "layer": 0, "metric": "erank",
-        "value": rng.standard_cauchy(n * groups) * 1e3,
-    })  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "run_id": "r1",
+            "variant": np.repeat([f"v{g}" for g in range(groups)], n),
+            "sample_id": np.tile(np.arange(n).astype(str), groups),
+            "layer": 0,
+            "metric": "erank",
+            "value": rng.standard_cauchy(n * groups) * 1e3,
+        }
+    )
     results = set()
     for _ in range(3):
         con = duckdb.connect()
@@ -335,8 +354,10 @@ def test_report_checks_the_database_schema_before_any_work(tmp_path, demo_db_fac
         con.close()
         params = tmp_path / "params.yaml"
         params.write_text("seed: 0\n")
-        res = CliRunner().invoke(main, ["report", "--params", str(params), "--db", str(db),
-                                        "-o", str(tmp_path / "r.html")])  # fmt: skip
+        res = CliRunner().invoke(
+            main,
+            ["report", "--params", str(params), "--db", str(db), "-o", str(tmp_path / "r.html")],
+        )
         clean_error(res, str(db), f"table {table} lacks column(s) {column}", "homog load")
         assert not (tmp_path / "r.html").exists()
 
@@ -362,8 +383,9 @@ def test_homog_error_for_unmarked_file_via_library(tmp_path):
     ],
 )
 @pytest.mark.parametrize("damage", ["garbage", "truncated"])
-def test_damaged_stage_output_is_named(tmp_path, monkeypatch, command, damaged_file, needle,
-                                       damage):  # fmt: skip
+def test_damaged_stage_output_is_named(
+    tmp_path, monkeypatch, command, damaged_file, needle, damage
+):
     params = project(tmp_path)
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "data" / damaged_file

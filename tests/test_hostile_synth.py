@@ -14,8 +14,13 @@ from homog.synth.position_stage import build_family
 from homog.variants import KEY_CONTROL
 
 REPEATED = ["It was good."] * 6
-DISTINCT = ["The film opens slowly.", "The acting is superb.", "The score soars.",
-            "The ending drags.", "I liked it."]  # fmt: skip
+DISTINCT = [
+    "The film opens slowly.",
+    "The acting is superb.",
+    "The score soars.",
+    "The ending drags.",
+    "I liked it.",
+]
 
 
 def _texts(sentences, fam):
@@ -140,12 +145,22 @@ def test_select_gives_a_reason_per_dropped_review():
     from homog.synth.selection import select
 
     rows = []
-    for sid, keyed, rewritten, f1 in [("a", 1, 1, 0.95), ("b", 0, 0, 1.0), ("c", 1, 0, 1.0),
-                                      ("d", 1, 1, 0.5)]:  # fmt: skip
+    for sid, keyed, rewritten, f1 in [
+        ("a", 1, 1, 0.95),
+        ("b", 0, 0, 1.0),
+        ("c", 1, 0, 1.0),
+        ("d", 1, 1, 0.5),
+    ]:
         for v in ("original", "front", "end", "control"):
-            rows.append({"sample_id": sid, "variant": v, "n_keyed": keyed,
-                         "n_rewritten": 0 if v == "original" else rewritten,
-                         "bertscore_f1": 1.0 if v == "original" else f1})  # fmt: skip
+            rows.append(
+                {
+                    "sample_id": sid,
+                    "variant": v,
+                    "n_keyed": keyed,
+                    "n_rewritten": 0 if v == "original" else rewritten,
+                    "bertscore_f1": 1.0 if v == "original" else f1,
+                }
+            )
     keep, counts = select(pd.DataFrame(rows), 0.9, require_rewrite="any")
     assert keep[keep].index.tolist() == ["a"]
     reasons = counts["reasons"]
@@ -162,13 +177,25 @@ def test_dropped_reviews_lists_sample_id_and_reason():
         {"b": ("no_keyphrase", "no sentence holds a key phrase")}, {"long", "b"}, family
     )
     assert [{k: v for k, v in e.items() if k != "kept_in"} for e in out] == [
-        {"sample_id": "b", "stage": "select", "reason": "no_keyphrase",
-         "detail": "no sentence holds a key phrase"},
-        {"sample_id": "long", "stage": "budget", "reason": "original_over_budget",
-         "detail": "the original does not fit extract.max_tokens"},
-        {"sample_id": "rep", "stage": "position_family", "reason": "no_move",
-         "detail": "key_mid's text is ..."},
-    ]  # fmt: skip
+        {
+            "sample_id": "b",
+            "stage": "select",
+            "reason": "no_keyphrase",
+            "detail": "no sentence holds a key phrase",
+        },
+        {
+            "sample_id": "long",
+            "stage": "budget",
+            "reason": "original_over_budget",
+            "detail": "the original does not fit extract.max_tokens",
+        },
+        {
+            "sample_id": "rep",
+            "stage": "position_family",
+            "reason": "no_move",
+            "detail": "key_mid's text is ...",
+        },
+    ]
     assert {e["kept_in"] for e in out} == {"none"}  # no kept set given: nothing is kept
 
 
@@ -184,5 +211,7 @@ def test_dropped_reviews_say_which_variants_a_partly_kept_review_keeps():
         {"nr": ("not_rewritten", "x"), "gone": ("no_keyphrase", "y")}, set(), family, kept
     )
     assert {e["sample_id"]: e["kept_in"] for e in out} == {
-        "gone": "none", "nr": "position_family", "rep": "paper_variants"
-    }  # fmt: skip
+        "gone": "none",
+        "nr": "position_family",
+        "rep": "paper_variants",
+    }

@@ -46,8 +46,16 @@ def test_restricted_zero_pos_run_pairs_with_the_full_none_run(tmp_path):
     cfg = extract_config(intervention_variants=["original"])
     params = parse_params({"extract": {"device": "cpu"}})
     run = extract_runner(params, "local")
-    recs = run("tiny", TINY, df, cfg, ["none", "zero_pos"], tmp_path, show_progress=False,
-               log=lambda m: None)  # fmt: skip
+    recs = run(
+        "tiny",
+        TINY,
+        df,
+        cfg,
+        ["none", "zero_pos"],
+        tmp_path,
+        show_progress=False,
+        log=lambda m: None,
+    )
     by_iv = {r["intervention"]: r for r in recs}
     assert by_iv["none"]["n_texts"] == 6 and by_iv["zero_pos"]["n_texts"] == 3
     assert by_iv["none"]["pair_key"] == by_iv["zero_pos"]["pair_key"]

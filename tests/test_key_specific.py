@@ -63,10 +63,36 @@ def sentence_frame(reviews, key_gain: float, seed: int = 1) -> pd.DataFrame:
                     deep = layer > 0
                     value = base[sent] + deep * (curve(p) + key_gain * (sent == key) * edge)
                     noisy = value + 0.01 * rng.normal()
-                    rows.append((v, sid, sent, k, p, 3, sent == key, sent == control,
-                                 sent == ctrl, layer, "m", noisy))  # fmt: skip
-    cols = ["variant", "sample_id", "sentence", "sent_index", "rel_position", "n_tokens",
-            "is_key", "is_control", "is_ctrl", "layer", "metric", "value"]  # fmt: skip
+                    rows.append(
+                        (
+                            v,
+                            sid,
+                            sent,
+                            k,
+                            p,
+                            3,
+                            sent == key,
+                            sent == control,
+                            sent == ctrl,
+                            layer,
+                            "m",
+                            noisy,
+                        )
+                    )
+    cols = [
+        "variant",
+        "sample_id",
+        "sentence",
+        "sent_index",
+        "rel_position",
+        "n_tokens",
+        "is_key",
+        "is_control",
+        "is_ctrl",
+        "layer",
+        "metric",
+        "value",
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -79,12 +105,21 @@ def verdicts(out: pd.DataFrame, band: str = "late") -> dict[tuple[str, str, str]
     rows = out[out["band"] == band]
     return {
         (r.sentence, r.variant_a, r.variant_b): (
-            verdict_of(r.mean_diff, r.ci_low, r.ci_high, r.eq_ci_low, r.eq_ci_high, r.sesoi,
-                       r.p_value, 0.05),
-            r.mean_diff, r.n_identical,
+            verdict_of(
+                r.mean_diff,
+                r.ci_low,
+                r.ci_high,
+                r.eq_ci_low,
+                r.eq_ci_high,
+                r.sesoi,
+                r.p_value,
+                0.05,
+            ),
+            r.mean_diff,
+            r.n_identical,
         )
         for r in rows.itertuples()
-    }  # fmt: skip
+    }
 
 
 SPECIFIC = [
@@ -142,16 +177,23 @@ def test_identity_pairs_are_left_out_and_counted():
     reviews leave the row (sentence and whole text), n_identical counts them, and n drops."""
     reviews = family(40, seed=0, with_first=True)
     texts = pd.DataFrame(
-        [(v, sid, join([f"s{i}." for i in order])) for sid, _, orders, _, _ in reviews
-         for v, order in orders.items()], columns=["variant", "sample_id", "text"],
-    )  # fmt: skip
+        [
+            (v, sid, join([f"s{i}." for i in order]))
+            for sid, _, orders, _, _ in reviews
+            for v, order in orders.items()
+        ],
+        columns=["variant", "sample_id", "text"],
+    )
     ids = text_ids(texts)
     first = sum(key == 0 for _, key, *_ in reviews)
     assert first > 0
     frame = sentence_frame(reviews, key_gain=0.0)
     out = run_sentence_contrasts(frame, "run", stats(100), text_ids=ids)
-    got = out[(out["band"] == "late") & (out["variant_a"] == "key_first")
-              & (out["variant_b"] == "original")].iloc[0]  # fmt: skip
+    got = out[
+        (out["band"] == "late")
+        & (out["variant_a"] == "key_first")
+        & (out["variant_b"] == "original")
+    ].iloc[0]
     assert got["n_identical"] == first and got["n"] == len(reviews) - first
     assert (out.loc[out["sentence"] == "key - ctrl", "n_identical"] == 0).all()
     # whole text: the same rule on the texts' own metric
@@ -183,9 +225,14 @@ def test_identity_is_per_distinct_text_and_weight():
 
 @pytest.mark.parametrize(
     "text",
-    ["key_first - key_control", "(key_first - key_mid) - (ctrl_first - ctrl_mid)",
-     "(key_ends - key_mid) - (ctrl_ends - ctrl_mid)", "(a - b) - c", "a - (b - c)"],
-)  # fmt: skip
+    [
+        "key_first - key_control",
+        "(key_first - key_mid) - (ctrl_first - ctrl_mid)",
+        "(key_ends - key_mid) - (ctrl_ends - ctrl_mid)",
+        "(a - b) - c",
+        "a - (b - c)",
+    ],
+)
 def test_the_contrast_grammar_round_trips(text):
     assert contrast_name(*parse_contrast(text)) == text
 
@@ -207,11 +254,16 @@ def test_where_position_acts_says_what_any_sentence_gets_then_the_key(tmp_path):
     runs = pd.DataFrame({"run_id": ["r1"], "model": ["m"], "intervention": ["none"]})
     rows = verdict_rows(sc, runs)
     prim = rows[(rows["family"] == "primary") & ~rows["control"]]
-    assert set(prim["question"]) == {"key-specific first", "key-specific last",
-                                     "key-specific U-shape"}  # fmt: skip
+    assert set(prim["question"]) == {
+        "key-specific first",
+        "key-specific last",
+        "key-specific U-shape",
+    }
     assert (prim["verdict"] == "supported").all()
-    assert set(rows.loc[rows["family"] == "exploratory", "question"]) == {"position effect",
-                                                                          "U-shape"}  # fmt: skip
+    assert set(rows.loc[rows["family"] == "exploratory", "question"]) == {
+        "position effect",
+        "U-shape",
+    }
     sec = sentences_section(sc, pd.DataFrame(), runs, tmp_path, 0.05)
     where = [i for i, p in enumerate(sec.paragraphs) if "What any sentence gets" in p]
     tally = [i for i, p in enumerate(sec.paragraphs) if "key-specific first 4 supported" in p]
@@ -232,11 +284,13 @@ def test_unchanged_texts_are_reported_per_variant():
     from homog.report.manipulation import identity_lines
     from homog.synth.position_report import identical_to_original
 
-    table = pd.DataFrame({
-        "variant": ["original", "original", "front", "front", "key_first", "key_first"],
-        "sample_id": ["a", "b", "a", "b", "a", "b"],
-        "text": [" A. B.", " C. D.", " A. B.", " D, C.", " B. A.", " C. D."],
-    })  # fmt: skip
+    table = pd.DataFrame(
+        {
+            "variant": ["original", "original", "front", "front", "key_first", "key_first"],
+            "sample_id": ["a", "b", "a", "b", "a", "b"],
+            "text": [" A. B.", " C. D.", " A. B.", " D, C.", " B. A.", " C. D."],
+        }
+    )
     same = identical_to_original(table)
     assert same == {"front": {"texts": 2, "share": 0.5}, "key_first": {"texts": 2, "share": 0.5}}
     report = {

@@ -32,16 +32,26 @@ def test_paths_are_those_dvc_yaml_declares():
 
 # modules that shape no number of an extract output (paths, errors, progress bars, typing)
 EXTRACT_INFRASTRUCTURE = {
-    "homog", "homog.config", "homog.errors", "homog.lazy", "homog.progress", "homog.typed",
-    "homog.posenc", "homog.validate", "homog.config.position", "homog.config.synth",
-    "homog.config.posenc", "homog.config.posenc_presets", "homog.config.probe",
+    "homog",
+    "homog.config",
+    "homog.errors",
+    "homog.lazy",
+    "homog.progress",
+    "homog.typed",
+    "homog.posenc",
+    "homog.validate",
+    "homog.config.position",
+    "homog.config.synth",
+    "homog.config.posenc",
+    "homog.config.posenc_presets",
+    "homog.config.probe",
     "homog.config.primary",  # stats.primary: the claims' families, no extract number
     "homog.config.stats",  # the stats: section, no extract number
     "homog.config.mauve",  # the mauve: and ray: sections (the engine runs the same shards)
     "homog.owned",  # which output files homog wrote (the --force policy), no number
     "homog.interrupts",  # Ctrl-C handling (atomic writes check its flag), no number
     "homog.layout",  # data/ paths and the writable-folder check homog.io runs, no number
-}  # fmt: skip
+}
 
 
 def test_extract_stage_declares_the_modules_its_numbers_come_from():
@@ -56,8 +66,9 @@ def test_extract_stage_declares_the_modules_its_numbers_come_from():
         "homog.metrics.sets, homog.metrics.attention; "
         "print(' '.join(sorted(m for m in sys.modules if m.startswith('homog'))))"
     )
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                          text=True, check=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     modules = set(done.stdout.split()) - EXTRACT_INFRASTRUCTURE
     deps = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["extract"]["do"]["deps"]
 
@@ -80,13 +91,19 @@ def test_corpus_stage_declares_the_modules_it_imports():
         "homog.models; "
         "print(' '.join(sorted(m for m in sys.modules if m.startswith('homog'))))"
     )
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                          text=True, check=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     infrastructure = EXTRACT_INFRASTRUCTURE | {
-        "homog.layout", "homog.synth", "homog.synth.rephrase", "homog.corpus", "homog.text",
+        "homog.layout",
+        "homog.synth",
+        "homog.synth.rephrase",
+        "homog.corpus",
+        "homog.text",
         # the registries the params check names against (homog.config), no corpus number
-        "homog.interventions", "homog.variants",
-    }  # fmt: skip
+        "homog.interventions",
+        "homog.variants",
+    }
     modules = set(done.stdout.split()) - infrastructure
     deps = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["corpus"]["deps"]
 

@@ -61,17 +61,29 @@ def counts(tokenizers, text: str) -> tuple[int, ...]:
     ("kind", "sentence", "expected"),
     [
         ("adjunct_swap", "We watched it at home on Friday.", "We watched it on Friday at home."),
-        ("adverb_shift", "He quickly lost interest in the plot.",
-         "He lost interest in the plot quickly."),
-        ("conjunct_swap", "The acting and the music are superb.",
-         "The music and the acting are superb."),
+        (
+            "adverb_shift",
+            "He quickly lost interest in the plot.",
+            "He lost interest in the plot quickly.",
+        ),
+        (
+            "conjunct_swap",
+            "The acting and the music are superb.",
+            "The music and the acting are superb.",
+        ),
         ("conjunct_swap", "The film is funny and moving.", "The film is moving and funny."),
-        ("adverbial_front_bare", "The crew filmed the last chase in a disused quarry.",
-         "In a disused quarry the crew filmed the last chase."),
-        ("adverbial_end_comma", "After the first hour, the story loses its nerve.",
-         "The story loses its nerve, after the first hour."),
+        (
+            "adverbial_front_bare",
+            "The crew filmed the last chase in a disused quarry.",
+            "In a disused quarry the crew filmed the last chase.",
+        ),
+        (
+            "adverbial_end_comma",
+            "After the first hour, the story loses its nerve.",
+            "The story loses its nerve, after the first hour.",
+        ),
     ],
-)  # fmt: skip
+)
 def test_insert_nothing_moves(nlp, kind, sentence, expected):
     found = rewrites(nlp, sentence)
     assert expected in found.get(kind, set()), found
@@ -161,15 +173,29 @@ def make_variants(texts: dict[str, str], phrases: dict[str, list], edits: dict) 
     for sid, doc in docs.items():
         for v in ("original", "front", "end", "control"):
             done = {} if v == "original" else edits.get(v, {}).get(sid, {})
-            rows.append({"variant": v, "sample_id": sid, "text": assemble(doc, done),
-                         "position": 0.0, "n_rewritten": len(done)})  # fmt: skip
+            rows.append(
+                {
+                    "variant": v,
+                    "sample_id": sid,
+                    "text": assemble(doc, done),
+                    "position": 0.0,
+                    "n_rewritten": len(done),
+                }
+            )
             if v != "original":
                 for i in doc.keyed:
-                    records.append({"sample_id": sid, "variant": v, "sentence": i,
-                                    "phrase": doc.phrases[i], "original": doc.sentence(i),
-                                    "text": done.get(i, doc.sentence(i)),
-                                    "status": "rewritten" if i in done else "left_alone",
-                                    "kinds": "x" if i in done else ""})  # fmt: skip
+                    records.append(
+                        {
+                            "sample_id": sid,
+                            "variant": v,
+                            "sentence": i,
+                            "phrase": doc.phrases[i],
+                            "original": doc.sentence(i),
+                            "text": done.get(i, doc.sentence(i)),
+                            "status": "rewritten" if i in done else "left_alone",
+                            "kinds": "x" if i in done else "",
+                        }
+                    )
     full = {v: edits.get(v, {}) for v in ("front", "end", "control")}
     return Variants(pd.DataFrame(rows), 0, 0, {}, pd.DataFrame(records), docs, full)
 
@@ -179,10 +205,16 @@ def test_enforce_reverts_the_rewrite_that_changes_the_count(lf, tokenizers):
     v = make_variants(
         {"a": text},
         {"a": ["quarry", None, "cast"]},
-        {"front": {"a": {0: "In a quarry, the crew filmed the chase.",  # +1 (the comma)
-                         2: "The cast was fine."}},
-         "end": {"a": {0: "The crew filmed the chase in a quarry."}}},
-    )  # fmt: skip
+        {
+            "front": {
+                "a": {
+                    0: "In a quarry, the crew filmed the chase.",  # +1 (the comma)
+                    2: "The cast was fine.",
+                }
+            },
+            "end": {"a": {0: "The crew filmed the chase in a quarry."}},
+        },
+    )
     out = enforce(v, lf, rebuild)
     assert out == {"texts": 1, "rewrites": 1}
     assert v.edits["front"]["a"] == {2: "The cast was fine."}
@@ -230,11 +262,17 @@ def test_edge_shares_against_a_hand_count(lf, tokenizers):
     v = make_variants(
         {"a": a, "b": b},
         {"a": ["acting", "plot", "music"], "b": ["ending", "film"]},
-        {"front": {"a": {1: "In the middle the plot drags.", 2: "The music I liked a lot."},
-                   "b": {0: "The ending honestly is a mess."}},
-         "end": {"a": {0: "The film is saved by great acting."},
-                 "b": {1: "Nobody should watch at home this film."}}},
-    )  # fmt: skip
+        {
+            "front": {
+                "a": {1: "In the middle the plot drags.", 2: "The music I liked a lot."},
+                "b": {0: "The ending honestly is a mess."},
+            },
+            "end": {
+                "a": {0: "The film is saved by great acting."},
+                "b": {1: "Nobody should watch at home this film."},
+            },
+        },
+    )
     keep = pd.Series(True, index=["a", "b"])
     big = {k: 10_000 for k in tokenizers}
     got = edge_shares(v, keep, lf, big)
@@ -244,9 +282,15 @@ def test_edge_shares_against_a_hand_count(lf, tokenizers):
     # front: acting 1/3, plot 3/1 (start? no: 3 before; end: yes), music 1/3, ending 1/4,
     #   film 4/2: start 3/5 (acting, music, ending), end 2/5 (plot, film)
     # end: acting 5/0, plot 1/3, music 3/2, ending 2/3, film 5/0: start 2/5, end 3/5
-    assert got["front"] == {"start_share": 0.6, "end_share": 0.4, "start_share_original": 0.6,
-                            "end_share_original": 0.4, "start_shift": 0.0, "end_shift": 0.0,
-                            "sentences": 5}  # fmt: skip
+    assert got["front"] == {
+        "start_share": 0.6,
+        "end_share": 0.4,
+        "start_share_original": 0.6,
+        "end_share_original": 0.4,
+        "start_shift": 0.0,
+        "end_shift": 0.0,
+        "sentences": 5,
+    }
     assert got["end"]["start_share"] == 0.4 and got["end"]["end_share"] == 0.6
     assert got["end"]["end_shift"] == pytest.approx(0.2)
     assert got["control"]["start_shift"] == 0.0 and got["control"]["sentences"] == 5

@@ -47,8 +47,9 @@ def write_probe(root, model: str) -> None:
 def project(tmp_path):
     """A database with runs of m1 (r1) and m2 (r2, r3) and both models' probe rows, and params
     that name m1 only."""
-    params = write_project(tmp_path, [("m1", "none", "r1"), ("m2", "none", "r2"),
-                                      ("m2", "zero_pos", "r3")])  # fmt: skip
+    params = write_project(
+        tmp_path, [("m1", "none", "r1"), ("m2", "none", "r2"), ("m2", "zero_pos", "r3")]
+    )
     params["extract"] = {"interventions": ["none", "zero_pos"]}
     for model in ("m1", "m2"):
         write_probe(tmp_path, model)

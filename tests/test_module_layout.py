@@ -119,8 +119,9 @@ def test_cycle_finder_sees_a_circle_through_a_function_level_import(tmp_path):
     graph = {"p.a": {"p.b"}, "p.b": {"p.c"}, "p.c": {"p.a"}, "p.d": {"p.a"}}
     assert cycles(graph) == [["p.a", "p.b", "p.c"]]
     (tmp_path / "x.py").write_text("def f():\n    from p import y\n")
-    (tmp_path / "y.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                                   "    from .x import f\n")  # fmt: skip
+    (tmp_path / "y.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .x import f\n"
+    )
     names = {"p", "p.x", "p.y"}
     assert imported_modules("p.x", tmp_path / "x.py", names) == {"p.y"}
     assert imported_modules("p.y", tmp_path / "y.py", names) == {"p.x"}
@@ -402,3 +403,17 @@ def test_function_import_finder_allows_only_the_heavy_and_the_commands(tmp_path)
 def test_no_internal_import_inside_a_function():
     found = function_imports("homog", allowed=ALLOWED_FUNCTION_IMPORTS)
     assert not found, "imports of homog modules inside functions:\n" + "\n".join(found)
+
+
+def test_no_line_is_kept_out_of_the_formatter():
+    """A size limit marks where to cut a seam, and the formatter lays out every line: no
+    suppression comment in the project's Python (homog, tui, tests, bench)."""
+    marks = ("fmt" + ": skip", "fmt" + ": off")
+    found = [
+        f"{path.relative_to(ROOT)}:{i}"
+        for package in ("homog", "tui", "tests", "bench")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if any(m in line for m in marks)
+    ]
+    assert not found, f"formatter suppressed at {found}"

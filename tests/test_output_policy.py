@@ -58,8 +58,9 @@ def test_report_keeps_a_users_figures_dir(tmp_path, db):
     res = report(db, "--format", "md", "-o", str(tmp_path / "r.md"), "--figures-dir", str(figs))
     clean_error(res, str(figs), "--force", "thesis.tex")
     assert survived(files) and not (tmp_path / "r.md").exists()
-    res = report(db, "--format", "md", "-o", str(tmp_path / "r.md"), "--figures-dir", str(figs),
-                 "--force")  # fmt: skip
+    res = report(
+        db, "--format", "md", "-o", str(tmp_path / "r.md"), "--figures-dir", str(figs), "--force"
+    )
     assert res.exit_code == 0, res.output
     assert (figs / MARKER).is_file() and list(figs.glob("*.png"))
     assert not (figs / "thesis.tex").exists()
@@ -75,8 +76,16 @@ def test_report_never_replaces_the_folder_of_its_database(tmp_path, db):
     home = tmp_path / "home"
     files = plant(home)
     shutil.move(db, home / "homog.duckdb")
-    res = report(home / "homog.duckdb", "--format", "md", "-o", str(tmp_path / "r.md"),
-                 "--figures-dir", str(home), "--force")  # fmt: skip
+    res = report(
+        home / "homog.duckdb",
+        "--format",
+        "md",
+        "-o",
+        str(tmp_path / "r.md"),
+        "--figures-dir",
+        str(home),
+        "--force",
+    )
     clean_error(res, "holds the database")
     assert survived(files) and (home / "homog.duckdb").is_file()
 
@@ -145,10 +154,12 @@ def test_plot_keeps_a_users_image(tmp_path, db):
 @pytest.fixture
 def corpus_params(tmp_path):
     reviews = tmp_path / "reviews.jsonl"
-    reviews.write_text("".join(
-        f'{{"text": "{"a fine film with words " * 6} {i}", "label": {i % 2}, "id": "r{i}"}}\n'
-        for i in range(20)
-    ))  # fmt: skip
+    reviews.write_text(
+        "".join(
+            f'{{"text": "{"a fine film with words " * 6} {i}", "label": {i % 2}, "id": "r{i}"}}\n'
+            for i in range(20)
+        )
+    )
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump({"corpus": {"source": f"file:{reviews}", "n": 4}}))
     return path
@@ -177,9 +188,21 @@ def test_synth_out_keeps_a_users_files(tmp_path, write_params, monkeypatch):
     import homog.synth
 
     made = []
-    monkeypatch.setattr(homog.synth, "build_synth", lambda *a, **k: made.append(k) or {
-        "keyphrase_position": {}, "bertscore_f1": {}, "texts_in": 0, "texts_kept": 0,
-        "dropped": {}, "rewrite_rate": {}})  # fmt: skip
+    monkeypatch.setattr(
+        homog.synth,
+        "build_synth",
+        lambda *a, **k: (
+            made.append(k)
+            or {
+                "keyphrase_position": {},
+                "bertscore_f1": {},
+                "texts_in": 0,
+                "texts_kept": 0,
+                "dropped": {},
+                "rewrite_rate": {},
+            }
+        ),
+    )
     params = write_params()
     out = tmp_path / "folder"
     files = plant(out)
@@ -202,14 +225,39 @@ def test_extract_out_keeps_a_users_folder(tmp_path, write_params):
     out = tmp_path / "runs"
     files = plant(out / "none")
     texts = write_texts(tmp_path / "texts.parquet")
-    res = invoke("extract", "--model", "random:tiny-llama", "--params", str(params),
-                 "--texts", str(texts), "--out", str(out), "--intervention", "none",
-                 "--device", "cpu")  # fmt: skip
+    res = invoke(
+        "extract",
+        "--model",
+        "random:tiny-llama",
+        "--params",
+        str(params),
+        "--texts",
+        str(texts),
+        "--out",
+        str(out),
+        "--intervention",
+        "none",
+        "--device",
+        "cpu",
+    )
     clean_error(res, str(out), "none", "--force")
     assert survived(files)
-    res = invoke("extract", "--model", "random:tiny-llama", "--params", str(params),
-                 "--texts", str(texts), "--out", str(out), "--intervention", "none",
-                 "--device", "cpu", "--force")  # fmt: skip
+    res = invoke(
+        "extract",
+        "--model",
+        "random:tiny-llama",
+        "--params",
+        str(params),
+        "--texts",
+        str(texts),
+        "--out",
+        str(out),
+        "--intervention",
+        "none",
+        "--device",
+        "cpu",
+        "--force",
+    )
     assert res.exit_code == 0, res.output
     assert (out / "none" / "run.json").is_file() and (out / ".homog-output").is_file()
     assert not (out / "none" / "thesis.tex").exists()
@@ -223,10 +271,16 @@ def test_posenc_out_keeps_a_users_files(tmp_path, write_params, monkeypatch, sta
     monkeypatch.chdir(tmp_path)
 
     ran = []
-    monkeypatch.setattr(homog.posenc.train, "run_train", lambda *a, **k: ran.append(a) or
-                        __import__("pandas").DataFrame())  # fmt: skip
-    monkeypatch.setattr(homog.posenc.ablate, "run_ablate", lambda *a, **k: ran.append(a) or
-                        (__import__("pandas").DataFrame(), None))  # fmt: skip
+    monkeypatch.setattr(
+        homog.posenc.train,
+        "run_train",
+        lambda *a, **k: ran.append(a) or __import__("pandas").DataFrame(),
+    )
+    monkeypatch.setattr(
+        homog.posenc.ablate,
+        "run_ablate",
+        lambda *a, **k: ran.append(a) or (__import__("pandas").DataFrame(), None),
+    )
     monkeypatch.setattr(homog.posenc.ablate, "deposit_summary", lambda heads: {})
     params = write_params()
     out = tmp_path / "lab"
@@ -245,8 +299,16 @@ def test_posenc_out_keeps_a_users_files(tmp_path, write_params, monkeypatch, sta
 def test_decompose_out_keeps_a_users_file(tmp_path, write_params):
     out = tmp_path / "mine.parquet"
     out.write_bytes(b"PAR1 mine")
-    res = invoke("posenc", "decompose", "--model", "random:tiny-llama", "--params",
-                 str(write_params()), "--out", str(out))  # fmt: skip
+    res = invoke(
+        "posenc",
+        "decompose",
+        "--model",
+        "random:tiny-llama",
+        "--params",
+        str(write_params()),
+        "--out",
+        str(out),
+    )
     clean_error(res, str(out), "--force")
     assert out.read_bytes() == b"PAR1 mine"
 

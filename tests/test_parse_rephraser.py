@@ -147,8 +147,9 @@ def test_catalogue(nlp, kind, sentence, expected):
 def test_combined_moves_and_clause_swap(nlp):
     found = rewrites(nlp, "The plot drags in the middle, and the villain is wasted.")
     assert "The villain is wasted, and the plot drags in the middle." in found["clause_swap"]
-    both = {t for k, ts in found.items() if "clause_swap" in k and "adverbial_front" in k
-            for t in ts}  # fmt: skip
+    both = {
+        t for k, ts in found.items() if "clause_swap" in k and "adverbial_front" in k for t in ts
+    }
     assert "The villain is wasted, and in the middle, the plot drags." in both
 
 

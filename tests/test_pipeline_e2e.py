@@ -110,8 +110,19 @@ def test_first_repro_fills_every_table(project):
     assert sorted(r["intervention"] for r in runs) == ["none", "zero_pos"]
     assert {r["model"] for r in runs} == {"tiny"}
     # the paper's variants and the position family (on by default)
-    variants = ["original", "front", "end", "control", "key_first", "key_mid", "key_last",
-                "key_control", "ctrl_first", "ctrl_mid", "ctrl_last"]  # fmt: skip
+    variants = [
+        "original",
+        "front",
+        "end",
+        "control",
+        "key_first",
+        "key_mid",
+        "key_last",
+        "key_control",
+        "ctrl_first",
+        "ctrl_mid",
+        "ctrl_last",
+    ]
     assert q.variants(con) == variants
     nv = len(variants)
     n_layers = runs[0]["n_layers"]
@@ -157,11 +168,24 @@ def test_cli_shows_real_numbers(project):
     out = run(["homog", "runs", "--db", db], project)
     assert "tiny" in out and "zero_pos" in out
     # eight variants are too wide for one 80-column table: ask for some
-    out = run(["homog", "compare", "--metric", "erank", "--db", db,
-               "--variants", "original,front,control"], project)  # fmt: skip
+    out = run(
+        [
+            "homog",
+            "compare",
+            "--metric",
+            "erank",
+            "--db",
+            db,
+            "--variants",
+            "original,front,control",
+        ],
+        project,
+    )
     assert "control - orig" in out  # the paired difference from the original, with its CI
-    out = run(["homog", "compare", "--metric", "erank", "--db", db,
-               "--variants", "original,key_last"], project)  # fmt: skip
+    out = run(
+        ["homog", "compare", "--metric", "erank", "--db", db, "--variants", "original,key_last"],
+        project,
+    )
     assert "key_last - orig" in out
     out = run(
         ["homog", "sql", "SELECT count(*) AS n FROM layer_metrics", "--db", db, "--format", "csv"],
@@ -181,8 +205,7 @@ def test_second_repro_does_nothing_and_params_rerun_dependents(project):
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     # the probe's fit reads the stats settings for its CIs and slopes; its forward passes
     # (probe_features@tiny) do not, so they do not rerun
-    assert ran_stages(run(["dvc", "repro"], project)) == {"probe@tiny", "stats", "load",
-                                                          "report"}  # fmt: skip
+    assert ran_stages(run(["dvc", "repro"], project)) == {"probe@tiny", "stats", "load", "report"}
     con = q.connect(db)
     # The reload replaced the same runs: no duplicated rows.
     assert con.execute("SELECT count(*) FROM layer_metrics").fetchone()[0] == before

@@ -15,10 +15,20 @@ def curve_rows(n_models: int, variants: list[str], interventions: list[str]) -> 
         for iv in interventions:
             for v in variants:
                 for layer in range(6):
-                    rows.append(dict(model=f"model{m}", run_id=f"r{m}{iv}", intervention=iv,
-                                     variant=v, layer=layer, rel_depth=layer / 5, mean=10.0 - layer,
-                                     ci_low=9.0 - layer, ci_high=11.0 - layer,
-                                     p_holm_vs_original=0.01))  # fmt: skip
+                    rows.append(
+                        dict(
+                            model=f"model{m}",
+                            run_id=f"r{m}{iv}",
+                            intervention=iv,
+                            variant=v,
+                            layer=layer,
+                            rel_depth=layer / 5,
+                            mean=10.0 - layer,
+                            ci_low=9.0 - layer,
+                            ci_high=11.0 - layer,
+                            p_holm_vs_original=0.01,
+                        )
+                    )
     return rows
 
 
@@ -26,10 +36,19 @@ def curve_rows(n_models: int, variants: list[str], interventions: list[str]) -> 
     "n_models, n_variants, interventions",
     [(1, 4, ["none"]), (3, 8, ["none", "zero_pos"]), (6, 8, ["none", "zero_pos", "shuffle_pos"])],
 )
-def test_legend_hangs_below_every_x_label(monkeypatch, tmp_path, n_models, n_variants,
-                                          interventions):  # fmt: skip
-    variants = ["original", "front", "end", "control", "key_first", "key_mid", "key_last",
-                "key_control"][:n_variants]  # fmt: skip
+def test_legend_hangs_below_every_x_label(
+    monkeypatch, tmp_path, n_models, n_variants, interventions
+):
+    variants = [
+        "original",
+        "front",
+        "end",
+        "control",
+        "key_first",
+        "key_mid",
+        "key_last",
+        "key_control",
+    ][:n_variants]
     seen = {}
 
     def keep(fig, out):
@@ -44,16 +63,18 @@ def test_legend_hangs_below_every_x_label(monkeypatch, tmp_path, n_models, n_var
         return out
 
     monkeypatch.setattr(hp, "save_figure", keep)
-    hp.layer_curves_figure(curve_rows(n_models, variants, interventions), "erank",
-                           tmp_path / "c.png")  # fmt: skip
+    hp.layer_curves_figure(
+        curve_rows(n_models, variants, interventions), "erank", tmp_path / "c.png"
+    )
     assert seen["overlaps"] == [] and seen["gap"] >= 0
 
 
 def test_saved_figure_takes_the_legend_in(tmp_path):
     from PIL import Image
 
-    out = hp.layer_curves_figure(curve_rows(2, ["original", "front"], ["none"]), "erank",
-                                 tmp_path / "c.png")  # fmt: skip
+    out = hp.layer_curves_figure(
+        curve_rows(2, ["original", "front"], ["none"]), "erank", tmp_path / "c.png"
+    )
     with Image.open(out) as im:
         width, height = im.size
         bottom = im.convert("L").crop((0, int(height * 0.85), width, height))
@@ -82,24 +103,38 @@ def test_mauve_figure_legend_hangs_below_the_x_labels(monkeypatch, tmp_path, n_m
 
     seen = {}
     monkeypatch.setattr(rf, "save_figure", lambda fig, out: seen.update(measure_legend(fig)) or out)
-    rows = [dict(model=f"model{m}", variant=v, layer=layer, mauve=0.5 + 0.05 * layer)
-            for m in range(n_models) for v in hp.VARIANT_COLORS for layer in range(6)]  # fmt: skip
+    rows = [
+        dict(model=f"model{m}", variant=v, layer=layer, mauve=0.5 + 0.05 * layer)
+        for m in range(n_models)
+        for v in hp.VARIANT_COLORS
+        for layer in range(6)
+    ]
     rf.mauve_figure(rows, tmp_path / "m.png")
     assert seen["overlaps"] == [] and seen["gap"] >= 0
 
 
 @pytest.mark.parametrize("n_models, n_comparisons", [(1, 1), (2, 3)])
-def test_layer0_contrast_legend_hangs_below_the_x_labels(monkeypatch, tmp_path, n_models,
-                                                         n_comparisons):  # fmt: skip
+def test_layer0_contrast_legend_hangs_below_the_x_labels(
+    monkeypatch, tmp_path, n_models, n_comparisons
+):
     import homog.report.figures_position as fp
 
     seen = {}
     monkeypatch.setattr(fp, "save_figure", lambda fig, out: seen.update(measure_legend(fig)) or out)
     comparisons = ["key_first - key_control", "key_last - key_control", "front - control"]
     comparisons = comparisons[:n_comparisons]
-    rows = [dict(model=f"model{m}", comparison=c, level=lv, mean_diff=0.1 * k, ci_low=0.1 * k - 0.2,
-                 ci_high=0.1 * k + 0.2)
-            for m in range(n_models) for k, c in enumerate(comparisons)
-            for lv in fp.LEVEL_COLORS]  # fmt: skip
+    rows = [
+        dict(
+            model=f"model{m}",
+            comparison=c,
+            level=lv,
+            mean_diff=0.1 * k,
+            ci_low=0.1 * k - 0.2,
+            ci_high=0.1 * k + 0.2,
+        )
+        for m in range(n_models)
+        for k, c in enumerate(comparisons)
+        for lv in fp.LEVEL_COLORS
+    ]
     fp.layer0_contrast_figure(rows, "erank", tmp_path / "c.png")
     assert seen["overlaps"] == [] and seen["gap"] >= 0

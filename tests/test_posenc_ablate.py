@@ -28,9 +28,18 @@ from homog.posenc.train import accuracy
 def tiny(pe: str) -> Encoder:
     torch.manual_seed(0)
     cfg = EncoderConfig(
-        vocab_size=11, n_classes=5, block_size=16, n_layer=2, n_head=4, n_embd=32, d_ff=48,
-        pe=pe, rope_heads=2, mla_latent=12, mla_rope_dim=4,
-    )  # fmt: skip
+        vocab_size=11,
+        n_classes=5,
+        block_size=16,
+        n_layer=2,
+        n_head=4,
+        n_embd=32,
+        d_ff=48,
+        pe=pe,
+        rope_heads=2,
+        mla_latent=12,
+        mla_rope_dim=4,
+    )
     model = Encoder(cfg).eval()
     # larger position tables / biases than the init, so every term is clearly non-zero
     for name, p in model.named_parameters():
@@ -152,9 +161,14 @@ def _tiny_lm(kind: str):
 
     torch.manual_seed(0)
     common = dict(
-        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, attn_implementation="eager",
-    )  # fmt: skip
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        attn_implementation="eager",
+    )
     if kind == "llama":
         model = LlamaForCausalLM(LlamaConfig(**common, max_position_embeddings=64))
     else:

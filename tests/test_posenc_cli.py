@@ -19,18 +19,29 @@ POSENC_RESULTS = ["pe", "task", "split", "accuracy", "n_params", "epochs", "seed
 @pytest.fixture
 def params(tmp_path):
     path = tmp_path / "params.yaml"
-    path.write_text(yaml.safe_dump({"posenc": {
-        "preset": "tiny", "tasks": ["distance", "count"], "device": "cpu",
-        "encodings": ["mla"], "decompose_samples": 16, "train": {"seeds": [0, 1]},
-    }}))  # fmt: skip
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "posenc": {
+                    "preset": "tiny",
+                    "tasks": ["distance", "count"],
+                    "device": "cpu",
+                    "encodings": ["mla"],
+                    "decompose_samples": 16,
+                    "train": {"seeds": [0, 1]},
+                }
+            }
+        )
+    )
     return path
 
 
 def test_train_then_ablate(params, tmp_path):
     out = tmp_path / "mla"
     runner = CliRunner()
-    res = runner.invoke(main, ["posenc", "train", "--pe", "mla", "--params", str(params),
-                               "--out", str(out)])  # fmt: skip
+    res = runner.invoke(
+        main, ["posenc", "train", "--pe", "mla", "--params", str(params), "--out", str(out)]
+    )
     assert res.exit_code == 0, res.output
     results = pd.read_parquet(out / "results.parquet")
     assert list(results.columns) == POSENC_RESULTS
@@ -38,12 +49,17 @@ def test_train_then_ablate(params, tmp_path):
     assert set(results["split"]) == {"train", "test"} and (results["epochs"] == 2).all()
     assert results["accuracy"].between(0, 1).all() and (results["n_params"] > 0).all()
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == [
-        "count-seed0.pt", "count-seed1.pt", "distance-seed0.pt", "distance-seed1.pt"]  # fmt: skip
+        "count-seed0.pt",
+        "count-seed1.pt",
+        "distance-seed0.pt",
+        "distance-seed1.pt",
+    ]
     log = pd.read_csv(out / "train_log.csv")
     assert len(log) == 2 * 2 * 2 and {"loss", "lr", "test_accuracy"} <= set(log.columns)
 
-    res = runner.invoke(main, ["posenc", "ablate", "--pe", "mla", "--params", str(params),
-                               "--out", str(out)])  # fmt: skip
+    res = runner.invoke(
+        main, ["posenc", "ablate", "--pe", "mla", "--params", str(params), "--out", str(out)]
+    )
     assert res.exit_code == 0, res.output
     heads = pd.read_parquet(out / "head_ablation.parquet")
     assert list(heads.columns) == ["pe", "task", "layer", "head", "accuracy", "drop"]
@@ -58,11 +74,23 @@ def test_train_then_ablate(params, tmp_path):
 
 def test_errors_exit_nonzero(params, tmp_path):
     runner = CliRunner()
-    res = runner.invoke(main, ["posenc", "ablate", "--pe", "rope", "--params", str(params),
-                               "--out", str(tmp_path / "none")])  # fmt: skip
+    res = runner.invoke(
+        main,
+        [
+            "posenc",
+            "ablate",
+            "--pe",
+            "rope",
+            "--params",
+            str(params),
+            "--out",
+            str(tmp_path / "none"),
+        ],
+    )
     assert res.exit_code == 1 and "homog posenc train" in res.output
-    res = runner.invoke(main, ["posenc", "train", "--pe", "rope", "--params", str(params),
-                               "--device", "cuda:7"])  # fmt: skip
+    res = runner.invoke(
+        main, ["posenc", "train", "--pe", "rope", "--params", str(params), "--device", "cuda:7"]
+    )
     assert res.exit_code == 1 and ("CUDA" in res.output or "cuda" in res.output)
     res = runner.invoke(main, ["posenc", "train", "--pe", "fourier", "--params", str(params)])
     assert res.exit_code == 2
@@ -103,9 +131,23 @@ def test_decompose_a_random_llama(tmp_path, params):
         {"variant": ["original", "front", "original"], "text": ["a b c d e", "x", "the cat sat"]}
     ).to_parquet(texts)
     out = tmp_path / "dec.parquet"
-    res = CliRunner().invoke(main, ["posenc", "decompose", "--model", "random:tiny-llama",
-                                    "--params", str(params), "--texts", str(texts),
-                                    "--out", str(out), "--device", "cpu"])  # fmt: skip
+    res = CliRunner().invoke(
+        main,
+        [
+            "posenc",
+            "decompose",
+            "--model",
+            "random:tiny-llama",
+            "--params",
+            str(params),
+            "--texts",
+            str(texts),
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+        ],
+    )
     assert res.exit_code == 0, res.output
     frame = pd.read_parquet(out)
     assert list(frame.columns) == ["source", "layer", "head", "term", "share"]
@@ -121,8 +163,12 @@ def test_runs_trained_side_by_side_equal_one_after_another(tmp_path):
 
     outs = {}
     for workers in (1, 2):
-        posenc = {"preset": "tiny", "tasks": ["distance", "count"], "device": "cpu",
-                  "train": {"workers": workers, "seeds": [0, 1]}}  # fmt: skip
+        posenc = {
+            "preset": "tiny",
+            "tasks": ["distance", "count"],
+            "device": "cpu",
+            "train": {"workers": workers, "seeds": [0, 1]},
+        }
         outs[workers] = tmp_path / f"w{workers}"
         run_train(posenc, "rope", outs[workers], device="cpu")
     one, two = outs[1], outs[2]
@@ -155,13 +201,23 @@ def test_train_workers(monkeypatch):
 
 def test_bad_model_config_fails_before_workers_start(tmp_path):
     path = tmp_path / "params.yaml"
-    path.write_text(yaml.safe_dump({"posenc": {
-        "preset": "tiny", "tasks": ["distance", "count"], "device": "cpu",
-        "model": {"n_head": 3}, "train": {"workers": 2},
-    }}))  # fmt: skip
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "posenc": {
+                    "preset": "tiny",
+                    "tasks": ["distance", "count"],
+                    "device": "cpu",
+                    "model": {"n_head": 3},
+                    "train": {"workers": 2},
+                }
+            }
+        )
+    )
     out = tmp_path / "rope"
-    res = CliRunner().invoke(main, ["posenc", "train", "--pe", "rope", "--params", str(path),
-                                    "--out", str(out)])  # fmt: skip
+    res = CliRunner().invoke(
+        main, ["posenc", "train", "--pe", "rope", "--params", str(path), "--out", str(out)]
+    )
     assert res.exit_code == 1
     assert "n_embd 16 is not a multiple of n_head 3" in res.output
     assert not out.exists() or list(out.iterdir()) == []  # nothing (half-)written

@@ -34,8 +34,19 @@ def one_thread():
 
 def tiny(pe: str, **kw) -> Encoder:
     torch.manual_seed(0)
-    cfg = dict(vocab_size=11, n_classes=5, block_size=16, n_layer=2, n_head=4, n_embd=32,
-               d_ff=48, pe=pe, rope_heads=2, mla_latent=12, mla_rope_dim=4)  # fmt: skip
+    cfg = dict(
+        vocab_size=11,
+        n_classes=5,
+        block_size=16,
+        n_layer=2,
+        n_head=4,
+        n_embd=32,
+        d_ff=48,
+        pe=pe,
+        rope_heads=2,
+        mla_latent=12,
+        mla_rope_dim=4,
+    )
     return Encoder(EncoderConfig(**{**cfg, **kw})).eval()
 
 

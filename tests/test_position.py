@@ -154,8 +154,11 @@ def test_same_place_control_lands_on_the_key_sentences_slot(n: int) -> None:
         fam = family_orders(lengths, key, [0, 0.5, 1])
         c = fam.ctrl_sentence
         assert c not in (None, key, 0)
-        for ctrl, moved in (("ctrl_first", "key_first"), ("ctrl_mid", "key_mid"),
-                            ("ctrl_last", "key_last")):  # fmt: skip
+        for ctrl, moved in (
+            ("ctrl_first", "key_first"),
+            ("ctrl_mid", "key_mid"),
+            ("ctrl_last", "key_last"),
+        ):
             assert fam.orders[ctrl].index(c) == fam.orders[moved].index(key)
             rest = [i for i in fam.orders[ctrl] if i != c]
             assert rest == [i for i in range(n) if i != c]  # the others keep their order
@@ -240,9 +243,19 @@ def test_family_sweep_rows_report_and_table(tokenizers) -> None:
             assert row.key_index == target_index(p, n)
         assert 0 <= row.key_position < 1
     paper = pd.DataFrame(
-        [{"dataset": "demo", "variant": "original", "sample_id": s, "text": docs[s].text,
-          "label": "pos", "keyphrase": "k", "bertscore_f1": 1.0} for s in build.kept]
-    )  # fmt: skip
+        [
+            {
+                "dataset": "demo",
+                "variant": "original",
+                "sample_id": s,
+                "text": docs[s].text,
+                "label": "pos",
+                "keyphrase": "k",
+                "bertscore_f1": 1.0,
+            }
+            for s in build.kept
+        ]
+    )
     out = with_family(paper, build, ["original", *names])
     assert list(pd.unique(out["variant"])) == ["original", *names]
     assert out["text"].str.startswith(LEAD).all() and not out["text"].str.startswith("  ").any()
@@ -251,8 +264,11 @@ def test_family_sweep_rows_report_and_table(tokenizers) -> None:
     per_model = token_measures(out, tokenizers, dict.fromkeys(tokenizers, 10**6))
     for key in tokenizers:
         for v in names:
-            assert per_model[key][v] == {"token_change_mean": 0.0, "token_change_zero_share": 1.0,
-                                         "multiset_equal_share": 1.0}  # fmt: skip
+            assert per_model[key][v] == {
+                "token_change_mean": 0.0,
+                "token_change_zero_share": 1.0,
+                "multiset_equal_share": 1.0,
+            }
     rep = family_report(build, build.kept, sweep)
     fam = rep["position_family"]
     assert fam["first_last_variants"] == ["key_first", "key_last"]
@@ -272,12 +288,18 @@ def test_token_measures_count_changes_against_the_tokenizer(tokenizers) -> None:
     from homog.synth.position_report import token_measures
 
     tok = tokenizers["smollm2-135m"]
-    df = pd.DataFrame({
-        "variant": ["original", "original", "front", "front"],
-        "sample_id": ["a", "b", "a", "b"],
-        "text": [" Good film. Bad plot.", " Bad plot here.", " Bad plot. Good film.",
-                 " Bad plot here, really."],
-    })  # fmt: skip
+    df = pd.DataFrame(
+        {
+            "variant": ["original", "original", "front", "front"],
+            "sample_id": ["a", "b", "a", "b"],
+            "text": [
+                " Good film. Bad plot.",
+                " Bad plot here.",
+                " Bad plot. Good film.",
+                " Bad plot here, really.",
+            ],
+        }
+    )
     m = token_measures(df, {"s": tok}, {"s": 10**6})["s"]["front"]
     n = [len(tok(t, add_special_tokens=False)["input_ids"]) for t in df["text"]]
     assert m["token_change_mean"] == pytest.approx(((n[2] - n[0]) + (n[3] - n[1])) / 2)
@@ -298,11 +320,20 @@ def test_fit_budget_reverts_the_largest_growth_until_it_fits() -> None:
     from homog.synth.stage import assemble
 
     table = pd.DataFrame(
-        [{"variant": v, "sample_id": "s", "text": assemble(doc, e), "position": 0.0,
-          "n_rewritten": len(e)} for v, e in (("original", {}), ("front", edits))]
-    )  # fmt: skip
-    variants = Variants(table, 3, 3, {"front": {"rewritten": 2}}, None, {"s": doc},
-                        {"front": {"s": dict(edits)}})  # fmt: skip
+        [
+            {
+                "variant": v,
+                "sample_id": "s",
+                "text": assemble(doc, e),
+                "position": 0.0,
+                "n_rewritten": len(e),
+            }
+            for v, e in (("original", {}), ("front", edits))
+        ]
+    )
+    variants = Variants(
+        table, 3, 3, {"front": {"rewritten": 2}}, None, {"s": doc}, {"front": {"s": dict(edits)}}
+    )
 
     def fits(texts):  # at most 9 words
         return [len(t.split()) <= 9 for t in texts]
@@ -322,9 +353,19 @@ def test_with_family_disabled_leads_and_leaves_keys_null() -> None:
     from homog.synth.position_stage import with_family
 
     paper = pd.DataFrame(
-        [{"dataset": "d", "variant": v, "sample_id": "s", "text": "A b. C d.", "label": "pos",
-          "keyphrase": "k", "bertscore_f1": 1.0} for v in ("end", "original")]
-    )  # fmt: skip
+        [
+            {
+                "dataset": "d",
+                "variant": v,
+                "sample_id": "s",
+                "text": "A b. C d.",
+                "label": "pos",
+                "keyphrase": "k",
+                "bertscore_f1": 1.0,
+            }
+            for v in ("end", "original")
+        ]
+    )
     out = with_family(paper, None, ["original", "end"])
     assert list(out["variant"]) == ["original", "end"]
     assert (out["text"] == " A b. C d.").all()
@@ -347,11 +388,26 @@ def test_control_ratio_apart_for_keys_inside_and_at_an_edge() -> None:
         for v, order in orders.items():
             at = starts(lengths, order)
             ctrl = order.index(fam.ctrl_sentence)
-            rows.append((sid, "m", v, at[key], at[fam.control_sentence], total, True, True,
-                         order.index(key), len(lengths), ctrl))  # fmt: skip
+            rows.append(
+                (
+                    sid,
+                    "m",
+                    v,
+                    at[key],
+                    at[fam.control_sentence],
+                    total,
+                    True,
+                    True,
+                    order.index(key),
+                    len(lengths),
+                    ctrl,
+                )
+            )
         before = starts(lengths, range(len(lengths)))
-        largest = max(abs(starts(lengths, fam.orders[v])[key] - before[key])
-                      for v in ("key_first", "key_mid", "key_last"))  # fmt: skip
+        largest = max(
+            abs(starts(lengths, fam.orders[v])[key] - before[key])
+            for v in ("key_first", "key_mid", "key_last")
+        )
         moved = starts(lengths, fam.orders["key_control"])[fam.control_sentence]
         expect[sid] = abs(moved - before[fam.control_sentence]) / largest
     from homog.synth.position_stage import RECORD_COLUMNS

@@ -36,10 +36,13 @@ def family_texts(texts: list[str], tokenizers: dict) -> pd.DataFrame:
     from homog.synth.position import join
 
     originals = [
-        {"sample_id": s, "variant": "original", "text": join(docs[s].sentence(i)
-                                                               for i in range(len(docs[s].spans)))}
+        {
+            "sample_id": s,
+            "variant": "original",
+            "text": join(docs[s].sentence(i) for i in range(len(docs[s].spans))),
+        }
         for s in build.kept
-    ]  # fmt: skip
+    ]
     return pd.concat([pd.DataFrame(originals), build.rows[["sample_id", "variant", "text"]]])
 
 
@@ -59,8 +62,9 @@ def layer0(source: str, df: pd.DataFrame) -> pd.DataFrame:
         mask = token_mask(torch.ones_like(ids), torch.as_tensor(t.special)[None])
         with torch.no_grad():
             m = layer_metrics(embed(ids).float(), mask)
-        rows.append({"variant": t.variant, "sample_id": t.sample_id,
-                     **{k: float(m[k][0]) for k in LAYER0}})  # fmt: skip
+        rows.append(
+            {"variant": t.variant, "sample_id": t.sample_id, **{k: float(m[k][0]) for k in LAYER0}}
+        )
     return pd.DataFrame(rows).set_index(["sample_id", "variant"])
 
 

@@ -107,8 +107,9 @@ def _frames():
                     # erank falls with depth (the SESOI's scale), and under zero_pos
                     e = 30 + base + rng.normal() - 2 * layer - (5 if iv == "zero_pos" else 0)
                     rows.append((iv, v, f"s{s}", layer, e, 0.5 * e + rng.normal(scale=0.1)))
-    f = pd.DataFrame(rows, columns=["intervention", "variant", "sample_id", "layer", "value",
-                                    "margin"])  # fmt: skip
+    f = pd.DataFrame(
+        rows, columns=["intervention", "variant", "sample_id", "layer", "value", "margin"]
+    )
     probe = f.assign(scheme="train_original")
     lm = f[f["layer"] == 5].drop(columns=["layer", "value"])
     return probe, lm, f[["intervention", "variant", "sample_id", "layer", "value"]]
@@ -143,12 +144,18 @@ def test_zero_shot_log_odds_equal_transformers_own_computation():
 
     loaded = load_model(TINY, device="cpu", attention=False)
     tok = loaded.tokenizer
-    df = pd.DataFrame({
-        "variant": ["original", "original", "front"],
-        "sample_id": ["a", "b", "a"],
-        "text": [" A fine film. I liked it a lot.", " Dull.", " I liked it a lot. A fine film."],
-        "label": ["pos", "neg", "pos"],
-    })  # fmt: skip
+    df = pd.DataFrame(
+        {
+            "variant": ["original", "original", "front"],
+            "sample_id": ["a", "b", "a"],
+            "text": [
+                " A fine film. I liked it a lot.",
+                " Dull.",
+                " I liked it a lot. A fine film.",
+            ],
+            "label": ["pos", "neg", "pos"],
+        }
+    )
     cfg = ExtractConfig(device="cpu", max_tokens=64)
     prefix = ProbeConfig(prompt="Review: {text}\nSentiment (positive or negative):")
 
@@ -176,8 +183,9 @@ def test_zero_shot_log_odds_equal_transformers_own_computation():
                 assert got["log_odds"][i] == pytest.approx(float(lp[pos] - lp[neg]), abs=1e-4)
                 assert got["n_prompt_tokens"][i] == n
     margins = with_margin(got, "pos")
-    assert np.allclose(margins["margin"], [got["log_odds"][0], -got["log_odds"][1],
-                                           got["log_odds"][2]])  # fmt: skip
+    assert np.allclose(
+        margins["margin"], [got["log_odds"][0], -got["log_odds"][1], got["log_odds"][2]]
+    )
 
 
 def labelled_texts() -> pd.DataFrame:
@@ -202,12 +210,17 @@ def test_stage_files_load_into_the_database(tmp_path):
     from homog.store import load
 
     df = labelled_texts()
-    raw = {"models": {"tiny": {"source": TINY}}, "extract": {"device": "cpu", "max_tokens": 32},
-           "stats": {"n_boot": 100, "n_perm": 200}, "probe": {"folds": 2}}  # fmt: skip
+    raw = {
+        "models": {"tiny": {"source": TINY}},
+        "extract": {"device": "cpu", "max_tokens": 32},
+        "stats": {"n_boot": 100, "n_perm": 200},
+        "probe": {"folds": 2},
+    }
     params = parse_params(raw)
     layout = Layout(tmp_path)
-    record = run_probe(params, "tiny", TINY, df, layout.probe_dir("tiny"), root=tmp_path,
-                       show_progress=False)  # fmt: skip
+    record = run_probe(
+        params, "tiny", TINY, df, layout.probe_dir("tiny"), root=tmp_path, show_progress=False
+    )
     saved = json.loads((layout.probe_dir("tiny") / "probe.json").read_text())
     assert saved["n_texts"] == {"none": 24, "zero_pos": 24}
     assert saved["pooled_bytes_per_1000_texts"]["none"] > 0 and record["s_per_100_texts"] > 0
@@ -222,26 +235,29 @@ def test_stage_files_load_into_the_database(tmp_path):
     features = layout.probe_features("tiny")
     stamp = {f.name: f.stat().st_mtime_ns for f in features.iterdir()}
     # both steps again: the features are up to date, so only the fit reruns (the same rows)
-    again = run_probe(params, "tiny", TINY, df, layout.probe_dir("tiny"), root=tmp_path,
-                      show_progress=False)  # fmt: skip
+    again = run_probe(
+        params, "tiny", TINY, df, layout.probe_dir("tiny"), root=tmp_path, show_progress=False
+    )
     assert {f.name: f.stat().st_mtime_ns for f in features.iterdir()} == stamp
     pd.testing.assert_frame_equal(pd.read_parquet(layout.probe_metrics("tiny")), first)
     assert again["forward_passes"] == record["forward_passes"] == 96  # 24 texts x 2 x 2
     # a new stats.n_boot: the fit step alone (no model, no texts), new CIs, the same values
     other = parse_params({**raw, "stats": {"n_boot": 60, "n_perm": 200}})
-    run_probe(other, "tiny", "no-such-model", None, layout.probe_dir("tiny"), root=tmp_path,
-              step="fit")  # fmt: skip
+    run_probe(
+        other, "tiny", "no-such-model", None, layout.probe_dir("tiny"), root=tmp_path, step="fit"
+    )
     assert {f.name: f.stat().st_mtime_ns for f in features.iterdir()} == stamp
     refit = pd.read_parquet(layout.probe_metrics("tiny"))
     pd.testing.assert_series_equal(refit["value"], first["value"])
     assert not np.allclose(refit["ci_low"], first["ci_low"], equal_nan=True)
     # another prompt changes the features' fingerprint: step all reruns the forward passes
-    assert not up_to_date(parse_params({**raw, "probe": {"folds": 2, "prompt": "{text} ok?"}}),
-                          TINY, df, features)  # fmt: skip
-    assert up_to_date(parse_params({**raw, "probe": {"folds": 3, "c": [1.0]}}), TINY, df,
-                      features)  # fmt: skip
-    run_probe(params, "tiny", TINY, df, layout.probe_dir("tiny"), root=tmp_path,
-              show_progress=False)  # fmt: skip
+    assert not up_to_date(
+        parse_params({**raw, "probe": {"folds": 2, "prompt": "{text} ok?"}}), TINY, df, features
+    )
+    assert up_to_date(parse_params({**raw, "probe": {"folds": 3, "c": [1.0]}}), TINY, df, features)
+    run_probe(
+        params, "tiny", TINY, df, layout.probe_dir("tiny"), root=tmp_path, show_progress=False
+    )
     counts = load(raw, root=tmp_path, db_path=tmp_path / "h.duckdb")
     assert counts["lm_sentiment"] == 48 and counts["probe_metrics"] > 0
     con = duckdb.connect(str(tmp_path / "h.duckdb"), read_only=True)
@@ -311,8 +327,12 @@ def test_position_family_layer0_probe_outputs_equal_the_originals_on_real_review
         match = np.flatnonzero(orig)[[by_id[s] for s in pooled["sample_id"][rows_v]]]
         assert np.array_equal(v[rows_v, 0], v[match, 0])  # layer 0: the same vector
         assert not np.array_equal(v[rows_v, -1], v[match, -1]) or variant == "key_first"
-    y = (df.set_index(["variant", "sample_id"]).loc[list(zip(pooled["variant"],
-         pooled["sample_id"], strict=True)), "label"].to_numpy() == "pos").astype(int)  # fmt: skip
+    y = (
+        df.set_index(["variant", "sample_id"])
+        .loc[list(zip(pooled["variant"], pooled["sample_id"], strict=True)), "label"]
+        .to_numpy()
+        == "pos"
+    ).astype(int)
     folds = assign_folds(pooled["sample_id"][orig], y[orig], 4, seed=0)
     out = probe_texts(v, pooled["variant"], pooled["sample_id"], y, folds, layers=[0], **FIT)
     own = out[(out["scheme"] == "train_original") | (out["train_set"] == out["variant"])]
@@ -347,17 +367,26 @@ def test_dvc_stages_write_the_layout_paths_and_load_reads_them(tmp_path):
     features, fit = stages["probe_features"]["do"], stages["probe"]["do"]
     layout = Layout()
     assert features["outs"] == [str(layout.probe_features("${key}"))]
-    assert set(fit["outs"]) == {str(p) for p in (
-        layout.probe_metrics("${key}"), layout.lm_sentiment("${key}"),
-        layout.probe_texts("${key}"), layout.probe_dir("${key}") / "probe.json")}  # fmt: skip
+    assert set(fit["outs"]) == {
+        str(p)
+        for p in (
+            layout.probe_metrics("${key}"),
+            layout.lm_sentiment("${key}"),
+            layout.probe_texts("${key}"),
+            layout.probe_dir("${key}") / "probe.json",
+        )
+    }
     assert features["outs"][0] in fit["deps"] and "data/extract/${key}" in fit["deps"]
     assert "homog/probe" in fit["deps"] and "stats" in fit["params"]
     # the forward passes read no stats: setting and none of the fit's probe settings
     assert not any(p == "stats" or p.startswith("stats.") for p in features["params"])
     assert {p for p in features["params"] if p.startswith("extract.")} == {
-        f"extract.{f}" for f in EXTRACT_FIELDS if f != "seed"}  # fmt: skip
-    probe_params = lambda stage: {p.split(".", 1)[1] for p in stage["params"]  # noqa: E731
-                                  if p.startswith("probe.")}  # fmt: skip
+        f"extract.{f}" for f in EXTRACT_FIELDS if f != "seed"
+    }
+
+    def probe_params(stage: dict) -> set[str]:
+        return {p.split(".", 1)[1] for p in stage["params"] if p.startswith("probe.")}
+
     assert probe_params(features) == set(PROBE_FIELDS)
     # every probe: setting is read by one step or the other (a new one must be placed)
     fields = {f.name for f in dataclasses.fields(ProbeConfig)} - {"seed"}
@@ -382,9 +411,17 @@ def _zero_shot(n: int, shift: float, seed: int, shuffle: bool = False) -> pd.Dat
     frames = []
     for variant in ("original", "front"):
         odds = rng.normal(size=n) + shift * y
-        frames.append(pd.DataFrame({"intervention": "none", "variant": variant, "sample_id": ids,
-                                    "label": np.where(lab == 1, "pos", "neg"),
-                                    "log_odds": odds}))  # fmt: skip
+        frames.append(
+            pd.DataFrame(
+                {
+                    "intervention": "none",
+                    "variant": variant,
+                    "sample_id": ids,
+                    "label": np.where(lab == 1, "pos", "neg"),
+                    "log_odds": odds,
+                }
+            )
+        )
     return pd.concat(frames, ignore_index=True)
 
 
@@ -404,8 +441,12 @@ def test_zero_shot_auc_finds_a_planted_signal_and_chance_in_shuffled_labels():
     assert ((rows["ci_low"] < known) & (rows["ci_high"] > known)).all()
     assert ((rows["ci_high"] - rows["ci_low"]) < 0.15).all()
     # shuffled labels: chance; over 30 draws the 95% CIs hold 0.5 about 95% of the time
-    shuffled = pd.concat([pd.DataFrame(auc_rows(_zero_shot(400, 1.0, seed=k, shuffle=True),
-                                                "pos", stats)) for k in range(30)])  # fmt: skip
+    shuffled = pd.concat(
+        [
+            pd.DataFrame(auc_rows(_zero_shot(400, 1.0, seed=k, shuffle=True), "pos", stats))
+            for k in range(30)
+        ]
+    )
     holds = (shuffled["ci_low"] < 0.5) & (shuffled["ci_high"] > 0.5)
     assert holds.mean() >= 0.85 and abs(shuffled["value"].mean() - 0.5) < 0.02
     # the bootstrap's weighted AUC is scikit-learn's with sample weights, ties included

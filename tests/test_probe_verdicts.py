@@ -27,12 +27,21 @@ def _probe(n: int = 60) -> pd.DataFrame:
         for variant, shift in (("original", 0.0), ("same", 1e-4), ("worse", -1.5)):
             noise = rng.normal(0, shift and abs(shift) / 3, n) if layer else np.zeros(n)
             margin = base[layer] + (shift if layer else 0.0) + noise
-            rows.append(pd.DataFrame({
-                "intervention": "none", "scheme": "train_original", "train_set": "original",
-                "variant": variant, "sample_id": [f"r{i:03d}" for i in range(n)],
-                "layer": layer, "y": np.arange(n) % 2, "margin": margin,
-                "correct": margin > 0,
-            }))  # fmt: skip
+            rows.append(
+                pd.DataFrame(
+                    {
+                        "intervention": "none",
+                        "scheme": "train_original",
+                        "train_set": "original",
+                        "variant": variant,
+                        "sample_id": [f"r{i:03d}" for i in range(n)],
+                        "layer": layer,
+                        "y": np.arange(n) % 2,
+                        "margin": margin,
+                        "correct": margin > 0,
+                    }
+                )
+            )
     return pd.concat(rows, ignore_index=True)
 
 
@@ -63,12 +72,12 @@ def test_probe_differences_get_sesoi_equivalence_ci_families_and_verdicts():
     assert diff.loc[("same", 1, "margin"), "verdict"] in ("equivalent", "negligible")
     # Holm runs over the metric's non-control rows only
     margin = later.xs("margin", level="metric")
-    assert np.allclose(np.sort(margin["p_holm"]),
-                       np.sort(holm(margin["p_value"].to_numpy())))  # fmt: skip
+    assert np.allclose(np.sort(margin["p_holm"]), np.sort(holm(margin["p_value"].to_numpy())))
     # the band rows: per-text means over the band's layers (layer0, final; 1 is no depth band
     # of 3 layers), layer NULL, Holm apart from the per-layer rows; the layer0 band a control
-    band = out[(out["kind"] == "diff") & out["band"].notna()].set_index(["variant", "band",
-                                                                          "metric"])  # fmt: skip
+    band = out[(out["kind"] == "diff") & out["band"].notna()].set_index(
+        ["variant", "band", "metric"]
+    )
     assert band["layer"].isna().all()
     assert set(band.index.get_level_values("band")) == {"layer0", "final"}
     assert band.loc[("worse", "layer0", "margin"), "family"] == "control"
@@ -83,8 +92,9 @@ def test_probe_differences_get_sesoi_equivalence_ci_families_and_verdicts():
 
 def test_an_accuracy_at_chance_has_no_sesoi_so_nothing_is_called_negligible():
     probe = _probe()
-    probe.loc[probe["variant"] == "original", "correct"] = np.arange(
-        (probe["variant"] == "original").sum()) % 2 == 0  # fmt: skip
+    probe.loc[probe["variant"] == "original", "correct"] = (
+        np.arange((probe["variant"] == "original").sum()) % 2 == 0
+    )
     out = summarise(probe, None, STATS)
     acc = out[(out["kind"] == "diff") & (out["metric"] == "accuracy")]
     assert acc["sesoi"].isna().all()
@@ -102,8 +112,9 @@ def _frames(slope: float, n: int = 80):
             for layer in range(6):
                 e = 30 + base + off + rng.normal() - 2 * layer
                 rows.append(("none", v, f"s{s}", layer, e, slope * e + 5 + rng.normal(0, 0.2)))
-    f = pd.DataFrame(rows, columns=["intervention", "variant", "sample_id", "layer", "value",
-                                    "margin"])  # fmt: skip
+    f = pd.DataFrame(
+        rows, columns=["intervention", "variant", "sample_id", "layer", "value", "margin"]
+    )
     return f.assign(scheme="train_original"), f[list(f.columns[:5])]
 
 

@@ -128,21 +128,32 @@ def claim_sign(row) -> int | None:
 def test_every_claim_row_matches_the_contrasts_table(project):
     db = Layout(project).db()
     f = frames(db)
-    table = claims_table(f["contrasts"], f["runs"], f["erank"], alpha=ALPHA, n_boot=200,
-                         separability=f["separability"])  # fmt: skip
+    table = claims_table(
+        f["contrasts"],
+        f["runs"],
+        f["erank"],
+        alpha=ALPHA,
+        n_boot=200,
+        separability=f["separability"],
+    )
     assert set(table["claim"].str[0]) == {"1", "2", "3", "4", "5"}
     assert "3 (summary)" not in set(table["claim"])  # claim 3: one reading, counted once
     assert set(table["family"]) <= {"primary", "exploratory", "control"}
     # layer-0 rows are the controls: in no family, their p the raw one
     ctl = table[table["family"] == "control"]
-    assert set(ctl["band"]) == {"layer0"} and (table[table["band"] == "layer0"]["family"]
-                                               == "control").all()  # fmt: skip
+    assert (
+        set(ctl["band"]) == {"layer0"}
+        and (table[table["band"] == "layer0"]["family"] == "control").all()
+    )
     assert ctl["p_holm"].to_numpy() == pytest.approx(ctl["p_value"].to_numpy(), nan_ok=True)
     with duckdb.connect(str(db), read_only=True) as con:
         for model, t in table.groupby("model"):
             four = t["claim"] == "4"
-            for family, classifier in (("primary", False), ("exploratory", False),
-                                       ("exploratory", True)):  # fmt: skip
+            for family, classifier in (
+                ("primary", False),
+                ("exploratory", False),
+                ("exploratory", True),
+            ):
                 # Holm over the model's rows of one family, apart from the other family; claim
                 # 4's classifier rows apart (their permutation p has a floor)
                 fam = t[(t["family"] == family) & (four == classifier)]
@@ -165,12 +176,11 @@ def test_every_claim_row_matches_the_contrasts_table(project):
                     ).fetchone()
                     effect, lo, hi, p, adjusted, l0, l0p, sesoi, elo, ehi = got
                     assert not adjusted  # these runs have no n_tokens: raw differences
-                    assert (row.effect, row.ci_low, row.ci_high, row.p_value) == (
-                        effect, lo, hi, p
-                    )  # fmt: skip
+                    assert (row.effect, row.ci_low, row.ci_high, row.p_value) == (effect, lo, hi, p)
                     assert (row.sesoi, row.eq_ci_low, row.eq_ci_high) == (sesoi, elo, ehi)
-                    want = expected_verdict(effect, row.p_holm, elo, ehi, sesoi, claim_sign(row),
-                                            lo, hi)  # fmt: skip
+                    want = expected_verdict(
+                        effect, row.p_holm, elo, ehi, sesoi, claim_sign(row), lo, hi
+                    )
                     assert row.verdict == want, row
                     if row.metric == "attn_first":  # no layer 0 for attention
                         assert l0 is None or math.isnan(l0)
@@ -187,8 +197,9 @@ def test_every_claim_row_matches_the_contrasts_table(project):
                     ).fetchone()
                     assert (row.effect, row.ci_low, row.ci_high, row.p_value) == (auc, lo, hi, p)
                     # no effect is AUC 0.5; the margin 0.5 +- 0.05, read on the CI
-                    want = expected_verdict(auc - 0.5, row.p_holm, lo - 0.5, hi - 0.5, 0.05, +1,
-                                            lo - 0.5, hi - 0.5)  # fmt: skip
+                    want = expected_verdict(
+                        auc - 0.5, row.p_holm, lo - 0.5, hi - 0.5, 0.05, +1, lo - 0.5, hi - 0.5
+                    )
                     assert row.verdict == want, row
                 elif row.claim == "5c":
                     iv_run = con.execute(
@@ -209,8 +220,14 @@ def test_every_claim_row_matches_the_contrasts_table(project):
 
 def test_no_row_inside_its_margin_reads_supported_or_reversed(project):
     f = frames(Layout(project).db())
-    t = claims_table(f["contrasts"], f["runs"], f["erank"], alpha=ALPHA, n_boot=200,
-                     separability=f["separability"])  # fmt: skip
+    t = claims_table(
+        f["contrasts"],
+        f["runs"],
+        f["erank"],
+        alpha=ALPHA,
+        n_boot=200,
+        separability=f["separability"],
+    )
     null = np.where(t["claim"] == "4", 0.5, 0.0)
     inside = ((t["eq_ci_low"] - null).abs() < t["sesoi"]) & (
         (t["eq_ci_high"] - null).abs() < t["sesoi"]
@@ -225,8 +242,9 @@ def test_no_row_inside_its_margin_reads_supported_or_reversed(project):
 def test_claims_match_the_designed_effects(project):
     f = frames(Layout(project).db())
     t = claims_table(f["contrasts"], f["runs"], f["erank"], alpha=ALPHA, n_boot=200)
-    one = t[(t["claim"] == "1") & (t["metric"] == "erank") & t["band"].isin(["early", "middle",
-                                                                              "late"])]  # fmt: skip
+    one = t[
+        (t["claim"] == "1") & (t["metric"] == "erank") & t["band"].isin(["early", "middle", "late"])
+    ]
     assert set(one[one["statement"].str.startswith("front")]["verdict"]) == {"supported"}
     # end: +0.8, significant, but inside the margin (0.1 x the original's early-to-late fall,
     # about 29 erank here: 2.9): negligible, never "reversed"

@@ -9,8 +9,24 @@ import pandas as pd
 
 from homog.report.cost import cost_line, cost_section
 
-COLUMNS = ["model", "intervention", "scheme", "kind", "baseline", "variant", "layer", "band",
-           "metric", "value", "ci_low", "ci_high", "p_value", "p_holm", "n", "verdict"]  # fmt: skip
+COLUMNS = [
+    "model",
+    "intervention",
+    "scheme",
+    "kind",
+    "baseline",
+    "variant",
+    "layer",
+    "band",
+    "metric",
+    "value",
+    "ci_low",
+    "ci_high",
+    "p_value",
+    "p_holm",
+    "n",
+    "verdict",
+]
 VERDICT = ["family", "sesoi", "sesoi_basis", "eq_ci_low", "eq_ci_high"]  # issue 41's columns
 
 
@@ -21,26 +37,163 @@ def probe_metrics() -> pd.DataFrame:
             for layer in range(5):
                 acc = 0.9 if layer == best else 0.6
                 for metric, value in (("accuracy", acc), ("margin", acc - 0.5)):
-                    rows.append((model, "none", "train_original", "level", None, variant, layer,
-                                 None, metric, value, value - 0.1, value + 0.1, np.nan, np.nan,
-                                 40, None))  # fmt: skip
-            rows.append((model, "none", "zero_shot", "level", None, variant, np.nan, None,
-                         "accuracy", 0.7, 0.6, 0.8, np.nan, np.nan, 40, None))  # fmt: skip
-            rows.append((model, "none", "zero_shot", "level", None, variant, np.nan, None,
-                         "margin", 1.2, 0.9, 1.5, np.nan, np.nan, 40, None))  # fmt: skip
+                    rows.append(
+                        (
+                            model,
+                            "none",
+                            "train_original",
+                            "level",
+                            None,
+                            variant,
+                            layer,
+                            None,
+                            metric,
+                            value,
+                            value - 0.1,
+                            value + 0.1,
+                            np.nan,
+                            np.nan,
+                            40,
+                            None,
+                        )
+                    )
+            rows.append(
+                (
+                    model,
+                    "none",
+                    "zero_shot",
+                    "level",
+                    None,
+                    variant,
+                    np.nan,
+                    None,
+                    "accuracy",
+                    0.7,
+                    0.6,
+                    0.8,
+                    np.nan,
+                    np.nan,
+                    40,
+                    None,
+                )
+            )
+            rows.append(
+                (
+                    model,
+                    "none",
+                    "zero_shot",
+                    "level",
+                    None,
+                    variant,
+                    np.nan,
+                    None,
+                    "margin",
+                    1.2,
+                    0.9,
+                    1.5,
+                    np.nan,
+                    np.nan,
+                    40,
+                    None,
+                )
+            )
             if model == "m1":  # m2 has no AUC rows (a table loaded before lm_auc existed)
-                rows.append((model, "none", "zero_shot", "level", None, variant, np.nan, None,
-                             "lm_auc", 0.75, 0.65, 0.85, np.nan, np.nan, 40, None))  # fmt: skip
+                rows.append(
+                    (
+                        model,
+                        "none",
+                        "zero_shot",
+                        "level",
+                        None,
+                        variant,
+                        np.nan,
+                        None,
+                        "lm_auc",
+                        0.75,
+                        0.65,
+                        0.85,
+                        np.nan,
+                        np.nan,
+                        40,
+                        None,
+                    )
+                )
         rows = [r + (None, np.nan, None, np.nan, np.nan) if len(r) == 16 else r for r in rows]
-        rows.append((model, "none", "train_original", "diff", "original", "key_first", 0, None,
-                     "margin", 0.0, 0.0, 0.0, 1.0, np.nan, 40, "equivalent", "control", 0.05,
-                     "basis", 0.0, 0.0))  # fmt: skip
-        rows.append((model, "none", "train_original", "diff", "original", "key_first", 3, None,
-                     "margin", 0.2, 0.1, 0.3, 0.001, 0.01, 40, "supported", "exploratory", 0.05,
-                     "basis", 0.12, 0.28))  # fmt: skip
-        rows.append((model, "none", "train_original", "slope", "original", None, np.nan, "late",
-                     "probe_margin_per_erank", 0.01, -0.02, 0.04, 0.5, 0.9, 40, "equivalent",
-                     "primary", 0.05, "basis", -0.015, 0.035))  # fmt: skip
+        rows.append(
+            (
+                model,
+                "none",
+                "train_original",
+                "diff",
+                "original",
+                "key_first",
+                0,
+                None,
+                "margin",
+                0.0,
+                0.0,
+                0.0,
+                1.0,
+                np.nan,
+                40,
+                "equivalent",
+                "control",
+                0.05,
+                "basis",
+                0.0,
+                0.0,
+            )
+        )
+        rows.append(
+            (
+                model,
+                "none",
+                "train_original",
+                "diff",
+                "original",
+                "key_first",
+                3,
+                None,
+                "margin",
+                0.2,
+                0.1,
+                0.3,
+                0.001,
+                0.01,
+                40,
+                "supported",
+                "exploratory",
+                0.05,
+                "basis",
+                0.12,
+                0.28,
+            )
+        )
+        rows.append(
+            (
+                model,
+                "none",
+                "train_original",
+                "slope",
+                "original",
+                None,
+                np.nan,
+                "late",
+                "probe_margin_per_erank",
+                0.01,
+                -0.02,
+                0.04,
+                0.5,
+                0.9,
+                40,
+                "equivalent",
+                "primary",
+                0.05,
+                "basis",
+                -0.015,
+                0.035,
+            )
+        )
     return pd.DataFrame(rows, columns=COLUMNS + VERDICT)
 
 
@@ -78,9 +231,14 @@ def test_cost_section_without_probe_tables_says_what_to_run(tmp_path: Path):
 def test_slope_precision_says_how_far_the_cis_are_from_the_margin():
     from homog.report.cost import slope_precision
 
-    slopes = pd.DataFrame({"verdict": ["inconclusive", "inconclusive", "equivalent"],
-                           "sesoi": [0.01, 0.02, 0.05], "eq_ci_low": [-0.02, -0.01, -0.01],
-                           "eq_ci_high": [0.02, 0.03, 0.01]})  # fmt: skip
+    slopes = pd.DataFrame(
+        {
+            "verdict": ["inconclusive", "inconclusive", "equivalent"],
+            "sesoi": [0.01, 0.02, 0.05],
+            "eq_ci_low": [-0.02, -0.01, -0.01],
+            "eq_ci_high": [0.02, 0.03, 0.01],
+        }
+    )
     text = slope_precision(slopes)
     # widths 0.04 and 0.04 against 2 x sesoi 0.02 and 0.04: 2x and 1x; (2)^2 = 4x the reviews
     assert "2 inconclusive slopes" in text and "1 to 2 times as wide" in text

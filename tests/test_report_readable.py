@@ -34,9 +34,19 @@ from homog.report.position import layer0_rows
 
 N_TEXTS, N_LAYERS = 16, 8
 # erank shift per variant (key_* by their position: a designed dose-response of +2 per unit)
-SHIFT = {"original": 0.0, "front": -2.0, "end": 0.6, "control": 0.0, "key_first": 0.0,
-         "key_mid": 1.0, "key_last": 2.0, "key_control": 0.0, "ctrl_first": 0.0,
-         "ctrl_mid": 0.0, "ctrl_last": 0.0}  # fmt: skip
+SHIFT = {
+    "original": 0.0,
+    "front": -2.0,
+    "end": 0.6,
+    "control": 0.0,
+    "key_first": 0.0,
+    "key_mid": 1.0,
+    "key_last": 2.0,
+    "key_control": 0.0,
+    "ctrl_first": 0.0,
+    "ctrl_mid": 0.0,
+    "ctrl_last": 0.0,
+}
 LEXICAL = {"control": 1.0}  # a layer-0 difference: words, not position
 
 
@@ -73,13 +83,28 @@ def project(tmp_path_factory) -> Path:
     for model in ("m1", "m2"):
         write_run(layout, model, "none", rng)
     texts = pd.DataFrame(
-        [{"dataset": "demo", "variant": v, "sample_id": f"s{s:03d}", "text": f"text {s} {v}",
-          "label": "pos", "keyphrase": "plot", "bertscore_f1": 1.0 if v == "original"
-          else float(rng.uniform(0.9, 1.0))} for v in SHIFT for s in range(N_TEXTS)]
-    )  # fmt: skip
+        [
+            {
+                "dataset": "demo",
+                "variant": v,
+                "sample_id": f"s{s:03d}",
+                "text": f"text {s} {v}",
+                "label": "pos",
+                "keyphrase": "plot",
+                "bertscore_f1": 1.0 if v == "original" else float(rng.uniform(0.9, 1.0)),
+            }
+            for v in SHIFT
+            for s in range(N_TEXTS)
+        ]
+    )
     # the key sentence's place, as synth writes it: the family's own, the original's 0.41
-    where = {"original": 0.41, "key_first": 0.0, "key_mid": 0.5, "key_last": 1.0,
-             "key_control": 0.41}  # fmt: skip
+    where = {
+        "original": 0.41,
+        "key_first": 0.0,
+        "key_mid": 0.5,
+        "key_last": 1.0,
+        "key_control": 0.41,
+    }
     texts["key_position"] = texts["variant"].map(where).astype(float)
     layout.texts.parent.mkdir(parents=True)
     texts.to_parquet(layout.texts, index=False)
@@ -106,41 +131,83 @@ SYNTH = {
     "manipulation": {
         "per_model": {
             "m1": {
-                "front": {"token_change_mean": 4.25, "token_change_zero_share": 0.1,
-                          "multiset_equal_share": 0.05},
-                "key_first": {"token_change_mean": 0.0, "token_change_zero_share": 1.0,
-                              "multiset_equal_share": 0.9875},
+                "front": {
+                    "token_change_mean": 4.25,
+                    "token_change_zero_share": 0.1,
+                    "multiset_equal_share": 0.05,
+                },
+                "key_first": {
+                    "token_change_mean": 0.0,
+                    "token_change_zero_share": 1.0,
+                    "multiset_equal_share": 0.9875,
+                },
             },
         },
         "key_sentence": {
-            "original": {"start_token_share_mean": 0.41, "shift_mean": 0.0,
-                         "already_first_share": 0.3125, "already_last_share": 0.25},
-            "key_first": {"start_token_share_mean": 0.0, "shift_mean": -0.41,
-                          "already_first_share": 0.3125, "already_last_share": 0.25},
-            "key_mid": {"start_token_share_mean": 0.47, "shift_mean": 0.06,
-                        "already_first_share": 0.3125, "already_last_share": 0.25},
-            "key_last": {"start_token_share_mean": 0.83, "shift_mean": 0.42,
-                         "already_first_share": 0.3125, "already_last_share": 0.25},
+            "original": {
+                "start_token_share_mean": 0.41,
+                "shift_mean": 0.0,
+                "already_first_share": 0.3125,
+                "already_last_share": 0.25,
+            },
+            "key_first": {
+                "start_token_share_mean": 0.0,
+                "shift_mean": -0.41,
+                "already_first_share": 0.3125,
+                "already_last_share": 0.25,
+            },
+            "key_mid": {
+                "start_token_share_mean": 0.47,
+                "shift_mean": 0.06,
+                "already_first_share": 0.3125,
+                "already_last_share": 0.25,
+            },
+            "key_last": {
+                "start_token_share_mean": 0.83,
+                "shift_mean": 0.42,
+                "already_first_share": 0.3125,
+                "already_last_share": 0.25,
+            },
         },
         "edges": {
-            "front": {"start_share": 0.6061, "end_share": 0.31, "start_share_original": 0.4512,
-                      "end_share_original": 0.41, "start_shift": 0.1549, "end_shift": -0.1},
-            "end": {"start_share": 0.33, "end_share": 0.6071, "start_share_original": 0.4512,
-                    "end_share_original": 0.41, "start_shift": -0.1212, "end_shift": 0.1971},
+            "front": {
+                "start_share": 0.6061,
+                "end_share": 0.31,
+                "start_share_original": 0.4512,
+                "end_share_original": 0.41,
+                "start_shift": 0.1549,
+                "end_shift": -0.1,
+            },
+            "end": {
+                "start_share": 0.33,
+                "end_share": 0.6071,
+                "start_share_original": 0.4512,
+                "end_share_original": 0.41,
+                "start_shift": -0.1212,
+                "end_shift": 0.1971,
+            },
         },
         "length_match": {  # as homog.synth.lengthmatch.length_report writes it
-            "enabled": True, "models": ["m1"], "texts_in": 20, "texts_kept": 16,
-            "texts_kept_share": 0.8, "text_reverts": {"rewrites": 0, "texts": 0},
+            "enabled": True,
+            "models": ["m1"],
+            "texts_in": 20,
+            "texts_kept": 16,
+            "texts_kept_share": 0.8,
+            "text_reverts": {"rewrites": 0, "texts": 0},
             "control_kind_distance": 0.4427,
             "variants": {
-                "front": {"rewritten": 6, "length_mismatch": 10, "kept_share": 0.375,
-                          "sentence_status": {"rewritten": 6, "length_mismatch": 10},
-                          "token_change": {"m1": {"distribution": {"0": 6}, "mean": 0.0}},
-                          "kinds": {"clause_swap": 0.6667, "adverbial_front": 0.3333}},
+                "front": {
+                    "rewritten": 6,
+                    "length_mismatch": 10,
+                    "kept_share": 0.375,
+                    "sentence_status": {"rewritten": 6, "length_mismatch": 10},
+                    "token_change": {"m1": {"distribution": {"0": 6}, "mean": 0.0}},
+                    "kinds": {"clause_swap": 0.6667, "adverbial_front": 0.3333},
+                },
             },
         },
     },
-}  # fmt: skip
+}
 
 
 def frames(db: Path) -> dict[str, pd.DataFrame]:
@@ -154,8 +221,9 @@ def claims_frame(project) -> pd.DataFrame:
     from homog.report.claims import claims_table
 
     f = frames(Layout(project).db())
-    return claims_table(f["contrasts"], f["runs"], f["erank"], n_boot=200,
-                        separability=f["separability"])  # fmt: skip
+    return claims_table(
+        f["contrasts"], f["runs"], f["erank"], n_boot=200, separability=f["separability"]
+    )
 
 
 def with_new_columns(claims: pd.DataFrame) -> pd.DataFrame:
@@ -211,16 +279,28 @@ def test_claim_paragraphs_match_the_rows(project, extended):
     assert tally(rows["verdict"]) in sec.paragraphs[0]
 
 
-OLD_COLUMNS = ["model", "claim", "statement", "metric", "comparison", "scope", "effect",
-               "ci_low", "ci_high", "p_holm", "n", "verdict", "note"]  # fmt: skip
+OLD_COLUMNS = [
+    "model",
+    "claim",
+    "statement",
+    "metric",
+    "comparison",
+    "scope",
+    "effect",
+    "ci_low",
+    "ci_high",
+    "p_holm",
+    "n",
+    "verdict",
+    "note",
+]
 
 
 def test_claim_table_cells_show_na_for_absent_columns(project):
     claims = claims_frame(project)
     headers = list(COLUMNS)
     old = table_cells(claims[OLD_COLUMNS].iloc[0])  # a claims table before issue 29
-    for h in ("dz", "% of original", "SESOI", "eq. CI", "family", "layer-0 diff",
-              "beyond layer 0"):  # fmt: skip
+    for h in ("dz", "% of original", "SESOI", "eq. CI", "family", "layer-0 diff", "beyond layer 0"):
         assert old[headers.index(h)] == "n/a"
     # without a length adjustment the effect is the raw difference
     assert old[headers.index("raw effect")] == claims.iloc[0]["effect"]
@@ -272,8 +352,14 @@ def test_markdown_page_numbers_equal_the_database(project, tmp_path):
     page = tmp_path / "docs" / "results.md"
     synth = tmp_path / "report.json"
     synth.write_text(json.dumps(SYNTH))
-    build_report(db, page, fmt="md", figures_dir=tmp_path / "docs" / "results",
-                 synth_report=synth, root=tmp_path)  # fmt: skip
+    build_report(
+        db,
+        page,
+        fmt="md",
+        figures_dir=tmp_path / "docs" / "results",
+        synth_report=synth,
+        root=tmp_path,
+    )
     text = page.read_text()
     # figures beside the page, linked relatively (as docs/results.md -> docs/results/*.png)
     links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
@@ -309,8 +395,10 @@ def test_markdown_page_numbers_equal_the_database(project, tmp_path):
                     .fetch_df()
                     .iloc[0]
                 )
-                num = {h: float(row[h]) for h in ("effect", "raw effect", "CI low", "CI high",
-                                                  "p_holm")}  # fmt: skip
+                num = {
+                    h: float(row[h])
+                    for h in ("effect", "raw effect", "CI low", "CI high", "p_holm")
+                }
                 close = lambda g, w: g == pytest.approx(w, rel=5e-4, abs=1e-12)  # noqa: E731
                 assert close(num["raw effect"], want["mean_diff"]), (row, want)
                 assert int(row["n"]) == want["n"] == N_TEXTS
@@ -320,9 +408,11 @@ def test_markdown_page_numbers_equal_the_database(project, tmp_path):
                 if "adj_diff" in want.index:
                     pairs.append(("adj_diff", "adj_ci_low", "adj_ci_high"))
                 assert any(
-                    close(num["effect"], want[e]) and close(num["CI low"], want[lo])
-                    and close(num["CI high"], want[hi]) for e, lo, hi in pairs
-                ), (row, want)  # fmt: skip
+                    close(num["effect"], want[e])
+                    and close(num["CI low"], want[lo])
+                    and close(num["CI high"], want[hi])
+                    for e, lo, hi in pairs
+                ), (row, want)
                 if "p_value" in want.index:  # a family-wide Holm p is never below the raw p
                     assert num["p_holm"] >= float(want["p_value"]) * (1 - 5e-4)
                 if "adj_diff" not in want.index:  # the stats stage's own Holm p
@@ -333,10 +423,15 @@ def test_markdown_page_numbers_equal_the_database(project, tmp_path):
         # claim 2's effect: late-band minus early-band erank of the original texts (numpy)
         for caption in [c for c in tables if c.startswith("claim 2, ")]:
             model = caption.split(", ")[1]
-            m = con.execute(
-                "SELECT sample_id, layer, value FROM layer_metrics WHERE metric = 'erank' AND "
-                "variant = 'original' AND run_id = ?", [f"{model}-none"]
-            ).fetch_df().pivot(index="sample_id", columns="layer", values="value")  # fmt: skip
+            m = (
+                con.execute(
+                    "SELECT sample_id, layer, value FROM layer_metrics WHERE metric = 'erank' AND "
+                    "variant = 'original' AND run_id = ?",
+                    [f"{model}-none"],
+                )
+                .fetch_df()
+                .pivot(index="sample_id", columns="layer", values="value")
+            )
             bands = band_of_layers(list(m.columns))
             d = m[bands["late"]].mean(axis=1) - m[bands["early"]].mean(axis=1)
             assert float(tables[caption][0]["effect"]) == pytest.approx(d.mean(), rel=5e-4)
@@ -372,8 +467,14 @@ def test_glossary_lists_every_variant_present(project, tmp_path):
 
 
 def test_manipulation_table_with_and_without_the_synth_measures():
-    texts = pd.DataFrame({"dataset": ["d"] * 3, "variant": ["original", "front", "end"],
-                          "n_texts": [16, 16, 16], "bertscore_f1": [1.0, 0.95, 0.96]})  # fmt: skip
+    texts = pd.DataFrame(
+        {
+            "dataset": ["d"] * 3,
+            "variant": ["original", "front", "end"],
+            "n_texts": [16, 16, 16],
+            "bertscore_f1": [1.0, 0.95, 0.96],
+        }
+    )
     sec = manipulation_section(texts, SYNTH)
     main_t = sec.tables[0]
     assert main_t.columns[:4] == ["measure", "original", "front", "end"]
@@ -392,8 +493,16 @@ def test_manipulation_table_with_and_without_the_synth_measures():
     assert sec.tables[2].rows == [
         ["front", 0.375, "6 / 10", "m1: 0: 6", "clause_swap 67%, adverbial_front 33%"]
     ]  # one row per variant, never one per key of the block (enabled, models, ...)
-    assert main_t.columns == ["measure", "original", "front", "end", "control", "key_first",
-                              "key_mid", "key_last"]  # fmt: skip
+    assert main_t.columns == [
+        "measure",
+        "original",
+        "front",
+        "end",
+        "control",
+        "key_first",
+        "key_mid",
+        "key_last",
+    ]
     assert rows["front"]["length-matched kept"] == 0.375
     assert "Length match: 80% of the texts kept; the control's move kinds are 0.44" in " ".join(
         sec.paragraphs
@@ -408,8 +517,12 @@ def test_manipulation_table_with_and_without_the_synth_measures():
     assert bare.tables[0].rows[0] == ["texts", 16, 16, 16]
     assert "No synth report.json was found" in " ".join(bare.paragraphs)
     # the older keys (keyphrase_edges at_front beside the original's)
-    old = {"keyphrase_edges": {"original": {"at_front": 0.45, "at_end": 0.41},
-                               "front": {"at_front": 0.6, "at_end": 0.3}}}  # fmt: skip
+    old = {
+        "keyphrase_edges": {
+            "original": {"at_front": 0.45, "at_end": 0.41},
+            "front": {"at_front": 0.6, "at_end": 0.3},
+        }
+    }
     t = manipulation_section(texts, old).tables[0]
     front = {r[0]: r[t.columns.index("front")] for r in t.rows}
     assert front["original at start"] == 0.45 and front["start shift"] == pytest.approx(0.15)
@@ -425,10 +538,19 @@ def test_significance_marks_stay_within_the_data(monkeypatch, tmp_path):
     for variant, level in (("original", 0.0), ("front", 0.02)):
         for layer in range(1, 9):
             mean = level + 0.001 * layer  # a rate near 0, as sink_rate is on real models
-            rows.append({"model": "m", "run_id": "r", "intervention": "none", "variant": variant,
-                         "layer": layer, "mean": mean, "ci_low": mean - 0.005,
-                         "ci_high": mean + 0.005,
-                         "p_holm_vs_original": 0.001 if variant == "front" else None})  # fmt: skip
+            rows.append(
+                {
+                    "model": "m",
+                    "run_id": "r",
+                    "intervention": "none",
+                    "variant": variant,
+                    "layer": layer,
+                    "mean": mean,
+                    "ci_low": mean - 0.005,
+                    "ci_high": mean + 0.005,
+                    "p_holm_vs_original": 0.001 if variant == "front" else None,
+                }
+            )
     plot.layer_curves_figure(rows, "sink_rate", tmp_path / "s.png")
     ax = captured[0].axes[0]
     means = [r["mean"] for r in rows]
@@ -452,8 +574,14 @@ def test_report_without_params_names_what_is_missing(project, tmp_path, monkeypa
     assert "The answer" in text and "Glossary" in text
     # the answer comes first, then the paragraph per claim, the glossary and the tables
     h2 = [re.sub("<[^>]+>", "", h) for h in re.findall(r"<h2[^>]*>(.*?)</h2>", text)]
-    assert h2[:6] == ["The answer", "Per claim", "Margin sensitivity", "Glossary",
-                      "Manipulation strength", "Claims of arXiv 2508.17126 in detail"]  # fmt: skip
+    assert h2[:6] == [
+        "The answer",
+        "Per claim",
+        "Margin sensitivity",
+        "Glossary",
+        "Manipulation strength",
+        "Claims of arXiv 2508.17126 in detail",
+    ]
     assert text.index("<strong>Key-specific edge effect</strong> (primary") < text.index(
         "<h2 id='per-claim'>"
     )
@@ -469,8 +597,13 @@ def test_layer0_rows_recomputed(project):
     db = Layout(project).db()
     f = frames(db)
     rows = layer0_rows(f["contrasts"], f["runs"], "erank")
-    control0 = [r for r in rows if r["comparison"] == "control - original"
-                and r["level"] == "layer 0" and r["model"] == "m1"]  # fmt: skip
+    control0 = [
+        r
+        for r in rows
+        if r["comparison"] == "control - original"
+        and r["level"] == "layer 0"
+        and r["model"] == "m1"
+    ]
     with duckdb.connect(str(db), read_only=True) as con:
         lm = con.execute(
             "SELECT variant, sample_id, layer, value FROM layer_metrics WHERE metric = 'erank' "
@@ -486,16 +619,31 @@ def test_posenc_rows_give_spread_and_say_how_the_setups_differ(tmp_path):
 
     acc = {"rope": [0.95, 0.93, 0.97], "nope": [0.776, 0.777, 0.778]}
     frame = pd.DataFrame(
-        [{"pe": pe, "task": "count", "accuracy": float(np.mean(v)),
-          "sd": float(np.std(v, ddof=1)), "lo": min(v), "hi": max(v), "seeds": len(v),
-          "epochs": 6, "n_params": 1000} for pe, v in acc.items()]
-    )  # fmt: skip
+        [
+            {
+                "pe": pe,
+                "task": "count",
+                "accuracy": float(np.mean(v)),
+                "sd": float(np.std(v, ddof=1)),
+                "lo": min(v),
+                "hi": max(v),
+                "seeds": len(v),
+                "epochs": 6,
+                "n_params": 1000,
+            }
+            for pe, v in acc.items()
+        ]
+    )
     config = {**PRESETS["cpu"], "preset": "cpu"}
     sec = posenc_section(frame, pd.DataFrame(), tmp_path, config)
     rope = next(r for r in sec.tables[0].rows if r[0] == "rope")
     assert rope[2] == pytest.approx(95.0) and rope[3] == pytest.approx(2.0)
-    assert (rope[4], rope[5], rope[6], rope[7]) == (pytest.approx(93.0), pytest.approx(97.0),
-                                                   3, 69.43)  # fmt: skip
+    assert (rope[4], rope[5], rope[6], rope[7]) == (
+        pytest.approx(93.0),
+        pytest.approx(97.0),
+        3,
+        69.43,
+    )
     text = " ".join(sec.after)
     assert "rope count 95.0% vs 69.43%" in text and "preset `cpu`: 2 layers" in text
     assert "nope count" not in text  # within 2 points of the paper's 77.69: no sentence
@@ -513,11 +661,27 @@ def test_dose_response_table_of_the_stats_stage_is_shown(project, tmp_path, monk
 
     db = tmp_path / "dose.duckdb"
     shutil.copy(Layout(project).db(), db)
-    slopes = [("m1-none", "erank", band, "slope", None, None, 2.0 + i, 1.5 + i, 2.5 + i, 1e-3, 16,
-               15.0)
-              for i, band in enumerate(("early", "middle", "late"))]  # fmt: skip
-    points = [("m1-none", "erank", "late", "point", v, x, 15 + 2 * x, 14.9 + 2 * x, 15.1 + 2 * x,
-               None, 16, None) for v, x in (("key_first", 0.0), ("key_last", 1.0))]  # fmt: skip
+    slopes = [
+        ("m1-none", "erank", band, "slope", None, None, 2.0 + i, 1.5 + i, 2.5 + i, 1e-3, 16, 15.0)
+        for i, band in enumerate(("early", "middle", "late"))
+    ]
+    points = [
+        (
+            "m1-none",
+            "erank",
+            "late",
+            "point",
+            v,
+            x,
+            15 + 2 * x,
+            14.9 + 2 * x,
+            15.1 + 2 * x,
+            None,
+            16,
+            None,
+        )
+        for v, x in (("key_first", 0.0), ("key_last", 1.0))
+    ]
     with duckdb.connect(str(db)) as con:
         con.execute("DROP TABLE IF EXISTS dose_response")  # a newer load creates it empty
         con.execute(
@@ -525,8 +689,9 @@ def test_dose_response_table_of_the_stats_stage_is_shown(project, tmp_path, monk
             "VARCHAR, variant VARCHAR, key_position DOUBLE, value DOUBLE, ci_low DOUBLE, "
             "ci_high DOUBLE, p_value DOUBLE, n INTEGER, intercept DOUBLE)"
         )
-        con.executemany("INSERT INTO dose_response VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                        slopes + points)  # fmt: skip
+        con.executemany(
+            "INSERT INTO dose_response VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", slopes + points
+        )
     drawn = []
 
     def fake(rows, metric, out):
@@ -571,21 +736,38 @@ def test_provenance_reads_git_dvc_lock_and_params(tmp_path):
     subprocess.run([*git, "commit", "-qm", "x"], check=True)
     head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
     params = Params()
-    prov = gather(pd.DataFrame(), tmp_path / "h.duckdb", "homog report", root=tmp_path,
-                  params=params, params_name="params.yaml", synth=SYNTH,
-                  synth_path=tmp_path / "report.json", n_original_texts=16)  # fmt: skip
+    prov = gather(
+        pd.DataFrame(),
+        tmp_path / "h.duckdb",
+        "homog report",
+        root=tmp_path,
+        params=params,
+        params_name="params.yaml",
+        synth=SYNTH,
+        synth_path=tmp_path / "report.json",
+        n_original_texts=16,
+    )
     assert prov.git_commit == head.strip() and prov.git_dirty is False
-    assert prov.dvc_lock == [["synth", "data/synth/texts.parquet",
-                              "0123456789abcdef0123456789abcdef"]]  # fmt: skip
+    assert prov.dvc_lock == [
+        ["synth", "data/synth/texts.parquet", "0123456789abcdef0123456789abcdef"]
+    ]
     assert prov.corpus["source"] == params.corpus.source and prov.corpus["n (requested)"] == 100
     assert prov.corpus["texts in the database (original variant)"] == 16
     assert prov.synth_params["rephraser"] == params.synth.rephraser
     assert prov.synth_params["bertscore.threshold"] == params.synth.bertscore.threshold
     assert prov.timings == {"parse": 1.5, "total": 9.0} and prov.missing == []
     (tmp_path / "dvc.lock").write_text(yaml.safe_dump({**lock, "schema": "2.1"}))
-    dirty = gather(pd.DataFrame(), tmp_path / "h.duckdb", "c", root=tmp_path, params=None,
-                   params_name="my.yaml", synth=None, synth_path=None,
-                   n_original_texts=None)  # fmt: skip
+    dirty = gather(
+        pd.DataFrame(),
+        tmp_path / "h.duckdb",
+        "c",
+        root=tmp_path,
+        params=None,
+        params_name="my.yaml",
+        synth=None,
+        synth_path=None,
+        n_original_texts=None,
+    )
     assert dirty.git_dirty is True
     assert any("my.yaml not found" in m for m in dirty.missing)
     visible, details = provenance_sections(prov, pd.DataFrame())
@@ -602,11 +784,21 @@ def test_layer_curves_colour_every_variant_of_many_runs(monkeypatch, tmp_path):
     monkeypatch.setattr(plot, "save_figure", lambda fig, out: captured.append(fig) or Path(out))
     variants = [*plot.VARIANT_COLORS, "key_p25", "key_p75"]
     rows = [
-        {"model": model, "run_id": f"{model}-{iv}", "intervention": iv, "variant": v,
-         "layer": layer, "mean": 1.0 + layer, "ci_low": 0.5 + layer, "ci_high": 1.5 + layer}
-        for model in ("m1", "m2") for iv in ("none", "zero_pos") for v in variants
+        {
+            "model": model,
+            "run_id": f"{model}-{iv}",
+            "intervention": iv,
+            "variant": v,
+            "layer": layer,
+            "mean": 1.0 + layer,
+            "ci_low": 0.5 + layer,
+            "ci_high": 1.5 + layer,
+        }
+        for model in ("m1", "m2")
+        for iv in ("none", "zero_pos")
+        for v in variants
         for layer in range(4)
-    ]  # fmt: skip
+    ]
     plot.layer_curves_figure(rows, "erank", tmp_path / "c.png")
     lines = {ln.get_label(): ln.get_color() for ln in captured[0].axes[0].get_lines()}
     assert lines["key_p25"] != lines["key_p75"]
@@ -639,10 +831,15 @@ def test_family_without_dose_slopes_says_how_to_get_them(project, tmp_path):
 def test_dose_summary_counts_what_survives_holm():
     from homog.report.position import dose_summary
 
-    rows = [("m1", "erank", "layer0", 0.0, 1.0), ("m1", "erank", "middle", 0.5, 0.2),
-            ("m1", "attn_last", "final", 1e-4, 0.01), ("m1", "mev", "late", 0.002, 0.04),
-            ("m1", "erank__no_sink", "layer0", -0.04, 0.3),
-            ("m2", "erank", "layer0", 0.0, 1.0), ("m2", "erank", "late", -0.1, 0.9)]  # fmt: skip
+    rows = [
+        ("m1", "erank", "layer0", 0.0, 1.0),
+        ("m1", "erank", "middle", 0.5, 0.2),
+        ("m1", "attn_last", "final", 1e-4, 0.01),
+        ("m1", "mev", "late", 0.002, 0.04),
+        ("m1", "erank__no_sink", "layer0", -0.04, 0.3),
+        ("m2", "erank", "layer0", 0.0, 1.0),
+        ("m2", "erank", "late", -0.1, 0.9),
+    ]
     slopes = pd.DataFrame(rows, columns=["model", "metric", "band", "value", "p_holm"])
     # each slope's CI +-40 % around it and a margin of a tenth of it: a significant slope's CI
     # lies beyond its margin (supported, undirected), the others are inconclusive

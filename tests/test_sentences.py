@@ -20,12 +20,21 @@ from homog.stats.settings import StatsSettings
 from homog.synth.position import choose_ctrl, join, move, sentence_spans, target_index
 
 SENTENCES = [
-    ["The film opens slowly.", "Its music is lovely.", "The acting felt stiff to me.",
-     "Still, I would watch it again."],
-    ["A bold plot.", "Weak ending though.", "Great cast overall.", "Too long by half.",
-     "Worth it."],
+    [
+        "The film opens slowly.",
+        "Its music is lovely.",
+        "The acting felt stiff to me.",
+        "Still, I would watch it again.",
+    ],
+    [
+        "A bold plot.",
+        "Weak ending though.",
+        "Great cast overall.",
+        "Too long by half.",
+        "Worth it.",
+    ],
     ["Nothing happens.", "Then everything happens at once.", "I laughed twice."],
-]  # fmt: skip
+]
 
 
 def family_texts() -> pd.DataFrame:
@@ -104,9 +113,16 @@ def test_sentence_metrics_match_output_hidden_states(tiny, tmp_path, impl):
     cfg = extract_config(attention_impl=impl, peer_metrics=False, token_sets=())
     loaded = tiny if impl == "eager" else None
     records = run_extract(
-        "tiny", TINY, texts, cfg, ["none"], tmp_path, loaded=loaded, show_progress=False,
+        "tiny",
+        TINY,
+        texts,
+        cfg,
+        ["none"],
+        tmp_path,
+        loaded=loaded,
+        show_progress=False,
         log=lambda _m: None,
-    )  # fmt: skip
+    )
     sent = records[0]["sentences"]
     n_sent = sum(len(ss) for ss in SENTENCES) * 7
     assert sent["sentences"] == n_sent and sent["kept"] == n_sent, sent
@@ -115,8 +131,12 @@ def test_sentence_metrics_match_output_hidden_states(tiny, tmp_path, impl):
     idx = got.set_index(["variant", "sample_id", "sentence", "layer", "metric"])["value"]
     tok = tiny.tokenizer
     for row in texts.itertuples():
-        enc = tok(row.text, return_tensors="pt", return_offsets_mapping=True,
-                  return_special_tokens_mask=True)  # fmt: skip
+        enc = tok(
+            row.text,
+            return_tensors="pt",
+            return_offsets_mapping=True,
+            return_special_tokens_mask=True,
+        )
         offsets = enc.pop("offset_mapping")[0].numpy()
         special = enc.pop("special_tokens_mask")[0].bool().numpy()
         with torch.no_grad():
@@ -150,8 +170,10 @@ def test_sentence_metrics_match_output_hidden_states(tiny, tmp_path, impl):
                 have = idx[(row.variant, row.sample_id, sent_i, layer, "sent_attn_in")]
                 np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-9)
     # the layer-0 control: a sentence's own tokens and the text's multiset never change
-    layer0 = got[(got["layer"] == 0) & got["metric"].isin(
-        ["sent_erank", "sent_erank_c", "sent_norm", "sent_cos_centroid"])]  # fmt: skip
+    layer0 = got[
+        (got["layer"] == 0)
+        & got["metric"].isin(["sent_erank", "sent_erank_c", "sent_norm", "sent_cos_centroid"])
+    ]
     spread = layer0.groupby(["sample_id", "sentence", "metric"])["value"].agg(["min", "max"])
     rel = (spread["max"] - spread["min"]).abs() / spread["max"].abs().clip(lower=1e-12)
     assert rel.max() < 1e-6
@@ -185,9 +207,16 @@ def test_a_sentence_whose_tokens_change_is_left_out(tiny, tmp_path):
     texts.loc[bad, "sentence_spans"] = json.dumps(sentence_spans(ss, order))
     cfg = extract_config(peer_metrics=False, token_sets=())
     records = run_extract(
-        "tiny", TINY, texts, cfg, ["none"], tmp_path, loaded=tiny, show_progress=False,
+        "tiny",
+        TINY,
+        texts,
+        cfg,
+        ["none"],
+        tmp_path,
+        loaded=tiny,
+        show_progress=False,
         log=lambda _m: None,
-    )  # fmt: skip
+    )
     sent = records[0]["sentences"]
     assert sent["tokens_differ"] == 1 and sent["kept"] == sent["sentences"] - 1
     got = pd.read_parquet(tmp_path / "none" / "sentence_metrics.parquet")
@@ -199,9 +228,13 @@ def synthetic_frame(n: int = 12, seed: int = 0) -> pd.DataFrame:
     """sentence_metrics rows of n reviews of 5 sentences, 3 layers, one metric: the key
     sentence (1) and the control sentence (4, moved to the front) with known values."""
     rng = np.random.default_rng(seed)
-    orders = {"original": [0, 1, 2, 3, 4], "key_first": [1, 0, 2, 3, 4],
-              "key_mid": [0, 2, 1, 3, 4], "key_last": [0, 2, 3, 4, 1],
-              "key_control": [4, 0, 1, 2, 3]}  # fmt: skip
+    orders = {
+        "original": [0, 1, 2, 3, 4],
+        "key_first": [1, 0, 2, 3, 4],
+        "key_mid": [0, 2, 1, 3, 4],
+        "key_last": [0, 2, 3, 4, 1],
+        "key_control": [4, 0, 1, 2, 3],
+    }
     rows = []
     for r in range(n):
         base = rng.normal(size=5)
@@ -210,10 +243,34 @@ def synthetic_frame(n: int = 12, seed: int = 0) -> pd.DataFrame:
                 for layer in range(3):
                     # layer 0: no position effect; deeper: value falls with position k
                     value = base[sent] + (0.0 if layer == 0 else -0.5 * k * layer)
-                    rows.append((v, f"r{r}", sent, k, k / 4, 3, sent == 1, sent == 4,
-                                 layer, "m", value + 0.01 * rng.normal()))  # fmt: skip
-    cols = ["variant", "sample_id", "sentence", "sent_index", "rel_position", "n_tokens",
-            "is_key", "is_control", "layer", "metric", "value"]  # fmt: skip
+                    rows.append(
+                        (
+                            v,
+                            f"r{r}",
+                            sent,
+                            k,
+                            k / 4,
+                            3,
+                            sent == 1,
+                            sent == 4,
+                            layer,
+                            "m",
+                            value + 0.01 * rng.normal(),
+                        )
+                    )
+    cols = [
+        "variant",
+        "sample_id",
+        "sentence",
+        "sent_index",
+        "rel_position",
+        "n_tokens",
+        "is_key",
+        "is_control",
+        "layer",
+        "metric",
+        "value",
+    ]
     return pd.DataFrame(rows, columns=cols).assign(is_ctrl=False)  # no ctrl_* variants here
 
 
@@ -246,13 +303,15 @@ def test_sentence_contrasts_pair_within_sentence():
     want = {
         ("key", "key_first", "original"): (key["key_first"] - key["original"]).mean(),
         ("key", "key_last", "original"): (key["key_last"] - key["original"]).mean(),
-        ("key", "key_ends", "key_mid"): ((key["key_first"] + key["key_last"]) / 2
-                                        - key["key_mid"]).mean(),
+        ("key", "key_ends", "key_mid"): (
+            (key["key_first"] + key["key_last"]) / 2 - key["key_mid"]
+        ).mean(),
         ("control", "key_control", "original"): (ctrl["key_control"] - ctrl["original"]).mean(),
         # the control moved towards the start, so the key's far move is key_first
-        ("key - control", "key_far", "original"): ((key["key_first"] - key["original"])
-                                       - (ctrl["key_control"] - ctrl["original"])).mean(),
-    }  # fmt: skip
+        ("key - control", "key_far", "original"): (
+            (key["key_first"] - key["original"]) - (ctrl["key_control"] - ctrl["original"])
+        ).mean(),
+    }
     for (sentence, va, vb), value in want.items():
         assert rows.loc[(sentence, va, vb, 2), "mean_diff"] == pytest.approx(value, abs=1e-12)
     assert rows.loc[("key", "key_first", "original", 2), "mean_diff"] == pytest.approx(
@@ -312,13 +371,20 @@ def test_layer_summary_holds_the_key_sentence_curves(tmp_path):
     create_schema(con)
     con.execute("INSERT INTO runs (run_id, model, n_layers) VALUES ('r', 'm', 2)")
     con.execute("INSERT INTO layer_metrics VALUES ('r', 'original', 's1', 0, 'erank', 3.0)")
-    values = [("original", "s1", 1, 0.2), ("original", "s2", 1, 0.4),
-              ("original", "s1", 0, 9.0), ("key_first", "s1", 1, 0.5)]  # fmt: skip
-    rows = [("r", v, s, sent, 0, 0.0, 3, sent == 1, False, 1, "sent_attn_in", value)
-            for v, s, sent, value in values]  # fmt: skip
+    values = [
+        ("original", "s1", 1, 0.2),
+        ("original", "s2", 1, 0.4),
+        ("original", "s1", 0, 9.0),
+        ("key_first", "s1", 1, 0.5),
+    ]
+    rows = [
+        ("r", v, s, sent, 0, 0.0, 3, sent == 1, False, 1, "sent_attn_in", value)
+        for v, s, sent, value in values
+    ]
     cols = [c for c in TABLES["sentence_metrics"].names if c != "is_ctrl"]
-    con.executemany(f"INSERT INTO sentence_metrics ({', '.join(cols)}) VALUES "
-                    f"({', '.join(['?'] * 12)})", rows)  # fmt: skip
+    con.executemany(
+        f"INSERT INTO sentence_metrics ({', '.join(cols)}) VALUES ({', '.join(['?'] * 12)})", rows
+    )
     materialize_layer_summary(con)
     got = con.execute(
         "SELECT variant, n, mean FROM layer_summary WHERE metric = 'sent_attn_in' ORDER BY 1"
@@ -343,8 +409,9 @@ def test_sentences_page_writes_its_block(tmp_path):
     db = tmp_path / "s.duckdb"
     con = duckdb.connect(str(db))
     create_schema(con)
-    con.execute("INSERT INTO runs (run_id, model, intervention, n_layers) "
-                "VALUES ('r1', 'm', 'none', 8)")  # fmt: skip
+    con.execute(
+        "INSERT INTO runs (run_id, model, intervention, n_layers) VALUES ('r1', 'm', 'none', 8)"
+    )
     con.register("sm", frame.assign(run_id="r1")[TABLES["sentence_metrics"].names])
     con.execute("INSERT INTO sentence_metrics BY NAME SELECT * FROM sm")
     con.register("sc", sc.astype(object).where(sc.notna(), None))
@@ -379,10 +446,16 @@ def real_family(n_reviews: int = 4) -> pd.DataFrame:
             sid = f"imdb{len(rows) // 5}"
             orders = {"original": list(range(len(ss))), **fam.orders}
             for variant, order in orders.items():
-                rows.append({"variant": variant, "sample_id": sid,
-                             "text": join([ss[i] for i in order]), "key_index": order.index(1),
-                             "sentence_spans": json.dumps(sentence_spans(ss, order)),
-                             "control_sentence": fam.control_sentence})  # fmt: skip
+                rows.append(
+                    {
+                        "variant": variant,
+                        "sample_id": sid,
+                        "text": join([ss[i] for i in order]),
+                        "key_index": order.index(1),
+                        "sentence_spans": json.dumps(sentence_spans(ss, order)),
+                        "control_sentence": fam.control_sentence,
+                    }
+                )
             if len(rows) >= 5 * n_reviews:
                 return pd.DataFrame(rows)
     raise AssertionError("too few short reviews in the sample")
@@ -400,14 +473,21 @@ def test_layer0_control_on_real_reviews(key, tmp_path):
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     cfg = extract_config(max_tokens=256, peer_metrics=False, token_sets=())
     records = run_extract(
-        key, params["models"][key]["source"], texts, cfg, ["none"], tmp_path,
-        show_progress=False, log=lambda _m: None,
-    )  # fmt: skip
+        key,
+        params["models"][key]["source"],
+        texts,
+        cfg,
+        ["none"],
+        tmp_path,
+        show_progress=False,
+        log=lambda _m: None,
+    )
     sent = records[0]["sentences"]
     assert sent["kept"] >= 0.98 * sent["sentences"], sent
     got = pd.read_parquet(tmp_path / "none" / "sentence_metrics.parquet")
-    l0 = got[(got["layer"] == 0) & got["metric"].isin(["sent_erank", "sent_norm",
-                                                       "sent_cos_centroid"])]  # fmt: skip
+    l0 = got[
+        (got["layer"] == 0) & got["metric"].isin(["sent_erank", "sent_norm", "sent_cos_centroid"])
+    ]
     orig = l0[l0["variant"] == "original"].set_index(["sample_id", "sentence", "metric"])
     moved = l0[l0["variant"] != "original"].set_index(["sample_id", "sentence", "metric"])
     ref = orig["value"].reindex(moved.index)
@@ -415,8 +495,11 @@ def test_layer0_control_on_real_reviews(key, tmp_path):
     rel = (moved["value"] - ref).abs() / ref.abs()
     assert rel.max() < 1e-6, rel.max()
     # and deeper, the moved key sentence does change (the control has something to control)
-    deep = got[(got["layer"] == got["layer"].max()) & got["is_key"]
-               & (got["metric"] == "sent_cos_centroid")]  # fmt: skip
+    deep = got[
+        (got["layer"] == got["layer"].max())
+        & got["is_key"]
+        & (got["metric"] == "sent_cos_centroid")
+    ]
     assert deep.groupby("sample_id")["value"].agg(lambda s: s.max() - s.min()).max() > 1e-4
 
 
@@ -512,16 +595,30 @@ def test_plot_draws_the_difference_view_by_default(demo_db_factory, tmp_path):
     want = con.execute(
         "SELECT mean_diff, ci_low, ci_high FROM contrasts WHERE run_id = ? AND variant_a = ? "
         "AND variant_b = 'original' AND layer = ? AND metric = 'erank' AND band IS NULL "
-        "AND baseline_run_id IS NULL", [r["run_id"], r["variant"], r["layer"]]
-    ).fetchone()  # fmt: skip
+        "AND baseline_run_id IS NULL",
+        [r["run_id"], r["variant"], r["layer"]],
+    ).fetchone()
     assert (r["mean"], r["ci_low"], r["ci_high"]) == pytest.approx(want)
     con.close()
     for args in ([], ["--raw"]):
         out = tmp_path / f"e{len(args)}.png"
-        res = CliRunner().invoke(main, ["plot", "--metric", "erank", "--db", db, "-o", str(out),
-                                        *args])  # fmt: skip
+        res = CliRunner().invoke(
+            main, ["plot", "--metric", "erank", "--db", db, "-o", str(out), *args]
+        )
         assert res.exit_code == 0, res.output
         assert out.read_bytes()[:4] == b"\x89PNG"
-    res = CliRunner().invoke(main, ["plot", "--metric", "erank", "--db", db, "--variants",
-                                    "original", "-o", str(tmp_path / "o.png")])  # fmt: skip
+    res = CliRunner().invoke(
+        main,
+        [
+            "plot",
+            "--metric",
+            "erank",
+            "--db",
+            db,
+            "--variants",
+            "original",
+            "-o",
+            str(tmp_path / "o.png"),
+        ],
+    )
     assert res.exit_code == 1 and "--raw" in res.output  # the original alone has no difference

@@ -153,16 +153,26 @@ def test_stage_writes_separability_and_load_puts_it_in_duckdb(tmp_path):
         vals = text + rng.normal(0, 0.2, text.shape) + (0.0 if v == "original" else 3.0)
         vals[:, 0] = text[:, 0]  # the same tokens: layer 0 identical
         for metric in ("erank", "mev"):
-            rows += [("m-none", v, s, lay, metric, float(vals[i, lay]))
-                     for i, s in enumerate(ids) for lay in range(layers + 1)]  # fmt: skip
+            rows += [
+                ("m-none", v, s, lay, metric, float(vals[i, lay]))
+                for i, s in enumerate(ids)
+                for lay in range(layers + 1)
+            ]
         texts += [(v, s, x) for s in ids]
     out = layout.run_dir("m", "none")
     out.mkdir(parents=True)
-    frame = pd.DataFrame(rows, columns=["run_id", "variant", "sample_id", "layer", "metric",
-                                        "value"])  # fmt: skip
+    frame = pd.DataFrame(
+        rows, columns=["run_id", "variant", "sample_id", "layer", "metric", "value"]
+    )
     frame.astype({"layer": "int32"}).to_parquet(out / "layer_metrics.parquet", index=False)
-    record = {"run_id": "m-none", "model": "m", "model_source": "random:tiny-llama",
-              "n_layers": layers, "intervention": "none", "pair_key": "m-pair"}  # fmt: skip
+    record = {
+        "run_id": "m-none",
+        "model": "m",
+        "model_source": "random:tiny-llama",
+        "n_layers": layers,
+        "intervention": "none",
+        "pair_key": "m-pair",
+    }
     (out / "run.json").write_text(json.dumps(record))
     layout.texts.parent.mkdir(parents=True)
     texts = pd.DataFrame(texts, columns=["variant", "sample_id", "key_position"])
@@ -170,9 +180,12 @@ def test_stage_writes_separability_and_load_puts_it_in_duckdb(tmp_path):
     texts.assign(dataset="d", text=texts["variant"] + " " + texts["sample_id"]).to_parquet(
         layout.texts, index=False
     )
-    params = {"models": {"m": {"source": "random:tiny-llama"}},
-              "stats": {"n_boot": 100, "mixed_metrics": [], "separability_perm": 19},
-              "extract": {"interventions": ["none"]}, "posenc": {"encodings": []}}  # fmt: skip
+    params = {
+        "models": {"m": {"source": "random:tiny-llama"}},
+        "stats": {"n_boot": 100, "mixed_metrics": [], "separability_perm": 19},
+        "extract": {"interventions": ["none"]},
+        "posenc": {"encodings": []},
+    }
     counts = stats_stage(params, tmp_path)
     assert counts["separability"] == 2 * 3 * 2  # key_first, key_last x (2 + profile) x scopes
     load(params, layout.db(), tmp_path)

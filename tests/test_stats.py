@@ -52,16 +52,23 @@ def test_wilcoxon_matches_scipy_and_handles_zeros():
 def test_band_split():
     # issue 29: layer 0 (embeddings) and L (final norm) are rows of their own, outside the bands
     assert band_of_layers(range(8)) == {
-        "layer0": [0], "early": [1, 2], "middle": [3, 4], "late": [5, 6], "final": [7]
-    }  # fmt: skip
+        "layer0": [0],
+        "early": [1, 2],
+        "middle": [3, 4],
+        "late": [5, 6],
+        "final": [7],
+    }
     b = band_of_layers(range(31))  # 29 interior layers: round(29/4) = 7 at each end
     assert len(b["early"]) == len(b["late"]) == 7 and len(b["middle"]) == 15
     assert list(b) == ["layer0", "early", "middle", "late", "final"]
     assert band_of_layers([0, 1]) == {"layer0": [0], "final": [1]}
     # attention metrics start at layer 1, a layer like the others: no layer0 row
     assert band_of_layers([1, 2, 3, 4, 5]) == {
-        "early": [1], "middle": [2, 3], "late": [4], "final": [5]
-    }  # fmt: skip
+        "early": [1],
+        "middle": [2, 3],
+        "late": [4],
+        "final": [5],
+    }
 
 
 def frame(shift: dict[str, float], n_texts=30, n_layers=8, seed=0) -> pd.DataFrame:

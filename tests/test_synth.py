@@ -32,8 +32,12 @@ def scorer() -> Scorer:
 
 
 # the fluency check and its audit with a tiny random LM (fast); its threshold lets all pass
-TEST_FLUENCY = {"model": "random:tiny-llama", "audit_model": "random:tiny-llama",
-                "threshold": 100.0, "audit_sentences": 20}  # fmt: skip
+TEST_FLUENCY = {
+    "model": "random:tiny-llama",
+    "audit_model": "random:tiny-llama",
+    "threshold": 100.0,
+    "audit_sentences": 20,
+}
 
 
 def params_for(tmp_path: Path, corpus: dict | None = None, synth: dict | None = None) -> dict:
@@ -140,8 +144,12 @@ class EditScorer:
     def f1(self, candidates, references):
         from homog.synth.report import word_edit_distance
 
-        return np.array([1 - 0.01 * word_edit_distance(c, r) for c, r in
-                         zip(candidates, references, strict=True)])  # fmt: skip
+        return np.array(
+            [
+                1 - 0.01 * word_edit_distance(c, r)
+                for c, r in zip(candidates, references, strict=True)
+            ]
+        )
 
 
 def reverted_variants(rewrites: dict[int, str]):
@@ -153,22 +161,37 @@ def reverted_variants(rewrites: dict[int, str]):
     edits = {"end": {"s": dict(rewrites)}}
     table = pd.DataFrame(
         [
-            {"dataset": "d", "variant": v, "sample_id": "s", "label": "pos", "keyphrase": "",
-             "text": assemble(doc, e), "position": mean_position(doc, e), "n_keyed": 3,
-             "n_rewritten": len(e)}
+            {
+                "dataset": "d",
+                "variant": v,
+                "sample_id": "s",
+                "label": "pos",
+                "keyphrase": "",
+                "text": assemble(doc, e),
+                "position": mean_position(doc, e),
+                "n_keyed": 3,
+                "n_rewritten": len(e),
+            }
             for v, e in (("original", {}), ("end", edits["end"]["s"]))
         ]
-    )  # fmt: skip
+    )
     table["bertscore_f1"] = EditScorer().f1(list(table["text"]), [text] * 2)
     rows = pd.DataFrame(
         [
-            {"sample_id": "s", "variant": "end", "sentence": i, "phrase": doc.phrases[i],
-             "original": doc.sentence(i), "text": rewrites.get(i, doc.sentence(i)),
-             "status": "rewritten" if i in rewrites else "at_target", "kinds": "k",
-             "fluency": None}
+            {
+                "sample_id": "s",
+                "variant": "end",
+                "sentence": i,
+                "phrase": doc.phrases[i],
+                "original": doc.sentence(i),
+                "text": rewrites.get(i, doc.sentence(i)),
+                "status": "rewritten" if i in rewrites else "at_target",
+                "kinds": "k",
+                "fluency": None,
+            }
             for i in range(3)
         ]
-    )  # fmt: skip
+    )
     status = {"end": {"rewritten": len(rewrites), "at_target": 3 - len(rewrites)}}
     return Variants(table, 3, 3, status, rows, docs={"s": doc}, edits=edits)
 
@@ -343,10 +366,24 @@ def test_demo_synth_end_to_end(tmp_path, scorer):
     assert audit["model"] == "random:tiny-llama" and audit["front"]["n"] == 20
     assert len(report["examples"]["end"]) == 20
     assert report["bertscore_windowed"] == 0
-    phases = {"load", "parse", "keyphrases", "rewrite_front", "rewrite_end", "rewrite_control",
-              "retry", "length_match", "budget", "bertscore", "revert", "position", "report",
-              "audit", "write",
-              "total"}  # fmt: skip
+    phases = {
+        "load",
+        "parse",
+        "keyphrases",
+        "rewrite_front",
+        "rewrite_end",
+        "rewrite_control",
+        "retry",
+        "length_match",
+        "budget",
+        "bertscore",
+        "revert",
+        "position",
+        "report",
+        "audit",
+        "write",
+        "total",
+    }
     assert set(report["timings"]) == phases == set(report["timings_cpu"])
     assert report["timings"]["total"] == pytest.approx(
         sum(v for k, v in report["timings"].items() if k != "total"), abs=0.05

@@ -46,12 +46,16 @@ def floor_db(demo_db_factory, tmp_path_factory) -> Path:
     shutil.copy(demo_db_factory(3, 12), path)
     con = duckdb.connect(str(path))
     try:
-        where = ("run_id = 'demo000000' AND metric = 'erank' AND variant_a = 'front' AND "
-                 "variant_b = 'original' AND band IS NULL AND baseline_run_id IS NULL")  # fmt: skip
+        where = (
+            "run_id = 'demo000000' AND metric = 'erank' AND variant_a = 'front' AND "
+            "variant_b = 'original' AND band IS NULL AND baseline_run_id IS NULL"
+        )
         n_layers = con.execute(f"SELECT count(*) FROM contrasts WHERE {where}").fetchone()[0]
         floor = 1 / (N_PERM + 1)
-        con.execute(f"UPDATE contrasts SET p_value = ?, p_holm = ? WHERE {where} AND layer < 5",
-                    [floor, n_layers * floor])  # fmt: skip
+        con.execute(
+            f"UPDATE contrasts SET p_value = ?, p_holm = ? WHERE {where} AND layer < 5",
+            [floor, n_layers * floor],
+        )
         con.execute(f"UPDATE contrasts SET p_value = 0.5, p_holm = 1 WHERE {where} AND layer >= 5")
     finally:
         con.close()
@@ -180,12 +184,18 @@ async def test_ticks_views_and_one_key_per_job(ten_runs: Path) -> None:
         await settle(pilot)
         assert len(legend.entries) == 10 * 3
         assert all("−original" in e for e in legend.entries)
-        i = next(i for i in range(table.row_count)
-                 if table.row_data(i)["run_id"] == run_id and table.row_data(i)["layer"] == 4
-                 and table.row_data(i)["variant"] == "end−original")  # fmt: skip
-        q = ("SELECT mean_diff, ci_low, p_holm FROM contrasts WHERE run_id = ? AND metric = "
-             "'erank' AND variant_a = 'end' AND variant_b = 'original' AND layer = 4 "
-             "AND band IS NULL AND baseline_run_id IS NULL")  # fmt: skip
+        i = next(
+            i
+            for i in range(table.row_count)
+            if table.row_data(i)["run_id"] == run_id
+            and table.row_data(i)["layer"] == 4
+            and table.row_data(i)["variant"] == "end−original"
+        )
+        q = (
+            "SELECT mean_diff, ci_low, p_holm FROM contrasts WHERE run_id = ? AND metric = "
+            "'erank' AND variant_a = 'end' AND variant_b = 'original' AND layer = 4 "
+            "AND band IS NULL AND baseline_run_id IS NULL"
+        )
         want = sql(ten_runs, q, [run_id])[0]
         row = table.row_data(i)
         assert (row["mean"], row["ci_low"], row["p_holm_vs_original"]) == pytest.approx(want)
@@ -231,15 +241,21 @@ async def test_p_at_the_permutation_floor_has_a_footnote(floor_db: Path) -> None
         await settle(pilot)
         note = screen.query_one("#compare-note", Static)
         assert note.display
-        n_layers = sql(floor_db, "SELECT count(*) FROM contrasts WHERE run_id = 'demo000000' "
-                       "AND metric = 'erank' AND variant_a = 'front' AND band IS NULL "
-                       "AND variant_b = 'original' AND baseline_run_id IS NULL")[0][0]  # fmt: skip
+        n_layers = sql(
+            floor_db,
+            "SELECT count(*) FROM contrasts WHERE run_id = 'demo000000' "
+            "AND metric = 'erank' AND variant_a = 'front' AND band IS NULL "
+            "AND variant_b = 'original' AND baseline_run_id IS NULL",
+        )[0][0]
         text = str(note.render())
         assert f"1/{N_PERM + 1}" in text and f"× {n_layers} layers" in text
         assert f"{n_layers / (N_PERM + 1):.2g}" in text
         table = screen.query_one(CurveTable)
-        marked = {(table.row_data(i)["variant"], table.row_data(i)["layer"])
-                  for i in range(table.row_count) if "‡" in table.get_row_at(i)[5]}  # fmt: skip
+        marked = {
+            (table.row_data(i)["variant"], table.row_data(i)["layer"])
+            for i in range(table.row_count)
+            if "‡" in table.get_row_at(i)[5]
+        }
         assert marked == {("front", layer) for layer in range(5)}
         # a run without floors: no footnote
         picks.deselect("demo000000")
@@ -275,8 +291,14 @@ async def test_attention_keys_with_a_dropdown_focused_and_every_layer_at_80x24(
         await pilot.press("k")
         assert screen.curve_metric != curve
         # every layer of the profile is on screen (two per line)
-        layers = [r[0] for r in sql(ten_runs, "SELECT DISTINCT layer FROM attention_profile "
-                                    "WHERE run_id = ? ORDER BY 1", [run.value])]  # fmt: skip
+        layers = [
+            r[0]
+            for r in sql(
+                ten_runs,
+                "SELECT DISTINCT layer FROM attention_profile WHERE run_id = ? ORDER BY 1",
+                [run.value],
+            )
+        ]
         shown = " ".join(str(heatmap.render().plain).splitlines())
         assert f"{layers[-2]}/{layers[-1]}" in shown or f" {layers[-1]} " in shown
 
@@ -305,8 +327,9 @@ async def test_pe_lab_one_unit(ten_runs: Path) -> None:
         heatmap = screen.query_one(Heatmap)
         header = str(screen.query_one("#pe-deposit", Static).render())
         pe, task = screen.query_one("#pe-pe").value, screen.query_one("#pe-task").value
-        drop = sql(ten_runs, "SELECT max(drop) FROM head_ablation WHERE pe = ? AND task = ?",
-                   [pe, task])[0][0]  # fmt: skip
+        drop = sql(
+            ten_runs, "SELECT max(drop) FROM head_ablation WHERE pe = ? AND task = ?", [pe, task]
+        )[0][0]
         assert f"drop {100 * drop:.1f} pts" in header and "−" not in header
         assert heatmap.readout().endswith(f"drop {100 * drop:.1f} pts  ◆")
 

@@ -152,8 +152,12 @@ async def test_small_differences_are_shortened_never_cut() -> None:
     cut '…'; they get fewer digits or the exponent form, each cell within its width."""
     from tui.core import fmt_fit, fmt_interval
 
-    diffs = [(-0.0001234, -0.000234, -0.0000123), (-0.012345, -0.0234, -0.00123),
-             (1234.5678, -123456.7, 98765.4), (2.5e-9, -1.5e-9, 7.25e-9)]  # fmt: skip
+    diffs = [
+        (-0.0001234, -0.000234, -0.0000123),
+        (-0.012345, -0.0234, -0.00123),
+        (1234.5678, -123456.7, 98765.4),
+        (2.5e-9, -1.5e-9, 7.25e-9),
+    ]
     rows = [
         {**row("r1", "front", layer, mean, 0.01), "ci_low": lo, "ci_high": hi}
         for layer, (mean, lo, hi) in enumerate(diffs)

@@ -97,8 +97,9 @@ def test_compare_orders_the_variants_as_the_registry(demo_db_factory, tmp_path):
             for table in ("layer_metrics", "layer_summary"):  # compare reads the summary
                 con.execute(
                     f"INSERT INTO {table} SELECT * REPLACE (? AS variant) FROM {table} "
-                    "WHERE variant = 'original'", [name]
-                )  # fmt: skip
+                    "WHERE variant = 'original'",
+                    [name],
+                )
     out = CliRunner().invoke(
         main, ["compare", "--db", str(db), "--metric", "erank", "--layers", "1", "--format", "json"]
     )
