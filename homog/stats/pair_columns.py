@@ -4,8 +4,9 @@ The stats stage computes several hundred contrasts a - b per run (every variant 
 metric), each a handful of rows (its layers, then its rows of depth). Built as data frames
 row by row, the bookkeeping cost ten times the arithmetic; here a contrast is NumPy arrays
 from end to end and the table is assembled once (:func:`rows_frame`), with the columns and
-dtypes that a concatenation of per-contrast frames gives. The numbers are the same to the
-last bit: every mean, bootstrap and test sees the same arrays in the same order.
+dtypes that a concatenation of per-contrast frames gives. Every bootstrap and test sees the
+same arrays in the same order as the frames did; the band means sum in NumPy's order, not
+pandas', and agree with them to rounding (:func:`homog.stats.bands.band_means`).
 
 - :func:`difference_stats`: n, mean_diff, CI, p and Holm of per-text differences [G, n]
   (:func:`homog.stats.contrasts.paired_contrasts` in arrays);
