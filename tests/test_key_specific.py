@@ -310,30 +310,35 @@ def test_unchanged_texts_are_reported_per_variant():
 
 
 def test_the_sentence_figure_plots_the_control_sentence_at_the_key_sentences_places():
-    """The figure's control arm is the same-place control (ctrl_*), like with like; a run
-    without those variants falls back to key_control."""
+    """The figure's control arm is the same-place control (is_ctrl in ctrl_*), like with
+    like, not the sentence key_control moves (is_control); a run without ctrl_* falls back to
+    key_control."""
     from homog.report.sentences_view import figure_points
 
     rows = []
-    for variant, pos, key, ctrl in [
-        ("original", 0.4, 1.0, 2.0),
-        ("key_first", 0.0, 1.5, 2.0),
-        ("key_mid", 0.5, 1.2, 2.0),
-        ("key_last", 1.0, 1.7, 2.0),
-        ("key_control", 0.9, 1.0, 2.9),
-        ("ctrl_first", 0.0, 1.0, 2.4),
-        ("ctrl_mid", 0.5, 1.0, 2.1),
-        ("ctrl_last", 1.0, 1.0, 2.6),
+    for variant, pos, key, far, ctrl in [
+        ("original", 0.4, 1.0, 5.0, 2.0),
+        ("key_first", 0.0, 1.5, 5.0, 2.0),
+        ("key_mid", 0.5, 1.2, 5.0, 2.0),
+        ("key_last", 1.0, 1.7, 5.0, 2.0),
+        ("key_control", 0.9, 1.0, 5.9, 2.0),
+        ("ctrl_first", 0.0, 1.0, 5.0, 2.4),
+        ("ctrl_mid", 0.5, 1.0, 5.0, 2.1),
+        ("ctrl_last", 1.0, 1.0, 5.0, 2.6),
     ]:
-        rows.append(dict(variant=variant, position=pos, value=key, is_key=1, is_control=0))
-        rows.append(dict(variant=variant, position=pos, value=ctrl, is_key=0, is_control=1))
+        flags = dict(is_key=0, is_control=0, is_ctrl=0)
+        for flag, value in (("is_key", key), ("is_control", far), ("is_ctrl", ctrl)):
+            rows.append(dict(flags, variant=variant, position=pos, value=value, **{flag: 1}))
     sel = pd.DataFrame(rows)
-    key = figure_points(sel, "is_key")
+    key = figure_points(sel, "key")
     assert list(key.index) == ["key_first", "original", "key_mid", "key_last"]
     assert key.loc["key_last", "change"] == pytest.approx(0.7)
-    ctrl = figure_points(sel, "is_control")
+    ctrl = figure_points(sel, "control")
     assert list(ctrl.index) == ["ctrl_first", "original", "ctrl_mid", "ctrl_last"]
-    assert ctrl.loc["ctrl_first", "change"] == pytest.approx(0.4)
-    older = figure_points(sel[~sel["variant"].str.startswith("ctrl_")], "is_control")
+    assert ctrl.loc["ctrl_first", "change"] == pytest.approx(0.4)  # is_ctrl's, not is_control's
+    older = figure_points(sel[~sel["variant"].str.startswith("ctrl_")], "control")
     assert list(older.index) == ["original", "key_control"]
-    assert figure_points(sel[sel["variant"] != "original"], "is_key").empty
+    assert older.loc["key_control", "change"] == pytest.approx(0.9)
+    no_column = figure_points(sel.drop(columns="is_ctrl"), "control")
+    assert list(no_column.index) == ["original", "key_control"]
+    assert figure_points(sel[sel["variant"] != "original"], "key").empty

@@ -57,10 +57,11 @@ SIDES = {
     "U-shape": ("U", "inverted U"),
 }
 CURVE_SQL = (
-    "SELECT r.model, s.variant, s.is_key, s.is_control, s.layer, s.metric, "
+    "SELECT r.model, s.variant, s.is_key, s.is_control, s.is_ctrl, s.layer, s.metric, "
     "avg(s.value) AS value, avg(s.rel_position) AS position, count(*) AS n "
     "FROM sentence_metrics s JOIN runs r USING (run_id) "
-    "WHERE (s.is_key OR s.is_control) AND coalesce(r.intervention, 'none') = 'none' "
+    "WHERE (s.is_key OR s.is_control OR s.is_ctrl) "
+    "AND coalesce(r.intervention, 'none') = 'none' "
     "AND s.metric IN ('sent_cos_centroid', 'sent_attn_in') "
     "GROUP BY ALL ORDER BY ALL"
 )
@@ -194,22 +195,24 @@ def _tally(rows: pd.DataFrame, sides: tuple[str, str]) -> str:
     return ", ".join(parts)
 
 
-def figure_points(sel: pd.DataFrame, flag: str) -> pd.DataFrame:
-    """The points of one arm of the sentence figure, sorted by position: per variant the
-    mean value and position of the sentences ``flag`` marks (``is_key``, ``is_control``) and
-    ``change``, the value minus the original's. The key sentence in key_first / key_mid /
-    key_last; the control sentence moved to the same places (ctrl_first / ctrl_mid /
-    ctrl_last), or where a run has none of those, moved as far (key_control). Empty when
-    the original is missing."""
-    s = sel[sel[flag].astype(bool)].groupby("variant")[["value", "position"]].mean()
+def figure_points(sel: pd.DataFrame, arm: str) -> pd.DataFrame:
+    """The points of one arm (``key``, ``control``) of the sentence figure, sorted by
+    position: per variant the mean value and position of the arm's sentence and ``change``,
+    the value minus the original's. ``key``: the key sentence (``is_key``) in key_first /
+    key_mid / key_last. ``control``: the same-place control sentence (``is_ctrl``) in
+    ctrl_first / ctrl_mid / ctrl_last; where a run has none of those, the sentence key_control
+    moves as far (``is_control``). Empty when the original is missing."""
+    if arm == "key":
+        flag, keep = "is_key", [variant_name(p) for p in sorted(CTRL_NAMED)]
+    else:
+        flag, keep = "is_ctrl", [CTRL_NAMED[p] for p in sorted(CTRL_NAMED)]
+        has = sel[sel[flag].fillna(False).astype(bool)] if flag in sel.columns else sel.iloc[0:0]
+        if not has["variant"].isin(keep).any():
+            flag, keep = "is_control", [KEY_CONTROL]
+    s = sel[sel[flag].fillna(False).astype(bool)].groupby("variant")[["value", "position"]].mean()
     if "original" not in s.index:
         return s.iloc[0:0].assign(change=[])
     s["change"] = s["value"] - s.loc["original", "value"]
-    if flag == "is_key":
-        keep = [variant_name(p) for p in sorted(CTRL_NAMED)]
-    else:
-        keep = [CTRL_NAMED[p] for p in sorted(CTRL_NAMED) if CTRL_NAMED[p] in s.index]
-        keep = keep or [KEY_CONTROL]
     return s.loc[[v for v in ["original", *keep] if v in s.index]].sort_values("position")
 
 
@@ -238,17 +241,17 @@ def _figure(curve: pd.DataFrame, model: str, path: Path) -> Path | None:
         for j, (band, layers) in enumerate(bands.items()):
             ax = axes[i][j]
             sel = c[(c["metric"] == metric) & c["layer"].isin(layers)]
-            for who, flag, colour in (
-                ("key sentence", "is_key", "C3"),
-                ("control sentence", "is_control", "C0"),
+            for who, arm, colour in (
+                ("key sentence", "key", "C3"),
+                ("control sentence", "control", "C0"),
             ):
-                pts = figure_points(sel, flag)
+                pts = figure_points(sel, arm)
                 if pts.empty:
                     continue
                 (h,) = ax.plot(
                     pts["position"],
                     pts["change"],
-                    "o-" if flag == "is_key" else "s--",
+                    "o-" if arm == "key" else "s--",
                     color=colour,
                     lw=1.2,
                     ms=4,

@@ -168,19 +168,20 @@ def fill_u_shape(con: duckdb.DuckDBPyConnection, *, seed: int) -> None:
     )
 
 
-# the position family's orders of 5 sentences: key sentence 1, control sentence 3 (an
-# interior one, as synth picks it), which ctrl_* moves to the key sentence's places
+# the position family's orders of 5 sentences: key sentence 1; sentence 4, which key_control
+# moves as far as the key moves (is_control); sentence 3, the same-place control (an interior
+# one, as synth picks it), which ctrl_* moves to the key sentence's places (is_ctrl)
 FAMILY = {
     "original": [0, 1, 2, 3, 4],
     "key_first": [1, 0, 2, 3, 4],
     "key_mid": [0, 2, 1, 3, 4],
     "key_last": [0, 2, 3, 4, 1],
-    "key_control": [3, 0, 1, 2, 4],
+    "key_control": [4, 0, 1, 2, 3],
     "ctrl_first": [3, 0, 1, 2, 4],
     "ctrl_mid": [0, 1, 3, 2, 4],
     "ctrl_last": [0, 1, 2, 4, 3],
 }
-KEY, CONTROL = 1, 3
+KEY, CONTROL, CTRL = 1, 4, 3
 
 
 def fill_sentences(con: duckdb.DuckDBPyConnection, *, seed: int, n_texts: int = 8) -> None:
@@ -240,6 +241,7 @@ def _sentence_rows(run_id: str, n_layers: int, n_texts: int, rng: np.random.Gene
                     "n_tokens": 6,
                     "is_key": sent == KEY,
                     "is_control": sent == CONTROL,
+                    "is_ctrl": sent == CTRL,
                 }
                 for layer in range(n_layers + 1):
                     depth = layer / n_layers
