@@ -80,8 +80,7 @@ def _wide(
     wide.flat[cell] = values[ok][first]
     index = layers.take(li).rename("layer")
     columns = samples.take(si).rename("sample_id")
-    # no copy: the frame keeps pivot_table's memory layout (a layer's texts contiguous), so
-    # every later reduction over it sums in the same order as before
+    # no copy: the frame wraps the array (a layer's texts contiguous, as pivot_table's)
     return pd.DataFrame(wide, index=index, columns=columns, copy=False)
 
 
