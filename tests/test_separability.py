@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from homog.stats.classifier import oof_scores, weighted_auc
-from homog.stats.separability import fit_logistic, null_aucs, run_separability, separate
+from homog.stats.classifier import fit_logistic, oof_score_sets, oof_scores, weighted_auc
+from homog.stats.separability import null_aucs, run_separability, separate
 from homog.stats.settings import StatsSettings
 
 N, K = 60, 6
@@ -67,6 +67,78 @@ def test_batched_solver_reaches_sklearns_optimum():
         ref = LogisticRegression(C=1.0, tol=1e-10, max_iter=10000).fit(x, y)
         assert row[:-1] == pytest.approx(ref.coef_[0], abs=1e-5)
         assert row[-1] == pytest.approx(ref.intercept_[0], abs=1e-5)
+
+
+def test_designs_of_their_own_and_padding_rows_reach_sklearns_optimum():
+    """One fit per design [P, m, k], weight-0 rows ignored: each fit is sklearn's on its
+    unpadded rows (a separable one included, where the penalty alone keeps it finite)."""
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(5)
+    sizes = (40, 33, 25)
+    xs = np.zeros((3, 40, 4))
+    ys = np.zeros((3, 40))
+    ws = np.zeros((3, 40))
+    for i, (m, s) in enumerate(zip(sizes, (0.0, 1.0, 50.0), strict=True)):
+        x = rng.normal(size=(m, 4))
+        xs[i, :m], ws[i, :m] = x, 1.0
+        ys[i, :m] = (x[:, 1] * s + rng.normal(size=m) * (s < 10) > 0).astype(float)
+        xs[i, m:] = rng.normal(size=(40 - m, 4)) * 100  # padding: must not count
+        ys[i, m:] = 1.0
+    theta = fit_logistic(xs, ys, weights=ws)
+    for i, m in enumerate(sizes):
+        ref = LogisticRegression(C=1.0, tol=1e-10, max_iter=10000).fit(xs[i, :m], ys[i, :m])
+        assert theta[i, :-1] == pytest.approx(ref.coef_[0], abs=1e-5)
+        assert theta[i, -1] == pytest.approx(ref.intercept_[0], abs=1e-5)
+
+
+def test_out_of_fold_scores_are_sklearns_pipeline():
+    """The scores of every fold assignment at once equal scikit-learn's StandardScaler +
+    LogisticRegression fitted on each training fold (folds of unequal size, a constant
+    feature that the scaler leaves unscaled)."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from homog.stats.reordering import repeated_folds
+
+    n = 23  # 5 folds of 4 or 5 texts
+    xa, xb = pair(7, shift=0.4)
+    x = np.vstack([xb[:n], xa[:n]])
+    x[:, 2] = 3.0
+    y = np.r_[np.zeros(n), np.ones(n)]
+    fold_sets = repeated_folds(n, 5, seed=1)
+    got = oof_score_sets(x, y, fold_sets)
+    for assignment, row in zip(fold_sets, got, strict=True):
+        want = np.zeros(2 * n)
+        for train, test in assignment:
+            pipe = make_pipeline(StandardScaler(), LogisticRegression(tol=1e-10, max_iter=10000))
+            want[test] = pipe.fit(x[train], y[train]).decision_function(x[test])
+        assert row == pytest.approx(want, abs=1e-5)
+    assert oof_scores(x, y, fold_sets[2]) == pytest.approx(got[2], abs=1e-12)
+
+
+def test_a_text_whose_two_versions_are_the_same_ties_in_every_fold():
+    """A text the variant leaves unchanged (key_first where the key sentence opened the
+    review) scores the same in both rows, in the fits and under the null: a tie, a half in the
+    AUC, never a rounding coin flip (a BLAS product rounds a row by where it sits)."""
+    from homog.stats.reordering import repeated_folds
+
+    n, k = 16, 18
+    xa, xb = pair(8, shift=0.2)
+    xa, xb = xa[:n, :1].repeat(k, 1) * np.linspace(1, 2, k), xb[:n, :1].repeat(k, 1)
+    xa = xa + np.random.default_rng(9).normal(0, 0.1, xa.shape)
+    same = np.arange(n) % 3 != 0
+    xa[same] = xb[same]
+    x, y = np.vstack([xb, xa]), np.r_[np.zeros(n), np.ones(n)]
+    fold_sets = repeated_folds(n, 5, seed=0)
+    scores = oof_score_sets(x, y, fold_sets)
+    assert (scores[:, :n][:, same] == scores[:, n:][:, same]).all()
+    flips = np.random.default_rng(1).random((40, n)) < 0.5
+    null = null_aucs(x, np.vstack([np.zeros((1, n), bool), flips]), fold_sets[0])
+    from sklearn.metrics import roc_auc_score
+
+    assert null[0] == pytest.approx(roc_auc_score(y, scores[0]), abs=1e-12)
 
 
 def test_unpermuted_null_equals_the_sklearn_pipeline_and_folds_keep_texts_whole():
@@ -216,7 +288,7 @@ def test_stage_writes_separability_and_load_puts_it_in_duckdb(tmp_path):
 
 def test_the_p_ranks_the_first_assignments_own_auc_in_its_null():
     """Like with like: the null reruns the first fold assignment, so the observed statistic
-    is that assignment's AUC (sklearn's pipeline on it), not the mean over assignments."""
+    is that assignment's AUC (the pipeline on it), not the mean over assignments."""
     from sklearn.metrics import roc_auc_score
 
     from homog.stats.reordering import repeated_folds

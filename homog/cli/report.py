@@ -45,6 +45,15 @@ REPORT_DIR = Path("data/report")
     help="Overwrite a page and replace a figures folder that homog did not write (everything "
     "in the folder is deleted).",
 )
+@click.option(
+    "--dose-figures",
+    "dose_figures",
+    type=click.Choice(["primary", "all"]),
+    default="primary",
+    show_default=True,
+    help="The position dose-response figures: of the primary endpoints' metrics "
+    "(stats.primary), or one per metric (the table lists every metric either way).",
+)
 def report(
     params_path: Path,
     db_path: Path | None,
@@ -52,6 +61,7 @@ def report(
     fmt: str,
     figures_dir: Path | None,
     force: bool,
+    dose_figures: str,
 ) -> None:
     """Check the paper's claims on the database and write one readable document.
 
@@ -71,6 +81,7 @@ def report(
       homog report --format md -o paper/report.md
       homog report --db other.duckdb -o other.html   # no params.yaml needed
       homog report --format md -o docs/results.md --figures-dir docs/results
+      homog report --dose-figures all       # a dose figure for every metric
     """
     from homog.config import load_config
     from homog.layout import Layout, default_db
@@ -103,5 +114,6 @@ def report(
         figures_dir=figures_dir,
         params_name=str(params_path),
         force=force,
+        dose_figures=dose_figures,
     )
     click.echo("wrote the report to stdout" if str(path) == "-" else f"wrote {path}", err=True)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from homog.claims import PRIMARY
 from homog.config import Params
 from homog.errors import HomogError
 from homog.io import atomic_path, remove_stale
@@ -71,6 +72,8 @@ CURVE_METRICS = (
     "resultant_length",
 )
 TITLE = "homog report: token homogenization under positional bias"
+# the dose-response figures drawn: the primary endpoints' metrics, or every metric's
+DOSE_FIGURES = ("primary", "all")
 
 
 def figure_sections(
@@ -169,6 +172,7 @@ def build_report(
     root: str | os.PathLike[str] | None = None,
     params_name: str = "params.yaml",
     force: bool = False,
+    dose_figures: str = "primary",
 ) -> Path:
     """Write the report for the database ``db_path`` to ``out`` (HTML or Markdown).
 
@@ -184,8 +188,12 @@ def build_report(
     page, no ``.homog-figures`` marker in the folder: :mod:`homog.owned`) is replaced only
     with ``force``. Raises HomogError for a missing or unreadable database, an unknown format,
     a figures directory that would replace the page's directory or hold the database, and a
-    page or folder of the user's without ``force``.
+    page or folder of the user's without ``force``. ``dose_figures``: ``primary`` (the
+    dose-response figures of the primary endpoints' metrics; the table has every metric) or
+    ``all``.
     """
+    if dose_figures not in DOSE_FIGURES:
+        raise HomogError(f"dose_figures {dose_figures!r}: use one of {', '.join(DOSE_FIGURES)}")
     stdout = check_format(fmt, out, figures_dir)
     out = Path(out)
     db = Path(db_path)
@@ -226,6 +234,7 @@ def build_report(
                 params=params,
                 synth=synth,
                 prov=prov,
+                dose_figures=dose_figures,
             )
             _write(out, fmt, TITLE, intro_of(data["runs"], db, data["older_runs"]), sections, files)
     finally:
@@ -249,6 +258,15 @@ def original_texts(texts: pd.DataFrame) -> int | None:
     return int(originals.sum()) if originals is not None and len(originals) else None
 
 
+def primary_metrics(claims: pd.DataFrame) -> list[str] | None:
+    """The metrics of the primary endpoints' claim rows; None where the claims have none (a
+    database from before the primary family: every metric is drawn, as then)."""
+    if "family" not in claims.columns:
+        return None
+    names = claims.loc[claims["family"] == PRIMARY, "metric"].astype(str)
+    return list(dict.fromkeys(names)) or None
+
+
 def report_sections(
     con: Any,
     data: dict[str, pd.DataFrame],
@@ -260,8 +278,10 @@ def report_sections(
     params: Params | None,
     synth: dict[str, Any] | None,
     prov: Any,
+    dose_figures: str = "primary",
 ) -> list[Section]:
-    """The page's sections in order (answer first, provenance last), figures in ``figdir``."""
+    """The page's sections in order (answer first, provenance last), figures in ``figdir``;
+    ``dose_figures`` as :func:`build_report`'s."""
     runs, contrasts, alpha = data["runs"], data["contrasts"], stats.alpha
     metrics = sorted(set(contrasts["metric"])) if len(contrasts) else []
     interventions = list(dict.fromkeys(runs["intervention"].fillna("none"))) if len(runs) else []
@@ -282,7 +302,14 @@ def report_sections(
         glossary_section(variants, interventions, metrics, layer_roles=roles),
         manipulation_section(data["texts"], synth),
         claims_section(claims, alpha, ci=stats.ci, test=stats.test),
-        position_section(con, data, variants, figdir, alpha),
+        position_section(
+            con,
+            data,
+            variants,
+            figdir,
+            alpha,
+            None if dose_figures == "all" else primary_metrics(claims),
+        ),
         sentences_section(
             data["sentences"], data["sentence_curve"], runs, figdir, alpha, dose=dose
         ),

@@ -7,6 +7,7 @@ holds the key_* family.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,9 +71,11 @@ def position_section(
     variants: list[str],
     figdir: Path,
     alpha: float = 0.05,
+    dose_figures: Sequence[str] | None = None,
 ) -> Section:
     """The layer-0 control figures, and the stats stage's dose-response table and figures
-    when the database holds them (else a paragraph saying why there are none)."""
+    when the database holds them (else a paragraph saying why there are none); the
+    dose-response figures of the metrics ``dose_figures`` (None: every metric's)."""
     sec = Section(
         "Position and its negative control",
         paragraphs=[
@@ -99,7 +102,7 @@ def position_section(
         "dose_response" in tables
         and con.execute("SELECT count(*) FROM dose_response WHERE kind = 'slope'").fetchone()[0]
     ):
-        return dose_table_section(sec, con, figdir, alpha)
+        return dose_table_section(sec, con, figdir, alpha, dose_figures)
     if family:
         sec.paragraphs.append(
             "Dose-response: the database holds the position family but no dose_response "
@@ -173,10 +176,17 @@ def dose_summary(slopes: pd.DataFrame, alpha: float) -> str:
     )
 
 
-def dose_table_section(sec: Section, con: Any, figdir: Path, alpha: float = 0.05) -> Section:
+def dose_table_section(
+    sec: Section,
+    con: Any,
+    figdir: Path,
+    alpha: float = 0.05,
+    figure_metrics: Sequence[str] | None = None,
+) -> Section:
     """The stats stage's ``dose_response`` table: a summary paragraph (``dose_summary``), the
     within-text slopes as a table, and its figure (``homog.plot.dose_response_figure``) per
-    metric."""
+    metric of ``figure_metrics`` (None: every metric of the table; those it lacks are
+    skipped), with a line that names the rest and the option that draws them."""
     frame = con.execute(DOSE_SQL).fetch_df()
     slopes = frame[frame["kind"].isin(["slope", "quadratic"])]
     order = {b: i for i, b in enumerate(("layer0", "early", "middle", "late", "final"))}
@@ -230,7 +240,15 @@ def dose_table_section(sec: Section, con: Any, figdir: Path, alpha: float = 0.05
             verdict_column="verdict",
         )
     )
-    for metric in dict.fromkeys(frame["metric"]):
+    every = list(dict.fromkeys(frame["metric"]))
+    drawn = every if figure_metrics is None else [m for m in every if m in set(figure_metrics)]
+    if len(drawn) < len(every):
+        sec.paragraphs.append(
+            f"Figures: {', '.join(drawn) or 'none'} (the primary endpoints' metrics); the "
+            f"table holds all {len(every)} metrics, and `homog report --dose-figures all` "
+            "draws each one's figure."
+        )
+    for metric in drawn:
         rows_m = frame[frame["metric"] == metric].to_dict("records")
         path = dose_response_figure(rows_m, metric, figdir / f"dose_{metric}.png")
         sec.figures.append((path, f"{metric} against the key sentence's position, per band"))

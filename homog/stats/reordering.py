@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from homog.stats.classifier import REFERENCE, features_of, oof_scores, rank_auc, weighted_auc
+from homog.stats.classifier import REFERENCE, features_of, oof_score_sets, rank_auc, weighted_auc
 from homog.stats.paired_tests import bootstrap_p, resample_counts
 from homog.text.sentences import split_sentences
 from homog.variants import KEY_CONTROL
@@ -54,7 +54,7 @@ def cv_scores(xa: np.ndarray, xb: np.ndarray, fold_sets: list[list]) -> np.ndarr
     under each fold assignment (the pipeline of homog.stats.separability)."""
     x = np.vstack([xb, xa])
     y = np.r_[np.zeros(len(xb)), np.ones(len(xa))]
-    return np.stack([oof_scores(x, y, folds) for folds in fold_sets])
+    return oof_score_sets(x, y, fold_sets)
 
 
 def _boot_aucs(scores: np.ndarray, keep: np.ndarray, n_boot: int, seed: int) -> np.ndarray:

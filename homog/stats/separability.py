@@ -9,20 +9,20 @@ side), each text gives two feature rows, its original's and its variant's:
 - scope ``layer0``: layer 0 alone, the token embeddings, the negative control (the attention
   metrics have no layer 0 and get no row; ``profile`` uses the metrics that have it).
 
-A scikit-learn pipeline (StandardScaler fitted on the training fold, then an L2
-LogisticRegression, C = 1) is cross-validated with GroupKFold (FOLDS folds, fewer when there
-are fewer texts) grouped by text, so a review's two versions are never split between training
-and test. ``auc``: roc_auc_score of the out-of-fold decision scores (0.5: chance). ``ci_low``,
-``ci_high``: the ``stats.ci`` percentile bootstrap over texts (a resampled text brings both
-its rows) of that AUC, min(``stats.n_boot``, MAX_BOOT) seeded resamples, the scores fixed.
-``p_value``: a permutation test of exchangeability within text: each of
-``stats.separability_perm`` (default 999) seeded permutations swaps the two labels of a random
-half of the texts and reruns the cross-validation of the first fold assignment; p = (1 +
+scikit-learn's pipeline (StandardScaler fitted on the training fold, then an L2
+LogisticRegression, C = 1; fitted by :func:`homog.stats.classifier.fit_logistic`, the same
+penalised likelihood solved for many fits at once) is cross-validated with GroupKFold (FOLDS
+folds, fewer when there are fewer texts) grouped by text, so a review's two versions are never
+split between training and test. ``auc``: roc_auc_score of the out-of-fold decision scores
+(0.5: chance). ``ci_low``, ``ci_high``: the ``stats.ci`` percentile bootstrap over texts (a
+resampled text brings both its rows) of that AUC, min(``stats.n_boot``, MAX_BOOT) seeded
+resamples, the scores fixed. ``p_value``: a permutation test of exchangeability within text:
+each of ``stats.separability_perm`` (default 999) seeded permutations swaps the two labels of a
+random half of the texts and reruns the cross-validation of the first fold assignment; p = (1 +
 #{null AUC >= that assignment's AUC}) / (1 + n_perm) (one-sided: a classifier that separates
-scores above chance). The permutations
-refit the same penalised likelihood with a batched solver (:func:`fit_logistic`: Boehning's
-bound, then Newton): the scaler does not depend on the labels, and
-the solver reaches sklearn's optimum (tests/test_separability.py compares them).
+scores above chance). The permutations refit the same penalised likelihood with the same
+batched solver (Boehning's bound, then Newton) on one design: the scaler does not depend on the
+labels. The solver reaches sklearn's optimum (tests/test_separability.py compares them).
 
 Rows whose two versions are identical within rounding for every text (1e-9 of the values:
 the position family at layer 0, the same tokens reordered) get auc 0.5, CI [0.5, 0.5] and
@@ -41,7 +41,14 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from homog.schema.tables import TABLES
-from homog.stats.classifier import REFERENCE, C, features_of, rank_auc
+from homog.stats.classifier import (
+    REFERENCE,
+    features_of,
+    fit_logistic,
+    rank_auc,
+    row_scores,
+    standardize,
+)
 from homog.stats.paired_tests import NUMERIC_TOLERANCE
 from homog.stats.reordering import (
     REPEATS,
@@ -74,55 +81,6 @@ def identical(xa: np.ndarray, xb: np.ndarray) -> bool:
         )
 
 
-def _objective(theta: np.ndarray, xa: np.ndarray, y: np.ndarray, pen: np.ndarray) -> np.ndarray:
-    z = theta @ xa.T
-    return C * (np.logaddexp(0.0, z) - y * z).sum(1) + 0.5 * (theta * theta * pen).sum(1)
-
-
-def fit_logistic(x: np.ndarray, y: np.ndarray, tol: float = 1e-8) -> np.ndarray:
-    """[P, k + 1] (coefficients, intercept) of L2 logistic regressions of the label rows y
-    [P, m] on one design x [m, k]: minimises C sum log-loss + 0.5 |w|^2, the intercept not
-    penalised (sklearn's LogisticRegression objective), all P fits at once, until the gradient
-    is below ``tol`` x m. First Boehning's bound (the fixed curvature C x'x / 4 + the penalty:
-    one inverse for every fit and step, monotone, fast where the probabilities stay near 1/2,
-    as under the permutation null), then Newton's method with step halving for the fits it
-    leaves unconverged."""
-    m, k = x.shape
-    xa = np.hstack([x, np.ones((m, 1))])
-    pen = np.r_[np.ones(k), 0.0]
-    theta = np.zeros((y.shape[0], k + 1))
-    bound = np.linalg.inv(C * xa.T @ xa / 4.0 + np.diag(pen + 1e-12))
-
-    def gradient(th: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        p = 1.0 / (1.0 + np.exp(-(th @ xa.T)))
-        return C * (p - y) @ xa + th * pen, p
-
-    for _ in range(200):
-        grad, _p = gradient(theta)
-        todo = np.abs(grad).max(1) >= tol * m
-        if not todo.any():
-            return theta
-        theta[todo] -= grad[todo] @ bound
-    for _ in range(50):
-        grad, p = gradient(theta)
-        todo = np.flatnonzero(np.abs(grad).max(1) >= tol * m)
-        if todo.size == 0:
-            break
-        w = C * p[todo] * (1.0 - p[todo])  # [T, m]
-        hess = (xa.T[None, :, :] * w[:, None, :]) @ xa + np.diag(pen + 1e-12)
-        step = np.linalg.solve(hess, grad[todo][:, :, None])[:, :, 0]
-        f = _objective(theta[todo], xa, y[todo], pen)
-        t = np.ones(todo.size)
-        for _ in range(30):  # halve each fit's step until its objective does not rise
-            new = theta[todo] - t[:, None] * step
-            worse = _objective(new, xa, y[todo], pen) > f + 1e-12 * np.abs(f)
-            if not worse.any():
-                break
-            t = np.where(worse, t / 2, t)
-        theta[todo] = new
-    return theta
-
-
 def null_aucs(x: np.ndarray, flips: np.ndarray, folds, chunk: int = 64) -> np.ndarray:
     """[P] out-of-fold AUCs of the whole cross-validation with each text's labels swapped where
     ``flips`` [P, n] is True (the rows of x [2n, k] as in
@@ -135,12 +93,9 @@ def null_aucs(x: np.ndarray, flips: np.ndarray, folds, chunk: int = 64) -> np.nd
         lab = labels[start : start + chunk]
         scores = np.zeros(lab.shape)
         for train, test in folds:
-            mu = x[train].mean(0)
-            sd = x[train].std(0)
-            sd = np.where(sd > 10 * np.finfo(float).eps * np.maximum(np.abs(mu), 1.0), sd, 1.0)
-            theta = fit_logistic((x[train] - mu) / sd, lab[:, train])
-            xt = (x[test] - mu) / sd
-            scores[:, test] = theta[:, :-1] @ xt.T + theta[:, -1:]
+            xtr, xt = standardize(x, train, test)
+            theta = fit_logistic(xtr, lab[:, train])
+            scores[:, test] = row_scores(xt, theta)
         out[start : start + chunk] = rank_auc(scores, lab)
     return out
 
