@@ -664,7 +664,7 @@ def test_dose_response_table_of_the_stats_stage_is_shown(project, tmp_path, monk
     slopes = [
         ("m1-none", "erank", band, "slope", None, None, 2.0 + i, 1.5 + i, 2.5 + i, 1e-3, 16, 15.0)
         for i, band in enumerate(("early", "middle", "late"))
-    ]
+    ] + [("m1-none", "mev", "late", "slope", None, None, 0.1, 0.0, 0.2, 0.5, 16, 1.0)]
     points = [
         (
             "m1-none",
@@ -710,12 +710,22 @@ def test_dose_response_table_of_the_stats_stage_is_shown(project, tmp_path, monk
     assert [r[:7] + r[9:10] for r in table.rows] == [
         ["m1", "erank", "slope", band, 2.0 + i, 1.5 + i, 2.5 + i, 16]
         for i, band in enumerate(("early", "middle", "late"))
-    ]
+    ] + [["m1", "mev", "slope", "late", 0.1, 0.0, 0.2, 16]]
     # a table from before p_holm and the margin: n/a, and no verdict can be reached
     assert all(math.isnan(r[7]) and math.isnan(r[8]) for r in table.rows)
     assert {r[10] for r in table.rows} == {"descriptive"}
-    assert drawn == [("erank", 5)]
+    assert drawn == [("erank", 5), ("mev", 1)]  # every metric's figure: no list given
     assert any("layer0_erank" in str(p) for p, _ in sec.figures)
+    assert not any("--dose-figures" in p for p in sec.paragraphs)
+    # the primary endpoints' metrics only: the table keeps every metric, a line names the rest
+    drawn.clear()
+    con = connect(db)
+    try:
+        sec = position_section(con, read_inputs(con), list(SHIFT), tmp_path, 0.05, ["mev"])
+    finally:
+        con.close()
+    assert drawn == [("mev", 1)] and len(sec.tables[0].rows) == 4
+    assert any("Figures: mev" in p and "--dose-figures all" in p for p in sec.paragraphs)
 
 
 def test_provenance_reads_git_dvc_lock_and_params(tmp_path):
@@ -904,3 +914,19 @@ def test_clearest_row_is_never_a_layer0_control():
     )
     assert clearest_row(rows)["scope"] == "late layers"
     assert clearest_row(rows.iloc[:1])["scope"] == "layer 0"
+
+
+def test_the_dose_figures_default_to_the_primary_endpoints_metrics():
+    """build_report's dose_figures='primary' reads the metrics of the claims' primary rows
+    (in their order, once each); claims without the family draw every metric (None)."""
+    from homog.report.build import primary_metrics
+
+    claims = pd.DataFrame(
+        {
+            "metric": ["mev", "erank", "mev", "attn_first"],
+            "family": ["primary", "primary", "primary", "exploratory"],
+        }
+    )
+    assert primary_metrics(claims) == ["mev", "erank"]
+    assert primary_metrics(claims.drop(columns="family")) is None
+    assert primary_metrics(claims.assign(family="exploratory")) is None
