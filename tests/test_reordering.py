@@ -131,3 +131,49 @@ def test_every_auc_is_split_by_a_changed_first_sentence():
     assert set(sel["first_changed"].dropna()) == {True, False}
     assert part.loc[True, "auc"] > 0.8 > part.loc[False, "auc"]
     assert (part.loc[True, "n"], part.loc[False, "n"]) == (N // 2, N // 2)
+
+
+def test_texts_a_variant_left_unchanged_are_left_out_and_counted():
+    # a third of the texts: key_first is the original text (its key sentence opened the
+    # review), so both versions give the same values; key_control leaves a sixth unchanged
+    from homog.stats.combos import text_ids
+
+    cols = [f"s{i:02d}" for i in range(N)]
+    same_first, same_ctrl = set(cols[: N // 3]), set(cols[N // 3 : N // 2])
+    tables = tables_of(
+        {"original": np.zeros(N), "key_first": np.full(N, 0.5), "key_control": np.full(N, 0.2)}
+    )
+    for variant, same in (("key_first", same_first), ("key_control", same_ctrl)):
+        cells = sorted(same)
+        tables[(variant, "erank")][cells] = tables[("original", "erank")][cells]
+    rows = [("original", s, f"text {s}") for s in cols]
+    rows += [("key_first", s, f"text {s}" if s in same_first else f"first {s}") for s in cols]
+    rows += [("key_control", s, f"text {s}" if s in same_ctrl else f"ctrl {s}") for s in cols]
+    ids = text_ids(pd.DataFrame(rows, columns=["variant", "sample_id", "text"]))
+    settings = StatsSettings(n_boot=200, seed=0, separability_perm=19)
+    kw = {"variants": ("key_first", "key_control"), "metrics": ("erank",)}
+    out = run_separability(tables, "r", settings, text_ids=ids, **kw)
+    unchecked = run_separability(tables, "r", settings, **kw)
+
+    def row(frame, variant, statistic="auc"):
+        sel = frame[
+            (frame["variant_a"] == variant)
+            & (frame["scope"] == "layers")
+            & (frame["metric"] == "erank")
+            & (frame["statistic"] == statistic)
+        ]
+        assert len(sel) == 1
+        return sel.iloc[0]
+
+    got = row(out, "key_first")
+    assert (got["n"], got["n_identical"]) == (N - N // 3, N // 3)
+    # the same AUC as on the changed texts alone: the unchanged ones are not ties pulling it
+    changed = [c for c in cols if c not in same_first]
+    alone = run_separability({k: t[changed] for k, t in tables.items()}, "r", settings, **kw)
+    assert got["auc"] == pytest.approx(row(alone, "key_first")["auc"], abs=1e-12)
+    assert got["auc"] > row(unchecked, "key_first")["auc"]  # the ties pulled it to 0.5
+    assert row(unchecked, "key_first")["n"] == N
+    assert pd.isna(row(unchecked, "key_first")["n_identical"])
+    # the difference against key_control leaves out a text either of the two left unchanged
+    diff = row(out, "key_first", DIFF)
+    assert (diff["n"], diff["n_identical"]) == (N - N // 2, N // 2)

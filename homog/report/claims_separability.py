@@ -75,7 +75,7 @@ def separation_claims(separability: pd.DataFrame, runs: pd.DataFrame) -> list[Cl
                 n=int(row["n"]),
                 verdict="",
                 note="cross-validated logistic regression (folds grouped by review), "
-                "out-of-fold AUC; permutation p (labels swapped within reviews)",
+                "out-of-fold AUC; permutation p (labels swapped within reviews)" + _left_out(row),
                 raw_effect=auc,
                 baseline_mean=0.5,
                 pct_of_baseline=100 * (auc - 0.5) / 0.5,
@@ -96,6 +96,12 @@ def separation_claims(separability: pd.DataFrame, runs: pd.DataFrame) -> list[Cl
             )
         )
     return out
+
+
+def _left_out(row: pd.Series) -> str:
+    """'; N unchanged texts left out' (nothing when none were, or it was not checked)."""
+    same = _get(row, "n_identical", 0)
+    return f"; {int(same)} unchanged texts left out (the variant is the original)" if same else ""
 
 
 def _get(row: pd.Series, col: str, default):
@@ -121,7 +127,7 @@ def _difference(row: pd.Series, model: str, what: str) -> Claim:
         n=int(row["n"]),
         verdict="",
         note=f"AUC difference paired over the same texts and "
-        f"{int(_get(row, 'n_repeats', 0))} fold assignments; bootstrap p",
+        f"{int(_get(row, 'n_repeats', 0))} fold assignments; bootstrap p" + _left_out(row),
         raw_effect=d,
         unit="AUC difference",
         p_value=float(row["p_value"]),

@@ -41,6 +41,9 @@ SEPARABILITY = (
     ("statistic", V),
     ("first_changed", "BOOLEAN"),
     ("n_repeats", I),
+    # the texts left out because the variant is the original's text (the contrasts' rule;
+    # NULL: not checked, no texts table)
+    ("n_identical", I),
 )
 CONTRASTS: tuple[tuple[str, str], ...] = (
     ("run_id", V),

@@ -356,7 +356,7 @@ ADDED_COLUMNS = {  # them may lack them, every other column of a present table m
     ),
     "probe_metrics": ("family", "sesoi", "sesoi_basis", "eq_ci_low", "eq_ci_high"),
     "sentence_contrasts": ("depth_change", "n_identical", "position_pred"),
-    "separability": ("statistic", "first_changed", "n_repeats"),
+    "separability": ("statistic", "first_changed", "n_repeats", "n_identical"),
     "sentence_metrics": ("is_ctrl",),
 }
 

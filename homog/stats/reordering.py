@@ -181,10 +181,14 @@ def control_rows(
     n_boot: int,
     seed: int,
     ci: float,
+    unchanged: Mapping[str, set[str] | None] | None = None,
 ) -> list[dict]:
     """The rows 'variant - key_control' (scope ``layers``) of the metrics ``names`` (one, or
     the profile's): each variant's AUC against the original minus key_control's, over the
-    texts all three have with every feature finite, under the same fold assignments."""
+    texts all three have with every feature finite, under the same fold assignments.
+    ``unchanged``: variant -> the sample_ids whose text it left as the original's (None: not
+    checked); a text either variant left unchanged is left out of the pair and counted in
+    ``n_identical``."""
     names = [m for m in names if (REFERENCE, m) in tables and (KEY_CONTROL, m) in tables]
     if not names:
         return []
@@ -196,6 +200,7 @@ def control_rows(
             continue
         sides = [{m: tables[(v, m)] for m in names} for v in (variant, KEY_CONTROL, REFERENCE)]
         samples = sorted(set.intersection(*(set(t.columns) for d in sides for t in d.values())))
+        samples, n_same = _changed(samples, unchanged, (variant, KEY_CONTROL))
         xa, xc, xo = (features_of(d, layers, samples) for d in sides)
         ok = np.isfinite(xa).all(1) & np.isfinite(xc).all(1) & np.isfinite(xo).all(1)
         if ok.sum() < 4:
@@ -219,6 +224,20 @@ def control_rows(
                 "statistic": DIFF,
                 "n_layers": len(set().union(*layers.values())),
                 "n_repeats": REPEATS,
+                "n_identical": n_same,
             }
         )
     return rows
+
+
+def _changed(
+    samples: list, unchanged: Mapping[str, set[str] | None] | None, variants: tuple[str, ...]
+) -> tuple[list, int | None]:
+    """``samples`` without those any of ``variants`` left unchanged, and how many those were
+    (None when ``unchanged`` does not know every variant's)."""
+    sets = [(unchanged or {}).get(v) for v in variants]
+    if any(s is None for s in sets):
+        return samples, None
+    drop = set().union(*sets)
+    kept = [x for x in samples if str(x) not in drop]
+    return kept, len(samples) - len(kept)

@@ -24,6 +24,12 @@ scores above chance). The permutations refit the same penalised likelihood with 
 batched solver (Boehning's bound, then Newton) on one design: the scaler does not depend on the
 labels. The solver reaches sklearn's optimum (tests/test_separability.py compares them).
 
+A text whose variant is the original's text (``key_first`` where the key sentence already
+opened the review) is left out of that variant's rows and counted in ``n_identical``, as the
+contrasts leave out and count such pairs: its two rows are the same, so it could only tie,
+and ties would pull the AUC towards 0.5 by the share of unchanged texts (None: no texts table,
+not checked).
+
 Rows whose two versions are identical within rounding for every text (1e-9 of the values:
 the position family at layer 0, the same tokens reordered) get auc 0.5, CI [0.5, 0.5] and
 p 1.0 without a fit: a classifier cannot tell identical rows apart, and a fit would only read
@@ -49,6 +55,7 @@ from homog.stats.classifier import (
     row_scores,
     standardize,
 )
+from homog.stats.combos import pair_identical
 from homog.stats.paired_tests import NUMERIC_TOLERANCE
 from homog.stats.reordering import (
     REPEATS,
@@ -60,7 +67,7 @@ from homog.stats.reordering import (
     summary,
 )
 from homog.stats.settings import StatsSettings
-from homog.variants import SEPARABLE
+from homog.variants import KEY_CONTROL, SEPARABLE
 
 SEP_VARIANTS = SEPARABLE
 SEP_METRICS = ("erank", "mev", "resultant_length", "attn_first")
@@ -145,24 +152,37 @@ def run_separability(
     variants: Sequence[str] = SEP_VARIANTS,
     metrics: Sequence[str] = SEP_METRICS,
     first_changed: Mapping[str, pd.Series] | None = None,
+    text_ids: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """SEP_COLUMNS rows of one unchanged run; ``tables``: (variant, metric) -> [layer x
     sample_id] (homog.stats.bands.pivot_metrics of its layer_metrics); ``first_changed``:
     variant -> sample_id -> whether it changed the first sentence (the split rows;
-    homog.stats.reordering). The label permutations of the classifier's p:
+    homog.stats.reordering); ``text_ids`` (homog.stats.combos.text_ids of the texts table):
+    the texts a variant left as they were, left out and counted in ``n_identical`` (None: not
+    checked, ``n_identical`` null). The label permutations of the classifier's p:
     ``settings.separability_perm``."""
     draws = {"n_boot": settings.n_boot, "seed": settings.seed, "ci": settings.ci}
+    same = {v: unchanged(v, text_ids) for v in {*variants, KEY_CONTROL}}
     with threadpool_limits(1):  # small matrices: BLAS threads only wait for each other
-        rows = _run(tables, run_id, settings, variants, metrics, first_changed or {})
+        rows = _run(tables, run_id, settings, variants, metrics, first_changed or {}, same)
         for metric in [*metrics, PROFILE]:
             names = [m for m in metrics if m != PROFILE] if metric == PROFILE else [metric]
             base = {"run_id": run_id, "variant_b": REFERENCE, "metric": metric, "scope": "layers"}
-            rows += control_rows(tables, names, variants, base, folds=FOLDS, **draws)
+            rows += control_rows(
+                tables, names, variants, base, folds=FOLDS, unchanged=same, **draws
+            )
     if not rows:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in SEP_COLUMNS})
     out = pd.DataFrame(rows, columns=list(SEP_COLUMNS))
     out["statistic"] = out["statistic"].astype(object).where(out["statistic"].notna(), AUC_STAT)
     return out
+
+
+def unchanged(variant: str, text_ids: pd.DataFrame | None) -> set[str] | None:
+    """The sample_ids whose ``variant`` text is the original's (None without ``text_ids``)."""
+    if text_ids is None:
+        return None
+    return {str(s) for s in pair_identical(variant, REFERENCE, text_ids)}
 
 
 def _run(
@@ -172,9 +192,11 @@ def _run(
     variants: Sequence[str],
     metrics: Sequence[str],
     first_changed: Mapping[str, pd.Series],
+    same: Mapping[str, set[str] | None],
 ) -> list[dict]:
     """The AUC rows of every variant, metric (and the profile) and scope, and their split
-    rows by a changed first sentence."""
+    rows by a changed first sentence; the texts of ``same[variant]`` (unchanged by it) are
+    left out and counted."""
     n_boot, seed, ci = settings.n_boot, settings.seed, settings.ci
     n_perm = settings.separability_perm
     rows = []
@@ -202,6 +224,9 @@ def _run(
                 samples = sorted(set.intersection(*every))
                 if n_layers == 0:
                     continue
+                left_out = same.get(variant)
+                n_same = None if left_out is None else sum(str(x) in left_out for x in samples)
+                samples = [x for x in samples if not left_out or str(x) not in left_out]
                 xa, xb = features_of(a, layers, samples), features_of(b, layers, samples)
                 got, scores, ok = separate_scores(
                     xa, xb, n_boot=n_boot, n_perm=n_perm, seed=seed, ci=ci
@@ -214,6 +239,7 @@ def _run(
                     "scope": scope,
                     "n_layers": n_layers,
                     "n_repeats": REPEATS if scores is not None else 0,
+                    "n_identical": n_same,
                 }
                 rows.append({**base, **got})
                 if scores is not None:

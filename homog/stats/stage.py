@@ -211,13 +211,16 @@ def separability_tables(
     """The separability rows of every unchanged run (homog.stats.separability; ``texts``: the
     texts table, for the split by a changed first sentence)."""
     first = first_changes(texts) if texts is not None else None
+    ids = texts_identity(texts) if texts is not None else None
     parts = []
     for r in runs:
         if r.get("intervention", "none") != "none":
             continue
         frame = frames[r["run_id"]]
         tables = pivot_metrics(frame[frame["metric"].isin(SEP_METRICS)])
-        parts.append(run_separability(tables, r["run_id"], settings, first_changed=first))
+        parts.append(
+            run_separability(tables, r["run_id"], settings, first_changed=first, text_ids=ids)
+        )
     parts = [p for p in parts if not p.empty]
     if not parts:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in SEP_COLUMNS})
