@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import duckdb
 import pandas as pd
+import pytest
 from test_intervention_cost import extracted_tiny_project
 
 from homog.stats.stage import stats_stage
@@ -34,3 +35,39 @@ def test_graded_runs_on_a_draw_pair_with_the_whole_unchanged_run(tmp_path, monke
         ).df()
     assert set(doses["n"]) == {10} and set(cost["n"]) == {10}
     assert not contrasts.empty and set(contrasts["n"]) == {10}
+
+
+def test_the_contrasts_computed_beside_the_rest_are_the_same(tmp_path, monkeypatch):
+    # the stage computes the per-layer contrasts in a spawned process on a machine with two
+    # cores or more and runs large enough; the same files with the process and without
+    import homog.stats.stage as stage
+
+    params, layout = extracted_tiny_project(tmp_path, monkeypatch, dose_texts=10)
+    monkeypatch.setattr(stage, "side_workers", lambda: 1)
+    stats_stage(params, tmp_path, tmp_path / "here")
+    monkeypatch.setattr(stage, "side_workers", lambda: 2)
+    monkeypatch.setattr(stage, "SIDE_ROWS", 0)
+    stats_stage(params, tmp_path, tmp_path / "beside")
+    for name in ("contrasts", "separability", "intervention_doses", "sentence_contrasts"):
+        here = pd.read_parquet(tmp_path / "here" / f"{name}.parquet")
+        pd.testing.assert_frame_equal(
+            here, pd.read_parquet(tmp_path / "beside" / f"{name}.parquet")
+        )
+    assert len(pd.read_parquet(tmp_path / "beside" / "contrasts.parquet")) > 0
+
+
+def test_an_error_in_the_side_process_is_raised(tmp_path, monkeypatch):
+    import homog.stats.stage as stage
+
+    params, _ = extracted_tiny_project(tmp_path, monkeypatch, dose_texts=10)
+    params = stage.as_params(params)
+    monkeypatch.setattr(stage, "side_workers", lambda: 2)
+    monkeypatch.setattr(stage, "SIDE_ROWS", 0)
+    # the spawned process reads the runs itself: a run removed after this process read them
+    # fails there, and the stage fails with its message (no half-written output)
+    read = stage.read_runs(params, tmp_path)
+    for path in (tmp_path / "data" / "extract").rglob("layer_metrics.parquet"):
+        path.unlink()
+    thunk = stage.beside(stage.compute_all, params, tmp_path, read=read)
+    with pytest.raises(Exception, match="layer_metrics|rerun|no extracted"):
+        thunk()
