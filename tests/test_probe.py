@@ -63,11 +63,11 @@ def test_grouped_folds_never_put_a_review_in_train_and_test(monkeypatch):
     x[:, 0, 0] = [int(s[1:]) for s in ids]  # the review's number, to read back the test rows
     seen = []
 
-    def record(x_train, y_train, groups_train, x_test, **kw):
-        seen.append((set(groups_train), {f"r{int(v):03d}" for v in x_test[:, 0]}))
-        return np.zeros(len(x_test))
+    def record(x_train, y_train, groups_train, x_test, **kw):  # x: [rows, layers, d]
+        seen.append((set(groups_train), {f"r{int(v):03d}" for v in x_test[:, 0, 0]}))
+        return np.zeros(x_test.shape[:2])
 
-    monkeypatch.setattr(probe_fit, "fit_predict", record)
+    monkeypatch.setattr(probe_fit, "fit_layers", record)  # one call per fold: every layer
     orig = variants == "original"
     folds = assign_folds(ids[orig], y[orig], 4, seed=3)
     assert sorted(set(folds.values())) == [0, 1, 2, 3]

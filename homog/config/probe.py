@@ -63,6 +63,8 @@ class ProbeConfig:
     # used as is; several are chosen per fit by an inner grouped CV on the training fold
     c: tuple[float, ...] = (0.1,)
     inner_folds: int = 3  # the inner CV's folds (only with several values of c)
+    # scikit-learn's lbfgs limit, for homog stats' intervention-cost probes (the probe's own
+    # fits are Newton's: homog.probe.fit)
     max_iter: int = 2000
     # pooled vectors are stored in this dtype (float16 halves the file; a value beyond
     # float16's range is an error naming the layer, then use float32)

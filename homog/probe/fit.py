@@ -1,14 +1,23 @@
-"""Linear sentiment probes per layer: pure scikit-learn and numpy on arrays (no I/O, no model).
+"""Linear sentiment probes per layer: NumPy on arrays (no I/O, no model; scikit-learn for the
+folds only).
 
 ``assign_folds`` fixes each review's outer fold once (``StratifiedGroupKFold`` over the
 reviews of the original texts, seeded): every text of a review, in every variant and
 intervention, is in that review's fold, so no review is ever in train and test. A fit
-standardizes the features on its training rows (``StandardScaler``) and trains an
-L2-regularised ``LogisticRegression`` (lbfgs); with one value of ``probe.c`` it is used as is,
-with several the value is chosen per fit by an inner grouped CV on the training rows (mean
-accuracy, ties to the smaller C). The probe's output on a test text is its decision function
-(the logit toward the positive class); the **margin** is that logit signed toward the text's
-true label, and the text is correct when its margin is > 0.
+standardizes the features on its training rows (as ``StandardScaler``) and trains an
+L2-regularised logistic regression with C = ``probe.c``: scikit-learn's pipeline
+``StandardScaler`` + ``LogisticRegression(C)``, the same penalised likelihood, but solved by
+``homog.stats.classifier``'s batched Newton solvers, every layer of a fold one fit of a batch
+(``fit_layers``): with fewer training rows than features (the usual case: a few dozen to a few
+hundred reviews, 576 or 640 features) in the span of the rows (``fit_logistic_dual``, m + 1
+unknowns per fit), else in the features (``fit_logistic``). They reach the optimum itself, to
+which scikit-learn's lbfgs converges only as far as its tol (its default 1e-4 leaves the
+logits up to ~1e-2 away: bench/probe_fit.py); tests/test_probe_fit.py compares them with a
+tightly converged pipeline. With one value of ``probe.c`` it is used as is, with several the
+value is chosen per fit (fold and layer) by an inner grouped CV on the training rows (mean
+accuracy, ties to the smaller C; every value, split and layer one batch). The probe's output on
+a test text is its decision function (the logit toward the positive class); the **margin** is
+that logit signed toward the text's true label, and the text is correct when its margin is > 0.
 
 Two schemes (``probe_texts``):
 
@@ -27,9 +36,14 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from homog.errors import HomogError
+from homog.stats.classifier import fit_logistic, fit_logistic_dual, scale_rows
 
 SCHEMES: tuple[str, ...] = ("train_original", "per_variant")
 ORIGINAL = "original"
+# the fits' gradient test (x the training rows): Newton converges quadratically, so 1e-10
+# costs about one step more than 1e-8 and puts the logits within ~1e-5 of a tightly
+# converged scikit-learn fit (tests/test_probe_fit.py, bench/probe_fit.py)
+TOL = 1e-10
 
 
 def assign_folds(
@@ -61,15 +75,29 @@ def assign_folds(
     return out
 
 
-def _model(c: float, max_iter: int, seed: int) -> Any:
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
+def _logits(x_train: np.ndarray, y: np.ndarray, x_test: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """[t, n, L] decision values of the test rows x_test [t, L, k] under the L2 logistic
+    regression of y (0/1) on x_train [m, L, k] with C = c [n, L] (n values per layer),
+    each layer standardized on its training rows (``scale_rows``: StandardScaler), every
+    layer and value one fit of a batch: ``fit_logistic_dual`` with fewer rows than features
+    (m < k), else ``fit_logistic`` (Newton from the start)."""
+    n, layers = c.shape
+    train, test = scale_rows(x_train, x_test)
+    design = np.ascontiguousarray(np.swapaxes(train, 0, 1))  # [L, m, k]
+    designs = np.broadcast_to(design, (n, *design.shape)).reshape(n * layers, *design.shape[1:])
+    ys = np.broadcast_to(np.asarray(y, dtype=float), (n * layers, len(y)))
+    if design.shape[1] < design.shape[2]:
+        theta = fit_logistic_dual(designs, ys, tol=TOL, c=c.reshape(-1))
+    else:
+        theta = fit_logistic(designs, ys, tol=TOL, c=c.reshape(-1), bound_steps=0)
+    theta = theta.reshape(n, layers, -1)
+    # each row summed alone: a text equal to another scores the same (row_scores)
+    return (test[:, None, :, :] * theta[None, ..., :-1]).sum(-1) + theta[None, ..., -1]
 
-    return make_pipeline(
-        StandardScaler(),
-        LogisticRegression(C=c, l1_ratio=0, max_iter=max_iter, random_state=seed),
-    )
+
+def _two_labels(y: np.ndarray, what: str) -> None:
+    if len(np.unique(y)) < 2:
+        raise HomogError(f"{what} holds one label only: use fewer probe.folds")
 
 
 def choose_c(
@@ -79,26 +107,56 @@ def choose_c(
     cs: Sequence[float],
     inner: int,
     seed: int,
-    max_iter: int,
-) -> float:
-    """The C of ``cs`` with the best mean inner grouped-CV accuracy (ties: the smaller)."""
+    max_iter: int | None = None,
+) -> np.ndarray:
+    """[L] per layer of x [m, L, k] (or a number for x [m, k]) the C of ``cs`` with the best
+    mean inner grouped-CV accuracy (ties: the smaller); one value: that value. Every C,
+    split and layer is one fit of a batch (``_logits``). ``max_iter``: not used
+    (``fit_layers``)."""
     from sklearn.model_selection import StratifiedGroupKFold
 
+    x = np.asarray(x, dtype=np.float64)
+    flat = x.ndim == 2
+    x = x[:, None, :] if flat else x
+    y = np.asarray(y, dtype=np.int64)
+    cs = sorted(float(c) for c in cs)
     if len(cs) == 1:
-        return float(cs[0])
-    n_splits = min(inner, int(np.bincount(y).min()))
-    if n_splits < 2:
-        return float(min(cs))
-    cv = StratifiedGroupKFold(n_splits=n_splits, shuffle=True, random_state=seed)
-    splits = list(cv.split(x, y, groups))
-    scores = []
-    for c in sorted(cs):
-        acc = [
-            (_model(c, max_iter, seed).fit(x[tr], y[tr]).predict(x[te]) == y[te]).mean()
-            for tr, te in splits
-        ]
-        scores.append(float(np.mean(acc)))
-    return float(sorted(cs)[int(np.argmax(scores))])
+        out = np.full(x.shape[1], cs[0])
+    elif (n_splits := min(inner, int(np.bincount(y).min()))) < 2:
+        out = np.full(x.shape[1], cs[0])
+    else:
+        cv = StratifiedGroupKFold(n_splits=n_splits, shuffle=True, random_state=seed)
+        grid = np.repeat(np.array(cs)[:, None], x.shape[1], axis=1)  # [n, L]
+        acc = []
+        for tr, te in cv.split(x[:, 0], y, groups):
+            _two_labels(y[tr], "an inner training fold")
+            logits = _logits(x[tr], y[tr], x[te], grid)  # [t, n, L]
+            acc.append(((logits > 0) == y[te][:, None, None]).mean(0))
+        out = np.array(cs)[np.argmax(np.mean(acc, axis=0), axis=0)]
+    return float(out[0]) if flat else out
+
+
+def fit_layers(
+    x_train: np.ndarray,
+    y_train: np.ndarray,
+    groups_train: np.ndarray,
+    x_test: np.ndarray,
+    *,
+    cs: Sequence[float] = (0.01,),
+    inner: int = 3,
+    seed: int = 0,
+    max_iter: int = 2000,
+) -> np.ndarray:
+    """[t, L] the logit toward class 1 of each test row x_test [t, L, k] at each layer, from
+    the probe of that layer fitted on the training rows x_train [m, L, k] (standardized on
+    them; C per layer from ``choose_c``): every layer one fit of a batch. y is 0/1.
+    ``max_iter`` (``probe.max_iter``, scikit-learn's lbfgs limit) is not used: Newton's
+    method reaches the optimum in about ten steps."""
+    x_train = np.asarray(x_train, dtype=np.float64)
+    y_train = np.asarray(y_train, dtype=np.int64)
+    _two_labels(y_train, "a training fold")
+    c = choose_c(x_train, y_train, groups_train, cs, inner, seed, max_iter)
+    return _logits(x_train, y_train, np.asarray(x_test, dtype=np.float64), c[None])[:, 0]
 
 
 def fit_predict(
@@ -113,14 +171,11 @@ def fit_predict(
     max_iter: int = 2000,
 ) -> np.ndarray:
     """The logit toward class 1 of each test row, from a probe fitted on the training rows
-    (standardized on them; C from ``choose_c``). y is 0/1."""
-    x_train = np.asarray(x_train, dtype=np.float64)
-    y_train = np.asarray(y_train, dtype=np.int64)
-    if len(np.unique(y_train)) < 2:
-        raise HomogError("a training fold holds one label only: use fewer probe.folds")
-    c = choose_c(x_train, y_train, groups_train, cs, inner, seed, max_iter)
-    model = _model(c, max_iter, seed).fit(x_train, y_train)
-    return model.decision_function(np.asarray(x_test, dtype=np.float64))
+    (standardized on them; C from ``choose_c``). y is 0/1. One layer of ``fit_layers``."""
+    x_train = np.asarray(x_train, dtype=np.float64)[:, None, :]
+    x_test = np.asarray(x_test, dtype=np.float64)[:, None, :]
+    fit = dict(cs=cs, inner=inner, seed=seed, max_iter=max_iter)
+    return fit_layers(x_train, y_train, groups_train, x_test, **fit)[:, 0]
 
 
 def probe_texts(
@@ -138,12 +193,14 @@ def probe_texts(
 
     vectors: (texts, layers, d); variants, sample_ids, y (0/1): per text; folds: sample_id ->
     fold (``assign_folds``; texts of reviews without a fold are left out). fit: keywords of
-    ``fit_predict``. Returns a frame (scheme, train_set, variant, sample_id, layer, fold, y,
-    logit, margin, correct): margin = logit signed toward the true class; train_set is the
-    variant whose reviews the probe was trained on (``_fit_sets``).
+    ``fit_layers`` (one call per scheme, training set and fold: every layer at once).
+    Returns a frame (scheme, train_set, variant, sample_id, layer, fold, y, logit, margin,
+    correct): margin = logit signed toward the true class; train_set is the variant whose
+    reviews the probe was trained on (``_fit_sets``).
     """
-    # thousands of small fits: one BLAS thread (a 42 x 576 fit took 146 ms with the default
-    # threads on the loaded 2-core machine, 11 ms with one)
+    # batches of small matrices (a fold's layers): one BLAS thread, as for the thousands of
+    # scikit-learn fits before them (a 42 x 576 fit took 146 ms with the default threads on
+    # the loaded 2-core machine, 11 ms with one)
     with threadpool_limits(1):
         return _probe_texts(vectors, variants, sample_ids, y, folds, schemes, layers, fit, pd)
 
@@ -179,10 +236,9 @@ def _probe_texts(
             for k in sorted(set(fold[test_rows])):
                 tr = np.flatnonzero(train_rows & (fold != k))
                 te = np.flatnonzero(test_rows & (fold == k))
-                for j, layer in enumerate(layers):
-                    logits[te, j] = fit_predict(
-                        vectors[tr, layer], y[tr], ids[tr], vectors[te, layer], **fit
-                    )
+                logits[te] = fit_layers(
+                    vectors[tr][:, layers], y[tr], ids[tr], vectors[te][:, layers], **fit
+                )
             rows = np.flatnonzero(test_rows)
             sign = np.where(y[rows] == 1, 1.0, -1.0)
             for j, layer in enumerate(layers):

@@ -18,6 +18,9 @@ Every row is a mean over reviews with a percentile bootstrap CI over reviews
   resamples, which the equivalence reads. ``baseline`` names what is subtracted:
   ``original`` (the variant against the original, same intervention) or ``none`` (the
   intervention against the unchanged model, same variant).
+
+The rows are built on arrays (``homog.probe.rows``: no frame per group or pair), each row's
+CI and p those ``bootstrap_ci`` and ``paired_p`` give the row alone (tests/test_probe_summary.py).
 """
 
 from __future__ import annotations
@@ -30,13 +33,13 @@ import numpy as np
 import pandas as pd
 
 from homog.claims import CONTROL_FAMILY, EXPLORATORY
+from homog.errors import HomogError
 from homog.probe.best import crossfit_rows
+from homog.probe.rows import bootstrap_bounds, equal, group_rows, pair_stats, positions
 from homog.stats.bands import band_of_layers
 from homog.stats.paired_tests import (
-    bootstrap_ci,
     holm,
     paired_difference,
-    paired_p,
     refine_at_floor,
     resample_counts,
 )
@@ -46,6 +49,24 @@ from homog.stats.verdicts import verdict_of
 METRICS: tuple[str, ...] = ("accuracy", "margin")
 # the zero-shot log-odds' ROC AUC against the label (level rows of scheme zero_shot only)
 AUC_METRIC = "lm_auc"
+# the columns of a diff row after its keys, in their order
+DIFF_COLUMNS: tuple[str, ...] = (
+    "kind",
+    "baseline",
+    "metric",
+    "value",
+    "ci_low",
+    "ci_high",
+    "p_value",
+    "n",
+    "sesoi",
+    "sesoi_basis",
+    "eq_ci_low",
+    "eq_ci_high",
+    "_d",
+)
+# the columns of a level row after its keys, in their order
+LEVEL_COLUMNS: tuple[str, ...] = ("kind", "metric", "value", "ci_low", "ci_high", "n")
 # the columns the verdict rule adds to the diff and slope rows
 VERDICT_COLUMNS: tuple[str, ...] = ("family", "sesoi", "sesoi_basis", "eq_ci_low", "eq_ci_high")
 
@@ -55,25 +76,30 @@ def _values(frame: Any, metric: str) -> np.ndarray:
 
 
 def level_rows(texts: Any, keys: Sequence[str], settings: StatsSettings) -> list[dict[str, Any]]:
-    """One row per group of ``keys`` and metric: mean, bootstrap CI, n (reviews)."""
-    rows = []
-    for key, g in texts.groupby(list(keys), sort=True, dropna=False):
-        g = g.sort_values("sample_id")
+    """One row per group of ``keys`` and metric: mean, bootstrap CI, n (reviews); the texts
+    of a group in sample_id order, each row's CI the one ``bootstrap_ci`` gives it alone
+    (``bootstrap_bounds``)."""
+    rows, values = [], []
+    ids = texts["sample_id"].to_numpy()
+    by_metric = {m: _values(texts, m) for m in METRICS}
+    for key, pos in group_rows(texts, keys):
+        pos = pos[np.argsort(ids[pos], kind="stable")]
         for metric in METRICS:
-            v = _values(g, metric)[None, :]
-            low, high = bootstrap_ci(v, n_boot=settings.n_boot, ci=settings.ci, seed=settings.seed)
+            v = by_metric[metric][pos]
             rows.append(
                 {
                     **dict(zip(keys, key, strict=True)),
                     "kind": "level",
                     "metric": metric,
-                    "value": float(v.mean()),
-                    "ci_low": float(low[0]),
-                    "ci_high": float(high[0]),
-                    "n": v.shape[1],
+                    "value": float(v[None, :].mean()),
+                    "n": v.size,
                 }
             )
-    return rows
+            values.append(v)
+    bounds = bootstrap_bounds(values, [settings.ci], settings)
+    for row, (low, high) in zip(rows, bounds, strict=True):
+        row.update(ci_low=low[0], ci_high=high[0])
+    return [{k: row[k] for k in (*keys, *LEVEL_COLUMNS)} for row in rows]
 
 
 def sesoi_of(base: Any, metric: str, factor: float) -> tuple[float, str]:
@@ -82,11 +108,22 @@ def sesoi_of(base: Any, metric: str, factor: float) -> tuple[float, str]:
     better) or x its mean |margin| (log-odds)."""
     if metric == "accuracy":
         labels = base["y"] if "y" in base else base["label"].astype(str)
-        chance = float(labels.value_counts(normalize=True).max())
-        above = float(base["correct"].to_numpy(float).mean()) - chance
+        return _sesoi(base["correct"].to_numpy(float), labels.to_numpy(), metric, factor)
+    return _sesoi(base["margin"].to_numpy(float), None, metric, factor)
+
+
+def _sesoi(
+    values: np.ndarray, labels: np.ndarray | None, metric: str, factor: float
+) -> tuple[float, str]:
+    """``sesoi_of`` on arrays: the baseline's correct (0/1) and labels, or its margins."""
+    values = np.asarray(values, dtype=float)
+    if metric == "accuracy":
+        _, counts = np.unique(labels[pd.notna(labels)], return_counts=True)
+        chance = float((counts / counts.sum()).max())  # value_counts(normalize=True).max()
+        above = float(values.mean()) - chance
         text = f"{factor:g} x the baseline's accuracy above chance ({above:.3g})"
         return (factor * above if above > 0 else np.nan), text
-    size = float(np.abs(base["margin"].to_numpy(float)).mean())
+    size = float(np.abs(values).mean())
     return factor * size, f"{factor:g} x the baseline's mean |margin| ({size:.3g})"
 
 
@@ -100,27 +137,40 @@ def diff_rows(
     by sample_id. Each row has its CI, its equivalence CI (1 - 2 alpha, the same resamples)
     and SESOI (``sesoi_of``, factor ``stats.sesoi``); p_holm, family and verdict are filled
     by ``finish``.
+
+    The pairs are matched on arrays (sample_id -> row), then the statistics of all rows come
+    from ``pair_stats``: each row's resampled means and sign flips by its own product, as
+    one row at a time gave (a product over many rows rounds them differently).
     """
-    rows = []
+    rows, diffs = [], []
     rest = [k for k in keys if k != by]
-    for key, g in texts.groupby(rest, sort=True, dropna=False):
-        key = key if isinstance(key, tuple) else (key,)
+    all_ids = texts["sample_id"].to_numpy()
+    all_by = texts[by].to_numpy()
+    all_values = {m: _values(texts, m) for m in METRICS}
+    all_labels = (texts["y"] if "y" in texts else texts["label"].astype(str)).to_numpy()
+    for key, pos in group_rows(texts, rest):
         fixed = dict(zip(rest, key, strict=True))
-        baseline = g[g[by] == base].set_index("sample_id")
-        for other, h in g[g[by] != base].groupby(by, sort=True):
-            h = h.set_index("sample_id")
-            common = sorted(set(h.index) & set(baseline.index))
+        sides, ids, labels = all_by[pos], all_ids[pos], all_labels[pos]
+        values = {m: v[pos] for m, v in all_values.items()}
+        is_base = equal(sides, base)
+        where_base, twice_base = positions(ids, is_base)
+        for other in sorted({v for v in sides[~is_base].tolist() if not pd.isna(v)}):
+            where, twice = positions(ids, equal(sides, other))
+            common = sorted(set(where) & set(where_base))
             if not common:
                 continue
+            if (twice | twice_base) & set(common):
+                raise HomogError(
+                    f"a review appears twice in the pair {other} - {base} of {fixed}: "
+                    "one row per review"
+                )
+            rows_a = np.array([where[s] for s in common])
+            rows_b = np.array([where_base[s] for s in common])
             for metric in METRICS:
-                a = _values(h.loc[common], metric)
-                b = _values(baseline.loc[common], metric)
-                d = paired_difference(a, b)[None, :]
-                draws = dict(n_boot=settings.n_boot, seed=settings.seed)
-                low, high = bootstrap_ci(d, ci=settings.ci, **draws)
-                eq_low, eq_high = bootstrap_ci(d, ci=1 - 2 * settings.alpha, **draws)
-                p = paired_p(d, test=settings.test, n_perm=settings.n_perm, seed=settings.seed)
-                sesoi, basis = sesoi_of(baseline.loc[common], metric, settings.sesoi)
+                d = paired_difference(values[metric][rows_a], values[metric][rows_b])
+                sesoi, basis = _sesoi(
+                    values[metric][rows_b], labels[rows_b], metric, settings.sesoi
+                )
                 rows.append(
                     {
                         **fixed,
@@ -128,19 +178,17 @@ def diff_rows(
                         "kind": "diff",
                         "baseline": base,
                         "metric": metric,
-                        "value": float(d.mean()),
-                        "ci_low": float(low[0]),
-                        "ci_high": float(high[0]),
-                        "p_value": float(p[0]),
-                        "n": d.shape[1],
+                        "value": float(d[None, :].mean()),
+                        "n": d.size,
                         "sesoi": sesoi,
                         "sesoi_basis": basis,
-                        "eq_ci_low": float(eq_low[0]),
-                        "eq_ci_high": float(eq_high[0]),
-                        "_d": d[0],
+                        "_d": d,
                     }
                 )
-    return rows
+                diffs.append(d)
+    for row, stats in zip(rows, pair_stats(diffs, settings), strict=True):
+        row.update(stats)
+    return [{k: row[k] for k in (*rest, by, *DIFF_COLUMNS)} for row in rows]
 
 
 def refine_family(frame: Any, idx: Any, settings: StatsSettings) -> None:
