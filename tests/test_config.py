@@ -25,7 +25,7 @@ def test_project_params_parse_to_the_defaults_they_document():
     assert isinstance(params, Params)
     # the demo's dose grids add their runs (docs/interventions.md)
     assert params.extract.interventions[:2] == ("none", "zero_pos")
-    assert len(params.extract.interventions) == 2 + 7 + 7
+    assert len(params.extract.interventions) == 2 + 5 + 5
     assert params.corpus.min_words == 20 and params.corpus.max_words == 400
     assert params.model_sources()["smollm2-135m"] == "embedded:smollm2-135m"
     # the file sets every default the dataclasses hold (one place for defaults: no drift),
@@ -35,8 +35,8 @@ def test_project_params_parse_to_the_defaults_they_document():
     grids = {k: getattr(params.extract, k) for k in ("sink_bias_doses", "homogenize_doses")}
     assert ExtractConfig().sink_bias_doses == () == ExtractConfig().homogenize_doses
     assert params.extract.intervention_variants == ("original",)
-    assert params.extract.dose_texts == 10
-    grids.update(intervention_variants=("original",), dose_texts=10)
+    assert params.extract.dose_texts == 8
+    grids.update(intervention_variants=("original",), dose_texts=8)
     assert params.extract == dataclasses.replace(
         ExtractConfig(),
         seed=params.seed,
@@ -183,3 +183,17 @@ def test_new_extract_keys_keep_earlier_run_ids():
     assert b.result_keys()["sink_epsilon"] == 0.5
     c = dataclasses.replace(a, token_sets=[])
     assert c.token_sets == () and c.result_keys()["token_sets"] == ()
+
+
+@pytest.mark.parametrize("preset", ["params.yaml", "quick.yaml"])
+def test_the_study_presets_run_the_graded_interventions(preset):
+    # homog's defaults name no dose grid (code that names none runs no graded intervention),
+    # so a study preset must name its own: without them the study answered the dose questions
+    # (docs/interventions.md) with no run at all
+    from homog.interventions import parse
+
+    params = load_config(ROOT / "study" / preset)
+    kinds = [parse(iv).kind.name for iv in params.extract.interventions]
+    for kind in ("sink_bias", "sink_bias_control", "homogenize", "homogenize_control"):
+        assert kinds.count(kind) >= 3, (preset, kind)
+    assert params.extract.dose_texts in (None, 96)
