@@ -274,7 +274,7 @@ def test_posenc_out_keeps_a_users_files(tmp_path, write_params, monkeypatch, sta
     monkeypatch.setattr(
         homog.posenc.train,
         "run_train",
-        lambda *a, **k: ran.append(a) or __import__("pandas").DataFrame(),
+        lambda *a, **k: ran.append(a) or (__import__("pandas").DataFrame(), None),
     )
     monkeypatch.setattr(
         homog.posenc.ablate,

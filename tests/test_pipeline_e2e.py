@@ -99,7 +99,6 @@ def test_first_repro_fills_every_table(project):
         "mauve@tiny",
         "stats",
         "posenc_train@rope",
-        "posenc_ablate@rope",
         "posenc_decompose@tiny",
         "probe_features@tiny",
         "probe@tiny",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pandas as pd
 import pytest
 import torch
@@ -36,13 +38,19 @@ def params(tmp_path):
     return path
 
 
+ABLATE_OUTPUTS = ["head_ablation.parquet", "logit_decomposition.parquet", "ablation.json"]
+
+
 def test_train_then_ablate(params, tmp_path):
+    """`train` also writes the ablation's outputs (from the models it has just trained);
+    `ablate` alone rewrites them from the checkpoints, the same numbers."""
     out = tmp_path / "mla"
     runner = CliRunner()
     res = runner.invoke(
         main, ["posenc", "train", "--pe", "mla", "--params", str(params), "--out", str(out)]
     )
     assert res.exit_code == 0, res.output
+    assert "mla/distance: largest drop" in res.output
     results = pd.read_parquet(out / "results.parquet")
     assert list(results.columns) == POSENC_RESULTS
     assert len(results) == 2 * 2 * 2  # tasks x seeds x splits
@@ -56,11 +64,15 @@ def test_train_then_ablate(params, tmp_path):
     ]
     log = pd.read_csv(out / "train_log.csv")
     assert len(log) == 2 * 2 * 2 and {"loss", "lr", "test_accuracy"} <= set(log.columns)
+    from_train = {n: (out / n).read_bytes() for n in ABLATE_OUTPUTS}
+    for name in ABLATE_OUTPUTS:
+        (out / name).unlink()
 
     res = runner.invoke(
         main, ["posenc", "ablate", "--pe", "mla", "--params", str(params), "--out", str(out)]
     )
     assert res.exit_code == 0, res.output
+    assert {n: (out / n).read_bytes() for n in ABLATE_OUTPUTS} == from_train
     heads = pd.read_parquet(out / "head_ablation.parquet")
     assert list(heads.columns) == ["pe", "task", "layer", "head", "accuracy", "drop"]
     assert len(heads) == 2 * 2 * 2  # tasks x layers x heads (seeds averaged)
@@ -70,6 +82,15 @@ def test_train_then_ablate(params, tmp_path):
     assert set(terms["term"]) == {"unrotated", "rotation"}
     total = terms.groupby(["source", "layer", "head"])["share"].sum()
     assert total.to_numpy() == pytest.approx(1.0)
+
+
+def test_train_no_ablate(params, tmp_path):
+    out = tmp_path / "rope"
+    args = ["posenc", "train", "--pe", "rope", "--params", str(params), "--out", str(out)]
+    res = CliRunner().invoke(main, [*args, "--no-ablate"])
+    assert res.exit_code == 0, res.output
+    assert (out / "results.parquet").is_file() and "largest drop" not in res.output
+    assert not any((out / n).exists() for n in ABLATE_OUTPUTS)
 
 
 def test_errors_exit_nonzero(params, tmp_path):
@@ -157,8 +178,11 @@ def test_decompose_a_random_llama(tmp_path, params):
 
 
 def test_runs_trained_side_by_side_equal_one_after_another(tmp_path):
-    """train.workers: 2 trains the (task, seed) runs in two spawned processes; every output
-    (accuracies, the epoch log but its seconds, the weights) equals the one-process run's."""
+    """train.workers: 2 trains the (task, seed) runs in two spawned processes, and ablates
+    each there; every output (accuracies, the epoch log but its seconds, the weights, the
+    ablation) equals the one-process run's, and the ablation equals `run_ablate`'s from the
+    checkpoints."""
+    from homog.posenc.ablate import run_ablate
     from homog.posenc.train import run_train
 
     outs = {}
@@ -167,11 +191,18 @@ def test_runs_trained_side_by_side_equal_one_after_another(tmp_path):
             "preset": "tiny",
             "tasks": ["distance", "count"],
             "device": "cpu",
+            "decompose_samples": 16,
             "train": {"workers": workers, "seeds": [0, 1]},
         }
         outs[workers] = tmp_path / f"w{workers}"
-        run_train(posenc, "rope", outs[workers], device="cpu")
+        _, heads = run_train(posenc, "rope", outs[workers], device="cpu", ablate=True)
+        assert len(heads) == 2 * 2 * 2  # tasks x layers x heads
     one, two = outs[1], outs[2]
+    shutil.copytree(two / "checkpoints", tmp_path / "again" / "checkpoints")
+    again = run_ablate(posenc, "rope", tmp_path / "again", device="cpu")
+    for name, frame in zip(("head_ablation", "logit_decomposition"), again, strict=True):
+        for o in (one, two):
+            pd.testing.assert_frame_equal(pd.read_parquet(o / f"{name}.parquet"), frame)
     pd.testing.assert_frame_equal(
         pd.read_parquet(one / "results.parquet"), pd.read_parquet(two / "results.parquet")
     )

@@ -34,7 +34,6 @@ PIPELINE_STAGES: dict[str, str] = {
     "probe": "probe",
     "stats": "stats",
     "posenc_train": "posenc",
-    "posenc_ablate": "posenc",
     "posenc_decompose": "posenc",
     "load": "load",
     "report": "report",

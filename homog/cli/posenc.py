@@ -72,8 +72,8 @@ def posenc() -> None:
 
     \b
     Examples:
-      homog posenc train --pe rope
-      homog posenc ablate --pe rope
+      homog posenc train --pe rope       # trains, then ablates the heads
+      homog posenc ablate --pe rope      # the ablation alone (checkpoints)
       homog posenc train --pe mla --preset reference --device cuda
       homog posenc decompose --model smollm2-135m
     """
@@ -81,6 +81,12 @@ def posenc() -> None:
 
 @posenc.command()
 @stage_options
+@click.option(
+    "--ablate/--no-ablate",
+    default=True,
+    show_default=True,
+    help="Also write `homog posenc ablate`'s outputs, from each model right after it trains.",
+)
 def train(
     pe: str,
     params_path: str,
@@ -88,28 +94,45 @@ def train(
     device: str | None,
     out_dir: str | None,
     force: bool,
+    ablate: bool,
 ):
-    """Train encoding PE on every task of posenc.tasks, for every seed.
+    """Train encoding PE on every task of posenc.tasks, for every seed; then ablate its heads.
 
     Writes data/posenc/<pe>/checkpoints/<task>-seed<seed>.pt, results.parquet (pe, task,
-    split, accuracy, n_params, epochs, seed) and train_log.csv (one row per epoch).
+    split, accuracy, n_params, epochs, seed), metrics.json and train_log.csv (one row per
+    epoch); and, unless --no-ablate, what `homog posenc ablate` writes (the same numbers),
+    computed in the process that trained each model.
 
     \b
     Examples:
       homog posenc train --pe rope       # posenc.preset (cpu: minutes)
       homog posenc train --pe mla --preset reference --device cuda
-      homog posenc train --pe alibi --out /tmp/alibi
+      homog posenc train --pe alibi --out /tmp/alibi --no-ablate
     """
     from homog.owned import mark_stage_out
     from homog.posenc.train import run_train
 
     p = _posenc_params(params_path)
-    out = _stage_out(out_dir, pe, TRAIN_OUTPUTS, force, "train")
-    frame = run_train(p, pe, out, preset=preset, device=device or p.device)
+    names = TRAIN_OUTPUTS + ABLATE_OUTPUTS if ablate else TRAIN_OUTPUTS
+    out = _stage_out(out_dir, pe, names, force, "train")
+    frame, heads = run_train(p, pe, out, preset=preset, device=device or p.device, ablate=ablate)
     if out_dir is not None:
         mark_stage_out(out, "posenc train")
     for r in frame.itertuples():
         click.echo(f"{r.pe:13s} {r.task:9s} seed {r.seed} {r.split:5s} accuracy {r.accuracy:.4f}")
+    if heads is not None:
+        _echo_deposits(pe, heads)
+
+
+def _echo_deposits(pe: str, heads) -> None:
+    """One line per task: the largest single-head drop of ``heads`` (head_ablation)."""
+    from homog.posenc.ablate import deposit_summary
+
+    for task, d in deposit_summary(heads).items():
+        click.echo(
+            f"{pe}/{task}: largest drop {d['largest_drop']:.4f} from layer {d['layer']} head "
+            f"{d['head']} (runner-up {d['runner_up_drop']:.4f})"
+        )
 
 
 @posenc.command()
@@ -124,27 +147,25 @@ def ablate(
 ):
     """Zero each head in turn and decompose the attention logits of PE's checkpoints.
 
-    Writes data/posenc/<pe>/head_ablation.parquet (pe, task, layer, head, accuracy, drop) and
-    logit_decomposition.parquet (source posenc:<pe>:<task>, layer, head, term, share).
+    Writes data/posenc/<pe>/head_ablation.parquet (pe, task, layer, head, accuracy, drop),
+    logit_decomposition.parquet (source posenc:<pe>:<task>, layer, head, term, share) and
+    ablation.json. `homog posenc train` (the DVC stage) writes them already; this reruns
+    them alone from the checkpoints, e.g. after changing posenc.decompose_samples.
 
     \b
     Examples:
-      homog posenc ablate --pe rope      # after `homog posenc train --pe rope`
+      homog posenc ablate --pe rope      # after `train --pe rope --no-ablate`
       homog posenc ablate --pe mla --device cuda
     """
     from homog.owned import mark_stage_out
-    from homog.posenc.ablate import deposit_summary, run_ablate
+    from homog.posenc.ablate import run_ablate
 
     p = _posenc_params(params_path)
     out = _stage_out(out_dir, pe, ABLATE_OUTPUTS, force, "ablate")
     heads, _ = run_ablate(p, pe, out, preset=preset, device=device or p.device)
     if out_dir is not None:
         mark_stage_out(out, "posenc ablate")
-    for task, d in deposit_summary(heads).items():
-        click.echo(
-            f"{pe}/{task}: largest drop {d['largest_drop']:.4f} from layer {d['layer']} head "
-            f"{d['head']} (runner-up {d['runner_up_drop']:.4f})"
-        )
+    _echo_deposits(pe, heads)
 
 
 @posenc.command()

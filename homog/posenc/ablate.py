@@ -1,4 +1,5 @@
-"""Per-head ablation and logit decomposition of trained encoders (stage ``posenc_ablate@<pe>``).
+"""Per-head ablation and logit decomposition of trained encoders (``homog posenc ablate``,
+and stage ``posenc_train@<pe>`` right after training).
 
 A head is ablated by zeroing its output before the output projection (``head_mask``), for
 every layer and head in turn; for MLA that output already includes the head's RoPE path. The
@@ -13,7 +14,7 @@ metrics: per task the largest single-head drop, its layer and head, and the runn
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -67,50 +68,63 @@ def head_ablation(
     return rows
 
 
-def run_ablate(
-    posenc: PosencConfig | Mapping[str, Any],
+def ablate_run(
     pe: str,
-    out_dir: str | Path,
-    *,
-    preset: str | None = None,
-    device: str = "auto",
-):
-    """Ablate every head and decompose the logits of ``pe``'s checkpoints; write the outputs.
+    task: str,
+    seed: int,
+    model: Encoder,
+    test: TaskData,
+    config: dict[str, Any],
+    n_decompose: int,
+    device: torch.device,
+    on_head: Callable[[], None] | None = None,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """One trained (task, seed) model of ``pe`` on its test split: the head_ablation rows (pe,
+    task, seed, layer, head, accuracy, drop) and the logit decomposition rows of its first
+    ``n_decompose`` test sequences (source, seed, layer, head, term, share).
 
-    Reads ``out_dir/checkpoints/<task>-seed<seed>.pt`` (from ``run_train``) and regenerates the
-    test split from the config stored in each checkpoint, so the rows describe exactly the data
-    the model was tested on. Returns (head_ablation, logit_decomposition) DataFrames. Raises
-    HomogError when a checkpoint is missing.
+    ``config`` is the run's resolved preset (its ``train.eval_batch_size`` is used);
+    ``on_head()`` is called after every head (the progress bar). ``run_ablate`` calls it on
+    each checkpoint, ``homog.posenc.train.train_run`` on the model it has just trained (the
+    same weights, so the same rows).
     """
+    model.eval()
+    batch_size = int(config["train"]["eval_batch_size"])
+    with full_fp32_matmuls(device):
+        rows = head_ablation(model, test, batch_size, device, on_head=on_head)
+        idx = test.tokens[:n_decompose].to(device)
+        terms = encoder_decomposition(model, idx)
+    ablation = [{"pe": pe, "task": task, "seed": seed, **r} for r in rows]
+    decomposition = [{"source": f"posenc:{pe}:{task}", "seed": seed, **r} for r in terms]
+    return ablation, decomposition
+
+
+@contextlib.contextmanager
+def full_fp32_matmuls(device: torch.device) -> Iterator[None]:
+    """CUDA matmuls without TF32 inside (torch's default; ``run_train`` allows TF32 for the
+    training), so the ablation's numbers do not depend on what ran before it in the process."""
+    if device.type != "cuda":
+        yield
+        return
+    kept = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = kept
+
+
+def write_ablation(
+    out_dir: str | Path,
+    ablation: list[dict[str, Any]],
+    decomposition: list[dict[str, Any]],
+):
+    """Average the rows of every (task, seed) run over seeds (``ablate_run``'s, in the order
+    of the runs) and write ``head_ablation.parquet``, ``logit_decomposition.parquet`` and
+    ``ablation.json`` into ``out_dir``. Returns (head_ablation, logit_decomposition)."""
     import pandas as pd
 
-    posenc = as_posenc(posenc)
-    config = resolve(posenc, preset)
-    dev = pick_device(device)
-    use_threads(config["train"], dev)
     out_dir = Path(out_dir)
-    n_decompose = posenc.decompose_samples
-    ablation, decomposition = [], []
-    with progress() as bar:
-        for task in posenc.tasks:
-            for seed in config["train"]["seeds"]:
-                model, run_config = load_checkpoint(checkpoint_path(out_dir, task, seed), dev)
-                _, test = make_splits(task, run_config)
-                n_heads = sum(m.numel() for m in model.head_masks())
-                job = bar.add_task(f"ablate {pe}/{task} seed {seed}", total=n_heads)
-                rows = head_ablation(
-                    model,
-                    test,
-                    int(run_config["train"]["eval_batch_size"]),
-                    dev,
-                    on_head=lambda job=job: bar.update(job, advance=1),
-                )
-                ablation += [{"pe": pe, "task": task, "seed": seed, **r} for r in rows]
-                idx = test.tokens[:n_decompose].to(dev)
-                decomposition += [
-                    {"source": f"posenc:{pe}:{task}", "seed": seed, **r}
-                    for r in encoder_decomposition(model, idx)
-                ]
     # one row per head: the mean over seeds (the tables have no seed column)
     heads = (
         pd.DataFrame(ablation)
@@ -128,6 +142,52 @@ def run_ablate(
         terms.to_parquet(tmp, index=False)
     write_json(out_dir / "ablation.json", deposit_summary(heads))
     return heads, terms
+
+
+def run_ablate(
+    posenc: PosencConfig | Mapping[str, Any],
+    pe: str,
+    out_dir: str | Path,
+    *,
+    preset: str | None = None,
+    device: str = "auto",
+):
+    """Ablate every head and decompose the logits of ``pe``'s checkpoints; write the outputs.
+
+    Reads ``out_dir/checkpoints/<task>-seed<seed>.pt`` (from ``run_train``) and regenerates the
+    test split from the config stored in each checkpoint, so the rows describe exactly the data
+    the model was tested on. ``run_train`` writes the same outputs right after training (the
+    DVC stage); this reruns them alone, e.g. with another ``posenc.decompose_samples``.
+    Returns (head_ablation, logit_decomposition) DataFrames. Raises HomogError when a
+    checkpoint is missing.
+    """
+    posenc = as_posenc(posenc)
+    config = resolve(posenc, preset)
+    dev = pick_device(device)
+    use_threads(config["train"], dev)
+    out_dir = Path(out_dir)
+    ablation, decomposition = [], []
+    with progress() as bar:
+        for task in posenc.tasks:
+            for seed in config["train"]["seeds"]:
+                model, run_config = load_checkpoint(checkpoint_path(out_dir, task, seed), dev)
+                _, test = make_splits(task, run_config)
+                n_heads = sum(m.numel() for m in model.head_masks())
+                job = bar.add_task(f"ablate {pe}/{task} seed {seed}", total=n_heads)
+                rows, terms = ablate_run(
+                    pe,
+                    task,
+                    seed,
+                    model,
+                    test,
+                    run_config,
+                    posenc.decompose_samples,
+                    dev,
+                    on_head=lambda job=job: bar.update(job, advance=1),
+                )
+                ablation += rows
+                decomposition += terms
+    return write_ablation(out_dir, ablation, decomposition)
 
 
 def deposit_summary(heads) -> dict[str, dict[str, float]]:

@@ -4,7 +4,10 @@ Pure pieces (``make_splits``, ``build_model``, ``fit``, ``accuracy``) work on te
 does the I/O: one checkpoint per (task, seed) under ``<out>/checkpoints/``, ``results.parquet``
 (posenc_results columns: pe, task, split, accuracy, n_params, epochs, seed) and
 ``train_log.csv`` (one row per epoch: pe, task, seed, epoch, lr, loss, train_accuracy,
-test_accuracy, seconds; a DVC plot) and ``metrics.json`` (accuracy per task and split).
+test_accuracy, seconds; a DVC plot) and ``metrics.json`` (accuracy per task and split). With
+``ablate`` (the stage's command), each run's heads are also ablated and its logits decomposed
+right after it trains, in the same process (``homog.posenc.ablate``'s outputs): no second
+process start, torch import and checkpoint load per encoding.
 """
 
 from __future__ import annotations
@@ -212,9 +215,17 @@ def train_run(
     data: tuple[TaskData, TaskData],
     device: torch.device,
     on_step: Callable[[float], None] | None = None,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    *,
+    ablate_samples: int | None = None,
+    on_head: Callable[[], None] | None = None,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any], tuple | None]:
     """One (task, seed) run of ``pe``: (its train_log rows, its results rows (train and
-    test accuracy), its checkpoint payload with the weights on the CPU)."""
+    test accuracy), its checkpoint payload with the weights on the CPU, its ablation).
+
+    The ablation is None, or with ``ablate_samples`` set (posenc.decompose_samples) the rows
+    of ``homog.posenc.ablate.ablate_run`` on the trained model: the rows ``homog posenc
+    ablate`` computes from the checkpoint. ``on_head()``: after every ablated head.
+    """
     train, test = data
     torch.manual_seed(seed)
     model = build_model(pe, task, config, train.n_classes)
@@ -239,10 +250,17 @@ def train_run(
         "config": config,
         "meta": meta,
     }
-    return [{**meta, **row} for row in log], results, payload
+    ablation = None
+    if ablate_samples is not None:
+        from homog.posenc.ablate import ablate_run  # (ablate imports this module)
+
+        ablation = ablate_run(
+            pe, task, seed, model, test, config, ablate_samples, device, on_head=on_head
+        )
+    return [{**meta, **row} for row in log], results, payload, ablation
 
 
-_STEPS: Any = None  # in a worker process: the queue its optimizer steps are reported on
+_STEPS: Any = None  # in a worker process: the queue its steps and ablated heads go to
 
 
 def _worker_start(steps: Any, train: dict[str, Any]) -> None:
@@ -252,11 +270,28 @@ def _worker_start(steps: Any, train: dict[str, Any]) -> None:
 
 
 def _train_in_worker(
-    pe: str, task: str, seed: int, config: dict[str, Any], data: tuple[TaskData, TaskData], key: int
+    pe: str,
+    task: str,
+    seed: int,
+    config: dict[str, Any],
+    data: tuple[TaskData, TaskData],
+    key: int,
+    ablate_samples: int | None,
+    ablate_key: int,
 ):
-    """``train_run`` on the CPU in a worker process; steps go to the parent's progress bar."""
-    step = lambda loss: _STEPS.put(key)  # noqa: E731
-    return train_run(pe, task, seed, config, data, torch.device("cpu"), on_step=step)
+    """``train_run`` on the CPU in a worker process; its optimizer steps and ablated heads go
+    to the parent's progress bars (``key``, ``ablate_key``)."""
+    return train_run(
+        pe,
+        task,
+        seed,
+        config,
+        data,
+        torch.device("cpu"),
+        on_step=lambda loss: _STEPS.put(key),
+        ablate_samples=ablate_samples,
+        on_head=lambda: _STEPS.put(ablate_key),
+    )
 
 
 def _train_side_by_side(
@@ -267,9 +302,11 @@ def _train_side_by_side(
     workers: int,
     bar: Any,
     jobs: list,
+    ablate_samples: int | None = None,
 ) -> list[tuple]:
     """``train_run`` for every (task, seed) of ``runs`` in ``workers`` spawned processes (a
-    fork would copy this process's threads' locks), in the order of ``runs``."""
+    fork would copy this process's threads' locks), in the order of ``runs``. ``jobs``: the
+    progress bars of the runs' steps, then (with ``ablate_samples``) of their ablations."""
     import multiprocessing as mp
     import queue as queues
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -292,7 +329,17 @@ def _train_side_by_side(
             workers, mp_context=ctx, initializer=_worker_start, initargs=(steps, config["train"])
         ) as pool:
             futures = [
-                pool.submit(_train_in_worker, pe, task, seed, config, splits[task], key)
+                pool.submit(
+                    _train_in_worker,
+                    pe,
+                    task,
+                    seed,
+                    config,
+                    splits[task],
+                    key,
+                    ablate_samples,
+                    len(runs) + key,
+                )
                 for key, (task, seed) in enumerate(runs)
             ]
             pending = set(futures)
@@ -318,13 +365,17 @@ def run_train(
     *,
     preset: str | None = None,
     device: str = "auto",
+    ablate: bool = False,
 ):
     """Train ``pe`` on every task in ``posenc.tasks`` for every seed; write the outputs.
 
     ``posenc`` is params.yaml's ``posenc:`` section (typed, or a mapping). The runs train in
     ``train_workers`` processes side by side (one after another on a GPU). Writes
-    ``out_dir/checkpoints/``, ``results.parquet`` and ``train_log.csv`` atomically and returns
-    the results DataFrame.
+    ``out_dir/checkpoints/``, ``results.parquet``, ``metrics.json`` and ``train_log.csv``
+    atomically. With ``ablate``, each run's process then ablates the run's heads and
+    decomposes its logits (``posenc.decompose_samples``), and ``homog.posenc.ablate.
+    write_ablation`` writes what ``run_ablate`` would (the same numbers). Returns (the results
+    DataFrame, the head_ablation DataFrame or None without ``ablate``).
     """
     import pandas as pd
 
@@ -336,6 +387,7 @@ def run_train(
         torch.backends.cuda.matmul.allow_tf32 = True
     runs = [(task, int(seed)) for task in posenc.tasks for seed in config["train"]["seeds"]]
     workers = train_workers(config["train"], dev, len(runs))
+    ablate_samples = posenc.decompose_samples if ablate else None
     out_dir = Path(out_dir)
     with atomic_path(out_dir / "checkpoints", directory=True) as ckpt_dir, progress() as bar:
         splits = {task: make_splits(task, config) for task in posenc.tasks}
@@ -347,11 +399,22 @@ def run_train(
             )
             for task, seed in runs
         ]
+        if ablate:
+            n_heads = int(config["model"]["n_layer"]) * int(config["model"]["n_head"])
+            jobs += [
+                bar.add_task(f"ablate {pe}/{task} seed {seed}", total=n_heads)
+                for task, seed in runs
+            ]
         if workers > 1:
             for task in posenc.tasks:  # a bad config fails here, before any process starts
                 build_model(pe, task, config, splits[task][0].n_classes)
-            done = _train_side_by_side(pe, runs, config, splits, workers, bar, jobs)
+            done = _train_side_by_side(pe, runs, config, splits, workers, bar, jobs, ablate_samples)
         else:
+
+            def advance(key: int) -> Callable[..., None]:
+                """Advances bar ``jobs[key]`` by one (a step's or a head's callback)."""
+                return lambda *_: bar.update(jobs[key], advance=1)
+
             done = [
                 train_run(
                     pe,
@@ -360,14 +423,16 @@ def run_train(
                     config,
                     splits[task],
                     dev,
-                    on_step=lambda loss, job=job: bar.update(job, advance=1),
+                    on_step=advance(key),
+                    ablate_samples=ablate_samples,
+                    on_head=advance(len(runs) + key) if ablate else None,
                 )
-                for (task, seed), job in zip(runs, jobs, strict=True)
+                for key, (task, seed) in enumerate(runs)
             ]
-        for (task, seed), (_, _, payload) in zip(runs, done, strict=True):
+        for (task, seed), (_, _, payload, _) in zip(runs, done, strict=True):
             torch.save(payload, ckpt_dir / checkpoint_name(task, seed))
-    results = [row for _, rows, _ in done for row in rows]
-    log_rows = [row for rows, _, _ in done for row in rows]
+    results = [row for _, rows, _, _ in done for row in rows]
+    log_rows = [row for rows, _, _, _ in done for row in rows]
     frame = pd.DataFrame(results)
     with atomic_path(out_dir / "results.parquet") as tmp:
         frame.to_parquet(tmp, index=False)
@@ -378,4 +443,11 @@ def run_train(
     write_json(out_dir / "metrics.json", metrics)
     with atomic_path(out_dir / "train_log.csv") as tmp:
         pd.DataFrame(log_rows).to_csv(tmp, index=False)
-    return frame
+    heads = None
+    if ablate:
+        from homog.posenc.ablate import write_ablation
+
+        ablation = [row for _, _, _, (rows, _) in done for row in rows]
+        decomposition = [row for _, _, _, (_, rows) in done for row in rows]
+        heads, _ = write_ablation(out_dir, ablation, decomposition)
+    return frame, heads

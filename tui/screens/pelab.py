@@ -18,9 +18,8 @@ from tui.screens.base import HomogScreen
 
 NO_DATA = (
     "No positional-encoding results in this database.\n\n"
-    "Train and ablate the small models, then load them:\n"
+    "Train the small models (which ablates their heads too), then load them:\n"
     "  homog posenc train --pe rope\n"
-    "  homog posenc ablate --pe rope\n"
     "  homog load\n"
     "(or `dvc repro` for every encoding in params.yaml)."
 )
