@@ -25,8 +25,7 @@ from homog.io import atomic_path, write_json
 from homog.posenc.decompose import encoder_decomposition
 from homog.posenc.model import Encoder
 from homog.posenc.presets import as_posenc, resolve
-from homog.posenc.tasks import TaskData
-from homog.posenc.train import (
+from homog.posenc.runs import (
     accuracy,
     checkpoint_path,
     load_checkpoint,
@@ -34,6 +33,7 @@ from homog.posenc.train import (
     pick_device,
     use_threads,
 )
+from homog.posenc.tasks import TaskData
 from homog.progress import progress
 
 

@@ -20,7 +20,7 @@ default). The small models here are faster on one thread than on two contended o
 both cores busy (another stage, a test run) a tiny training run took 36 s on two OpenMP
 threads and 5 s on one. ``train.workers`` is the number of processes that train the
 (task, seed) runs side by side on a CPU device (0 = as many as the cores allow at
-``threads`` each, 1 = one after another in this process; ``homog.posenc.train.train_workers``):
+``threads`` each, 1 = one after another in this process; ``homog.posenc.runs.train_workers``):
 the CPU preset's two tasks train on both cores at once. ``tiny`` trains in the test's process.
 """
 

@@ -13,7 +13,6 @@ process start, torch import and checkpoint load per encoding.
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
@@ -27,31 +26,19 @@ from homog.config.posenc import PosencConfig
 from homog.io import HomogError, atomic_path, write_json
 from homog.posenc.model import ENCODINGS, Encoder, EncoderConfig
 from homog.posenc.presets import as_posenc, resolve
-from homog.posenc.tasks import TaskData, make_task
+from homog.posenc.runs import (  # noqa: F401 - also this module's names for its callers
+    accuracy,
+    checkpoint_name,
+    checkpoint_path,
+    load_checkpoint,
+    make_splits,
+    pick_device,
+    predictions,
+    train_workers,
+    use_threads,
+)
+from homog.posenc.tasks import TaskData
 from homog.progress import progress
-
-
-def pick_device(device: str) -> torch.device:
-    """'cpu', 'cuda', 'cuda:N' or 'auto' (cuda when available) -> torch.device."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise HomogError(f"--device {device} asked for, but torch sees no CUDA device")
-    return torch.device(device)
-
-
-def use_threads(train: dict[str, Any], device: torch.device) -> None:
-    """Apply ``train.threads`` (0 = leave torch's default) when running on the CPU."""
-    threads = int(train.get("threads") or 0)
-    if device.type == "cpu" and threads > 0:
-        torch.set_num_threads(threads)
-
-
-def make_splits(task: str, config: dict[str, Any]) -> tuple[TaskData, TaskData]:
-    """The task's (train, test) data, generated and split with ``train.data_seed``."""
-    train = config["train"]
-    data = make_task(task, config[task], seed=int(train["data_seed"]))
-    return data.split(float(train["train_fraction"]), seed=int(train["data_seed"]))
 
 
 def build_model(pe: str, task: str, config: dict[str, Any], n_classes: int) -> Encoder:
@@ -78,22 +65,6 @@ def cosine_with_warmup(step: int, total: int, warmup: float) -> float:
     if step < n_warm:
         return (step + 1) / n_warm
     return 0.5 * (1.0 + math.cos(math.pi * (step - n_warm) / max(1, total - n_warm)))
-
-
-@torch.no_grad()
-def predictions(model: Encoder, data: TaskData, batch_size: int, device: torch.device):
-    """Predicted classes [N] (on CPU), the model in eval mode."""
-    model.eval()
-    out = [
-        model(data.tokens[i : i + batch_size].to(device)).argmax(-1).cpu()
-        for i in range(0, len(data.labels), batch_size)
-    ]
-    return torch.cat(out)
-
-
-def accuracy(model: Encoder, data: TaskData, batch_size: int, device: torch.device) -> float:
-    """Fraction of ``data`` classified correctly."""
-    return (predictions(model, data, batch_size, device) == data.labels).float().mean().item()
 
 
 def fit(
@@ -167,46 +138,6 @@ def fit(
     return log
 
 
-def checkpoint_name(task: str, seed: int) -> str:
-    return f"{task}-seed{seed}.pt"
-
-
-def checkpoint_path(out_dir: Path, task: str, seed: int) -> Path:
-    """Where ``run_train`` leaves the checkpoint of (task, seed)."""
-    return out_dir / "checkpoints" / checkpoint_name(task, seed)
-
-
-def load_checkpoint(path: Path, device: torch.device) -> tuple[Encoder, dict[str, Any]]:
-    """The trained Encoder (eval mode, on ``device``) and the run config stored beside it.
-
-    Raises HomogError when the checkpoint is missing (run ``homog posenc train`` first).
-    """
-    if not path.exists():
-        raise HomogError(f"checkpoint {path} not found: run `homog posenc train` for it first")
-    ckpt = torch.load(path, map_location="cpu", weights_only=False)
-    model = Encoder(EncoderConfig(**ckpt["model_config"]))
-    model.load_state_dict(ckpt["state_dict"])
-    return model.to(device).eval(), ckpt["config"]
-
-
-def train_workers(train: dict[str, Any], device: torch.device, runs: int) -> int:
-    """How many processes train ``runs`` (task, seed) runs side by side.
-
-    ``train.workers``: 1 = one after another in this process; 0 = auto: on a CPU device, the
-    cores this process may use divided by ``train.threads``, at most ``runs``. A GPU device
-    always trains in this process. The runs are independent (their own seeds and data), so
-    the outputs are the same either way (``tests/test_posenc_cli.py`` checks it).
-    """
-    workers = int(train.get("workers") or 0)
-    if device.type != "cpu" or runs < 2 or workers == 1:
-        return 1
-    if workers <= 0:
-        threads = int(train.get("threads") or 0) or torch.get_num_threads()
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        workers = max(1, (cores or 1) // threads)
-    return max(1, min(workers, runs))
-
-
 def train_run(
     pe: str,
     task: str,
@@ -252,7 +183,7 @@ def train_run(
     }
     ablation = None
     if ablate_samples is not None:
-        from homog.posenc.ablate import ablate_run  # (ablate imports this module)
+        from homog.posenc.ablate import ablate_run  # (and the decomposition: only to ablate)
 
         ablation = ablate_run(
             pe, task, seed, model, test, config, ablate_samples, device, on_head=on_head
@@ -377,8 +308,6 @@ def run_train(
     write_ablation`` writes what ``run_ablate`` would (the same numbers). Returns (the results
     DataFrame, the head_ablation DataFrame or None without ``ablate``).
     """
-    import pandas as pd
-
     posenc = as_posenc(posenc)
     config = resolve(posenc, preset)
     dev = pick_device(device)
@@ -431,6 +360,14 @@ def run_train(
             ]
         for (task, seed), (_, _, payload, _) in zip(runs, done, strict=True):
             torch.save(payload, ckpt_dir / checkpoint_name(task, seed))
+    return _write_outputs(out_dir, done, ablate)
+
+
+def _write_outputs(out_dir: Path, done: list[tuple], ablate: bool):
+    """results.parquet, metrics.json, train_log.csv (and the ablation's files) of the runs
+    ``done`` (``train_run``'s tuples); (the results frame, the head_ablation frame or None)."""
+    import pandas as pd
+
     results = [row for _, rows, _, _ in done for row in rows]
     log_rows = [row for rows, _, _, _ in done for row in rows]
     frame = pd.DataFrame(results)
