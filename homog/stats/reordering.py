@@ -200,7 +200,7 @@ def control_rows(
             continue
         sides = [{m: tables[(v, m)] for m in names} for v in (variant, KEY_CONTROL, REFERENCE)]
         samples = sorted(set.intersection(*(set(t.columns) for d in sides for t in d.values())))
-        samples, n_same = _changed(samples, unchanged, (variant, KEY_CONTROL))
+        samples, n_same = changed_samples(samples, unchanged, (variant, KEY_CONTROL))
         xa, xc, xo = (features_of(d, layers, samples) for d in sides)
         ok = np.isfinite(xa).all(1) & np.isfinite(xc).all(1) & np.isfinite(xo).all(1)
         if ok.sum() < 4:
@@ -230,7 +230,7 @@ def control_rows(
     return rows
 
 
-def _changed(
+def changed_samples(
     samples: list, unchanged: Mapping[str, set[str] | None] | None, variants: tuple[str, ...]
 ) -> tuple[list, int | None]:
     """``samples`` without those any of ``variants`` left unchanged, and how many those were

@@ -60,6 +60,7 @@ from homog.stats.paired_tests import NUMERIC_TOLERANCE
 from homog.stats.reordering import (
     REPEATS,
     auc_of,
+    changed_samples,
     control_rows,
     cv_scores,
     repeated_folds,
@@ -224,9 +225,7 @@ def _run(
                 samples = sorted(set.intersection(*every))
                 if n_layers == 0:
                     continue
-                left_out = same.get(variant)
-                n_same = None if left_out is None else sum(str(x) in left_out for x in samples)
-                samples = [x for x in samples if not left_out or str(x) not in left_out]
+                samples, n_same = changed_samples(samples, same, (variant,))
                 xa, xb = features_of(a, layers, samples), features_of(b, layers, samples)
                 got, scores, ok = separate_scores(
                     xa, xb, n_boot=n_boot, n_perm=n_perm, seed=seed, ci=ci

@@ -125,8 +125,9 @@ def stats_stage(
     ]
     mauve = pd.concat(mauve_parts, ignore_index=True) if mauve_parts else None
     dose = dose_tables(settings, layout, found, frames)
-    separable = separability_tables(settings, runs, frames, layout.texts)
-    sentences = sentence_contrasts_of_runs(settings, found, texts_identity(layout.texts))
+    ids = texts_identity(layout.texts)  # read once: claim 4 and the sentences share it
+    separable = separability_tables(settings, runs, frames, layout.texts, ids)
+    sentences = sentence_contrasts_of_runs(settings, found, ids)
     base_of = partial(unchanged_run, runs=runs, log=quiet)
     graded = intervention_doses(params, settings, runs, frames, base_of)
     contrasts = contrasts_of()
@@ -247,11 +248,12 @@ def separability_tables(
     runs: Sequence[dict[str, Any]],
     frames: Mapping[str, pd.DataFrame],
     texts: Path | None = None,
+    ids: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """The separability rows of every unchanged run (homog.stats.separability; ``texts``: the
-    texts table, for the split by a changed first sentence)."""
+    texts table, for the split by a changed first sentence; ``ids``: its texts_identity, for
+    the texts a variant left unchanged)."""
     first = first_changes(texts) if texts is not None else None
-    ids = texts_identity(texts) if texts is not None else None
     parts = []
     for r in runs:
         if r.get("intervention", "none") != "none":
