@@ -173,3 +173,22 @@ def test_graded_runs_on_the_originals_pair_with_the_full_none_run(tmp_path):
     for iv in ("sink_bias:0", "sink_bias:-2", "sink_bias_control:-2"):
         assert unchanged_run(by_iv[iv], recs, log=lambda m: None) is by_iv["none"]
         assert (tmp_path / iv / "run.json").exists()
+
+
+def test_cli_intervention_runs_only_what_it_names(tmp_path, write_params):
+    """--intervention replaces the params' runs, dose grids included: the params here name a
+    grid of 5 graded runs, and `--intervention none` runs `none` alone."""
+    from hostile_helpers import write_texts
+
+    from homog.cli import main
+
+    params = write_params(extract={"sink_bias_doses": [-2, 0, 2], "dose_texts": None})
+    out = tmp_path / "runs"
+    args = ["extract", "--model", "random:tiny-llama", "--params", str(params), "--texts"]
+    args += [str(write_texts(tmp_path / "texts.parquet")), "--out", str(out), "--device", "cpu"]
+    result = CliRunner().invoke(main, [*args, "--intervention", "none", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["none"]
+    result = CliRunner().invoke(main, [*args, "--intervention", "sink_bias:2", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["none", "sink_bias:2"]

@@ -28,7 +28,8 @@ from homog.layout import Layout
     "interventions",
     multiple=True,
     callback=lambda _ctx, _param, names: check_names(names, "--intervention"),
-    help=f"Repeatable; default: extract.interventions. One of {', '.join(forms())} "
+    help="Repeatable; default: extract.interventions and the runs of the extract.*_doses "
+    f"grids (names given here replace them all). One of {', '.join(forms())} "
     "(e.g. sink_bias:-2, homogenize:0.2; docs/interventions.md).",
 )
 @texts_option("variant, sample_id, text")
@@ -97,6 +98,8 @@ def extract(
         "engine": engine,
         "interventions": interventions or None,
     }
+    if interventions:  # the named runs only: the params' dose grids would add theirs
+        overrides |= {"sink_bias_doses": (), "homogenize_doses": ()}
     config = dataclasses.replace(
         params.extract, **{k: v for k, v in overrides.items() if v is not None}
     )
