@@ -80,7 +80,9 @@ def test_the_probe_bands_against_a_loop_and_a_planted_cost():
     assert set(rows["sesoi"].dropna()) == {0.02, 0.2}
 
 
-def test_the_probe_rows_from_the_run_directories(tmp_path):
+def write_series(tmp_path):
+    """A homogenize series (4 doses and 3 controls) and its unchanged run under ``tmp_path``,
+    with their pooled vectors (``vectors``): (found, frames, labels, base vectors, arms)."""
     inp = synthetic(cost=1.5)
     base_vectors, arms, positive = vectors()
     assert (positive == inp.positive).all()
@@ -105,9 +107,18 @@ def test_the_probe_rows_from_the_run_directories(tmp_path):
     found.append((base, d))
     frames["none"] = frame
     labels = pd.DataFrame({"variant": "original", "sample_id": ids, "positive": inp.positive})
-    params = parse_params({"stats": {"n_boot": 500, "n_perm": 2000}, "seed": 3})
+    return found, frames, labels, base_vectors, arms
+
+
+PARAMS = parse_params({"stats": {"n_boot": 500, "n_perm": 2000}, "seed": 3})
+
+
+def test_the_probe_rows_from_the_run_directories(tmp_path):
+    found, frames, labels, base_vectors, arms = write_series(tmp_path)
+    positive = labels["positive"].to_numpy()
+    base = next(run for run, _ in found if run["intervention"] == "none")
     got = intervention_cost(
-        params, StatsSettings.of(params), found, frames, labels, lambda r: base, print
+        PARAMS, StatsSettings.of(PARAMS), found, frames, labels, lambda r: base, print
     )
     probe = got[got["metric"].str.startswith("probe_")]
     # 2 arms x 4 doses x 2 bands x 2 metrics levels, and 3 changes per arm, band and metric
@@ -131,3 +142,41 @@ def test_the_probe_rows_from_the_run_directories(tmp_path):
     np.testing.assert_allclose(
         lvl.sort_values("dose")["value"], want["homogenize"][:, 1, 1].mean(axis=1), rtol=1e-9
     )
+
+
+def test_a_label_with_fewer_texts_than_folds_sets_the_folds(tmp_path):
+    """A small draw of extract.dose_texts can hold 3 texts of a label: the probe runs on 3
+    folds and says so; with 1 text of a label it has no rows and says why."""
+    found, frames, labels, base_vectors, arms = write_series(tmp_path)
+    base = next(run for run, _ in found if run["intervention"] == "none")
+    logged: list[str] = []
+    for n_pos, folds in ((3, 3), (1, None)):
+        labels["positive"] = np.arange(N) < n_pos
+        logged.clear()
+        got = intervention_cost(
+            PARAMS, StatsSettings.of(PARAMS), found, frames, labels, lambda r: base, logged.append
+        )
+        probe = got[got["metric"].str.startswith("probe_")]
+        if folds is None:
+            assert probe.empty
+            assert any("1 texts of a label: the probe needs 2 folds" in m for m in logged)
+            continue
+        assert any("probe on 3 folds, not probe.folds 5" in m for m in logged), logged
+        want = probe_bands(
+            base_vectors.astype(np.float32).astype(float),
+            {a: [x.astype(np.float32).astype(float) for x in xs] for a, xs in arms.items()},
+            labels["positive"].to_numpy(),
+            folds=3,
+            c=0.1,
+            max_iter=2000,
+            seed=3,
+        )
+        lvl = probe[
+            (probe["kind"] == "level")
+            & (probe["arm"] == "homogenize")
+            & (probe["band"] == "final")
+            & (probe["metric"] == "probe_margin")
+        ]
+        np.testing.assert_allclose(
+            lvl.sort_values("dose")["value"], want["homogenize"][:, 0, 1].mean(axis=1), rtol=1e-9
+        )

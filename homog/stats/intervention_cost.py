@@ -200,27 +200,35 @@ def cost_probe_rows(
 ) -> list[dict]:
     """The probe's rows (homog.stats.cost_probe) of one dose series (``pooled``: run_id ->
     its vectors of the texts, ``pooled_of``), or none (and ``log`` says why) when a run lacks
-    its vectors or a label has fewer texts than ``probe.folds``."""
+    its vectors or a label has fewer than 2 texts. A label with fewer texts than
+    ``probe.folds`` (a small draw of ``extract.dose_texts``) sets the number of folds, and
+    ``log`` says so."""
     pr = params.probe
     counts = np.bincount(inp.positive.astype(int), minlength=2)
     vectors = dict(pooled)
     names = {r["run_id"]: r["intervention"] for s in series.values() for r in s.values()}
     names[base["run_id"]] = base.get("intervention", "none")
     lacking = sorted(names[r] for r, x in vectors.items() if x is None)
-    if lacking or counts.min() < pr.folds:
+    folds = min(pr.folds, int(counts.min()))
+    if lacking or folds < 2:
         why = (
             f"no pooled_mean.npy in {', '.join(lacking)}"
             if lacking
-            else (f"{counts.min()} texts of a label for {pr.folds} probe.folds")
+            else f"{counts.min()} texts of a label: the probe needs 2 folds"
         )
         log(f"{base['model']}: no probe rows in intervention_cost ({why})")
         return []
+    if folds < pr.folds:
+        log(
+            f"{base['model']}: intervention_cost's probe on {folds} folds, not probe.folds "
+            f"{pr.folds}: a label has {folds} of the series' {len(inp.positive)} texts"
+        )
     arms = {arm: [vectors[r["run_id"]] for r in s.values()] for arm, s in series.items()}
     probe = probe_bands(
         vectors[base["run_id"]],
         arms,
         inp.positive,
-        folds=pr.folds,
+        folds=folds,
         c=pr.c[0],
         max_iter=pr.max_iter,
         seed=params.seed,
