@@ -25,19 +25,18 @@ def test_project_params_parse_to_the_defaults_they_document():
     assert isinstance(params, Params)
     # the demo's dose grids add their runs (docs/interventions.md)
     assert params.extract.interventions[:2] == ("none", "zero_pos")
-    assert len(params.extract.interventions) == 2 + 5 + 5
+    assert len(params.extract.interventions) == 2 + 7 + 7
     assert params.corpus.min_words == 20 and params.corpus.max_words == 400
     assert params.model_sources()["smollm2-135m"] == "embedded:smollm2-135m"
     # the file sets every default the dataclasses hold (one place for defaults: no drift),
     # except the demo's dose grids (code that names no grid runs no graded intervention) and
     # the demo's cuts to fit a coffee break (docs/benchmarks.md): the interventions on the
-    # originals, the graded runs on all 12 (the intervention-cost probe needs 5 reviews of each
-    # label: a draw of 8 had 3 of one)
+    # originals, the graded runs on a draw of 8 of the 10 reviews
     grids = {k: getattr(params.extract, k) for k in ("sink_bias_doses", "homogenize_doses")}
     assert ExtractConfig().sink_bias_doses == () == ExtractConfig().homogenize_doses
     assert params.extract.intervention_variants == ("original",)
-    assert params.extract.dose_texts is None and params.corpus.n == 12
-    grids.update(intervention_variants=("original",))
+    assert params.extract.dose_texts == 8 and params.corpus.n == 10
+    grids.update(intervention_variants=("original",), dose_texts=8)
     assert params.extract == dataclasses.replace(
         ExtractConfig(),
         seed=params.seed,
