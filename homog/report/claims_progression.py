@@ -11,8 +11,9 @@ Per unchanged run and per metric of ``erank`` and its token sets present in ``la
 - "steepest fall (original)": the layer l in 2..L-1 where the mean curve falls most from
   l - 1 (the steps into layer 1 and into the final-norm output L are left out: the first
   starts from the position-free embeddings, the second is a normalisation, not a layer), with
-  a percentile bootstrap interval over texts (the same seeded resamples). Supported when the
-  interval lies in the middle band, reversed when it lies wholly outside, else inconclusive.
+  a percentile bootstrap interval over texts (the same seeded resamples). A layer index has
+  no margin, so the row is descriptive (no verdict word, as every row without a SESOI); its
+  note says where the interval lies: in the middle band, outside it or straddling it.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from homog.report.claims_rows import Claim
 from homog.stats.adjusted import raw_size
 from homog.stats.bands import band_of_layers
 from homog.stats.paired_tests import bootstrap_ci, paired_p, resample_counts
-from homog.stats.verdicts import INCONCLUSIVE, REVERSED, SUPPORTED
+from homog.stats.verdicts import DESCRIPTIVE
 
 PROGRESSION_METRICS = ("erank", "erank__no_sink", "erank__standardized")
 
@@ -158,7 +159,6 @@ def metric_claims(
         margin=_margin(wide, bands, sesoi),
     )
     progressive.eq_ci_low, progressive.eq_ci_high = float(eq[0][0]), float(eq[1][0])
-    verdict = {"in the middle band": SUPPORTED, "outside the middle band": REVERSED}
     steepest = Claim(
         **common,
         statement=f"the steepest fall of {metric} lies in the middle layers",
@@ -168,12 +168,12 @@ def metric_claims(
         ci_low=float(s_low),
         ci_high=float(s_high),
         p_holm=math.nan,
-        verdict=verdict.get(where, INCONCLUSIVE),
+        verdict=DESCRIPTIVE,
         note=f"layer where the mean curve falls most from the layer before "
         f"(layers 2..L-1), {ci:.0%} bootstrap interval over texts: {where}",
         unit="layer index",
         band="middle",
-        sesoi_basis="none: the interval's place against the middle band decides",
+        sesoi_basis="none: a layer index (descriptive; the note says where its interval lies)",
     )
     return [progressive, steepest]
 
