@@ -66,10 +66,32 @@ def _environment(clone: Path, shim_dir: Path, log: Path) -> dict[str, str]:
     return env
 
 
+def _cache_object(root: Path, md5: str) -> Path:
+    """Where DVC 3 keeps the object of hash ``md5`` in the cache of the checkout ``root``."""
+    return root / ".dvc" / "cache" / "files" / "md5" / md5[:2] / md5[2:]
+
+
+def copy_cached(source: Path, clone: Path, md5: str) -> None:
+    """Copy the cache object ``md5`` (and, for a directory's ``.dir`` listing, the objects of
+    its files) from ``source``'s DVC cache to ``clone``'s: without them ``dvc repro`` finds the
+    copied outputs "not in cache" and runs their stage again."""
+    import json
+
+    src = _cache_object(source, md5)
+    if not src.exists():  # an output declared with cache: false (metrics, plots) has none
+        return
+    dst = _cache_object(clone, md5)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(src, dst)
+    if md5.endswith(".dir"):
+        for entry in json.loads(src.read_text()):
+            copy_cached(source, clone, entry["md5"])
+
+
 def reuse_stages(clone: Path, source: Path, stages: list[str]) -> list[str]:
-    """Copy the outputs of ``stages`` and their ``dvc.lock`` entries from ``source`` (a checkout
-    where ``dvc repro`` ran) into ``clone``; return the copied paths. Raises SystemExit when a
-    stage or an output is missing there."""
+    """Copy the outputs of ``stages``, their DVC cache objects and their ``dvc.lock`` entries
+    from ``source`` (a checkout where ``dvc repro`` ran) into ``clone``; return the copied
+    paths. Raises SystemExit when a stage or an output is missing there."""
     import yaml
 
     lock = yaml.safe_load((source / "dvc.lock").read_text())
@@ -87,6 +109,8 @@ def reuse_stages(clone: Path, source: Path, stages: list[str]) -> list[str]:
                 shutil.copytree(src, dst, dirs_exist_ok=True)
             else:
                 shutil.copy2(src, dst)
+            if out.get("md5"):
+                copy_cached(source, clone, out["md5"])
             copied.append(out["path"])
     kept = {"schema": lock.get("schema", "2.0"), "stages": {s: lock["stages"][s] for s in stages}}
     (clone / "dvc.lock").write_text(yaml.safe_dump(kept, sort_keys=False))

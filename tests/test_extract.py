@@ -33,6 +33,7 @@ from homog.extract import (
 from homog.metrics.attention import TEXT_METRICS
 from homog.metrics.sets import hidden_metric_names
 from homog.metrics.spectra import METRIC_NAMES
+from homog.extract.plan import PAD_SLACK, EncodedText
 from homog.models import load_model
 
 WORDS = (
@@ -229,6 +230,25 @@ def test_make_batches_respects_token_budget():
     for b in batches:
         longest = max(len(t.input_ids) for t in b)
         assert len(b) == 1 or len(b) * longest <= 100
+
+
+def text_of(index: int, n: int) -> EncodedText:
+    return EncodedText(index, "v", "s", np.arange(n), np.zeros(n, bool), False)
+
+
+def test_make_batches_keeps_padding_small():
+    """A few long texts among short ones (the demo's draw of 8: 55-68 tokens and 100, 110)
+    form their own batch: padded tokens at most PAD_SLACK x the real ones, in budget."""
+    lengths = [55, 56, 57, 59, 64, 68, 100, 110]
+    enc = [text_of(i, n) for i, n in enumerate(lengths)]
+    batches = make_batches(enc, 4096)
+    assert [[len(t.input_ids) for t in b] for b in batches] == [lengths[:6], lengths[6:]]
+    enc = [text_of(i, 10 + 3 * i) for i in range(40)]
+    batches = make_batches(enc, 400)
+    assert sorted(t.index for b in batches for t in b) == list(range(40))
+    for b in batches:
+        sizes = [len(t.input_ids) for t in b]
+        assert len(b) * max(sizes) <= min(400, PAD_SLACK * sum(sizes)) or len(b) == 1
 
 
 def load_tokenizer():

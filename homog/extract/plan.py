@@ -209,19 +209,26 @@ def make_shards(encoded: Sequence[EncodedText], shard_texts: int) -> list[list[E
     return [order[i : i + shard_texts] for i in range(0, len(order), shard_texts)]
 
 
+# a batch's padded tokens at most this many times its real tokens (``make_batches``)
+PAD_SLACK = 1.2
+
+
 def make_batches(texts: Sequence[EncodedText], batch_tokens: int) -> list[list[EncodedText]]:
     """Greedy batches of length-sorted texts with at most ``batch_tokens`` padded tokens
-    (a single text longer than that forms its own batch)."""
+    (a single text longer than that forms its own batch), and at most ``PAD_SLACK`` times as
+    many padded tokens as real ones: every padded position costs a forward's work, and a few
+    long texts in a batch of short ones (a draw of reviews) padded it by half."""
     batches: list[list[EncodedText]] = []
     current: list[EncodedText] = []
-    longest = 0
+    longest = real = 0
     for t in sorted(texts, key=lambda t: (len(t.input_ids), t.index)):
         n = len(t.input_ids)
-        if current and (len(current) + 1) * max(longest, n) > batch_tokens:
+        padded = (len(current) + 1) * max(longest, n)
+        if current and (padded > batch_tokens or padded > PAD_SLACK * (real + n)):
             batches.append(current)
-            current, longest = [], 0
+            current, longest, real = [], 0, 0
         current.append(t)
-        longest = max(longest, n)
+        longest, real = max(longest, n), real + n
     if current:
         batches.append(current)
     return batches
