@@ -31,12 +31,12 @@ def test_project_params_parse_to_the_defaults_they_document():
     # the file sets every default the dataclasses hold (one place for defaults: no drift),
     # except the demo's dose grids (code that names no grid runs no graded intervention) and
     # the demo's cuts to fit a coffee break (docs/benchmarks.md): the interventions on the
-    # originals, the graded runs on a draw of 8 of the 10 reviews
+    # originals, the graded runs on all 10 reviews (fewer than 10 texts read no verdict)
     grids = {k: getattr(params.extract, k) for k in ("sink_bias_doses", "homogenize_doses")}
     assert ExtractConfig().sink_bias_doses == () == ExtractConfig().homogenize_doses
     assert params.extract.intervention_variants == ("original",)
-    assert params.extract.dose_texts == 8 and params.corpus.n == 10
-    grids.update(intervention_variants=("original",), dose_texts=8)
+    assert params.extract.dose_texts is None and params.corpus.n == 10
+    grids.update(intervention_variants=("original",))
     assert params.extract == dataclasses.replace(
         ExtractConfig(),
         seed=params.seed,

@@ -88,6 +88,18 @@ def test_slopes_and_primary_endpoint_recover_known_slopes():
     assert check.loc[("sink_bias", "final", 2.0), "value"] == pytest.approx(0.2)
 
 
+def test_fewer_than_ten_texts_read_no_verdict(monkeypatch):
+    """The rule of every table (homog.stats.verdicts.MIN_PAIRS): a dose series on 8 texts (a
+    small extract.dose_texts draw) has its numbers and no verdict word."""
+    monkeypatch.setitem(globals(), "SAMPLES", SAMPLES[:8])
+    runs, frames = planted(zero_run=True)
+    params = parse_params({"stats": {"n_boot": 200, "n_perm": 200}})
+    out = intervention_doses(params, StatsSettings.of(params), runs, frames, lambda r: runs[0])
+    tested = out[out["p_value"].notna()]
+    assert len(tested) and set(tested["n"]) == {8}
+    assert set(tested["verdict"]) == {"too few pairs"}
+
+
 @pytest.mark.parametrize("basis", ["sd", "depth"])
 def test_slope_margins_follow_the_projects_margin_rule(basis):
     """SESOI = stats.sesoi x the unchanged run's between-text SD at the band (sd; depth: its

@@ -279,7 +279,7 @@ def finish(rows: list[dict], alpha: float) -> pd.DataFrame:
             frame.loc[sel, "p_holm"] = holm(frame.loc[sel, "p_value"].to_numpy())
     frame["verdict"] = [
         verdict_of(
-            r.value, r.ci_low, r.ci_high, r.eq_ci_low, r.eq_ci_high, r.sesoi, r.p_holm, alpha
+            r.value, r.ci_low, r.ci_high, r.eq_ci_low, r.eq_ci_high, r.sesoi, r.p_holm, alpha, n=r.n
         )
         if np.isfinite(r.p_value)
         else "inconclusive"
