@@ -214,6 +214,22 @@ def test_duplicates_are_left_out_of_twonn():
     assert got["twonn_id"][0] == pytest.approx(np_twonn(x), rel=1e-7)
 
 
+def test_twonn_reads_rounding_ties_as_ties():
+    """Tokens whose two nearest are copies of one token (repeated words at layer 0) have
+    r2 = r1: every log ratio is 0 and the fit has no dimension (NaN, as ``np_twonn``). The
+    Gram matrix's rounding can set r2 1e-16 above r1; that must not read as a dimension of
+    1e15 (it did, depending on how a text was batched)."""
+    n = 8
+    sq = torch.full((1, n), 500.0, dtype=torch.float64)
+    r1 = torch.full((1, n), 900.0, dtype=torch.float64)
+    for bump in (0.0, 1e-15, 3e-14):
+        near = torch.stack([r1, r1 * (1 + bump)], -1)
+        got = twonn(None, torch.ones(1, n, dtype=torch.bool), near=near, sq=sq)
+        assert math.isnan(got[0]), bump
+    near = torch.stack([r1, r1 * torch.linspace(1.5, 4, n, dtype=torch.float64)], -1)
+    assert math.isfinite(twonn(None, torch.ones(1, n, dtype=torch.bool), near=near, sq=sq)[0])
+
+
 def test_massive_activation_median_and_position():
     x = torch.zeros(1, 5, 4)
     x[0, :, :] = torch.arange(20, dtype=torch.float32).view(5, 4) - 7
