@@ -85,6 +85,7 @@ def test_stacked_layers_equal_the_inline_ones(tiny, monkeypatch):
     import homog.extract.host_spectra as hs
 
     monkeypatch.setenv("HOMOG_CPU_EIGENSOLVER", "torch")
+    monkeypatch.setattr("homog.extract.plan.PAD_SLACK", float("inf"))  # padded rows: one batch
     texts = synthetic_texts([40, 33, 7, 25])
     big = 200  # one batch: every stack has the same (B, n, d)
     inline = extract(tiny, texts, "inline", big)
@@ -110,6 +111,7 @@ def test_stacked_layers_equal_the_inline_ones(tiny, monkeypatch):
         else:
             assert sizes == [tiny.n_layers + 1]
     monkeypatch.undo()
+    monkeypatch.setattr("homog.extract.plan.PAD_SLACK", float("inf"))
     monkeypatch.setenv("HOMOG_CPU_EIGENSOLVER", "torch")
     monkeypatch.setenv("HOMOG_GPU_STACK_MIB", "0")
     runs["none"] = extract(tiny, texts, "deferred", big)
@@ -122,10 +124,12 @@ def test_stacked_layers_equal_the_inline_ones(tiny, monkeypatch):
                 )
 
 
-def test_stacked_layers_name_the_layer_and_text_with_nan(tiny):
+def test_stacked_layers_name_the_layer_and_text_with_nan(tiny, monkeypatch):
     """NaN in one text's hidden states from layer 2 on: the stacked extraction names layer 2
     and that text, as the inline one does (never a later layer or another text)."""
     from homog.errors import HomogError
+
+    monkeypatch.setattr("homog.extract.plan.PAD_SLACK", float("inf"))  # the 3 texts: one batch
 
     def poison(_module, _inputs, output):
         hidden = output[0] if isinstance(output, tuple) else output
