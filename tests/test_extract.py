@@ -30,10 +30,10 @@ from homog.extract import (
     position_ids,
     run_extract,
 )
+from homog.extract.plan import PAD_SLACK, EncodedText
 from homog.metrics.attention import TEXT_METRICS
 from homog.metrics.sets import hidden_metric_names
 from homog.metrics.spectra import METRIC_NAMES
-from homog.extract.plan import PAD_SLACK, EncodedText
 from homog.models import load_model
 
 WORDS = (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import click
 
@@ -12,6 +13,15 @@ from homog.extract import ENGINES
 from homog.interventions import check_names, forms
 from homog.io import probe_dir
 from homog.layout import Layout
+
+
+def _config(extract: Any, overrides: dict[str, Any], interventions: tuple[str, ...]) -> Any:
+    """params' ``extract`` section with the options given (None: not given); named
+    ``interventions`` replace the params' runs, the dose grids' included."""
+    if interventions:
+        overrides = {**overrides, "interventions": interventions}
+        overrides |= {"sink_bias_doses": (), "homogenize_doses": ()}
+    return dataclasses.replace(extract, **{k: v for k, v in overrides.items() if v is not None})
 
 
 @click.command()
@@ -91,18 +101,8 @@ def extract(
     source = resolve_source(model_key, params.model_sources())
     if out_dir is None and model_key not in params.models:
         raise HomogError(_not_a_key(model_key, params.model_sources(), params_path))
-    overrides = {
-        "device": device,
-        "dtype": dtype,
-        "max_tokens": max_tokens,
-        "engine": engine,
-        "interventions": interventions or None,
-    }
-    if interventions:  # the named runs only: the params' dose grids would add theirs
-        overrides |= {"sink_bias_doses": (), "homogenize_doses": ()}
-    config = dataclasses.replace(
-        params.extract, **{k: v for k, v in overrides.items() if v is not None}
-    )
+    overrides = {"device": device, "dtype": dtype, "max_tokens": max_tokens, "engine": engine}
+    config = _config(params.extract, overrides, interventions)
     out = out_dir or str(Layout().extract_dir(model_key))
     if out_dir is not None:  # data/extract/ is homog's own
         check_stage_out(out, list(config.interventions), force=force, what="extract runs")

@@ -65,10 +65,7 @@ from homog.metrics.spectra import (
 N_REMOVED = metric_name("n_removed", "no_sink")
 TWONN_FRACTION = 0.9
 DUPLICATE_REL = 1e-10
-# a log distance ratio below this is a tie: a token whose two nearest are copies of one token
-# (a repeated word at layer 0) has r2 = r1 exactly, which the Gram matrix's rounding can
-# make 1e-16 apart; left at that, a set of such ties fits a dimension of 1e15, not "none"
-LOG_MU_TIE = 1e-9
+LOG_MU_TIE = 1e-9  # log(r2 / r1) under this is a tie (twonn)
 
 
 def set_metric_names(peers: bool) -> tuple[str, ...]:
@@ -174,7 +171,8 @@ def twonn(
     r1, r2 = near[..., 0], near[..., 1]
     valid = mask & (r1 > DUPLICATE_REL * sq) & torch.isfinite(r2)
     log_mu = 0.5 * (torch.log(torch.where(valid, r2, 1.0)) - torch.log(torch.where(valid, r1, 1.0)))
-    log_mu = torch.where(log_mu < LOG_MU_TIE, 0.0, log_mu)  # r2 >= r1: a tie (LOG_MU_TIE)
+    # r2 = r1 (two nearest: copies of one token) can round 1e-16 apart; ties would fit 1e15
+    log_mu = torch.where(log_mu < LOG_MU_TIE, 0.0, log_mu)
     log_mu = torch.where(valid, log_mu, math.inf).sort(-1).values
     big_n = valid.sum(-1, keepdim=True).to(torch.float64)
     n_eff = torch.floor(big_n * TWONN_FRACTION)
