@@ -15,6 +15,7 @@ from test_intervention_cost import DOSES, OPTS, N, _write_run, synthetic
 
 from homog.config import parse_params
 from homog.stats.cost_probe import probe_bands, probe_rows
+from homog.stats.cost_rows import BANDS
 from homog.stats.intervention_cost import intervention_cost
 from homog.stats.settings import StatsSettings
 
@@ -113,6 +114,27 @@ def write_series(tmp_path):
 PARAMS = parse_params({"stats": {"n_boot": 500, "n_perm": 2000}, "seed": 3})
 
 
+def probe_levels(probe, base_vectors, arms, positive, folds: int, band: str):
+    """(the table's homogenize probe_margin levels at ``band`` by dose, ``probe_bands``' own
+    on the float32 vectors the runs stored) for the same texts."""
+    want = probe_bands(
+        base_vectors.astype(np.float32).astype(float),
+        {a: [x.astype(np.float32).astype(float) for x in xs] for a, xs in arms.items()},
+        positive,
+        folds=folds,
+        c=0.1,
+        max_iter=2000,
+        seed=3,
+    )
+    lvl = probe[
+        (probe["kind"] == "level")
+        & (probe["arm"] == "homogenize")
+        & (probe["band"] == band)
+        & (probe["metric"] == "probe_margin")
+    ]
+    return lvl.sort_values("dose")["value"], want["homogenize"][:, BANDS.index(band), 1].mean(1)
+
+
 def test_the_probe_rows_from_the_run_directories(tmp_path):
     found, frames, labels, base_vectors, arms = write_series(tmp_path)
     positive = labels["positive"].to_numpy()
@@ -124,24 +146,8 @@ def test_the_probe_rows_from_the_run_directories(tmp_path):
     # 2 arms x 4 doses x 2 bands x 2 metrics levels, and 3 changes per arm, band and metric
     assert len(probe) == 2 * 4 * 2 * 2 + 2 * 3 * 2 * 2
     assert set(probe.loc[probe["kind"] == "dose", "family_holm"]) == {"exploratory"}
-    want = probe_bands(
-        base_vectors.astype(np.float32).astype(float),
-        {a: [x.astype(np.float32).astype(float) for x in xs] for a, xs in arms.items()},
-        positive,
-        folds=5,
-        c=0.1,
-        max_iter=2000,
-        seed=3,
-    )
-    lvl = probe[
-        (probe["kind"] == "level")
-        & (probe["arm"] == "homogenize")
-        & (probe["band"] == "late")
-        & (probe["metric"] == "probe_margin")
-    ]
-    np.testing.assert_allclose(
-        lvl.sort_values("dose")["value"], want["homogenize"][:, 1, 1].mean(axis=1), rtol=1e-9
-    )
+    got_levels, want = probe_levels(probe, base_vectors, arms, positive, 5, "late")
+    np.testing.assert_allclose(got_levels, want, rtol=1e-9)
 
 
 def test_a_label_with_fewer_texts_than_folds_sets_the_folds(tmp_path):
@@ -162,21 +168,6 @@ def test_a_label_with_fewer_texts_than_folds_sets_the_folds(tmp_path):
             assert any("1 texts of a label: the probe needs 2 folds" in m for m in logged)
             continue
         assert any("probe on 3 folds, not probe.folds 5" in m for m in logged), logged
-        want = probe_bands(
-            base_vectors.astype(np.float32).astype(float),
-            {a: [x.astype(np.float32).astype(float) for x in xs] for a, xs in arms.items()},
-            labels["positive"].to_numpy(),
-            folds=3,
-            c=0.1,
-            max_iter=2000,
-            seed=3,
-        )
-        lvl = probe[
-            (probe["kind"] == "level")
-            & (probe["arm"] == "homogenize")
-            & (probe["band"] == "final")
-            & (probe["metric"] == "probe_margin")
-        ]
-        np.testing.assert_allclose(
-            lvl.sort_values("dose")["value"], want["homogenize"][:, 0, 1].mean(axis=1), rtol=1e-9
-        )
+        positive = labels["positive"].to_numpy()
+        got_levels, want = probe_levels(probe, base_vectors, arms, positive, 3, "final")
+        np.testing.assert_allclose(got_levels, want, rtol=1e-9)
