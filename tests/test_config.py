@@ -196,4 +196,4 @@ def test_the_study_presets_run_the_graded_interventions(preset):
     kinds = [parse(iv).kind.name for iv in params.extract.interventions]
     for kind in ("sink_bias", "sink_bias_control", "homogenize", "homogenize_control"):
         assert kinds.count(kind) >= 3, (preset, kind)
-    assert params.extract.dose_texts in (None, 96)
+    assert params.extract.dose_texts is None or params.extract.dose_texts >= 10
