@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from homog.report.power import power_line, power_table, reviews_needed
+from homog.report.power import power_line, power_section, power_table, reviews_needed
 
 
 @pytest.mark.parametrize(
@@ -61,3 +61,15 @@ def test_the_table_and_line_of_a_claims_frame():
     assert "3 primary endpoints on 25 reviews, 2 undecided" in line
     assert f"about {math.ceil(25 * (0.5 / 0.2) ** 2)} reviews" in line
     assert "1 sit on a margin" in line
+
+
+def test_the_reports_section_lists_the_undecided_endpoints_with_the_line():
+    cases = [(0.1, 0.2, "equivalent"), (0.8, 0.5, "inconclusive"), (1.0, 0.4, "inconclusive")]
+    frame = pd.DataFrame([primary_row(i, c, h, v) for i, (c, h, v) in enumerate(cases)])
+    sec = power_section(frame)
+    assert sec.paragraphs[0].startswith(power_line(power_table(frame)))
+    (table,) = sec.tables
+    assert [r[0] for r in table.rows] == ["c1", "c2"]  # the equivalent row is decided
+    assert table.rows[0][-1] == math.ceil(25 * (0.5 / 0.2) ** 2) and table.rows[1][-1] == math.inf
+    empty = power_section(pd.DataFrame())
+    assert not empty.tables and "nothing to size" in empty.paragraphs[0]

@@ -574,10 +574,11 @@ def test_report_without_params_names_what_is_missing(project, tmp_path, monkeypa
     assert "The answer" in text and "Glossary" in text
     # the answer comes first, then the paragraph per claim, the glossary and the tables
     h2 = [re.sub("<[^>]+>", "", h) for h in re.findall(r"<h2[^>]*>(.*?)</h2>", text)]
-    assert h2[:6] == [
+    assert h2[:7] == [
         "The answer",
         "Per claim",
         "Margin sensitivity",
+        "How many reviews",
         "Glossary",
         "Manipulation strength",
         "Claims of arXiv 2508.17126 in detail",

@@ -30,6 +30,7 @@ from homog.report.inputs import claims_of, read_inputs, tables_of
 from homog.report.manipulation import manipulation_section
 from homog.report.posenc_view import posenc_section
 from homog.report.position import position_section
+from homog.report.power import power_section
 from homog.report.provenance import gather, provenance_sections, shown
 from homog.report.sensitivity import sensitivity_section
 from homog.report.sentences_view import sentence_line, sentences_section, verdict_rows
@@ -299,6 +300,7 @@ def report_sections(
         ),
         summary_section(claims, alpha),
         sensitivity_section(claims, alpha, (stats.sesoi_basis, stats.sesoi)),
+        power_section(claims),
         glossary_section(variants, interventions, metrics, layer_roles=roles),
         manipulation_section(data["texts"], synth),
         claims_section(claims, alpha, ci=stats.ci, test=stats.test),

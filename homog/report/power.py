@@ -21,6 +21,7 @@ import math
 import pandas as pd
 
 from homog.claims import PRIMARY
+from homog.report.document import Section, Table
 
 KEYS = ("model", "claim", "comparison", "metric", "scope")
 UNDECIDED = ("inconclusive",)
@@ -83,3 +84,32 @@ def power_line(table: pd.DataFrame) -> str:
     if stuck:
         text += f" {stuck} sit on a margin: no size decides them."
     return text
+
+
+def power_section(claims: pd.DataFrame) -> Section:
+    """The report's "How many reviews": :func:`power_line` and, per model, the primary
+    endpoints not decided yet with the reviews each needs (``homog claims --power`` lists
+    them all)."""
+    sec = Section("How many reviews")
+    table = power_table(claims)
+    if table.empty:
+        sec.paragraphs.append("No primary endpoints in the database: nothing to size.")
+        return sec
+    sec.paragraphs.append(
+        power_line(table)
+        + " A row is decided when its equivalence CI holds neither margin; n_needed = n x "
+        "(h / d)^2, h the CI's half-width, d its centre's distance to the nearer margin "
+        '(docs/statistics.md, "How many reviews"; every row: `homog claims --power`).'
+    )
+    open_rows = table[~table["decided"]]
+    for model, g in open_rows.groupby("model", sort=False):
+        cells = [
+            [r["comparison"], r["metric"], r["scope"], r["effect"], r["sesoi"]]
+            + [r["eq_half_width"], r["n"], r["n_needed"]]
+            for _, r in g.iterrows()
+        ]
+        columns = ["comparison", "metric", "scope", "effect", "SESOI", "CI half-width", "n"]
+        sec.tables.append(
+            Table([*columns, "n needed"], cells, f"{model}: the undecided primary endpoints")
+        )
+    return sec
