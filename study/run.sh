@@ -22,12 +22,14 @@ stage stats homog stats --params "$P"
 # one study, one database: the runs of an earlier study are not kept beside this one's
 stage load bash -c 'rm -f data/homog.duckdb && homog load --params "$1"' load "$P"
 stage report homog report --params "$P"
-# --force: docs/results.md and docs/results/ are this script's own outputs
-stage results homog report --params "$P" --format md -o ../docs/results.md \
-  --figures-dir ../docs/results --force
-stage sentences python -m homog.report.sentences_page --db data/homog.duckdb --params "$P" \
-  --page ../docs/sentences.md --figures ../docs/sentences \
-  --source "From the study's database (\`make study\`), by \`python -m homog.report.sentences_page\`:"
-# the README's "answer so far": the same lines as the results page's answer, this database
-stage readme python -m homog.report.readme --db data/homog.duckdb --params "$P" --readme ../README.md
+# the published bundle first: the pages below are written from it, so that anyone rebuilds them
+# from the committed study/results/ and finds them unchanged (tests/test_published_study.py)
 stage publish homog publish --db data/homog.duckdb -o results
+# --force: docs/results.md and docs/results/ are this script's own outputs
+stage results homog report --db results --params "$P" --format md -o ../docs/results.md \
+  --figures-dir ../docs/results --force
+stage sentences python -m homog.report.sentences_page --db results --params "$P" \
+  --page ../docs/sentences.md --figures ../docs/sentences \
+  --source "From the study's published tables (\`make study\`, \`study/results/\`), by \`python -m homog.report.sentences_page\`:"
+# the README's "answer so far": the same lines as the results page's answer, the same tables
+stage readme python -m homog.report.readme --db results --params "$P" --readme ../README.md

@@ -149,6 +149,35 @@ def test_a_folder_that_is_no_bundle_or_lacks_a_file_is_named(bundle: Path, tmp_p
     assert res.exit_code != 0 and "lacks contrasts.parquet" in res.output
 
 
+def test_a_report_from_the_bundle_shows_where_its_numbers_were_made(
+    source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """publish keeps the publishing project's corpus and synth reports and git state; a
+    report from the bundle elsewhere (no git, no reports beside it) shows them, and the same
+    page from the same relative paths anywhere: what the committed study pages rely on."""
+    made = tmp_path / "made"
+    (made / "data" / "synth").mkdir(parents=True)
+    (made / "data" / "corpus").mkdir(parents=True)
+    synth = {"timings": {"parse_s": 12.5}, "rephraser": "parse", "kept": 7}
+    (made / "data" / "synth" / "report.json").write_text(json.dumps(synth))
+    (made / "data" / "corpus" / "corpus.report.json").write_text(json.dumps({"drawn": 12}))
+    monkeypatch.chdir(made)
+    invoke("publish", "--db", str(source), "-o", "results")
+    record = json.loads((made / "results" / "bundle.json").read_text())["provenance"]
+    assert record["synth"] == synth and record["corpus"] == {"drawn": 12}
+    assert record["git_commit"] is None and any("git commit" in m for m in record["missing"])
+    pages = []
+    for where in ("made", "elsewhere"):
+        if where == "elsewhere":
+            shutil.copytree(made / "results", tmp_path / where / "results")
+            (made / "data" / "synth" / "report.json").unlink()  # the reader has none
+        monkeypatch.chdir(tmp_path / where)
+        invoke("report", "--db", "results", "--format", "md", "-o", "r.md")
+        pages.append((tmp_path / where / "r.md").read_text())
+    assert pages[0] == pages[1]
+    assert "parse_s" in pages[1] and "drawn" in pages[1] and "synth report (" not in pages[1]
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

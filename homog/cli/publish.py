@@ -42,9 +42,10 @@ def publish(out: Path, max_mb: float, force: bool, db_path: Path | None) -> None
       homog publish --db study/data/homog.duckdb -o study/results
       homog claims --db study/results --format json
     """
-    from homog.layout import default_db
+    from homog.layout import Layout, default_db
     from homog.owned import check_owned_dir
     from homog.report.inputs import BUNDLE_FRAMES, BUNDLE_SLICES
+    from homog.report.provenance import project_record
     from homog.store.bundle import is_bundle, write_bundle
     from homog.store.current import use_runs
     from homog.store.query import check_schema
@@ -64,6 +65,9 @@ def publish(out: Path, max_mb: float, force: bool, db_path: Path | None) -> None
             frames=BUNDLE_FRAMES,
             source=Path(db_path or default_db()).name,
             max_mb=max_mb,
+            # where the numbers were made (git, corpus and synth reports), as `homog report`
+            # reads it from the current directory
+            provenance=project_record(Path.cwd(), Layout(Path(".")).synth_report),
         )
     finally:
         con.close()

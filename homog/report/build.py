@@ -42,6 +42,7 @@ from homog.report.targets import (
     rebuild_command,
 )
 from homog.schema.tables import schema_problems
+from homog.store.bundle import bundle_provenance
 from homog.store.current import left_out
 from homog.store.query import (
     attention_profile,
@@ -208,7 +209,10 @@ def build_report(
         data = read_inputs(con)
         claims = claims_of(data, known)
         synth_path = Path(synth_report) if synth_report is not None else None
-        synth = _read_synth(synth_path)
+        # a published bundle's own provenance (its synth report among it) comes before this
+        # directory's: the page says where its numbers were made
+        recorded = bundle_provenance(db)
+        synth = recorded.get("synth") if recorded is not None else _read_synth(synth_path)
         command = rebuild_command(db, out, files, stdout=stdout)
         prov = gather(
             data["runs"],
@@ -220,6 +224,7 @@ def build_report(
             synth=synth,
             synth_path=synth_path,
             n_original_texts=original_texts(data["texts"]),
+            recorded=recorded,
         )
         variants = _variants(con, data)
         # the pid in the name: a killed report's folder is removed by the next report

@@ -96,6 +96,47 @@ def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: obj}
 
 
+def project_record(root: Path, synth_path: Path | None) -> dict[str, Any]:
+    """What the project at ``root`` says of where its numbers come from: the git commit and
+    dirty flag, the dvc.lock hashes, the corpus report's scalars, the synth report (None when
+    absent) and what was not found (``missing``). JSON-ready: ``homog publish`` keeps it in
+    the bundle, so a report from the bundle shows the study's provenance, not the reader's."""
+    record: dict[str, Any] = {"git_commit": None, "git_dirty": None, "dvc_lock": [], "corpus": {}}
+    missing: list[str] = []
+    commit = _git(root, "rev-parse", "HEAD")
+    if commit is None:
+        missing.append(f"git commit ({shown(root)} is not a git checkout, or git is absent)")
+    else:
+        record["git_commit"] = commit
+        record["git_dirty"] = bool(_git(root, "status", "--porcelain", "--untracked-files=no"))
+    lock = root / "dvc.lock"
+    if lock.exists():
+        try:
+            record["dvc_lock"] = dvc_lock_hashes(lock)
+        except (yaml.YAMLError, AttributeError) as exc:
+            missing.append(f"dvc.lock hashes ({shown(lock)} unreadable: {exc})")
+    else:
+        missing.append(f"dvc.lock ({shown(lock)} not found: the pipeline was not run with dvc)")
+    corpus_report = root / "data" / "corpus" / "corpus.report.json"
+    if corpus_report.exists():
+        try:
+            cr = json.loads(corpus_report.read_text())
+            record["corpus"] = {k: v for k, v in cr.items() if not isinstance(v, dict | list)}
+        except json.JSONDecodeError:
+            missing.append(f"corpus report ({shown(corpus_report)} is not valid JSON)")
+    record["synth"] = None
+    if synth_path is not None and synth_path.exists():
+        try:
+            record["synth"] = json.loads(synth_path.read_text())
+        except json.JSONDecodeError:
+            missing.append(f"synth report ({shown(synth_path)} is not valid JSON)")
+    if record["synth"] is None and not any(m.startswith("synth report") for m in missing):
+        where = shown(synth_path) if synth_path is not None else "data/synth/report.json"
+        missing.append(f"synth report ({where} not found)")
+    record["missing"] = missing
+    return record
+
+
 def gather(
     runs: pd.DataFrame,
     db: Path,
@@ -107,25 +148,24 @@ def gather(
     synth: dict[str, Any] | None,
     synth_path: Path | None,
     n_original_texts: int | None,
+    recorded: dict[str, Any] | None = None,
 ) -> Provenance:
-    """Collect the provenance; every input not found is named in ``missing``."""
+    """Collect the provenance; every input not found is named in ``missing``. ``recorded``
+    (a bundle's :func:`project_record`) stands for the project at ``root`` and its synth
+    report: the provenance of the numbers is where they were made."""
     prov = Provenance(db=db, command=command)
-    commit = _git(root, "rev-parse", "HEAD")
-    if commit is None:
-        prov.missing.append(f"git commit ({shown(root)} is not a git checkout, or git is absent)")
+    if recorded is None:
+        recorded = project_record(root, None)
+        recorded["missing"] = [m for m in recorded["missing"] if not m.startswith("synth report")]
+        if synth is None:
+            where = shown(synth_path) if synth_path is not None else "data/synth/report.json"
+            recorded["missing"].append(f"synth report ({where} not found)")
     else:
-        prov.git_commit = commit
-        prov.git_dirty = bool(_git(root, "status", "--porcelain", "--untracked-files=no"))
-    lock = root / "dvc.lock"
-    if lock.exists():
-        try:
-            prov.dvc_lock = dvc_lock_hashes(lock)
-        except (yaml.YAMLError, AttributeError) as exc:
-            prov.missing.append(f"dvc.lock hashes ({shown(lock)} unreadable: {exc})")
-    else:
-        prov.missing.append(
-            f"dvc.lock ({shown(lock)} not found: the pipeline was not run with dvc)"
-        )
+        synth = recorded.get("synth")
+    prov.git_commit, prov.git_dirty = recorded.get("git_commit"), recorded.get("git_dirty")
+    prov.dvc_lock = [list(r) for r in recorded.get("dvc_lock") or []]
+    missing = list(recorded.get("missing") or [])
+    prov.missing += [m for m in missing if not m.startswith(("corpus report", "synth report"))]
     if params is None:
         prov.missing.append(
             f"params ({params_name} not found: alpha, bootstrap and test settings are the "
@@ -141,19 +181,11 @@ def gather(
         )
         prov.synth_params = flatten(params.synth)
         prov.margins = margin_words(params.stats)
-    corpus_report = root / "data" / "corpus" / "corpus.report.json"
-    if corpus_report.exists():
-        try:
-            cr = json.loads(corpus_report.read_text())
-            prov.corpus.update({k: v for k, v in cr.items() if not isinstance(v, dict | list)})
-        except json.JSONDecodeError:
-            prov.missing.append(f"corpus report ({shown(corpus_report)} is not valid JSON)")
+    prov.corpus.update(recorded.get("corpus") or {})
+    prov.missing += [m for m in missing if m.startswith(("corpus report", "synth report"))]
     if n_original_texts is not None:
         prov.corpus["texts in the database (original variant)"] = n_original_texts
-    if synth is None:
-        where = shown(synth_path) if synth_path is not None else "data/synth/report.json"
-        prov.missing.append(f"synth report ({where} not found)")
-    else:
+    if synth is not None:
         for k in ("rephraser", "extractor", "backbone", "threshold", "fluency_threshold"):
             if k in synth:
                 prov.synth_params.setdefault(f"report: {k}", synth[k])

@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     models = ", ".join(dict.fromkeys(data["runs"]["model"])) if len(data["runs"]) else "no model"
     source = args.source or (
         f"On {n} reviews with {models} (`make study`; [results](docs/results.md)), from the "
-        "study's database by `python -m homog.report.readme`:"
+        "study's published tables (`study/results/`, or its database) by `python -m "
+        "homog.report.readme`:"
     )
     readme = Path(args.readme)
     # where position acts: the same database's moved sentences, as the report words it

@@ -13,7 +13,9 @@ computed from. :func:`write_bundle` writes, from one run per (model, interventio
 - of the per-text tables, only the slices a reader computes from (``slices``: table ->
   SELECT), and the readers' aggregates of the rest (``frames``: name -> SELECT, stored as
   table ``bundle_<name>``, which a reader prefers to its own query: :func:`frame_sql`);
-- ``bundle.json``: what is where, row counts and bytes, the source, homog's version.
+- ``bundle.json``: what is where, row counts and bytes, the source, homog's version, and the
+  publishing project's provenance (git commit, corpus and synth reports), which a report from
+  the bundle shows in place of the reader's.
 
 :func:`open_bundle` builds an in-memory database from the folder with the store's schema
 (absent tables empty) and returns it locked down like a reader connection: nothing a reader
@@ -45,6 +47,15 @@ PER_TEXT = ("layer_metrics", "sentence_metrics")
 WORDS = ("text", "keyphrase")  # the corpus's words: never published
 FRAME_PREFIX = "bundle_"
 BUNDLE_KEY = "bundle"  # homog_meta's key of an opened bundle (its folder)
+
+
+def bundle_provenance(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The provenance a bundle keeps (``write_bundle``'s ``provenance``); None for a database,
+    or a bundle written without one."""
+    if not is_bundle(path):
+        return None
+    record = json.loads((Path(path) / MANIFEST).read_text()).get("provenance")
+    return record if isinstance(record, dict) else None
 
 
 def is_bundle(path: str | os.PathLike[str]) -> bool:
@@ -117,12 +128,14 @@ def write_bundle(
     frames: Mapping[str, tuple[str, str]],
     source: str,
     max_mb: float | None,
+    provenance: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write the bundle of the reader connection ``con`` (its runs already chosen by
     ``use_runs``) to the folder ``out``: into a temporary folder beside it, renamed into place
     when complete, so a failure leaves no half-written bundle. ``out`` is replaced when it is a
     bundle; the caller refuses anything else. HomogError (nothing written) when the files
-    exceed ``max_mb``. Returns the manifest."""
+    exceed ``max_mb``. ``provenance``: the publishing project's record
+    (homog.report.provenance.project_record), kept in the manifest. Returns the manifest."""
     present = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()} | {
         r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()
     }
@@ -153,6 +166,8 @@ def write_bundle(
             "bytes": total,
             "homog_version": _version(),
         }
+        if provenance is not None:
+            manifest["provenance"] = dict(provenance)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
         if out.exists():
             shutil.rmtree(out)
