@@ -12,6 +12,7 @@ from homog.config import parse_params
 from homog.stats.dose_checks import (
     IDENTITY_TOLERANCE,
     check_lines,
+    homogenize_check_rows,
     identity_difference,
     monotone_layers,
 )
@@ -104,6 +105,38 @@ def test_the_checks_are_rows_of_the_table_and_lines_in_the_log(capsys):
     lines = check_lines(out, {"base": "m"})
     assert any("attn_ctrl_token (control) at 0 of 5" in x for x in lines)
     assert len(lines) == 2  # one identity line and one monotonicity line per model
+
+
+def test_the_homogenize_checks_read_the_identity_and_erank_falling_from_the_layer_on():
+    """homogenize:0 equals the unchanged run; erank falls with alpha at layers 2 and 3 (the
+    homogenized layer, 2, and the next) but not at 4, where alpha 1 rises again; layer 1,
+    below the edit, is not read."""
+    erank = lambda *by_layer: pd.concat(  # noqa: E731
+        [long({i: [v] * 3}, "erank") for i, v in enumerate(by_layer)], ignore_index=True
+    )
+    base = erank(9.0, 8.0, 7.0, 6.0, 5.0)
+    arms = {
+        "kind": {0.0: base.copy(), 0.5: erank(9.0, 9.0, 6.0, 5.0, 4.0)},
+        "control": {},
+    }
+    arms["kind"][1.0] = erank(9.0, 9.5, 5.0, 4.0, 4.5)
+    rows = homogenize_check_rows(arms, base, "base", 2, SAMPLES)
+    ident, mono = rows
+    assert (ident["kind"], ident["family"], ident["value"], ident["n"]) == (
+        "identity",
+        "homogenize",
+        0.0,
+        15,
+    )
+    assert (mono["value"], mono["n"], mono["band"]) == (2.0, 3, "layers 2-4")
+    lines = check_lines(pd.DataFrame(rows), {"base": "m"})
+    assert lines == [
+        "m: identity homogenize:0 = unchanged run: max relative difference 0 over 15 shared "
+        "layer_metrics values (<= 1e-05: holds)",
+        "m: erank falls with alpha, layers 2-4: at 2 of 3",
+    ]
+    # "middle" is L // 2 of the unchanged run's layers (4): layer 2 again
+    assert homogenize_check_rows(arms, base, "base", "middle", SAMPLES)[1] == mono
 
 
 def test_the_answer_carries_the_concentration_line_even_without_claim_rows():

@@ -42,6 +42,7 @@ from homog.report.targets import (
     rebuild_command,
 )
 from homog.schema.tables import schema_problems
+from homog.stats.dose_checks import family_check_lines
 from homog.store.bundle import bundle_provenance
 from homog.store.current import left_out
 from homog.store.query import (
@@ -320,7 +321,9 @@ def report_sections(
         sentences_section(
             data["sentences"], data["sentence_curve"], runs, figdir, alpha, dose=dose
         ),
-        cost_section(data["probe"], figdir, data.get("cost")),
+        cost_section(
+            data["probe"], figdir, data.get("cost"), family_check_lines(data["doses"], "homogenize")
+        ),
         *filter(None, [concentration_section(data["doses"], figdir)]),
         *figure_sections(con, runs, data["mauve"], figdir, variants),
         posenc_section(data["posenc"], data["ablation"], figdir, _posenc_config(params)),

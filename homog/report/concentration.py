@@ -17,7 +17,7 @@ import pandas as pd
 
 from homog.report.answer_line import AnswerLine, endpoint_line
 from homog.report.document import Section, Table
-from homog.stats.dose_checks import CHECK, check_lines
+from homog.stats.dose_checks import CHECK, family_check_lines
 
 TITLE = "Does attention concentration drive homogenization?"
 FAMILY = "sink_bias"
@@ -190,8 +190,7 @@ def concentration_section(doses: pd.DataFrame, figdir: Path) -> Section | None:
     if line is not None:
         sec.paragraphs.append(line.markdown)
     # the identity and the monotonicity of the dose series: one line per model each
-    models = dict(zip(doses["run_id"], doses["model"], strict=True))
-    sec.paragraphs += [f"**Check.** {x}." for x in check_lines(doses, models)]
+    sec.paragraphs += [f"**Check.** {x}." for x in family_check_lines(doses, "sink_bias")]
     sec.tables += _tables(doses[doses["family_holm"] != CHECK])
     for model in dict.fromkeys(doses["model"]):
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in str(model))

@@ -173,13 +173,20 @@ def slope_precision(slopes: pd.DataFrame) -> str | None:
 
 
 def cost_section(
-    probe_metrics: pd.DataFrame, figdir: Path, doses: pd.DataFrame | None = None
+    probe_metrics: pd.DataFrame,
+    figdir: Path,
+    doses: pd.DataFrame | None = None,
+    checks: list[str] | None = None,
 ) -> Section:
     """The section: the homogenize doses' cost (``doses``: the intervention_cost table,
-    homog.report.cost_doses) first, then the probe curves, the zero-shot answer per variant
-    and the within-text slopes (exploratory where the doses give the primary endpoint)."""
+    homog.report.cost_doses) and their ``checks`` (lines: homogenize:0 against the unchanged
+    run, erank falling with alpha) first, then the probe curves, the zero-shot answer per
+    variant and the within-text slopes (exploratory where the doses give the primary
+    endpoint)."""
     sec = Section(TITLE)
     sec.paragraphs, sec.tables, sec.figures = dose_parts(doses, figdir)
+    if sec.paragraphs:  # the doses' checks after their primary line
+        sec.paragraphs += [f"**Check.** {x}." for x in checks or []]
     if probe_metrics is None or probe_metrics.empty:
         sec.paragraphs.append(
             "No probe tables in the database: run `homog probe --model KEY` for each model "

@@ -1,4 +1,4 @@
-"""The sink_bias dose series' checks (docs/interventions.md, "Checks"), per unchanged run:
+"""The dose series' checks (docs/interventions.md, "Checks"), per unchanged run. Of sink_bias:
 
 - **identity**: the largest relative difference |a - b| / max(|a|, |b|, s_m) (0 where all
   are 0; NaN on both sides is equal, on one side infinite) over every ``layer_metrics`` value
@@ -12,7 +12,11 @@
   ``attn_ctrl_token`` in the control's) rises strictly with beta, over the doses that
   measured it.
 
-Both are rows of ``intervention_doses`` (kind ``identity`` / ``monotone``, family_holm
+Of homogenize (``homogenize_check_rows``): the identity of ``homogenize:0`` with the unchanged
+run, and at how many hidden layers from the homogenized one (``extract.homogenize_layer``) on
+the mean erank over the shared texts falls strictly with alpha.
+
+All are rows of ``intervention_doses`` (kind ``identity`` / ``monotone``, family_holm
 ``check``, no verdict: value against sesoi, resp. value of n) and one line each per model
 (``check_lines``): ``homog stats`` logs them and the report's section prints them.
 """
@@ -60,10 +64,12 @@ def monotone_layers(
     samples: list[str],
     onset: int,
     variant: str = "original",
+    falls: bool = False,
 ) -> tuple[int, list[int], list[float]]:
     """(how many layers, the layers >= ``onset``, the doses used): the layers where the mean of
-    ``metric`` over ``samples`` rises strictly with the dose, over the doses of ``series``
-    that hold ``metric``; a layer some such dose lacks is not monotone."""
+    ``metric`` over ``samples`` rises strictly with the dose (``falls``: falls strictly), over
+    the doses of ``series`` that hold ``metric``; a layer some such dose lacks is not
+    monotone."""
     means = {}
     for dose in sorted(series):
         f = series[dose]
@@ -74,8 +80,31 @@ def monotone_layers(
         return 0, [], []
     table = pd.DataFrame(means).sort_index()  # [layer x dose]
     values = table.to_numpy(float)
-    rising = (np.diff(values, axis=1) > 0).all(axis=1) & np.isfinite(values).all(axis=1)
+    steps = np.diff(values, axis=1) * (-1 if falls else 1)
+    rising = (steps > 0).all(axis=1) & np.isfinite(values).all(axis=1)
     return int(rising.sum()), [int(x) for x in table.index], list(means)
+
+
+def identity_row(family: str, zero: pd.DataFrame, base_frame: pd.DataFrame, run_id: str) -> dict:
+    """The identity check of ``family``'s dose-0 run ``zero`` against the unchanged run."""
+    value, n = identity_difference(zero, base_frame)
+    return {
+        "run_id": run_id,
+        "family": family,
+        "family_holm": CHECK,
+        "arm": family,
+        "kind": "identity",
+        "band": "all",
+        "metric": "layer_metrics",
+        "x_metric": "",
+        "dose": 0.0,
+        "value": value,
+        "n": n,
+        "sesoi": IDENTITY_TOLERANCE,
+        "sesoi_basis": "largest |a - b| / max(|a|, |b|) over the layer_metrics values "
+        f"{family}:0 and the unchanged run share; the identity holds at <= "
+        f"{IDENTITY_TOLERANCE:g}",
+    }
 
 
 def check_rows(
@@ -93,24 +122,7 @@ def check_rows(
     rows = []
     zero = arms["kind"].get(0.0)
     if zero is not None and zero is not base_frame:
-        value, n = identity_difference(zero, base_frame)
-        rows.append(
-            {
-                **key,
-                "arm": "sink_bias",
-                "kind": "identity",
-                "band": "all",
-                "metric": "layer_metrics",
-                "x_metric": "",
-                "dose": 0.0,
-                "value": value,
-                "n": n,
-                "sesoi": IDENTITY_TOLERANCE,
-                "sesoi_basis": "largest |a - b| / max(|a|, |b|) over the layer_metrics values "
-                f"sink_bias:0 and the unchanged run share; the identity holds at <= "
-                f"{IDENTITY_TOLERANCE:g}",
-            }
-        )
+        rows.append(identity_row("sink_bias", zero, base_frame, run_id))
     n_layers = int(base_frame["layer"].max())
     onset = resolve_layer(onset_value, n_layers, "sink_bias_onset", n_layers)
     for arm, x in x_of.items():
@@ -135,6 +147,56 @@ def check_rows(
     return rows
 
 
+def homogenize_check_rows(
+    arms: Mapping[str, Mapping[float, pd.DataFrame]],
+    base_frame: pd.DataFrame,
+    run_id: str,
+    layer_value: int | str,
+    samples: list[str],
+    variant: str = "original",
+) -> list[dict]:
+    """The homogenize family's checks of one unchanged run: the identity of
+    ``homogenize:0`` with it, and at how many hidden layers from the homogenized one
+    (``extract.homogenize_layer``) on the mean erank over ``samples`` falls strictly with
+    alpha (the manipulation makes the tokens alike where it acts and above)."""
+    rows = []
+    zero = arms["kind"].get(0.0)
+    if zero is not None and zero is not base_frame:
+        rows.append(identity_row("homogenize", zero, base_frame, run_id))
+    n_layers = int(base_frame["layer"].max())
+    at = resolve_layer(layer_value, n_layers, "homogenize_layer", n_layers)
+    k, layers, doses = monotone_layers(arms["kind"], "erank", samples, at, variant, falls=True)
+    words = ", ".join(f"{d:g}" for d in doses)
+    rows.append(
+        {
+            "run_id": run_id,
+            "family": "homogenize",
+            "family_holm": CHECK,
+            "arm": "homogenize",
+            "kind": "monotone",
+            "band": f"layers {at}-{n_layers}",
+            "metric": "erank",
+            "x_metric": "dose",
+            "dose": math.nan,
+            "value": float(k),
+            "n": len(layers),
+            "sesoi": math.nan,
+            "sesoi_basis": f"the hidden layers from the homogenized one ({at}) on where the mean "
+            f"of erank over {len(samples)} texts falls strictly with alpha ({words})",
+        }
+    )
+    return rows
+
+
+def family_check_lines(doses: pd.DataFrame | None, family: str) -> list[str]:
+    """``check_lines`` of one family's rows of the report's ``intervention_doses`` frame (its
+    ``model`` column names the models); none without rows."""
+    if doses is None or doses.empty or "family" not in doses:
+        return []
+    rows = doses[doses["family"] == family]
+    return check_lines(rows, dict(zip(rows["run_id"], rows["model"], strict=True)))
+
+
 def check_lines(doses: pd.DataFrame, model_of: Mapping[str, str]) -> list[str]:
     """One line per model and check (identity, monotonicity) from ``intervention_doses``'s
     check rows; ``model_of``: run_id -> model."""
@@ -146,11 +208,17 @@ def check_lines(doses: pd.DataFrame, model_of: Mapping[str, str]) -> list[str]:
         for r in ident.itertuples():
             ok = "holds" if r.value <= r.sesoi else "FAILS"
             lines.append(
-                f"{model}: identity sink_bias:0 = unchanged run: max relative difference "
+                f"{model}: identity {r.family}:0 = unchanged run: max relative difference "
                 f"{r.value:.3g} over {int(r.n):,} shared layer_metrics values "
                 f"(<= {r.sesoi:g}: {ok})"
             )
-        mono = rows[rows["kind"] == "monotone"].sort_values("arm", key=lambda a: a != "sink_bias")
+        mono = rows[(rows["kind"] == "monotone") & (rows["family"] == "homogenize")]
+        for r in mono.itertuples():
+            lines.append(
+                f"{model}: {r.metric} falls with alpha, {r.band}: at {int(r.value)} of {int(r.n)}"
+            )
+        mono = rows[(rows["kind"] == "monotone") & (rows["family"] == "sink_bias")]
+        mono = mono.sort_values("arm", key=lambda a: a != "sink_bias")
         if not mono.empty:
             parts = [
                 f"{r.metric} ({'sink' if r.arm == 'sink_bias' else r.arm}) at "

@@ -38,7 +38,7 @@ from homog.claims import EXPLORATORY, PRIMARY
 from homog.config import Params
 from homog.interventions import parse
 from homog.stats.bands import band_of_layers, pivot_metrics
-from homog.stats.dose_checks import check_lines, check_rows
+from homog.stats.dose_checks import check_lines, check_rows, homogenize_check_rows
 from homog.stats.dose_fit import within_slopes
 from homog.stats.paired_tests import bootstrap_ci, holm, paired_p
 from homog.stats.settings import StatsSettings
@@ -320,6 +320,10 @@ def intervention_doses(
                 x_of = {arm: x_metric_of(family, arm) for arm in arms}
                 onset = params.extract.sink_bias_onset
                 checks += check_rows(arms, base_frame, run_id, onset, samples, x_of)
+            if family == "homogenize" and arms["kind"]:
+                samples = _shared_samples(arms, "original")
+                layer = params.extract.homogenize_layer
+                checks += homogenize_check_rows(arms, base_frame, run_id, layer, samples)
     out = finish(rows, settings.alpha)
     if checks:
         extra = pd.DataFrame(checks).reindex(columns=COLUMNS)
