@@ -210,10 +210,7 @@ def build_report(
         data = read_inputs(con)
         claims = claims_of(data, known)
         synth_path = Path(synth_report) if synth_report is not None else None
-        # a published bundle's own provenance (its synth report among it) comes before this
-        # directory's: the page says where its numbers were made
-        recorded = bundle_provenance(db)
-        synth = recorded.get("synth") if recorded is not None else _read_synth(synth_path)
+        recorded, synth = _synth_of(db, synth_path)
         command = rebuild_command(db, out, files, stdout=stdout)
         prov = gather(
             data["runs"],
@@ -247,6 +244,14 @@ def build_report(
     finally:
         con.close()
     return out
+
+
+def _synth_of(db: Path, path: Path | None) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """(the bundle's recorded provenance or None, the synth report): a published bundle's own
+    provenance, its synth report among it, comes before this directory's, so the page says
+    where its numbers were made."""
+    recorded = bundle_provenance(db)
+    return recorded, recorded.get("synth") if recorded is not None else _read_synth(path)
 
 
 def _read_synth(path: Path | None) -> dict[str, Any] | None:
