@@ -3,13 +3,15 @@ whose slopes are known."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from homog.config import parse_params
 from homog.stats.dose_checks import IDENTITY_TOLERANCE
-from homog.stats.intervention_doses import intervention_doses
+from homog.stats.intervention_doses import claimed_sign, intervention_doses
 from homog.stats.settings import StatsSettings
 
 LAYERS = range(0, 9)  # final = 8, late band = layers 6, 7
@@ -86,6 +88,29 @@ def test_slopes_and_primary_endpoint_recover_known_slopes():
     assert check.loc[("control", "final", 2.0), "value"] == pytest.approx(0.1)
     assert check.loc[("sink_bias", "final", 2.0), "metric"] == "attn_first"
     assert check.loc[("sink_bias", "final", 2.0), "value"] == pytest.approx(0.2)
+
+
+def test_verdicts_read_the_claimed_sign_erank_falls_as_the_dose_concentrates():
+    """The planted series with erank turned upside down (every frame's erank negated): the
+    sink arm's erank now rises with attention, so the primary endpoint (+2) is reversed, not
+    supported; erank moves against the claim at beta = +2 (up) and at -2 (down)."""
+    runs, frames = planted(zero_run=True)
+    for f in frames.values():
+        f.loc[f["metric"] == "erank", "value"] *= -1
+    params = parse_params({"stats": {"n_boot": 200, "n_perm": 200}})
+    out = intervention_doses(params, StatsSettings.of(params), runs, frames, lambda r: runs[0])
+    slope = out[out["kind"] == "slope"].set_index(["arm", "band"])
+    primary = slope.loc[("sink_bias - control", "final")]
+    assert primary["value"] == pytest.approx(2.0, abs=0.05) and primary["verdict"] == "reversed"
+    assert slope.loc[("sink_bias", "final"), "verdict"] != "supported"
+    dose = out[(out["kind"] == "dose") & (out["arm"] == "sink_bias") & (out["band"] == "final")]
+    dose = dose[dose["metric"] == "erank"].set_index("dose")
+    assert dose.loc[2.0, "value"] > 0 and dose.loc[-2.0, "value"] < 0
+    assert "supported" not in set(dose["verdict"])
+    # against dose 0 the claim follows the dose: beta > 0 and alpha concentrate, beta < 0
+    # (-inf included) takes attention from the sink
+    assert [claimed_sign("dose", d) for d in (2.0, 0.2, -2.0, -math.inf)] == [-1, -1, 1, 1]
+    assert claimed_sign("slope", math.nan) == -1
 
 
 def test_fewer_than_ten_texts_read_no_verdict(monkeypatch):

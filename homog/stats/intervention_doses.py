@@ -14,10 +14,11 @@ On the texts every dose of both arms holds (variant ``original`` by default), pe
   the mean over texts, its bootstrap CI and sign-flip p over texts. Arm ``sink_bias -
   control`` (resp. ``homogenize - control``) is the per-text difference of the two slopes:
   the pre-registered primary endpoint, family ``primary`` (Holm over its rows), verdict by
-  ``homog.stats.verdicts.verdict_of``. Its SESOI is the outcome's at the band by the
-  project's margin rule (``band_margins``: homog.stats.margins with ``stats.sesoi_basis``,
-  sd by default), per unit of the kind arm's range of x over its doses (every slope row of
-  a band, both arms and their difference, so they compare);
+  ``homog.stats.verdicts.verdict_of`` against the claimed sign (``claimed_sign``: erank falls
+  as the manipulated quantity rises; ``reversed`` is a rise). Its SESOI is the outcome's at the
+  band by the project's margin rule (``band_margins``: homog.stats.margins with
+  ``stats.sesoi_basis``, sd by default), per unit of the kind arm's range of x over its doses
+  (every slope row of a band, both arms and their difference, so they compare);
 - ``dose`` rows: per arm and dose, the outcome at that dose minus at dose 0, family
   ``exploratory``, SESOI the outcome's; and the arm's manipulated x likewise, family
   ``manipulation`` (the check that the dose moved what it should; in no Holm family).
@@ -261,6 +262,17 @@ def _both(family: str) -> str:
     return kind if kind == control else f"{kind} vs {control}"
 
 
+def claimed_sign(kind: str, dose: float) -> int:
+    """The claimed direction of a row's effect: the manipulation homogenizes, so erank falls
+    as the manipulated quantity rises (a slope: -1) and, against dose 0, in the dose's
+    direction (sink_bias at beta < 0 takes attention from the sink: erank rises, +1;
+    beta > 0 and every homogenize alpha: -1). ``supported`` is that fall beyond the margin,
+    ``reversed`` a rise."""
+    if kind == "slope":
+        return -1
+    return -1 if dose > 0 else 1
+
+
 def finish(rows: list[dict], alpha: float) -> pd.DataFrame:
     """Holm within each family of rows (primary: the slope differences; exploratory: the
     rest) and every row's verdict."""
@@ -279,7 +291,16 @@ def finish(rows: list[dict], alpha: float) -> pd.DataFrame:
             frame.loc[sel, "p_holm"] = holm(frame.loc[sel, "p_value"].to_numpy())
     frame["verdict"] = [
         verdict_of(
-            r.value, r.ci_low, r.ci_high, r.eq_ci_low, r.eq_ci_high, r.sesoi, r.p_holm, alpha, n=r.n
+            r.value,
+            r.ci_low,
+            r.ci_high,
+            r.eq_ci_low,
+            r.eq_ci_high,
+            r.sesoi,
+            r.p_holm,
+            alpha,
+            claimed_sign(r.kind, r.dose),
+            n=r.n,
         )
         if np.isfinite(r.p_value)
         else "inconclusive"
