@@ -180,8 +180,5 @@ def test_the_answer_carries_the_concentration_line_even_without_claim_rows():
     )
     lines = full_answer(pd.DataFrame(), None, None, None, doses)
     assert len(lines) == 1 and lines[0].markdown.startswith("**Attention concentration**")
-    assert (
-        "m: -2.04 [-6.41, 2.94] erank per unit of attention, SESOI 1.57, inconclusive"
-        in lines[0].markdown
-    )
+    assert "m: final -2.04 [-6.41, 2.94], SESOI 1.57, inconclusive (n = 22)" in lines[0].markdown
     assert full_answer(pd.DataFrame(), None, None, None, None) == []

@@ -249,7 +249,7 @@ def test_report_section_has_the_answer_line_tables_and_one_figure_per_model(tmp_
     assert f"(<= {IDENTITY_TOLERANCE:g}: holds)" in got[0]
     assert "attn_first (sink) at 3 of 3, attn_ctrl_token (control) at 3 of 3" in got[1]
     assert not any("layer_metrics" in str(r) for t in sec.tables for r in t.rows)
-    assert any("m1: -2 [-2.5, -1.5]" in p and "supported" in p for p in sec.paragraphs)
+    assert any("m1: final -2 [-2.5, -1.5], SESOI 0.3, supported" in p for p in sec.paragraphs)
     assert [p.name for p, _ in sec.figures] == ["concentration_m1.png", "concentration_m2.png"]
     assert all(p.stat().st_size > 0 for p, _ in sec.figures)
     assert concentration_section(pd.DataFrame(columns=["family"]), tmp_path) is None

@@ -31,26 +31,35 @@ def _g(x: float) -> str:
     return f"{float(x):.3g}" if pd.notna(x) else "n/a"
 
 
+BANDS = ["late", "final"]  # the primary endpoint's scopes, in the order shown
+
+
 def answer_line(doses: pd.DataFrame) -> AnswerLine | None:
-    """Per model the primary endpoint at the final layer: value [CI], SESOI, verdict."""
+    """Per model the primary endpoint in the late band and at the final layer: value [CI],
+    SESOI, verdict."""
     sel = doses[
         (doses["family"] == FAMILY)
         & (doses["kind"] == "slope")
         & (doses["arm"] == f"{FAMILY} - control")
-        & (doses["band"] == "final")
+        & doses["band"].isin(BANDS)
     ]
     if sel.empty:
         return None
-    parts = [
-        f"{r.model}: {_g(r.value)} [{_g(r.ci_low)}, {_g(r.ci_high)}] erank per unit of "
-        f"attention, SESOI {_g(r.sesoi)}, {r.verdict} (n = {int(r.n)})"
-        for r in sel.itertuples()
-    ]
+    parts = []
+    for model, g in sel.groupby("model", sort=False):
+        g = g.sort_values("band", key=lambda b: b.map(BANDS.index))
+        bands = [
+            f"{r.band} {_g(r.value)} [{_g(r.ci_low)}, {_g(r.ci_high)}], SESOI {_g(r.sesoi)}, "
+            f"{r.verdict}"
+            for r in g.itertuples()
+        ]
+        parts.append(f"{model}: " + "; ".join(bands) + f" (n = {int(g['n'].max())})")
     return endpoint_line(
         "Attention concentration",
-        f"{FAMILY}; the sink's within-text slope of final-layer erank on attn_first minus "
-        "the control's on attn_ctrl_token, the primary endpoint",
-        "; ".join(parts) + ".",
+        f"{FAMILY}; the sink's within-text slope of erank on attn_first minus the control's "
+        "on attn_ctrl_token, in erank per unit of attention, late band and final layer; the "
+        "primary endpoint",
+        " | ".join(parts) + ".",
         sel["verdict"],
     )
 
