@@ -30,11 +30,11 @@ demo: setup
 	dvc repro
 	homog runs
 
-## The study on real reviews (study/params.yaml: 380 IMDB reviews of ../shared, both embedded
-## models, 256 tokens; STUDY_PARAMS=quick.yaml: 64 reviews). Writes study/data/, regenerates
-## docs/results.md, docs/sentences.md's results and the README's answer from the one study
-## database, and publishes its summary tables to study/results/. Stopped, it goes on where it
-## stopped when run again (study/stages.sh).
+## The study on real reviews (study/params.yaml: 184 IMDB reviews of ../shared, both embedded
+## models, 256 tokens, about 70 min on 2 cores; STUDY_PARAMS=quick.yaml: 64 reviews). Writes
+## study/data/, publishes the database's summary tables to study/results/ and writes
+## docs/results.md, docs/sentences.md's results and the README's answer from them. Stopped, it
+## goes on where it stopped when run again (study/stages.sh).
 STUDY_PARAMS ?= params.yaml
 study: setup
 	study/run.sh $(STUDY_PARAMS)
