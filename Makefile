@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup demo study test test-all lint docs bench bench-peers bench-curves clean-outputs
+.PHONY: setup demo study study-pages test test-all lint docs bench bench-peers bench-curves clean-outputs
 
 setup: $(VENV)/.installed
 
@@ -38,6 +38,11 @@ demo: setup
 STUDY_PARAMS ?= params.yaml
 study: setup
 	study/run.sh $(STUDY_PARAMS)
+
+## The study's pages again from the committed study/results/ alone (after a change to the
+## report's words or figures; tests/test_published_study.py checks that they match).
+study-pages: setup
+	PAGES_ONLY=1 study/run.sh params.yaml
 
 ## The test suite (what CI runs).
 test: setup

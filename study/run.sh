@@ -10,21 +10,25 @@ cd "$(dirname "$0")"
 P="${1:-params.yaml}"
 [ -f "$P" ] || { echo "study/run.sh: no params file study/$P" >&2; exit 2; }
 . ./stages.sh
-stage corpus homog corpus --params "$P"
-stage synth homog synth --params "$P"
-for m in $models; do
-  stage "extract@$m" homog extract --model "$m" --params "$P"
-  stage "mauve@$m" homog mauve --model "$m" --params "$P"
-  # does homogenization cost anything? (docs/probe.md): pooled vectors, zero-shot answers, probes
-  stage "probe@$m" homog probe --model "$m" --params "$P"
-done
-stage stats homog stats --params "$P"
-# one study, one database: the runs of an earlier study are not kept beside this one's
-stage load bash -c 'rm -f data/homog.duckdb && homog load --params "$1"' load "$P"
-stage report homog report --params "$P"
-# the published bundle first: the pages below are written from it, so that anyone rebuilds them
-# from the committed study/results/ and finds them unchanged (tests/test_published_study.py)
-stage publish homog publish --db data/homog.duckdb -o results
+# PAGES_ONLY=1 (make study-pages): only the pages, from the committed study/results/ (after a
+# change to how the report words or draws them), without the study's data
+if [ -z "${PAGES_ONLY:-}" ]; then
+  stage corpus homog corpus --params "$P"
+  stage synth homog synth --params "$P"
+  for m in $models; do
+    stage "extract@$m" homog extract --model "$m" --params "$P"
+    stage "mauve@$m" homog mauve --model "$m" --params "$P"
+    # does homogenization cost anything? (docs/probe.md): pooled vectors, zero-shot answers, probes
+    stage "probe@$m" homog probe --model "$m" --params "$P"
+  done
+  stage stats homog stats --params "$P"
+  # one study, one database: the runs of an earlier study are not kept beside this one's
+  stage load bash -c 'rm -f data/homog.duckdb && homog load --params "$1"' load "$P"
+  stage report homog report --params "$P"
+  # the published bundle first: the pages below are written from it, so that anyone rebuilds them
+  # from the committed study/results/ and finds them unchanged (tests/test_published_study.py)
+  stage publish homog publish --db data/homog.duckdb -o results
+fi
 # --force: docs/results.md and docs/results/ are this script's own outputs
 stage results homog report --db results --params "$P" --format md -o ../docs/results.md \
   --figures-dir ../docs/results --force

@@ -22,6 +22,7 @@ from homog.report import readme, sentences_page
 from homog.report.answer import README_END, README_START
 
 ROOT = Path(__file__).resolve().parents[1]
+REBUILD = "the committed page is not what study/results/ gives now: run `make study-pages`"
 BUNDLE = ROOT / "study" / "results"
 RESULTS, SENTENCES, README = (
     ROOT / "docs" / "results.md",
@@ -71,7 +72,7 @@ def test_the_results_page_is_rebuilt_from_the_bundle(
     assert args[:3] == ["homog", "report", "--db"] and "results" in args
     res = CliRunner().invoke(main, args[1:])
     assert res.exit_code == 0, res.output
-    assert (layout / "docs" / "results.md").read_text() == RESULTS.read_text()
+    assert (layout / "docs" / "results.md").read_text() == RESULTS.read_text(), REBUILD
     figures = sorted(p.name for p in (layout / "docs" / "results").glob("*.png"))
     assert figures == sorted(p.name for p in (ROOT / "docs" / "results").glob("*.png"))
 
@@ -83,11 +84,11 @@ def test_the_sentences_block_and_the_readme_are_rebuilt_from_the_bundle(
     args = study_command("sentences")
     assert args[:3] == ["python", "-m", "homog.report.sentences_page"]
     assert sentences_page.main(args[3:]) in (None, 0)
-    assert (layout / "docs" / "sentences.md").read_text() == SENTENCES.read_text()
+    assert (layout / "docs" / "sentences.md").read_text() == SENTENCES.read_text(), REBUILD
     args = study_command("readme")
     assert args[:3] == ["python", "-m", "homog.report.readme"]
     assert readme.main(args[3:]) == 0
-    assert (layout / "README.md").read_text() == README.read_text()
+    assert (layout / "README.md").read_text() == README.read_text(), REBUILD
 
 
 def answer_bullets() -> list[str]:
