@@ -24,7 +24,7 @@ from homog.report.document import Section
 from homog.report.sentences_specific import family_tables, place_lines
 from homog.stats.bands import band_of_layers
 from homog.stats.paired_tests import holm
-from homog.stats.verdicts import verdict_of
+from homog.stats.verdicts import row_verdict
 from homog.variants import CTRL_NAMED, KEY_CONTROL, variant_name
 
 TITLE = "Where position acts"
@@ -129,20 +129,7 @@ def verdict_rows(sc: pd.DataFrame, runs: pd.DataFrame, alpha: float = 0.05) -> p
     for _, idx in out[fam].groupby(["model", "family"]).groups.items():
         out.loc[idx, "p_holm"] = holm(out.loc[idx, "p_value"].to_numpy(dtype=float))
     out = out[fam | out["control"]].copy()
-    out["verdict"] = [
-        verdict_of(
-            r.effect,
-            r.ci_low,
-            r.ci_high,
-            r.eq_ci_low,
-            r.eq_ci_high,
-            r.sesoi,
-            r.p_holm,
-            alpha,
-            n=r.n,
-        )
-        for r in out.itertuples()
-    ]
+    out["verdict"] = [row_verdict(r, alpha, effect="effect") for r in out.itertuples()]
     out["claimed"] = "either"
     order = {b: i for i, b in enumerate(("layer0", *BANDS))}
     return out.sort_values(

@@ -15,7 +15,7 @@ from homog.schema.stats_tables import INTERVENTION_COST
 from homog.stats.classifier import weighted_auc
 from homog.stats.paired_tests import bootstrap_ci, bootstrap_p, holm, paired_p, resample_counts
 from homog.stats.settings import StatsSettings
-from homog.stats.verdicts import verdict_of
+from homog.stats.verdicts import row_verdict
 
 COST_COLUMNS = [name for name, _ in INTERVENTION_COST]  # the table's (homog.schema)
 FAMILY = "homogenize"
@@ -189,20 +189,7 @@ def finish(rows: list[dict], alpha: float) -> pd.DataFrame:
         if sel.any():
             frame.loc[sel, "p_holm"] = holm(frame.loc[sel, "p_value"].to_numpy())
     frame["verdict"] = [
-        verdict_of(
-            r.value,
-            r.ci_low,
-            r.ci_high,
-            r.eq_ci_low,
-            r.eq_ci_high,
-            r.sesoi,
-            r.p_holm,
-            alpha,
-            sign=COST_SIGN,
-            n=r.n,
-        )
-        if tested[i]
-        else None
+        row_verdict(r, alpha, COST_SIGN) if tested[i] else None
         for i, r in enumerate(frame.itertuples())
     ]
     return frame

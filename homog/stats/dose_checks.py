@@ -107,6 +107,24 @@ def identity_row(family: str, zero: pd.DataFrame, base_frame: pd.DataFrame, run_
     }
 
 
+def _identity_and_layer(
+    family: str,
+    arms: Mapping[str, Mapping[float, pd.DataFrame]],
+    base_frame: pd.DataFrame,
+    run_id: str,
+    layer_value: int | str,
+    name: str,
+) -> tuple[list[dict], int, int]:
+    """([the identity row when dose 0 is a run of its own], the first layer the monotonicity
+    reads (``name``'s value resolved), the run's last layer)."""
+    zero = arms["kind"].get(0.0)
+    rows = []
+    if zero is not None and zero is not base_frame:
+        rows.append(identity_row(family, zero, base_frame, run_id))
+    n_layers = int(base_frame["layer"].max())
+    return rows, resolve_layer(layer_value, n_layers, name, n_layers), n_layers
+
+
 def check_rows(
     arms: Mapping[str, Mapping[float, pd.DataFrame]],
     base_frame: pd.DataFrame,
@@ -119,12 +137,9 @@ def check_rows(
     """The identity row (when dose 0 is a ``sink_bias:0`` run) and one monotonicity row per
     arm (``x_of``: arm -> its x) of the sink_bias family of one unchanged run."""
     key = {"run_id": run_id, "family": "sink_bias", "family_holm": CHECK}
-    rows = []
-    zero = arms["kind"].get(0.0)
-    if zero is not None and zero is not base_frame:
-        rows.append(identity_row("sink_bias", zero, base_frame, run_id))
-    n_layers = int(base_frame["layer"].max())
-    onset = resolve_layer(onset_value, n_layers, "sink_bias_onset", n_layers)
+    rows, onset, n_layers = _identity_and_layer(
+        "sink_bias", arms, base_frame, run_id, onset_value, "sink_bias_onset"
+    )
     for arm, x in x_of.items():
         k, layers, doses = monotone_layers(arms[arm], x, samples, onset, variant)
         words = ", ".join(f"{d:g}" for d in doses)
@@ -159,12 +174,9 @@ def homogenize_check_rows(
     ``homogenize:0`` with it, and at how many hidden layers from the homogenized one
     (``extract.homogenize_layer``) on the mean erank over ``samples`` falls strictly with
     alpha (the manipulation makes the tokens alike where it acts and above)."""
-    rows = []
-    zero = arms["kind"].get(0.0)
-    if zero is not None and zero is not base_frame:
-        rows.append(identity_row("homogenize", zero, base_frame, run_id))
-    n_layers = int(base_frame["layer"].max())
-    at = resolve_layer(layer_value, n_layers, "homogenize_layer", n_layers)
+    rows, at, n_layers = _identity_and_layer(
+        "homogenize", arms, base_frame, run_id, layer_value, "homogenize_layer"
+    )
     k, layers, doses = monotone_layers(arms["kind"], "erank", samples, at, variant, falls=True)
     words = ", ".join(f"{d:g}" for d in doses)
     rows.append(

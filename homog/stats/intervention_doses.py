@@ -14,7 +14,7 @@ On the texts every dose of both arms holds (variant ``original`` by default), pe
   the mean over texts, its bootstrap CI and sign-flip p over texts. Arm ``sink_bias -
   control`` (resp. ``homogenize - control``) is the per-text difference of the two slopes:
   the pre-registered primary endpoint, family ``primary`` (Holm over its rows), verdict by
-  ``homog.stats.verdicts.verdict_of`` against the claimed sign (``claimed_sign``: erank falls
+  ``homog.stats.verdicts.row_verdict`` against the claimed sign (``claimed_sign``: erank falls
   as the manipulated quantity rises; ``reversed`` is a rise). Its SESOI is the outcome's at the
   band by the project's margin rule (``band_margins``: homog.stats.margins with
   ``stats.sesoi_basis``, sd by default), per unit of the kind arm's range of x over its doses
@@ -43,7 +43,7 @@ from homog.stats.dose_checks import check_lines, check_rows, homogenize_check_ro
 from homog.stats.dose_fit import within_slopes
 from homog.stats.paired_tests import bootstrap_ci, holm, paired_p
 from homog.stats.settings import StatsSettings
-from homog.stats.verdicts import verdict_of
+from homog.stats.verdicts import row_verdict
 
 COLUMNS = [
     "run_id",
@@ -290,18 +290,7 @@ def finish(rows: list[dict], alpha: float) -> pd.DataFrame:
         if sel.any():
             frame.loc[sel, "p_holm"] = holm(frame.loc[sel, "p_value"].to_numpy())
     frame["verdict"] = [
-        verdict_of(
-            r.value,
-            r.ci_low,
-            r.ci_high,
-            r.eq_ci_low,
-            r.eq_ci_high,
-            r.sesoi,
-            r.p_holm,
-            alpha,
-            claimed_sign(r.kind, r.dose),
-            n=r.n,
-        )
+        row_verdict(r, alpha, claimed_sign(r.kind, r.dose))
         if np.isfinite(r.p_value)
         else "inconclusive"
         for r in frame.itertuples()

@@ -21,6 +21,7 @@ Pure: floats in, a word out. Against a smallest effect of interest (SESOI):
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -121,3 +122,20 @@ def verdict_of(
     """:func:`judge` for a row that has its CI, equivalence CI, SESOI and Holm p (the raw p
     of a control row): the one call the probe stage's and the report sections' rows need."""
     return judge(effect, (ci_low, ci_high), (eq_low, eq_high), sesoi, p_holm, alpha, sign, n)
+
+
+def row_verdict(row: Any, alpha: float, sign: int | None = None, effect: str = "value") -> str:
+    """:func:`verdict_of` of one table row (a namedtuple of ``itertuples``) with the columns
+    ``effect`` (its name), ci_low, ci_high, eq_ci_low, eq_ci_high, sesoi, p_holm and n."""
+    return verdict_of(
+        getattr(row, effect),
+        row.ci_low,
+        row.ci_high,
+        row.eq_ci_low,
+        row.eq_ci_high,
+        row.sesoi,
+        row.p_holm,
+        alpha,
+        sign,
+        n=row.n,
+    )
