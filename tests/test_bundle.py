@@ -159,12 +159,15 @@ def test_a_report_from_the_bundle_shows_where_its_numbers_were_made(
     (made / "data" / "synth").mkdir(parents=True)
     (made / "data" / "corpus").mkdir(parents=True)
     synth = {"timings": {"parse_s": 12.5}, "rephraser": "parse", "kept": 7}
-    (made / "data" / "synth" / "report.json").write_text(json.dumps(synth))
+    quoted = {"examples": {"front": [{"original": "A review's own sentence."}]}}
+    (made / "data" / "synth" / "report.json").write_text(json.dumps({**synth, **quoted}))
     (made / "data" / "corpus" / "corpus.report.json").write_text(json.dumps({"drawn": 12}))
     monkeypatch.chdir(made)
     invoke("publish", "--db", str(source), "-o", "results")
     record = json.loads((made / "results" / "bundle.json").read_text())["provenance"]
+    # every synth figure, none of the corpus's words (the rewrite examples)
     assert record["synth"] == synth and record["corpus"] == {"drawn": 12}
+    assert "review's own sentence" not in (made / "results" / "bundle.json").read_text()
     assert record["git_commit"] is None and any("git commit" in m for m in record["missing"])
     pages = []
     for where in ("made", "elsewhere"):

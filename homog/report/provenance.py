@@ -19,6 +19,9 @@ import yaml
 from homog import __version__
 from homog.report.document import Section, Table
 
+# synth report keys that quote the corpus's sentences (a bundle publishes no words of it)
+SYNTH_WORDS = ("examples",)
+
 RUN_COLUMNS = [
     "model",
     "model_source",
@@ -127,7 +130,9 @@ def project_record(root: Path, synth_path: Path | None) -> dict[str, Any]:
     record["synth"] = None
     if synth_path is not None and synth_path.exists():
         try:
-            record["synth"] = json.loads(synth_path.read_text())
+            synth = json.loads(synth_path.read_text())
+            # the rewrite examples quote the corpus: its words are not ours to publish
+            record["synth"] = {k: v for k, v in synth.items() if k not in SYNTH_WORDS}
         except json.JSONDecodeError:
             missing.append(f"synth report ({shown(synth_path)} is not valid JSON)")
     if record["synth"] is None and not any(m.startswith("synth report") for m in missing):
