@@ -42,10 +42,9 @@ def publish(out: Path, max_mb: float, force: bool, db_path: Path | None) -> None
       homog publish --db study/data/homog.duckdb -o study/results
       homog claims --db study/results --format json
     """
-    from homog.layout import Layout, default_db
+    from homog.layout import default_db
     from homog.owned import check_owned_dir
     from homog.report.inputs import BUNDLE_FRAMES, BUNDLE_SLICES
-    from homog.report.provenance import project_record
     from homog.store.bundle import is_bundle, write_bundle
     from homog.store.current import use_runs
     from homog.store.query import check_schema
@@ -67,9 +66,21 @@ def publish(out: Path, max_mb: float, force: bool, db_path: Path | None) -> None
             max_mb=max_mb,
             # where the numbers were made (git, corpus and synth reports), as `homog report`
             # reads it from the current directory
-            provenance=project_record(Path.cwd(), Layout(Path(".")).synth_report),
+            provenance=published_provenance(),
         )
     finally:
         con.close()
     n = len(manifest["tables"])
     click.echo(f"wrote {out} ({n} tables, {manifest['bytes'] / 2**20:.2f} MB)", err=True)
+
+
+def published_provenance() -> dict:
+    """The current directory's project record and its synth report (as `homog report` reads
+    them there), for the bundle's manifest."""
+    from homog.layout import Layout
+    from homog.report.provenance import project_record, synth_record
+
+    record = project_record(Path.cwd())
+    record["synth"], missing = synth_record(Layout(Path(".")).synth_report)
+    record["missing"] += missing
+    return record

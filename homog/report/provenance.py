@@ -99,11 +99,12 @@ def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: obj}
 
 
-def project_record(root: Path, synth_path: Path | None) -> dict[str, Any]:
+def project_record(root: Path) -> dict[str, Any]:
     """What the project at ``root`` says of where its numbers come from: the git commit and
-    dirty flag, the dvc.lock hashes, the corpus report's scalars, the synth report (None when
-    absent) and what was not found (``missing``). JSON-ready: ``homog publish`` keeps it in
-    the bundle, so a report from the bundle shows the study's provenance, not the reader's."""
+    dirty flag, the dvc.lock hashes, the corpus report's scalars, and what was not found
+    (``missing``). JSON-ready: ``homog publish`` keeps it in the bundle, with
+    :func:`synth_record`'s synth report, so a report from the bundle shows the study's
+    provenance, not the reader's."""
     record: dict[str, Any] = {"git_commit": None, "git_dirty": None, "dvc_lock": [], "corpus": {}}
     missing: list[str] = []
     commit = _git(root, "rev-parse", "HEAD")
@@ -127,19 +128,26 @@ def project_record(root: Path, synth_path: Path | None) -> dict[str, Any]:
             record["corpus"] = {k: v for k, v in cr.items() if not isinstance(v, dict | list)}
         except json.JSONDecodeError:
             missing.append(f"corpus report ({shown(corpus_report)} is not valid JSON)")
-    record["synth"] = None
-    if synth_path is not None and synth_path.exists():
-        try:
-            synth = json.loads(synth_path.read_text())
-            # the rewrite examples quote the corpus: its words are not ours to publish
-            record["synth"] = {k: v for k, v in synth.items() if k not in SYNTH_WORDS}
-        except json.JSONDecodeError:
-            missing.append(f"synth report ({shown(synth_path)} is not valid JSON)")
-    if record["synth"] is None and not any(m.startswith("synth report") for m in missing):
-        where = shown(synth_path) if synth_path is not None else "data/synth/report.json"
-        missing.append(f"synth report ({where} not found)")
     record["missing"] = missing
     return record
+
+
+def synth_not_found(synth_path: Path | None) -> str:
+    where = shown(synth_path) if synth_path is not None else "data/synth/report.json"
+    return f"synth report ({where} not found)"
+
+
+def synth_record(synth_path: Path | None) -> tuple[dict[str, Any] | None, list[str]]:
+    """(the synth report at ``synth_path`` without the keys that quote the corpus, or None;
+    what was not found): what a bundle publishes of it."""
+    if synth_path is None or not synth_path.exists():
+        return None, [synth_not_found(synth_path)]
+    try:
+        synth = json.loads(synth_path.read_text())
+    except json.JSONDecodeError:
+        return None, [f"synth report ({shown(synth_path)} is not valid JSON)"]
+    # the rewrite examples quote the corpus: its words are not ours to publish
+    return {k: v for k, v in synth.items() if k not in SYNTH_WORDS}, []
 
 
 def gather(
@@ -156,15 +164,12 @@ def gather(
     recorded: dict[str, Any] | None = None,
 ) -> Provenance:
     """Collect the provenance; every input not found is named in ``missing``. ``recorded``
-    (a bundle's :func:`project_record`) stands for the project at ``root`` and its synth
-    report: the provenance of the numbers is where they were made."""
+    (a bundle's :func:`project_record` with its synth report) stands for the project at
+    ``root`` and ``synth``: the provenance of the numbers is where they were made."""
     prov = Provenance(db=db, command=command)
     if recorded is None:
-        recorded = project_record(root, None)
-        recorded["missing"] = [m for m in recorded["missing"] if not m.startswith("synth report")]
-        if synth is None:
-            where = shown(synth_path) if synth_path is not None else "data/synth/report.json"
-            recorded["missing"].append(f"synth report ({where} not found)")
+        recorded = project_record(root)
+        recorded["missing"] += [] if synth is not None else [synth_not_found(synth_path)]
     else:
         synth = recorded.get("synth")
     prov.git_commit, prov.git_dirty = recorded.get("git_commit"), recorded.get("git_dirty")
