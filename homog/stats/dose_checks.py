@@ -125,6 +125,35 @@ def _identity_and_layer(
     return rows, resolve_layer(layer_value, n_layers, name, n_layers), n_layers
 
 
+def monotone_row(
+    family: str,
+    arm: str,
+    metric: str,
+    run_id: str,
+    span: tuple[int, int],
+    k: int,
+    n: int,
+    basis: str,
+) -> dict:
+    """A monotonicity row: ``k`` of the ``n`` layers read in ``span`` (first, last) move with
+    the dose."""
+    return {
+        "run_id": run_id,
+        "family": family,
+        "family_holm": CHECK,
+        "arm": arm,
+        "kind": "monotone",
+        "band": f"layers {span[0]}-{span[1]}",
+        "metric": metric,
+        "x_metric": "dose",
+        "dose": math.nan,
+        "value": float(k),
+        "n": n,
+        "sesoi": math.nan,
+        "sesoi_basis": basis,
+    }
+
+
 def check_rows(
     arms: Mapping[str, Mapping[float, pd.DataFrame]],
     base_frame: pd.DataFrame,
@@ -136,28 +165,19 @@ def check_rows(
 ) -> list[dict]:
     """The identity row (when dose 0 is a ``sink_bias:0`` run) and one monotonicity row per
     arm (``x_of``: arm -> its x) of the sink_bias family of one unchanged run."""
-    key = {"run_id": run_id, "family": "sink_bias", "family_holm": CHECK}
     rows, onset, n_layers = _identity_and_layer(
         "sink_bias", arms, base_frame, run_id, onset_value, "sink_bias_onset"
     )
     for arm, x in x_of.items():
         k, layers, doses = monotone_layers(arms[arm], x, samples, onset, variant)
         words = ", ".join(f"{d:g}" for d in doses)
+        basis = (
+            f"the attention layers from the onset ({onset}) on where the mean of {x} over "
+            f"{len(samples)} texts rises strictly with beta ({words})"
+        )
+        arm_name = "sink_bias" if arm == "kind" else arm
         rows.append(
-            {
-                **key,
-                "arm": "sink_bias" if arm == "kind" else arm,
-                "kind": "monotone",
-                "band": f"layers {onset}-{n_layers}",
-                "metric": x,
-                "x_metric": "dose",
-                "dose": math.nan,
-                "value": float(k),
-                "n": len(layers),
-                "sesoi": math.nan,
-                "sesoi_basis": f"the attention layers from the onset ({onset}) on where the mean "
-                f"of {x} over {len(samples)} texts rises strictly with beta ({words})",
-            }
+            monotone_row("sink_bias", arm_name, x, run_id, (onset, n_layers), k, len(layers), basis)
         )
     return rows
 
@@ -179,23 +199,14 @@ def homogenize_check_rows(
     )
     k, layers, doses = monotone_layers(arms["kind"], "erank", samples, at, variant, falls=True)
     words = ", ".join(f"{d:g}" for d in doses)
+    basis = (
+        f"the hidden layers from the homogenized one ({at}) on where the mean of erank over "
+        f"{len(samples)} texts falls strictly with alpha ({words})"
+    )
     rows.append(
-        {
-            "run_id": run_id,
-            "family": "homogenize",
-            "family_holm": CHECK,
-            "arm": "homogenize",
-            "kind": "monotone",
-            "band": f"layers {at}-{n_layers}",
-            "metric": "erank",
-            "x_metric": "dose",
-            "dose": math.nan,
-            "value": float(k),
-            "n": len(layers),
-            "sesoi": math.nan,
-            "sesoi_basis": f"the hidden layers from the homogenized one ({at}) on where the mean "
-            f"of erank over {len(samples)} texts falls strictly with alpha ({words})",
-        }
+        monotone_row(
+            "homogenize", "homogenize", "erank", run_id, (at, n_layers), k, len(layers), basis
+        )
     )
     return rows
 
